@@ -1,0 +1,136 @@
+"""Helpers shared by every Redis primitive: argument validation, key naming,
+Lua script loading and translation of redis-py errors.
+
+Nothing here imports Django.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import redis.exceptions
+
+from ..exceptions import BackendUnavailable, PoolError
+
+MAX_NAME_LENGTH = 200
+_FORBIDDEN = re.compile(r"[{}\s]")
+_LUA_DIR = Path(__file__).with_name("lua")
+_lua_cache: dict[str, str] = {}
+
+
+def check_name(value: object, what: str = "name") -> str:
+    """Return ``value`` if it is a valid primitive name or resource id.
+
+    A valid value is a non-empty ``str`` of at most 200 characters without
+    ``{``, ``}`` or whitespace. Anything else raises ``ValueError`` naming it.
+    """
+    if isinstance(value, bytes):
+        value = value.decode()
+    if not isinstance(value, str):
+        raise ValueError(
+            f"{what} must be a non-empty str, got {value!r} ({type(value).__name__})"
+        )
+    if not value:
+        raise ValueError(f"{what} must be a non-empty str, got {value!r}")
+    if len(value) > MAX_NAME_LENGTH:
+        raise ValueError(
+            f"{what} {value[:40]!r}... is {len(value)} characters long; "
+            f"the limit is {MAX_NAME_LENGTH}"
+        )
+    if _FORBIDDEN.search(value):
+        raise ValueError(
+            f"{what} {value!r} contains '{{', '}}' or whitespace, which are not allowed "
+            "(braces would break the Redis Cluster hash tag)"
+        )
+    return value
+
+
+def check_seconds(value: object, what: str, *, allow_none: bool = True) -> float | None:
+    """Validate a duration in seconds (``int``/``float`` >= 0, or None if allowed)."""
+    if value is None and allow_none:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(
+            f"{what} must be a number of seconds{' or None' if allow_none else ''}, "
+            f"got {value!r}"
+        )
+    if math.isnan(value) or value < 0:
+        raise ValueError(f"{what} must be >= 0 seconds, got {value!r}")
+    return float(value)
+
+
+def check_lease_timeout(value: object, what: str = "lease_timeout") -> float | None:
+    """A lease duration: None (no expiry) or a number of seconds > 0."""
+    seconds = check_seconds(value, what)
+    if seconds is not None and (seconds < 0.001 or math.isinf(seconds)):
+        raise ValueError(
+            f"{what} must be at least 0.001 seconds and finite (None means no expiry), "
+            f"got {value!r}"
+        )
+    return seconds
+
+
+def check_priority(value: object) -> int:
+    """Waiter priority: an int; larger is served first."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"priority must be an int, got {value!r}")
+    if abs(value) > 2**52:
+        raise ValueError(f"priority must be between -2**52 and 2**52, got {value!r}")
+    return value
+
+
+def to_ms(seconds: float | None) -> int:
+    """Seconds to whole milliseconds; None becomes -1 (meaning "no limit")."""
+    if seconds is None:
+        return -1
+    return max(0, round(seconds * 1000))
+
+
+def text(value: Any) -> Any:
+    """Decode bytes returned by a client built without ``decode_responses``."""
+    if isinstance(value, bytes):
+        return value.decode()
+    if isinstance(value, list):
+        return [text(v) for v in value]
+    return value
+
+
+def key_prefix(prefix: str, kind: str, name: str) -> str:
+    """Key prefix of one primitive: ``<prefix>:{<kind>:<name>}``.
+
+    The braces make ``<kind>:<name>`` the Redis Cluster hash tag, so every key of
+    a primitive lives in one slot and one Lua script may touch them all.
+    """
+    return f"{prefix}:{{{kind}:{name}}}"
+
+
+def load_lua(*names: str) -> str:
+    """Source of the Lua files ``names`` (without ``.lua``), concatenated."""
+    parts = []
+    for name in names:
+        if name not in _lua_cache:
+            _lua_cache[name] = (_LUA_DIR / f"{name}.lua").read_text()
+        parts.append(_lua_cache[name])
+    return "\n".join(parts)
+
+
+@contextlib.contextmanager
+def backend_errors() -> Iterator[None]:
+    """Translate redis-py errors into this library's errors.
+
+    Connection problems become :class:`BackendUnavailable` (with the redis-py
+    error as ``__cause__``); any other Redis error becomes :class:`PoolError`.
+    """
+    try:
+        yield
+    except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
+        raise BackendUnavailable(f"Redis could not be reached: {exc}") from exc
+    except redis.exceptions.RedisError as exc:
+        if type(exc).__name__ in {"ClusterDownError", "MasterDownError", "TryAgainError"}:
+            raise BackendUnavailable(f"Redis could not be reached: {exc}") from exc
+        raise PoolError(f"Redis rejected the operation: {exc}") from exc

@@ -1,0 +1,257 @@
+"""The lease engine: atomic grants, renewals and fair hand-off, in Lua.
+
+One :class:`LeaseEngine` drives the keys of one primitive. Every state change is
+one Lua script (``lua/engine.lua`` is prepended to each), run with EVALSHA and
+re-loaded on NOSCRIPT by redis-py. Time is the Redis server's ``TIME``.
+
+Blocking acquires queue in Redis, ordered by priority then arrival. A release
+hands the resource straight to the head waiter and pushes the lease onto that
+waiter's own wake list, on which the waiter blocks with BLPOP: no polling. A
+blocked waiter also wakes when the earliest lease is due to expire (to reclaim
+it) and at least every ``wait_chunk`` seconds to prove it is alive; a waiter
+that stops checking in is skipped by the next hand-off.
+
+Every script is safe to run twice (redis-py retries commands on connection
+errors): an acquire carries a request token, so running it again returns the
+same lease or queue place, never a second lease or a second fence.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import socket
+import threading
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from redis.commands.core import Script
+
+from ._common import backend_errors, key_prefix, load_lua, text, to_ms
+from .lease import Lease
+
+__all__ = ["LeaseEngine", "Waiter", "default_holder"]
+
+_KEY_SUFFIXES = ("avail", "leases", "info", "tok", "seq", "waitq", "winfo")
+_HOSTNAME = socket.gethostname()
+
+
+def default_holder() -> str:
+    """``host:pid:thread`` of the caller: who holds a lease when no holder is given."""
+    return f"{_HOSTNAME}:{os.getpid()}:{threading.get_ident()}"
+
+
+@dataclass(frozen=True)
+class Waiter:
+    """A caller blocked in ``acquire``, as stored in Redis."""
+
+    holder: str
+    priority: int
+    since: float
+    deadline: float | None
+
+
+class LeaseEngine:
+    """Runs the lease-engine scripts against the keys of one primitive.
+
+    ``kind``/``name``/``prefix`` build the keys (all under the hash tag
+    ``{kind:name}``); ``order`` is how available resources are picked
+    (``fifo``, ``lifo`` or ``random``).
+    """
+
+    #: Longest single blocking read, in seconds (also bounded by the client's
+    #: socket timeout, so redis-py never times out a read we meant to block on).
+    wait_chunk = 2.0
+
+    def __init__(self, client: Any, *, kind: str, name: str, order: str, prefix: str) -> None:
+        self.client = client
+        self.label = f"{kind} {name!r}"
+        base = key_prefix(prefix, kind, name)
+        self.keys = [f"{base}:{suffix}" for suffix in _KEY_SUFFIXES]
+        self.wake_prefix = f"{base}:wake:"
+        self.order = order
+        self._scripts: dict[str, Script] = {}
+        self._chunk: float | None = None
+
+    # -- running scripts -------------------------------------------------------
+
+    def run(self, script: str, *args: Any) -> Any:
+        """Run lease-engine script ``script`` with its own ``args``."""
+        runner = self._scripts.get(script)
+        if runner is None:
+            runner = self.client.register_script(load_lua("engine", script))
+            self._scripts[script] = runner
+        with backend_errors():
+            reply = runner(keys=self.keys, args=[self.wake_prefix, self.order, *args])
+        return text(reply)
+
+    # -- acquiring -------------------------------------------------------------
+
+    def acquire(
+        self, *, timeout: float | None, lease_ms: int, holder: str, priority: int
+    ) -> Lease | None:
+        """Grant a lease now, or wait up to ``timeout`` seconds (None: forever;
+        0: do not wait) for one, fairly. Returns None if nothing was granted."""
+        token = uuid.uuid4().hex
+        deadline = None if timeout is None else time.monotonic() + timeout
+        chunk = self._wait_chunk()
+        args = (holder, lease_ms, priority)
+        reply = self.run("acquire", token, *args, self._wait_ms(deadline, timeout), to_ms(chunk))
+        if reply[0] == "granted":
+            return self._lease(reply[1])
+        if reply[0] == "none":
+            return None
+        try:
+            return self._wait(token, args, deadline, chunk, int(reply[1]))
+        except BaseException:
+            # Interrupted or Redis failed: give up our place (and anything handed
+            # to us meanwhile). If Redis is unreachable, the place is dropped by
+            # the next hand-off once our liveness window has passed.
+            with contextlib.suppress(Exception):
+                self.run("withdraw", token)
+            raise
+
+    @staticmethod
+    def _wait_ms(deadline: float | None, timeout: float | None) -> int:
+        if timeout == 0:
+            return -2
+        if deadline is None:
+            return -1
+        return max(1, to_ms(deadline - time.monotonic()))
+
+    def _wait(
+        self,
+        token: str,
+        args: tuple[str, int, int],
+        deadline: float | None,
+        chunk: float,
+        next_expiry_ms: int,
+    ) -> Lease | None:
+        wake_key = self.wake_prefix + token
+        alive_ms = to_ms(chunk)
+        while True:
+            block = chunk
+            if deadline is not None:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    self.run("withdraw", token)
+                    return None
+                block = min(block, remaining)
+            if next_expiry_ms >= 0:
+                block = min(block, next_expiry_ms / 1000 + 0.001)
+            with backend_errors():
+                popped = self.client.blpop([wake_key], timeout=max(block, 0.001))
+            if popped:
+                lease = self._lease(text(popped[1]))
+                if lease is not None:
+                    return lease
+                reply = ["gone"]
+            else:
+                reply = self.run("wait", token, alive_ms)
+            if reply[0] == "granted":
+                lease = self._lease(reply[1])
+                if lease is not None:
+                    return lease
+                reply = ["gone"]
+            if reply[0] == "gone":
+                # Our place was dropped (we were presumed dead after a long
+                # pause, or a provisional grant lapsed): queue again.
+                wait_ms = self._wait_ms(deadline, -1)
+                reply = self.run("acquire", token, *args, wait_ms, alive_ms)
+                if reply[0] == "granted":
+                    lease = self._lease(reply[1])
+                    if lease is not None:
+                        return lease
+                    continue
+            next_expiry_ms = int(reply[1])
+
+    def lease_from_record(self, raw: str | bytes) -> Lease:
+        """The :class:`Lease` described by a JSON lease record."""
+        return self._lease_of(json.loads(raw))
+
+    def _lease_of(self, rec: dict[str, Any]) -> Lease:
+        return Lease(
+            self,
+            resource=str(rec["r"]),
+            holder=str(rec["h"]),
+            fence=int(rec["f"]),
+            expires_at=None if rec["e"] == -1 else rec["e"] / 1000,
+            lease_timeout=None if rec["l"] == -1 else rec["l"] / 1000,
+            token=str(rec["t"]),
+        )
+
+    def _lease(self, raw: str) -> Lease | None:
+        """Lease granted to us; a provisional (unconfirmed no-expiry) grant is
+        confirmed first. None if the grant was lost before it could be."""
+        rec = json.loads(raw)
+        lease = self._lease_of(rec)
+        if rec.get("p") and not self.renew(lease, None):
+            return None
+        return lease
+
+    def _wait_chunk(self) -> float:
+        if self._chunk is None:
+            timeout = _socket_timeout(self.client)
+            chunk = self.wait_chunk
+            if timeout:
+                chunk = min(chunk, max(timeout - 1.0, timeout / 2))
+            self._chunk = max(chunk, 0.05)
+        return self._chunk
+
+    # -- holding ----------------------------------------------------------------
+
+    def renew(self, lease: Lease, lease_timeout: float | None) -> bool:
+        """Extend ``lease`` (None keeps its duration); False if it is lost."""
+        lease_ms = -2 if lease_timeout is None else to_ms(lease_timeout)
+        reply = self.run("renew", lease.resource, lease.token, lease_ms)
+        if int(reply[0]) != 1:
+            return False
+        expires = int(reply[1])
+        lease.expires_at = None if expires == -1 else expires / 1000
+        if lease_timeout is not None:
+            lease.lease_timeout = lease_timeout
+        return True
+
+    def release(self, resource: str, token: str = "") -> bool:
+        """End the lease on ``resource`` held by ``token`` ('' = whoever holds it)."""
+        return int(self.run("release", resource, token)) == 1
+
+    def gc(self, batch: int = 1000) -> int:
+        """Reclaim every expired lease and drop dead waiters; returns the number
+        of leases reclaimed."""
+        total, offset = 0, 0
+        while True:
+            reclaimed, _dropped, next_offset = (int(v) for v in self.run("gc", batch, offset))
+            total += reclaimed
+            if reclaimed < batch and next_offset == -1:
+                return total
+            offset = max(next_offset, 0)
+
+    def records(self, raws: list[Any]) -> list[dict[str, Any]]:
+        """Decode JSON records returned by a read script (missing ones skipped)."""
+        return [json.loads(raw) for raw in raws if raw]
+
+    def waiters(self, raws: list[Any]) -> list[Waiter]:
+        """Waiters from their stored records, in the order they will be served."""
+        return [
+            Waiter(
+                holder=str(w["h"]),
+                priority=int(w["p"]),
+                since=w["s"] / 1000,
+                deadline=None if w["dl"] == -1 else w["dl"] / 1000,
+            )
+            for w in self.records(raws)
+        ]
+
+
+def _socket_timeout(client: Any) -> float | None:
+    """The read timeout of ``client``'s connections (redis.Redis or RedisCluster)."""
+    for owner in (getattr(client, "connection_pool", None), getattr(client, "nodes_manager", None)):
+        kwargs = getattr(owner, "connection_kwargs", None)
+        if isinstance(kwargs, dict):
+            value = kwargs.get("socket_timeout")
+            return float(value) if value else None
+    return None

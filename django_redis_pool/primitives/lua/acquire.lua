@@ -1,0 +1,37 @@
+-- acquire: grant an available resource now, or queue the caller as a waiter.
+-- ARGV[3] token (one per acquire call: running this again returns the same
+-- lease or queue place, never a second one), ARGV[4] holder, ARGV[5] lease ms
+-- (-1 none), ARGV[6] priority, ARGV[7] wait ms (-2 do not wait, -1 forever),
+-- ARGV[8] liveness window ms (the waiter checks in at least this often).
+-- Returns {'granted', record} | {'queued', ms until next expiry} | {'none'}.
+local TOKEN, HOLDER = ARGV[3], ARGV[4]
+local LEASE_MS, PRIORITY = tonumber(ARGV[5]), tonumber(ARGV[6])
+local WAIT_MS, ALIVE_MS = tonumber(ARGV[7]), tonumber(ARGV[8])
+
+local state, value = token_state(TOKEN)
+if state == 'granted' then
+  return {'granted', value}
+elseif state == 'queued' then
+  return {'queued', next_expiry_ms()}
+end
+
+reclaim(RECLAIM_LIMIT)
+pump()
+local resource = take_available()
+if resource then
+  return {'granted', grant(resource, TOKEN, HOLDER, LEASE_MS, false)}
+end
+if WAIT_MS == -2 then
+  return {'none'}
+end
+
+local id = string.format('%016d', redis.call('INCR', K_SEQ))
+local deadline = -1
+if WAIT_MS >= 0 then
+  deadline = NOW + WAIT_MS
+end
+redis.call('ZADD', K_WAITQ, -PRIORITY, id)
+redis.call('HSET', K_WINFO, id, cjson.encode({t = TOKEN, h = HOLDER, l = LEASE_MS,
+  p = PRIORITY, s = NOW, dl = deadline, alive = NOW + ALIVE_MS + GRACE_MS}))
+redis.call('HSET', K_TOK, TOKEN, 'w:' .. id)
+return {'queued', next_expiry_ms()}

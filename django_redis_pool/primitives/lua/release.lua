@@ -1,0 +1,21 @@
+-- release: end a lease and hand the resource to the head waiter (or to avail).
+-- ARGV[3] resource, ARGV[4] the lease's token, or '' to release whoever holds it.
+-- Returns 1 if a live lease was ended, else 0 (an expired one is reclaimed).
+local RES, TOKEN = ARGV[3], ARGV[4]
+local rec, raw = lease_record(RES)
+if not rec then
+  -- 'x:<token>' marks the release of that lease: a retried call answers the same.
+  if TOKEN ~= '' and raw == 'x:' .. TOKEN then
+    return 1
+  end
+  return 0
+end
+if TOKEN ~= '' and rec.t ~= TOKEN then
+  return 0
+end
+if is_expired(rec) then
+  end_lease(RES, rec, false)
+  return 0
+end
+end_lease(RES, rec, TOKEN ~= '')
+return 1

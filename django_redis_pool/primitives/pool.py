@@ -1,0 +1,220 @@
+"""ResourcePool: a shared set of named resources handed out one holder at a time."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import Any
+
+from ..exceptions import ResourceUnavailable
+from ._common import (
+    check_lease_timeout,
+    check_name,
+    check_priority,
+    check_seconds,
+    text,
+    to_ms,
+)
+from .engine import LeaseEngine, Waiter, default_holder
+from .lease import Lease
+
+__all__ = ["ORDERS", "ResourcePool"]
+
+#: How an available resource is chosen: available longest, most recently
+#: released, or uniformly at random.
+ORDERS = ("fifo", "lifo", "random")
+
+
+class ResourcePool:
+    """A pool of named resources (connection ids, worker nodes, licences...)
+    shared by every process that uses the same Redis, ``name`` and ``key_prefix``.
+
+    Each resource is either available or leased to one holder. Leases expire
+    after ``lease_timeout`` seconds (None: never) unless renewed, so a crashed
+    holder never keeps a resource. Blocked callers are served by priority, then
+    first come first served, and are woken by the release itself.
+
+    Building a pool does no I/O.
+    """
+
+    kind = "pool"
+
+    def __init__(
+        self,
+        client: Any,
+        name: str,
+        *,
+        lease_timeout: float | None = None,
+        order: str = "fifo",
+        key_prefix: str = "drp",
+    ) -> None:
+        if not hasattr(client, "register_script") or not hasattr(client, "blpop"):
+            raise TypeError(
+                f"client must be a redis-py client (redis.Redis or "
+                f"redis.cluster.RedisCluster), got {client!r}"
+            )
+        if order not in ORDERS:
+            raise ValueError(f"order must be one of {', '.join(ORDERS)}; got {order!r}")
+        self.client = client
+        self.name = check_name(name)
+        self.key_prefix = check_name(key_prefix, "key_prefix")
+        self.lease_timeout = check_lease_timeout(lease_timeout)
+        self.order = order
+        self._engine = LeaseEngine(
+            client, kind=self.kind, name=name, order=order, prefix=key_prefix
+        )
+
+    def __repr__(self) -> str:
+        return f"<ResourcePool {self.name!r} order={self.order} lease_timeout={self.lease_timeout}>"
+
+    # -- membership ---------------------------------------------------------------
+
+    def associate(self, resource: str) -> bool:
+        """Add ``resource`` to the pool; False if it is already there (available
+        or leased). A waiter blocked on the pool gets it at once."""
+        return int(self._engine.run("pool_associate", check_name(resource, "resource"))) == 1
+
+    def disassociate(self, resource: str) -> bool:
+        """Remove ``resource``, available or leased (its holder's later release
+        returns False). False if it was not in the pool."""
+        return int(self._engine.run("pool_disassociate", check_name(resource, "resource"))) == 1
+
+    # -- acquiring and releasing -------------------------------------------------
+
+    def acquire(
+        self,
+        *,
+        timeout: float | None = 0,
+        lease_timeout: float | None = None,
+        holder: str | None = None,
+        priority: int = 0,
+    ) -> Lease | None:
+        """Lease an available resource, waiting up to ``timeout`` seconds
+        (0: do not wait, None: forever). Returns None if nothing was granted.
+
+        ``lease_timeout`` (None: the pool's default) is how long the lease lives
+        unless renewed; ``holder`` labels the holder (default ``host:pid:thread``);
+        a larger ``priority`` is served first among blocked callers.
+        """
+        timeout = check_seconds(timeout, "timeout")
+        if timeout == float("inf"):
+            timeout = None
+        lease_timeout = check_lease_timeout(lease_timeout)
+        if lease_timeout is None:
+            lease_timeout = self.lease_timeout
+        return self._engine.acquire(
+            timeout=timeout,
+            lease_ms=to_ms(lease_timeout),
+            holder=_check_holder(holder),
+            priority=check_priority(priority),
+        )
+
+    def release(self, lease_or_resource: Lease | str) -> bool:
+        """Give a resource back.
+
+        With a :class:`Lease`: only if that lease still holds it. With a plain
+        resource id: whoever holds it (an operator's force-release). False if it
+        was not leased (or the lease had expired and was reclaimed).
+        """
+        if isinstance(lease_or_resource, Lease):
+            return lease_or_resource.release()
+        return self._engine.release(check_name(lease_or_resource, "resource"))
+
+    @contextlib.contextmanager
+    def lease(
+        self,
+        *,
+        timeout: float | None = None,
+        lease_timeout: float | None = None,
+        holder: str | None = None,
+        priority: int = 0,
+        auto_renew: bool = False,
+    ) -> Iterator[Lease]:
+        """Context manager: lease a resource for the ``with`` block.
+
+        Raises :class:`ResourceUnavailable` when nothing is granted within
+        ``timeout`` (None: wait forever). ``auto_renew=True`` renews the lease in
+        the background at about 2/3 of its duration until the block exits; a
+        failed renewal is logged and marks the lease ``lost``.
+        """
+        lease = self.acquire(
+            timeout=timeout, lease_timeout=lease_timeout, holder=holder, priority=priority
+        )
+        if lease is None:
+            raise ResourceUnavailable(
+                f"no resource of pool {self.name!r} became available within {timeout} s"
+            )
+        if auto_renew:
+            lease.start_auto_renew()
+        try:
+            yield lease
+        finally:
+            lease.release()
+
+    # -- inspection ---------------------------------------------------------------
+
+    def _read(self, what: str, resource: str = "") -> Any:
+        return self._engine.run("pool_read", what, resource)
+
+    def _counts(self) -> tuple[int, int, int]:
+        available, occupied, waiting = self._read("counts")
+        return int(available), int(occupied), int(waiting)
+
+    def available_count(self) -> int:
+        """How many resources are available (expired leases count as available)."""
+        return self._counts()[0]
+
+    def occupied_count(self) -> int:
+        """How many resources are leased by a live lease."""
+        return self._counts()[1]
+
+    def total_count(self) -> int:
+        """How many resources the pool has, available or leased."""
+        available, occupied, _ = self._counts()
+        return available + occupied
+
+    def waiting_count(self) -> int:
+        """How many callers are blocked in ``acquire``."""
+        return self._counts()[2]
+
+    def _state(self, resource: str) -> int:
+        return int(self._read("state", check_name(resource, "resource")))
+
+    def is_available(self, resource: str) -> bool:
+        """True if ``resource`` is in the pool and not leased."""
+        return self._state(resource) == 1
+
+    def is_occupied(self, resource: str) -> bool:
+        """True if ``resource`` is leased by a live lease."""
+        return self._state(resource) == 2
+
+    def has(self, resource: str) -> bool:
+        """True if ``resource`` is in the pool, available or leased."""
+        return self._state(resource) != 0
+
+    def available(self) -> list[str]:
+        """The available resources, in the order ``fifo`` would hand them out."""
+        return [str(r) for r in text(self._read("available"))]
+
+    def leases(self) -> list[Lease]:
+        """The current live leases."""
+        return [self._engine.lease_from_record(raw) for raw in self._read("leases") if raw]
+
+    def waiters(self) -> list[Waiter]:
+        """The callers blocked in ``acquire``, in the order they will be served."""
+        return self._engine.waiters(self._read("waiters"))
+
+    def gc(self) -> int:
+        """Reclaim every expired lease now (also done lazily by every acquire);
+        returns how many were reclaimed. Also drops waiters that died."""
+        return self._engine.gc()
+
+
+def _check_holder(holder: str | None) -> str:
+    if holder is None:
+        return default_holder()
+    if not isinstance(holder, str) or not holder or len(holder) > 200:
+        raise ValueError(
+            f"holder must be a non-empty str of at most 200 characters, got {holder!r}"
+        )
+    return holder

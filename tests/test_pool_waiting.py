@@ -1,0 +1,293 @@
+"""Blocking acquires: fair order across processes, push wake-up, races, crashes.
+
+Runs against a real redis-server and the real 3-master Redis Cluster.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import random
+import signal
+import threading
+import time
+
+from django_redis_pool import ResourcePool
+from django_redis_pool.primitives.engine import LeaseEngine
+
+from .clients import client_from, spec_of
+
+mp = multiprocessing.get_context("fork")
+
+
+def _wait_for(predicate, timeout=10.0, what="condition"):
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.01)
+
+
+def _served_in_order(spec, label, priority, log_key):
+    client = client_from(spec)
+    pool = ResourcePool(client, "fair")
+    lease = pool.acquire(timeout=30, holder=label, priority=priority)
+    client.rpush(log_key, label)
+    time.sleep(0.02)
+    lease.release()
+
+
+def test_waiters_are_served_by_priority_then_arrival_across_processes(client):
+    pool = ResourcePool(client, "fair")
+    pool.associate("only")
+    held = pool.acquire()
+    log_key = "{pool:fair}:log"
+    arrivals = [("A", 0), ("B", 5), ("C", 0), ("D", 5), ("E", 10), ("F", -1), ("G", 10)]
+    procs = []
+    for n, (label, priority) in enumerate(arrivals, start=1):
+        proc = mp.Process(target=_served_in_order, args=(spec_of(client), label, priority, log_key))
+        proc.start()
+        procs.append(proc)
+        _wait_for(lambda n=n: pool.waiting_count() == n, what=f"{label} to queue")
+    assert [w.holder for w in pool.waiters()] == ["E", "G", "B", "D", "A", "C", "F"]
+    held.release()
+    for proc in procs:
+        proc.join(30)
+        assert proc.exitcode == 0
+    served = [x.decode() for x in client.lrange(log_key, 0, -1)]
+    assert served == ["E", "G", "B", "D", "A", "C", "F"]
+    assert pool.available() == ["only"] and pool.waiting_count() == 0
+
+
+def _block_then_report(spec, ready_key, report_key):
+    client = client_from(spec)
+    pool = ResourcePool(client, "wake")
+    client.rpush(ready_key, "1")
+    lease = pool.acquire(timeout=30)
+    client.rpush(report_key, repr(time.time()))
+    lease.release()
+
+
+def test_blocked_waiter_in_another_process_is_woken_within_50ms_of_release(client):
+    pool = ResourcePool(client, "wake")
+    pool.associate("r")
+    latencies = []
+    for i in range(5):
+        held = pool.acquire()
+        ready, report = f"{{pool:wake}}:ready{i}", f"{{pool:wake}}:report{i}"
+        proc = mp.Process(target=_block_then_report, args=(spec_of(client), ready, report))
+        proc.start()
+        client.blpop([ready], timeout=10)
+        _wait_for(lambda: pool.waiting_count() == 1, what="the child to block")
+        time.sleep(0.3)  # well inside one blocking read: no poll could explain a fast wake
+        released_at = time.time()
+        held.release()
+        _, woke_at = client.blpop([report], timeout=10)
+        latencies.append(float(woke_at) - released_at)
+        proc.join(10)
+        assert proc.exitcode == 0
+    assert max(latencies) < 0.050, latencies
+
+
+def test_timeouts_racing_releases_lose_nothing(client):
+    pool = ResourcePool(client, "race", lease_timeout=30)
+    pool.associate("r")
+    rng = random.Random(7)
+    outcomes = {"granted": 0, "timed_out": 0}
+    for _ in range(200):
+        held = pool.acquire()
+        assert held is not None
+        result = []
+        waiter = threading.Thread(target=lambda: result.append(pool.acquire(timeout=0.01)))
+        waiter.start()
+        time.sleep(rng.uniform(0.005, 0.015))
+        assert held.release() is True
+        waiter.join(5)
+        got = result[0]
+        if got is not None:
+            outcomes["granted"] += 1
+            assert got.release() is True
+        else:
+            outcomes["timed_out"] += 1
+        assert (pool.available_count(), pool.occupied_count(), pool.waiting_count()) == (1, 0, 0)
+    assert pool.available() == ["r"]
+    assert outcomes["granted"] and outcomes["timed_out"], outcomes
+
+
+def test_many_threads_never_share_a_resource(client):
+    pool = ResourcePool(client, "hammer", lease_timeout=30)
+    for r in ("r1", "r2", "r3"):
+        pool.associate(r)
+    holders: dict[str, int | None] = {"r1": None, "r2": None, "r3": None}
+    guard = threading.Lock()
+    violations: list[str] = []
+    fences: dict[str, list[int]] = {"r1": [], "r2": [], "r3": []}
+    cycles = [0] * 16
+    errors: list[BaseException] = []
+
+    def worker(n: int) -> None:
+        try:
+            for _ in range(500):
+                lease = pool.acquire(timeout=60)
+                with guard:
+                    if holders[lease.resource] is not None:
+                        violations.append(f"{lease.resource} held by {holders[lease.resource]}")
+                    holders[lease.resource] = n
+                    fences[lease.resource].append(lease.fence)
+                with guard:
+                    holders[lease.resource] = None
+                assert lease.release() is True
+                cycles[n] += 1
+        except BaseException as exc:  # surfaced below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker, args=(n,)) for n in range(16)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(240)
+    assert not errors, errors[:3]
+    assert violations == []
+    assert sum(cycles) == 16 * 500
+    for seq in fences.values():
+        assert seq == sorted(set(seq)), "fences strictly increase per resource"
+    assert sorted(pool.available()) == ["r1", "r2", "r3"]
+    assert pool.occupied_count() == 0 and pool.waiting_count() == 0
+
+
+def test_release_by_another_process_hands_to_the_waiting_thread(client):
+    pool = ResourcePool(client, "handoff")
+    pool.associate("r")
+    lease = pool.acquire(holder="parent")
+    got = []
+    t = threading.Thread(target=lambda: got.append(pool.acquire(timeout=10, holder="thread")))
+    t.start()
+    _wait_for(lambda: pool.waiting_count() == 1)
+    proc = mp.Process(target=_force_release, args=(spec_of(client), "handoff", "r"))
+    proc.start()
+    proc.join(10)
+    t.join(10)
+    assert got[0].holder == "thread" and got[0].fence > lease.fence
+
+
+def _force_release(spec, name, resource):
+    assert ResourcePool(client_from(spec), name).release(resource)
+
+
+def _wait_forever(spec, name):
+    LeaseEngine.wait_chunk = 0.2
+    ResourcePool(client_from(spec), name).acquire(timeout=None, holder="doomed")
+
+
+def test_a_waiter_that_died_is_skipped(client):
+    pool = ResourcePool(client, "dead")
+    pool.associate("r")
+    held = pool.acquire()
+    proc = mp.Process(target=_wait_forever, args=(spec_of(client), "dead"))
+    proc.start()
+    _wait_for(lambda: pool.waiting_count() == 1)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.join(5)
+    got = []
+    t = threading.Thread(target=lambda: got.append(pool.acquire(timeout=10, holder="alive")))
+    t.start()
+    _wait_for(lambda: pool.waiting_count() == 2)
+    time.sleep(1.5)  # the dead waiter's liveness window (0.2 s + 1 s grace) passes
+    held.release()
+    t.join(5)
+    assert got and got[0] is not None and got[0].holder == "alive"
+    assert pool.waiting_count() == 0
+
+
+def test_gc_drops_dead_waiters(client):
+    pool = ResourcePool(client, "deadgc")
+    pool.associate("r")
+    pool.acquire()
+    proc = mp.Process(target=_wait_forever, args=(spec_of(client), "deadgc"))
+    proc.start()
+    _wait_for(lambda: pool.waiting_count() == 1)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.join(5)
+    time.sleep(1.5)
+    pool.gc()
+    assert pool.waiting_count() == 0
+
+
+def _hold_and_hang(spec, name, ready_key):
+    client = client_from(spec)
+    ResourcePool(client, name, lease_timeout=0.5).acquire(holder="crasher")
+    client.rpush(ready_key, "1")
+    time.sleep(60)
+
+
+def test_crashed_holder_resource_reaches_a_blocked_waiter_at_lease_expiry(client):
+    pool = ResourcePool(client, "crash", lease_timeout=0.5)
+    pool.associate("r")
+    ready = "{pool:crash}:ready"
+    proc = mp.Process(target=_hold_and_hang, args=(spec_of(client), "crash", ready))
+    proc.start()
+    client.blpop([ready], timeout=10)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.join(5)
+    started = time.monotonic()
+    lease = pool.acquire(timeout=5, holder="survivor")
+    waited = time.monotonic() - started
+    assert lease is not None and lease.holder == "survivor"
+    assert waited < 1.5, "woken at the expiry, not by a poll"
+
+
+def test_timed_out_waiter_leaves_no_trace(client):
+    pool = ResourcePool(client, "trace")
+    pool.associate("r")
+    pool.acquire()
+    assert pool.acquire(timeout=0.05) is None
+    assert pool.waiting_count() == 0
+    leftovers = [k for k in client.scan_iter() if b":wake:" in k]
+    assert leftovers == []
+
+
+def test_waiter_granted_a_no_expiry_lease_confirms_it(client):
+    pool = ResourcePool(client, "confirm")
+    pool.associate("r")
+    held = pool.acquire()
+    got = []
+    t = threading.Thread(target=lambda: got.append(pool.acquire(timeout=10)))
+    t.start()
+    _wait_for(lambda: pool.waiting_count() == 1)
+    held.release()
+    t.join(10)
+    assert got[0].expires_at is None
+    assert pool.leases()[0].expires_at is None
+
+
+def test_associate_wakes_a_blocked_waiter(client):
+    pool = ResourcePool(client, "assoc")
+    got = []
+    t = threading.Thread(target=lambda: got.append(pool.acquire(timeout=10)))
+    t.start()
+    _wait_for(lambda: pool.waiting_count() == 1)
+    pool.associate("new")
+    t.join(5)
+    assert got[0].resource == "new"
+
+
+def _wait_until_interrupted(spec, name, report_key):
+    client = client_from(spec)
+    try:
+        ResourcePool(client, name).acquire(timeout=30)
+    except KeyboardInterrupt:
+        client.rpush(report_key, "interrupted")
+
+
+def test_interrupted_waiter_withdraws_at_once(client):
+    pool = ResourcePool(client, "intr")
+    pool.associate("r")
+    pool.acquire()
+    report = "{pool:intr}:report"
+    proc = mp.Process(target=_wait_until_interrupted, args=(spec_of(client), "intr", report))
+    proc.start()
+    _wait_for(lambda: pool.waiting_count() == 1)
+    os.kill(proc.pid, signal.SIGINT)
+    assert client.blpop([report], timeout=10)
+    proc.join(5)
+    assert pool.waiting_count() == 0
