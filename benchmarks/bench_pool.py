@@ -109,8 +109,10 @@ def main() -> None:
             results[name].append(measure(client, args.cycles, cycle))
 
     floor = statistics.median(r[0] for r in results[next(iter(cases))])
-    print(f"redis {info['redis_version']}, redis-py {redis.__version__}, "
-          f"{args.rounds} rounds x {args.cycles} cycles, one client on loopback\n")
+    print(
+        f"redis {info['redis_version']}, redis-py {redis.__version__}, "
+        f"{args.rounds} rounds x {args.cycles} cycles, one client on loopback\n"
+    )
     print("| case | cycles/s (median) | vs floor | server us per call |")
     print("|---|---:|---:|---:|")
     for name, rows in results.items():

@@ -97,8 +97,8 @@ def test_timeouts_racing_releases_lose_nothing(client):
     for _ in range(200):
         held = pool.acquire()
         assert held is not None
-        result = []
-        waiter = threading.Thread(target=lambda: result.append(pool.acquire(timeout=0.01)))
+        result: list = []
+        waiter = threading.Thread(target=lambda out=result: out.append(pool.acquire(timeout=0.01)))
         waiter.start()
         time.sleep(rng.uniform(0.005, 0.015))
         assert held.release() is True

@@ -32,9 +32,7 @@ def check_name(value: object, what: str = "name") -> str:
     if isinstance(value, bytes):
         value = value.decode()
     if not isinstance(value, str):
-        raise ValueError(
-            f"{what} must be a non-empty str, got {value!r} ({type(value).__name__})"
-        )
+        raise ValueError(f"{what} must be a non-empty str, got {value!r} ({type(value).__name__})")
     if not value:
         raise ValueError(f"{what} must be a non-empty str, got {value!r}")
     if len(value) > MAX_NAME_LENGTH:
@@ -56,8 +54,7 @@ def check_seconds(value: object, what: str, *, allow_none: bool = True) -> float
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise ValueError(
-            f"{what} must be a number of seconds{' or None' if allow_none else ''}, "
-            f"got {value!r}"
+            f"{what} must be a number of seconds{' or None' if allow_none else ''}, got {value!r}"
         )
     if math.isnan(value) or value < 0:
         raise ValueError(f"{what} must be >= 0 seconds, got {value!r}")

@@ -19,6 +19,7 @@ same lease or queue place, never a second lease or a second fence.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import socket
@@ -28,14 +29,13 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from redis.commands.core import Script
+from redis.exceptions import NoScriptError
 
 from ._common import backend_errors, key_prefix, load_lua, text, to_ms
 from .lease import Lease
 
 __all__ = ["LeaseEngine", "Waiter", "default_holder"]
 
-_KEY_SUFFIXES = ("avail", "leases", "info", "tok", "seq", "waitq", "winfo")
 _HOSTNAME = socket.gethostname()
 
 
@@ -69,24 +69,31 @@ class LeaseEngine:
     def __init__(self, client: Any, *, kind: str, name: str, order: str, prefix: str) -> None:
         self.client = client
         self.label = f"{kind} {name!r}"
-        base = key_prefix(prefix, kind, name)
-        self.keys = [f"{base}:{suffix}" for suffix in _KEY_SUFFIXES]
-        self.wake_prefix = f"{base}:wake:"
+        #: Every key of the primitive is this base plus a suffix (see engine.lua).
+        self.base = key_prefix(prefix, kind, name)
+        self.wake_prefix = f"{self.base}:wake:"
         self.order = order
-        self._scripts: dict[str, Script] = {}
+        self._shas: dict[str, str] = {}
         self._chunk: float | None = None
 
     # -- running scripts -------------------------------------------------------
 
     def run(self, script: str, *args: Any) -> Any:
-        """Run lease-engine script ``script`` with its own ``args``."""
-        runner = self._scripts.get(script)
-        if runner is None:
-            runner = self.client.register_script(load_lua("engine", script))
-            self._scripts[script] = runner
+        """Run lease-engine script ``script`` with its own ``args`` (EVALSHA,
+        loading the script on NOSCRIPT)."""
+        sha = self._shas.get(script) or self._sha(script)
         with backend_errors():
-            reply = runner(keys=self.keys, args=[self.wake_prefix, self.order, *args])
+            try:
+                reply = self.client.evalsha(sha, 1, self.base, self.order, *args)
+            except NoScriptError:
+                self.client.script_load(load_lua("engine", script))
+                reply = self.client.evalsha(sha, 1, self.base, self.order, *args)
         return text(reply)
+
+    def _sha(self, script: str) -> str:
+        sha = hashlib.sha1(load_lua("engine", script).encode()).hexdigest()
+        self._shas[script] = sha
+        return sha
 
     # -- acquiring -------------------------------------------------------------
 

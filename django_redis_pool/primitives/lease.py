@@ -18,6 +18,7 @@ __all__ = ["Lease"]
 
 logger = logging.getLogger("django_redis_pool")
 
+
 class Lease:
     """A granted hold on ``resource``, valid until ``expires_at`` (Redis clock).
 
@@ -100,7 +101,11 @@ class Lease:
         self.lost = True
         logger.warning(
             "lease on %r of %s (holder %r, fence %s) was lost: %s",
-            self.resource, self._engine.label, self.holder, self.fence, reason,
+            self.resource,
+            self._engine.label,
+            self.holder,
+            self.fence,
+            reason,
         )
         if self.on_lost is not None:
             try:

@@ -1,12 +1,12 @@
 -- acquire: grant an available resource now, or queue the caller as a waiter.
--- ARGV[3] token (one per acquire call: running this again returns the same
--- lease or queue place, never a second one), ARGV[4] holder, ARGV[5] lease ms
--- (-1 none), ARGV[6] priority, ARGV[7] wait ms (-2 do not wait, -1 forever),
--- ARGV[8] liveness window ms (the waiter checks in at least this often).
+-- ARGV[2] token (one per acquire call: running this again returns the same
+-- lease or queue place, never a second one), ARGV[3] holder, ARGV[4] lease ms
+-- (-1 none), ARGV[5] priority, ARGV[6] wait ms (-2 do not wait, -1 forever),
+-- ARGV[7] liveness window ms (the waiter checks in at least this often).
 -- Returns {'granted', record} | {'queued', ms until next expiry} | {'none'}.
-local TOKEN, HOLDER = ARGV[3], ARGV[4]
-local LEASE_MS, PRIORITY = tonumber(ARGV[5]), tonumber(ARGV[6])
-local WAIT_MS, ALIVE_MS = tonumber(ARGV[7]), tonumber(ARGV[8])
+local TOKEN, HOLDER = ARGV[2], ARGV[3]
+local LEASE_MS, PRIORITY = tonumber(ARGV[4]), tonumber(ARGV[5])
+local WAIT_MS, ALIVE_MS = tonumber(ARGV[6]), tonumber(ARGV[7])
 
 local state, value = token_state(TOKEN)
 if state == 'granted' then

@@ -1,24 +1,29 @@
 -- Lease engine prelude, prepended to every lease-engine script.
 --
--- Keys (all under one hash tag, so one script may touch them on Redis Cluster):
---   KEYS[1] avail   ZSET  resource -> sequence number (order of becoming available)
---   KEYS[2] leases  ZSET  resource -> expiry in ms on the Redis clock ("inf" = none)
---   KEYS[3] info    HASH  resource -> lease record (JSON), or "x:<token>" once released
---   KEYS[4] tok     HASH  request token -> "r:<resource>" (granted) | "w:<waiter id>" (queued)
---   KEYS[5] seq     STRING counter: fences, availability order and waiter arrival
---   KEYS[6] waitq   ZSET  waiter id -> -priority (ties: the zero-padded id = arrival order)
---   KEYS[7] winfo   HASH  waiter id -> waiter record (JSON)
--- ARGV[1] is the key prefix of the wake lists (<prefix>:wake:<token>), ARGV[2] the
--- pool's order (fifo | lifo | random); a script's own arguments start at ARGV[3].
+-- KEYS[1] is the primitive's base key, ending in its hash tag (e.g.
+-- "drp:{pool:printers}"); every key below is the base plus a suffix, so all of
+-- them live in the base's Redis Cluster slot and one script may touch them all:
+--   :avail   ZSET  resource -> sequence number (order of becoming available)
+--   :leases  ZSET  resource -> expiry in ms on the Redis clock ("inf" = none)
+--   :info    HASH  resource -> lease record (JSON), or "x:<token>" once released
+--   :tok     HASH  request token -> "r:<resource>" (granted) | "w:<waiter id>" (queued)
+--   :seq     STRING counter: fences, availability order and waiter arrival
+--   :waitq   ZSET  waiter id -> -priority (ties: the zero-padded id = arrival order)
+--   :winfo   HASH  waiter id -> waiter record (JSON)
+--   :wake:<token>  LIST  a waiter's own wake list (the lease handed to it)
+-- ARGV[1] is the pool's order (fifo | lifo | random); a script's own arguments
+-- start at ARGV[2].
 --
 -- Lease record: r resource, t token, h holder, f fence, a acquired (ms),
 -- e expires (ms, -1 = never), l lease duration (ms, -1 = none), p provisional (0/1).
 -- Waiter record: t token, h holder, l lease duration, p priority, s since (ms),
 -- dl own deadline (ms, -1 = none), alive (ms: the waiter is presumed dead after it).
 
-local K_AVAIL, K_LEASES, K_INFO, K_TOK = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-local K_SEQ, K_WAITQ, K_WINFO = KEYS[5], KEYS[6], KEYS[7]
-local WAKE_PREFIX, ORDER = ARGV[1], ARGV[2]
+local BASE, ORDER = KEYS[1], ARGV[1]
+local K_AVAIL, K_LEASES, K_INFO = BASE .. ':avail', BASE .. ':leases', BASE .. ':info'
+local K_TOK, K_SEQ = BASE .. ':tok', BASE .. ':seq'
+local K_WAITQ, K_WINFO = BASE .. ':waitq', BASE .. ':winfo'
+local WAKE_PREFIX = BASE .. ':wake:'
 
 local RECLAIM_LIMIT = 16     -- expired leases reclaimed per call (bounded work)
 local SKIP_LIMIT = 16        -- dead waiters dropped per hand-off

@@ -1,7 +1,7 @@
--- gc: reclaim up to ARGV[3] expired leases and drop dead waiters among the
--- ARGV[3] waiters starting at queue index ARGV[4].
+-- gc: reclaim up to ARGV[2] expired leases and drop dead waiters among the
+-- ARGV[2] waiters starting at queue index ARGV[3].
 -- Returns {leases reclaimed, waiters dropped, next queue index or -1 when done}.
-local LIMIT, OFFSET = tonumber(ARGV[3]), tonumber(ARGV[4])
+local LIMIT, OFFSET = tonumber(ARGV[2]), tonumber(ARGV[3])
 local reclaimed = reclaim(LIMIT)
 local ids = redis.call('ZRANGE', K_WAITQ, OFFSET, OFFSET + LIMIT - 1)
 local dropped = 0

@@ -1,6 +1,6 @@
 -- associate: add a resource to the pool (straight to the head waiter if any).
--- ARGV[3] resource. Returns 1 if added, 0 if already in the pool.
-local RES = ARGV[3]
+-- ARGV[2] resource. Returns 1 if added, 0 if already in the pool.
+local RES = ARGV[2]
 if redis.call('ZSCORE', K_AVAIL, RES) or redis.call('ZSCORE', K_LEASES, RES) then
   return 0
 end

@@ -1,6 +1,6 @@
 -- disassociate: remove a resource, available or leased (its holder's later
--- release then returns false). ARGV[3] resource. Returns 1 if it was there.
-local RES = ARGV[3]
+-- release then returns false). ARGV[2] resource. Returns 1 if it was there.
+local RES = ARGV[2]
 local rec = lease_record(RES)
 redis.call('HDEL', K_INFO, RES)
 if redis.call('ZREM', K_AVAIL, RES) == 1 then

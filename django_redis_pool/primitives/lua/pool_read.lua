@@ -1,6 +1,6 @@
 -- Consistent reads of a pool, on the Redis clock: a lease past its expiry counts
--- as available even before it is reclaimed. ARGV[3] what, ARGV[4] resource.
-local WHAT, RES = ARGV[3], ARGV[4]
+-- as available even before it is reclaimed. ARGV[2] what, ARGV[3] resource.
+local WHAT, RES = ARGV[2], ARGV[3]
 local live = '(' .. NOW
 
 -- HGET every member of `ids` from `hash`, in slices that fit Lua's stack.

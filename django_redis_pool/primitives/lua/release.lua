@@ -1,7 +1,7 @@
 -- release: end a lease and hand the resource to the head waiter (or to avail).
--- ARGV[3] resource, ARGV[4] the lease's token, or '' to release whoever holds it.
+-- ARGV[2] resource, ARGV[3] the lease's token, or '' to release whoever holds it.
 -- Returns 1 if a live lease was ended, else 0 (an expired one is reclaimed).
-local RES, TOKEN = ARGV[3], ARGV[4]
+local RES, TOKEN = ARGV[2], ARGV[3]
 local rec, raw = lease_record(RES)
 if not rec then
   -- 'x:<token>' marks the release of that lease: a retried call answers the same.

@@ -1,7 +1,7 @@
--- renew: extend a live lease. ARGV[3] resource, ARGV[4] token, ARGV[5] lease ms
+-- renew: extend a live lease. ARGV[2] resource, ARGV[3] token, ARGV[4] lease ms
 -- (-1 no expiry, -2 keep the lease's own duration).
 -- Returns {1, expires ms (-1 none)} or {0} when the lease is lost.
-local RES, TOKEN, LEASE_MS = ARGV[3], ARGV[4], tonumber(ARGV[5])
+local RES, TOKEN, LEASE_MS = ARGV[2], ARGV[3], tonumber(ARGV[4])
 local rec = lease_record(RES)
 if not rec or rec.t ~= TOKEN then
   return {0}

@@ -1,9 +1,9 @@
 -- wait: a queued waiter checks in after its blocking read timed out. Reclaims
 -- expired leases (a crashed holder's resource goes to the head waiter), then
 -- returns the caller's grant if it has one, else renews its liveness window.
--- ARGV[3] token, ARGV[4] liveness window ms.
+-- ARGV[2] token, ARGV[3] liveness window ms.
 -- Returns {'granted', record} | {'queued', ms until next expiry} | {'gone'}.
-local TOKEN, ALIVE_MS = ARGV[3], tonumber(ARGV[4])
+local TOKEN, ALIVE_MS = ARGV[2], tonumber(ARGV[3])
 
 reclaim(RECLAIM_LIMIT)
 pump()

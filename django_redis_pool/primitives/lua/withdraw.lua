@@ -1,7 +1,7 @@
 -- withdraw: a waiter gives up (timeout, interrupt). If a resource was handed to
 -- it in the meantime, the resource goes straight to the next waiter or back to
--- avail, so nothing is lost. ARGV[3] token. Returns 1 if something was given back.
-local TOKEN = ARGV[3]
+-- avail, so nothing is lost. ARGV[2] token. Returns 1 if something was given back.
+local TOKEN = ARGV[2]
 local state, value = token_state(TOKEN)
 redis.call('DEL', wake_key(TOKEN))
 if state == 'queued' then

@@ -1,0 +1,27 @@
+"""Django app configuration of django-redis-pool."""
+
+from __future__ import annotations
+
+from django.apps import AppConfig
+
+
+class DjangoRedisPoolConfig(AppConfig):
+    """Registers the system checks and the settings-change receiver.
+
+    ``ready()`` does no Redis I/O: connections are made on first use.
+    """
+
+    name = "django_redis_pool"
+    verbose_name = "Redis pools"
+    default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        from django.core import checks as django_checks
+        from django.core.signals import setting_changed
+
+        from . import checks, registry
+
+        django_checks.register(checks.check_settings, checks.TAG)
+        setting_changed.connect(
+            registry.on_setting_changed, dispatch_uid="django_redis_pool.registry"
+        )

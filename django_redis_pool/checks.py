@@ -1,0 +1,372 @@
+"""System checks of the ``DJANGO_REDIS_POOL`` setting (``manage.py check``).
+
+They are registered under the tag ``django_redis_pool`` by the app config. They only
+look at settings: they never connect to Redis and never raise (an unexpected
+failure is itself reported, as E099). :mod:`.registry` runs the same checks before
+building anything and raises ``ImproperlyConfigured`` with their message, so a
+setting is validated in exactly one place.
+
+====================  ==================================================================
+ID                    Problem
+====================  ==================================================================
+``E001``              ``DJANGO_REDIS_POOL`` is not a dict.
+``E002``              Unknown top-level key (close matches are suggested).
+``E003``              ``CONNECTION`` is not a dict.
+``E004``              ``CONNECTION`` has none of ``URL``, ``CACHE``, ``SENTINELS``.
+``E005``              ``CONNECTION`` mixes forms (e.g. both ``URL`` and ``CACHE``, or
+                      ``OPTIONS`` with ``CACHE``).
+``E006``              ``CONNECTION["OPTIONS"]`` / ``["SENTINEL_OPTIONS"]`` is not a dict
+                      with str keys.
+``E007``              ``CONNECTION["URL"]`` is not a str with a redis://, rediss:// or
+                      unix:// scheme (redis:// or rediss:// with ``CLUSTER``).
+``E008``              ``CONNECTION["CACHE"]`` names an alias absent from ``CACHES``.
+``E009``              ``CONNECTION["CACHE"]`` names a cache that is not a Redis cache
+                      (django-redis or ``django.core.cache.backends.redis.RedisCache``).
+``E010``              Unknown key in ``CONNECTION``.
+``E011``              Bad ``CLUSTER``, ``SENTINELS`` or ``SERVICE_NAME`` value.
+``E012``              ``KEY_PREFIX`` is not a valid name.
+``E013``              A kind mapping (``POOLS``, ``SEMAPHORES``, ...) is not a dict.
+``E014``              An entry name is not a valid name (non-empty str, at most 200
+                      characters, no braces or whitespace).
+``E015``              An entry is not a dict of options.
+``E016``              A name is used by more than one kind (names are unique across
+                      kinds).
+``E017``              Unknown option key in an entry (close matches are suggested).
+``E018``              Bad option value (``ORDER``, ``LEASE_TIMEOUT``, ``RESOURCES``, ...).
+``E019``              ``MIDDLEWARE`` is not a list.
+``E099``              The check itself failed unexpectedly (the error is reported).
+``W001``              A kind (or ``MIDDLEWARE``) is configured that this version does
+                      not support yet; its entries cannot be used.
+====================  ==================================================================
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable, Mapping
+from typing import Any
+from urllib.parse import urlsplit
+
+from django.core import checks
+
+from . import conf
+from .primitives._common import check_name
+
+__all__ = ["TAG", "check_settings", "validate"]
+
+TAG = "django_redis_pool"
+_PREFIX = "django_redis_pool"
+
+
+class _Report:
+    """Collects the check messages of one run."""
+
+    def __init__(self) -> None:
+        self.messages: list[checks.CheckMessage] = []
+
+    def error(self, number: int, msg: str, hint: str) -> None:
+        self.messages.append(checks.Error(msg, hint=hint, id=f"{_PREFIX}.E{number:03d}"))
+
+    def warning(self, number: int, msg: str, hint: str) -> None:
+        self.messages.append(checks.Warning(msg, hint=hint, id=f"{_PREFIX}.W{number:03d}"))
+
+
+def _did_you_mean(key: object, candidates: Iterable[str]) -> str:
+    matches = difflib.get_close_matches(str(key).upper(), list(candidates), n=1, cutoff=0.6)
+    return f"Did you mean {matches[0]!r}? " if matches else ""
+
+
+def _is_str_keyed_dict(value: object) -> bool:
+    return isinstance(value, dict) and all(isinstance(k, str) for k in value)
+
+
+def check_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    """The system check: validate ``settings.DJANGO_REDIS_POOL``. Never raises."""
+    try:
+        from django.conf import settings
+
+        return validate(conf.get_setting(), getattr(settings, "CACHES", {}))
+    except Exception as exc:  # a check must report, never crash `manage.py check`
+        return [
+            checks.Error(
+                f"Checking {conf.SETTING_NAME} failed unexpectedly: {exc!r}",
+                hint=f"Make {conf.SETTING_NAME} a plain dict of plain values as documented.",
+                id=f"{_PREFIX}.E099",
+            )
+        ]
+
+
+def validate(raw: Any, caches: Any) -> list[checks.CheckMessage]:
+    """All problems of the setting value ``raw``, given the ``CACHES`` setting."""
+    report = _Report()
+    if not isinstance(raw, dict):
+        report.error(
+            1,
+            f"{conf.SETTING_NAME} must be a dict, got {type(raw).__name__}.",
+            f'Set {conf.SETTING_NAME} = {{"CONNECTION": {{"URL": "redis://..."}}, '
+            '"POOLS": {...}}.',
+        )
+        return report.messages
+    for key in raw:
+        if key not in conf.TOP_LEVEL_KEYS:
+            report.error(
+                2,
+                f"{conf.setting_path(key)} is not a known key.",
+                f"{_did_you_mean(key, conf.TOP_LEVEL_KEYS)}"
+                f"Known keys: {', '.join(conf.TOP_LEVEL_KEYS)}.",
+            )
+    if "CONNECTION" in raw:
+        _check_connection(raw["CONNECTION"], caches, report)
+    if "KEY_PREFIX" in raw:
+        try:
+            check_name(raw["KEY_PREFIX"], conf.setting_path("KEY_PREFIX"))
+        except ValueError as exc:
+            report.error(
+                12,
+                f"{exc}.",
+                f'Use a short str without braces or whitespace, e.g. "{conf.DEFAULT_KEY_PREFIX}" '
+                "(the default), or remove the key.",
+            )
+    _check_kinds(raw, report)
+    _check_middleware(raw, report)
+    return report.messages
+
+
+# ---------------------------------------------------------------- CONNECTION
+
+
+def _check_connection(connection: Any, caches: Any, report: _Report) -> None:
+    path = conf.setting_path("CONNECTION")
+    if not isinstance(connection, dict):
+        report.error(
+            3,
+            f"{path} must be a dict, got {type(connection).__name__}.",
+            'Use {"URL": "redis://host:6379/0"}, {"CACHE": "<alias in CACHES>"} or '
+            '{"SENTINELS": [["host", 26379]], "SERVICE_NAME": "mymaster"}.',
+        )
+        return
+    for key in connection:
+        if key not in conf.CONNECTION_KEYS:
+            report.error(
+                10,
+                f"{conf.setting_path('CONNECTION', key)} is not a known key.",
+                f"{_did_you_mean(key, conf.CONNECTION_KEYS)}"
+                f"Known keys: {', '.join(conf.CONNECTION_KEYS)}.",
+            )
+    forms = [form for form in conf.CONNECTION_FORMS if form in connection]
+    if not forms:
+        report.error(
+            4,
+            f"{path} has none of the keys URL, CACHE or SENTINELS, so it does not say "
+            "where Redis is.",
+            'Add "URL": "redis://host:6379/0", or "CACHE": "<alias in CACHES>" to reuse '
+            'a Redis cache\'s connection, or "SENTINELS" with "SERVICE_NAME".',
+        )
+        return
+    if len(forms) > 1:
+        report.error(
+            5,
+            f"{path} sets both {forms[0]} and {forms[1]}; only one may say where Redis is.",
+            f"Keep exactly one of {', '.join(conf.CONNECTION_FORMS)}.",
+        )
+        return
+    form = forms[0]
+    allowed = conf.CONNECTION_FORMS[form]
+    for key in connection:
+        if key in conf.CONNECTION_KEYS and key not in allowed:
+            report.error(
+                5,
+                f"{conf.setting_path('CONNECTION', key)} cannot be combined with {form}.",
+                f"With {form} the connection takes only {', '.join(allowed)}"
+                + (" (the cache's own OPTIONS apply)." if form == "CACHE" else ".")
+                + f" Remove {key}.",
+            )
+    for key in ("OPTIONS", "SENTINEL_OPTIONS"):
+        if key in connection and key in allowed and not _is_str_keyed_dict(connection[key]):
+            report.error(
+                6,
+                f"{conf.setting_path('CONNECTION', key)} must be a dict of keyword "
+                f"arguments, got {connection[key]!r}.",
+                'Use e.g. {"socket_timeout": 5, "password": "..."}, or remove the key.',
+            )
+    if form == "URL":
+        _check_url(connection, report)
+    elif form == "CACHE":
+        _check_cache(connection["CACHE"], caches, report)
+    else:
+        _check_sentinels(connection, report)
+
+
+def _check_url(connection: dict[str, Any], report: _Report) -> None:
+    cluster = connection.get("CLUSTER", False)
+    if not isinstance(cluster, bool):
+        report.error(
+            11,
+            f"{conf.setting_path('CONNECTION', 'CLUSTER')} must be True or False, got {cluster!r}.",
+            "Set CLUSTER to True for a Redis Cluster, or remove it.",
+        )
+    url = connection["URL"]
+    schemes = conf.CLUSTER_URL_SCHEMES if cluster is True else conf.URL_SCHEMES
+    scheme = urlsplit(url).scheme if isinstance(url, str) else None
+    if scheme not in schemes:
+        listed = ", ".join(f"{s}://" for s in schemes)
+        report.error(
+            7,
+            f"{conf.setting_path('CONNECTION', 'URL')} must be a Redis URL starting with "
+            f"{listed}; got {url!r}.",
+            'Use e.g. "redis://127.0.0.1:6379/0" (or "rediss://" for TLS'
+            + (")." if cluster is True else ', "unix:///path/to/redis.sock" for a socket).'),
+        )
+
+
+def _check_cache(alias: Any, caches: Any, report: _Report) -> None:
+    path = conf.setting_path("CONNECTION", "CACHE")
+    aliases = list(caches) if isinstance(caches, dict) else []
+    if not isinstance(alias, str) or alias not in aliases:
+        report.error(
+            8,
+            f"{path} is {alias!r}, which is not an alias in CACHES.",
+            f"Use one of the aliases in CACHES ({', '.join(map(repr, aliases)) or 'none'}) "
+            "or add a Redis cache under that alias.",
+        )
+        return
+    cache = caches[alias]
+    backend = cache.get("BACKEND") if isinstance(cache, dict) else None
+    problem = ""
+    try:
+        flavour = conf.redis_cache_flavour(backend) if isinstance(backend, str) else None
+    except ImportError as exc:
+        flavour, problem = None, f" (it cannot be imported: {exc})"
+    if flavour is None:
+        report.error(
+            9,
+            f'{path} is {alias!r}, but CACHES["{alias}"] uses {backend!r}{problem}, which '
+            "is not a Redis cache backend.",
+            f'Point CACHES["{alias}"]["BACKEND"] at "django_redis.cache.RedisCache" or '
+            '"django.core.cache.backends.redis.RedisCache", or use "URL" instead of '
+            '"CACHE".',
+        )
+
+
+def _check_sentinels(connection: dict[str, Any], report: _Report) -> None:
+    sentinels = connection["SENTINELS"]
+    ok = isinstance(sentinels, (list, tuple)) and len(sentinels) > 0
+    if ok:
+        for address in sentinels:
+            if not (
+                isinstance(address, (list, tuple))
+                and len(address) == 2
+                and isinstance(address[0], str)
+                and isinstance(address[1], int)
+                and not isinstance(address[1], bool)
+            ):
+                ok = False
+    if not ok:
+        report.error(
+            11,
+            f"{conf.setting_path('CONNECTION', 'SENTINELS')} must be a non-empty list of "
+            f"[host, port] pairs, got {sentinels!r}.",
+            'Use e.g. [["sentinel-1", 26379], ["sentinel-2", 26379]].',
+        )
+    service = connection.get("SERVICE_NAME")
+    if not isinstance(service, str) or not service:
+        report.error(
+            11,
+            f"{conf.setting_path('CONNECTION', 'SERVICE_NAME')} must be the name of the "
+            f"monitored master (a non-empty str), got {service!r}.",
+            'Add "SERVICE_NAME": "mymaster" (the name the sentinels monitor).',
+        )
+
+
+# --------------------------------------------------------------- kinds, entries
+
+
+def _check_kinds(raw: dict[str, Any], report: _Report) -> None:
+    kinds_of_name: dict[str, list[conf.Kind]] = {}
+    for kind in conf.KINDS:
+        if kind.setting_key not in raw:
+            continue
+        path = conf.setting_path(kind.setting_key)
+        entries = raw[kind.setting_key]
+        if not isinstance(entries, dict):
+            report.error(
+                13,
+                f"{path} must be a dict of name -> options, got {type(entries).__name__}.",
+                f'Use e.g. {path} = {{"my-{kind.name.replace("_", "-")}": {{...}}}}, '
+                "or remove the key.",
+            )
+            continue
+        if entries and not kind.supported:
+            report.warning(
+                1,
+                f"{path} ({kind.label}s) is not supported by this version yet; its entries "
+                f"({', '.join(map(repr, entries))}) cannot be used.",
+                f"Remove {path}, or upgrade django-redis-pool to a version with {kind.label}s.",
+            )
+        for name, entry in entries.items():
+            try:
+                check_name(name, f"{path} entry name")
+            except ValueError as exc:
+                report.error(
+                    14,
+                    f"{exc}.",
+                    "Rename the entry: a name is a non-empty str of at most 200 characters "
+                    "without braces or whitespace.",
+                )
+                continue
+            kinds_of_name.setdefault(name, []).append(kind)
+            if not isinstance(entry, dict):
+                report.error(
+                    15,
+                    f"{conf.setting_path(kind.setting_key, name)} must be a dict of options, "
+                    f"got {entry!r}.",
+                    "Use a dict such as {} (all defaults)"
+                    + (f" with the keys {', '.join(kind.options)}." if kind.options else "."),
+                )
+                continue
+            if kind.supported:
+                _check_options(kind, name, entry, report)
+    for name, kinds in kinds_of_name.items():
+        if len(kinds) > 1:
+            paths = " and ".join(conf.setting_path(k.setting_key, name) for k in kinds)
+            report.error(
+                16,
+                f"The name {name!r} is used by {paths}; a name must be unique across all kinds.",
+                "Rename all but one of them.",
+            )
+
+
+def _check_options(kind: conf.Kind, name: str, entry: Mapping[Any, Any], report: _Report) -> None:
+    for key, value in entry.items():
+        path = conf.setting_path(kind.setting_key, name, key)
+        option = kind.options.get(key)
+        if option is None:
+            report.error(
+                17,
+                f"{path} is not a known option of a {kind.label}.",
+                f"{_did_you_mean(key, kind.options)}Known options: {', '.join(kind.options)}.",
+            )
+            continue
+        try:
+            option.validate(value, path)
+        except ValueError as exc:
+            report.error(18, f"{exc}.", option.hint)
+
+
+def _check_middleware(raw: dict[str, Any], report: _Report) -> None:
+    if "MIDDLEWARE" not in raw:
+        return
+    rules = raw["MIDDLEWARE"]
+    path = conf.setting_path("MIDDLEWARE")
+    if not isinstance(rules, (list, tuple)):
+        report.error(
+            19,
+            f"{path} must be a list of rules, got {type(rules).__name__}.",
+            f"Use {path} = [] or remove the key.",
+        )
+    elif rules:
+        report.warning(
+            1,
+            f"{path} is not supported by this version yet; its rules are ignored.",
+            f"Remove {path}, or upgrade django-redis-pool to a version with the middleware.",
+        )

@@ -1,0 +1,1 @@
+"""``manage.py pool_*`` commands."""

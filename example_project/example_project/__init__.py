@@ -1,0 +1,1 @@
+"""A minimal project showing django-redis-pool: one pool of printers."""

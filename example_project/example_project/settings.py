@@ -1,0 +1,74 @@
+"""Settings of the example project.
+
+Redis is taken from the ``REDIS_URL`` environment variable (default
+``redis://127.0.0.1:6379/0``). Run ``python manage.py pool_sync`` once to put the
+printers into Redis, then ``python manage.py runserver``.
+"""
+
+import os
+from pathlib import Path
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "insecure-example-key-do-not-use-in-production")
+DEBUG = True
+ALLOWED_HOSTS = ["127.0.0.1", "localhost", "[::1]"]
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "django_redis_pool",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "example_project.urls"
+WSGI_APPLICATION = "example_project.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+DATABASES = {
+    "default": {
+        "ENGINE": "django.db.backends.sqlite3",
+        "NAME": BASE_DIR / "db.sqlite3",
+    }
+}
+
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+USE_TZ = True
+STATIC_URL = "static/"
+
+DJANGO_REDIS_POOL = {
+    "CONNECTION": {"URL": os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")},
+    "POOLS": {
+        "printers": {
+            "RESOURCES": ["printer-1", "printer-2", "printer-3"],
+            "LEASE_TIMEOUT": 30,
+        },
+    },
+}

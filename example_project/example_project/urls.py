@@ -1,0 +1,12 @@
+"""URLs of the example project."""
+
+from django.contrib import admin
+from django.urls import path
+
+from . import views
+
+urlpatterns = [
+    path("", views.index, name="index"),
+    path("print/", views.print_job, name="print"),
+    path("admin/", admin.site.urls),
+]

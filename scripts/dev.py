@@ -1,0 +1,171 @@
+#!/usr/bin/env python3
+"""Developer entry point (stdlib only, Python >= 3.10).
+
+    python3 scripts/dev.py test [pytest args]      ruff + the whole test suite
+    python3 scripts/dev.py example [runserver args] the example project
+
+Both create ``.venv`` in the repository root on first use and install the
+package into it (editable) with the extras they need; the install is skipped
+while ``pyproject.toml`` is unchanged. ``example`` starts a private Redis on a
+unix socket unless ``REDIS_URL`` is set.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+VENV = ROOT / ".venv"
+BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
+VENV_PYTHON = BIN / ("python.exe" if os.name == "nt" else "python")
+MANAGE = ROOT / "example_project" / "manage.py"
+DEFAULT_ADDR = "127.0.0.1:8000"
+PYTEST_NO_TESTS_COLLECTED = 5
+
+
+def say(message: str) -> None:
+    """Print a progress line, flushed so it interleaves with child output."""
+    print(f"[dev] {message}", flush=True)
+
+
+def pip(*args: str, required: bool = True) -> bool:
+    """Run pip in the venv; show its output only if it fails."""
+    cmd = [str(VENV_PYTHON), "-m", "pip", "-q", "--disable-pip-version-check", *args]
+    result = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, check=False)
+    if result.returncode == 0:
+        return True
+    sys.stdout.write(result.stdout)
+    sys.stderr.write(result.stderr)
+    if required:
+        sys.exit(f"[dev] failed: {' '.join(cmd)}")
+    say(f"warning: {' '.join(cmd)} failed (continuing)")
+    return False
+
+
+def ensure_venv(extras: str) -> None:
+    """Create ``.venv`` if needed and install ``-e .[extras]`` unless already current."""
+    if not VENV_PYTHON.exists():
+        say(f"creating {VENV.relative_to(ROOT)} with {sys.executable}")
+        if run([sys.executable, "-m", "venv", str(VENV)]) != 0:
+            sys.exit("[dev] `python -m venv` failed (Debian/Ubuntu: apt-get install python3-venv)")
+    digest = hashlib.sha256((ROOT / "pyproject.toml").read_bytes())
+    digest.update(extras.encode())
+    stamp = VENV / f".dev-installed-{extras.replace(',', '-')}"
+    if stamp.exists() and stamp.read_text().strip() == digest.hexdigest():
+        return
+    say(f"installing -e .[{extras}] into .venv (first run or pyproject.toml changed)")
+    pip("install", "--upgrade", "pip", required=False)
+    pip("install", "-e", f".[{extras}]")
+    stamp.write_text(digest.hexdigest() + "\n")
+
+
+def run(cmd: list[str], env: dict[str, str] | None = None) -> int:
+    """Run ``cmd`` in the repository root and return its exit code."""
+    return subprocess.run(cmd, cwd=ROOT, env=env, check=False).returncode
+
+
+def cmd_test(pytest_args: list[str]) -> int:
+    """``ruff check .`` then ``pytest``; non-zero if either fails or nothing ran."""
+    ensure_venv("test")
+    env = dict(os.environ)
+    env.pop("DJANGO_SETTINGS_MODULE", None)  # the tests use tests.settings (pyproject)
+    say("ruff check .")
+    ruff_rc = run([str(VENV_PYTHON), "-m", "ruff", "check", "."], env)
+    say("pytest " + " ".join(pytest_args))
+    pytest_rc = run([str(VENV_PYTHON), "-m", "pytest", *pytest_args], env)
+    if pytest_rc == PYTEST_NO_TESTS_COLLECTED:
+        say("pytest collected no tests: treating that as a failure")
+    failed = [name for name, rc in (("ruff", ruff_rc), ("pytest", pytest_rc)) if rc != 0]
+    if failed:
+        say("FAILED: " + ", ".join(failed))
+        return 1
+    say("all checks passed")
+    return 0
+
+
+def cmd_example(runserver_args: list[str]) -> int:
+    """Prepare the venv, then continue inside it (``_example_inner``)."""
+    ensure_venv("embedded,django-redis")
+    cmd = [str(VENV_PYTHON), str(Path(__file__).resolve()), "_example_inner", *runserver_args]
+    if os.name == "nt":  # no real exec on Windows
+        return run(cmd)
+    os.execv(cmd[0], cmd)  # signals now go straight to the inner process
+    return 0  # pragma: no cover
+
+
+def _run_child(cmd: list[str], env: dict[str, str]) -> int:
+    """Run a child until it exits; Ctrl-C/SIGTERM stop it and then propagate."""
+    child = subprocess.Popen(cmd, cwd=ROOT, env=env)
+    try:
+        return child.wait()
+    except BaseException:
+        if child.poll() is None:
+            child.send_signal(signal.SIGINT)  # runserver exits cleanly on SIGINT
+            try:
+                child.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                child.kill()
+                child.wait()
+        raise
+
+
+def _raise_keyboard_interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+def cmd_example_inner(runserver_args: list[str]) -> int:
+    """Runs inside the venv: embedded Redis if needed, migrate, pool_sync, runserver."""
+    from django_redis_pool.embedded import EmbeddedRedis
+
+    signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
+    env = dict(os.environ)
+    env.pop("DJANGO_SETTINGS_MODULE", None)  # manage.py sets the example's settings
+    args = runserver_args or [DEFAULT_ADDR]
+    addr = next((a for a in args if not a.startswith("-")), DEFAULT_ADDR)
+    if ":" not in addr:
+        addr = f"127.0.0.1:{addr}"
+    server: EmbeddedRedis | None = None
+    try:
+        if env.get("REDIS_URL"):
+            say(f"using REDIS_URL={env['REDIS_URL']}")
+        else:
+            server = EmbeddedRedis(unix_socket=True).start()
+            env["REDIS_URL"] = server.url
+            say(f"REDIS_URL is unset: started an embedded redis-server at {server.url}")
+        python = sys.executable
+        for step in (["migrate", "--noinput"], ["pool_sync"]):
+            say("manage.py " + " ".join(step))
+            rc = _run_child([python, str(MANAGE), *step], env)
+            if rc != 0:
+                say(f"manage.py {step[0]} failed ({rc})")
+                return rc
+        say(f"serving the example project at http://{addr}/  (Ctrl-C to stop)")
+        return _run_child([python, str(MANAGE), "runserver", "--noreload", *args], env)
+    except KeyboardInterrupt:
+        return 130
+    finally:
+        if server is not None:
+            server.stop()
+            say("embedded redis-server stopped")
+
+
+COMMANDS = {"test": cmd_test, "example": cmd_example, "_example_inner": cmd_example_inner}
+
+
+def main(argv: list[str]) -> int:
+    """Dispatch ``argv[0]`` to a command."""
+    if sys.version_info < (3, 10):  # noqa: UP036 - any python3 may run this file
+        sys.exit("scripts/dev.py needs Python >= 3.10")
+    if not argv or argv[0] not in COMMANDS or argv[0] in {"-h", "--help"}:
+        print(__doc__)
+        return 0 if argv and argv[0] in {"-h", "--help"} else 2
+    return COMMANDS[argv[0]](argv[1:])
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,102 @@
+"""Test harness: a real ``redis-server`` and a real 3-master Redis Cluster.
+
+Both are private processes started by :mod:`django_redis_pool.embedded` on free
+loopback ports. Every client fixture first checks that the server's ``run_id``
+is one the harness started (it never touches any other Redis), then FLUSHALLs.
+
+Fixtures:
+
+``redis_server`` (session)  the started :class:`EmbeddedRedis`.
+``redis_client``            a flushed :class:`redis.Redis` to it (bytes replies).
+``redis_url``               ``redis_server.url`` after the same flush.
+``redis_cluster`` (session) the started :class:`EmbeddedRedisCluster` (lazy).
+``cluster_client``          a flushed :class:`redis.cluster.RedisCluster` (bytes replies).
+``client``                  parametrized: ``redis_client``, then ``cluster_client``
+                            (marked ``cluster``; ``-m "not cluster"`` skips it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import redis
+from redis.cluster import RedisCluster
+
+from django_redis_pool.embedded import EmbeddedRedis, EmbeddedRedisCluster
+
+
+def _assert_ours(conn: redis.Redis, expected_run_id: str, where: str) -> None:
+    run_id = conn.info("server")["run_id"]
+    if isinstance(run_id, bytes):
+        run_id = run_id.decode()
+    if run_id != expected_run_id:
+        pytest.fail(
+            f"refusing to use {where}: its run_id {run_id!r} is not the harness's "
+            f"{expected_run_id!r} (the harness only touches Redis servers it started)",
+            pytrace=False,
+        )
+
+
+@pytest.fixture(scope="session")
+def redis_server() -> Iterator[EmbeddedRedis]:
+    """A private redis-server on a free loopback port, for the whole session."""
+    with EmbeddedRedis() as server:
+        yield server
+
+
+@pytest.fixture
+def redis_client(redis_server: EmbeddedRedis) -> Iterator[redis.Redis]:
+    """A ``redis.Redis`` (``decode_responses=False``) to ``redis_server``, after FLUSHALL."""
+    conn = redis_server.client()
+    try:
+        _assert_ours(conn, redis_server.run_id, redis_server.url)
+        conn.flushall()
+        yield conn
+    finally:
+        conn.close()
+
+
+@pytest.fixture
+def redis_url(redis_server: EmbeddedRedis, redis_client: redis.Redis) -> str:
+    """``redis_server.url`` (``redis://127.0.0.1:PORT/0``), after FLUSHALL."""
+    return redis_server.url
+
+
+@pytest.fixture(scope="session")
+def redis_cluster() -> Iterator[EmbeddedRedisCluster]:
+    """A private 3-master Redis Cluster; started only when a test asks for it."""
+    with EmbeddedRedisCluster(masters=3) as cluster:
+        yield cluster
+
+
+@pytest.fixture
+def cluster_client(redis_cluster: EmbeddedRedisCluster) -> Iterator[RedisCluster]:
+    """A ``RedisCluster`` (``decode_responses=False``) after FLUSHALL on every master."""
+    for node in redis_cluster.nodes:
+        conn = node.client()
+        try:
+            _assert_ours(conn, node.run_id, node.url)
+        finally:
+            conn.close()
+    redis_cluster.flushall()
+    conn = redis_cluster.client()
+    try:
+        known = {int(node.port) for node in conn.get_nodes()}
+        if not known <= set(redis_cluster.ports):
+            pytest.fail(
+                f"cluster client discovered nodes {sorted(known)} outside the harness's "
+                f"{redis_cluster.ports}",
+                pytrace=False,
+            )
+        yield conn
+    finally:
+        conn.close()
+
+
+@pytest.fixture(params=["redis", pytest.param("cluster", marks=pytest.mark.cluster)])
+def client(request: pytest.FixtureRequest) -> Any:
+    """``redis_client`` or ``cluster_client``: runs the test on both topologies."""
+    name = "redis_client" if request.param == "redis" else "cluster_client"
+    return request.getfixturevalue(name)

@@ -1,0 +1,361 @@
+"""System checks of DJANGO_REDIS_POOL: one test per check id, and the guarantees
+that ``manage.py check`` never crashes and never talks to Redis."""
+
+from __future__ import annotations
+
+import socket
+import time
+from typing import Any
+
+import pytest
+from django.core.checks import run_checks
+from django.core.management import call_command
+from django.core.management.base import SystemCheckError
+
+from django_redis_pool.checks import TAG, check_settings
+
+URL = "redis://127.0.0.1:6379/0"
+REDIS_CACHE = {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": URL}
+DJANGO_REDIS_CACHE = {"BACKEND": "django_redis.cache.RedisCache", "LOCATION": URL}
+LOCMEM_CACHE = {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
+
+
+def ours(settings: Any, value: Any) -> list[Any]:
+    """The messages of our checks for DJANGO_REDIS_POOL = value."""
+    settings.DJANGO_REDIS_POOL = value
+    return [m for m in run_checks(tags=[TAG]) if m.id.startswith("django_redis_pool.")]
+
+
+def only(messages: list[Any], check_id: str) -> Any:
+    """The single message with ``check_id`` (and no other id present)."""
+    assert [m.id for m in messages] == [f"django_redis_pool.{check_id}"], messages
+    message = messages[0]
+    assert message.hint, "every message carries a hint with the fix"
+    return message
+
+
+# ------------------------------------------------------------------ valid settings
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        {},
+        {"CONNECTION": {"URL": URL}},
+        {
+            "CONNECTION": {"URL": URL, "OPTIONS": {"socket_timeout": 2}},
+            "KEY_PREFIX": "myapp",
+            "POOLS": {
+                "printers": {"RESOURCES": ["p1", "p2"], "LEASE_TIMEOUT": 30, "ORDER": "lifo"},
+                "scanners": {},
+            },
+            "SEMAPHORES": {},
+            "LOCKS": {},
+            "ALLOCATORS": {},
+            "QUEUES": {},
+            "OBJECT_POOLS": {},
+            "MIDDLEWARE": [],
+        },
+        {"CONNECTION": {"URL": "rediss://example.com:6380/1"}},
+        {"CONNECTION": {"URL": "unix:///tmp/redis.sock"}},
+        {"CONNECTION": {"URL": "redis://127.0.0.1:7000", "CLUSTER": True}},
+        {
+            "CONNECTION": {
+                "SENTINELS": [["s1", 26379], ("s2", 26379)],
+                "SERVICE_NAME": "mymaster",
+                "OPTIONS": {"db": 1},
+                "SENTINEL_OPTIONS": {"socket_timeout": 1},
+            }
+        },
+        {"POOLS": {"p": {"LEASE_TIMEOUT": None, "ORDER": "random", "RESOURCES": ()}}},
+        {"POOLS": {"p": {"LEASE_TIMEOUT": 0.5}}},
+    ],
+)
+def test_valid_settings_give_no_messages(settings: Any, value: Any) -> None:
+    assert ours(settings, value) == []
+
+
+def test_absent_setting_gives_no_messages(settings: Any) -> None:
+    del settings.DJANGO_REDIS_POOL
+    assert [m for m in run_checks(tags=[TAG]) if m.id.startswith("django_redis_pool.")] == []
+
+
+@pytest.mark.parametrize("cache", [REDIS_CACHE, DJANGO_REDIS_CACHE])
+def test_cache_form_accepts_redis_cache_backends(settings: Any, cache: dict[str, str]) -> None:
+    settings.CACHES = {"default": LOCMEM_CACHE, "redis": cache}
+    assert ours(settings, {"CONNECTION": {"CACHE": "redis"}}) == []
+
+
+def test_check_is_registered_by_the_app_config(settings: Any) -> None:
+    settings.DJANGO_REDIS_POOL = ["not a dict"]
+    assert "django_redis_pool.E001" in [m.id for m in run_checks()]
+
+
+# ------------------------------------------------------------------- one per id
+
+
+def test_e001_setting_not_a_dict(settings: Any) -> None:
+    message = only(ours(settings, [("POOLS", {})]), "E001")
+    assert "DJANGO_REDIS_POOL must be a dict" in message.msg
+
+
+def test_e002_unknown_top_level_key_suggests_close_match(settings: Any) -> None:
+    message = only(ours(settings, {"POOL": {}}), "E002")
+    assert 'DJANGO_REDIS_POOL["POOL"]' in message.msg
+    assert "'POOLS'" in message.hint
+
+
+def test_e003_connection_not_a_dict(settings: Any) -> None:
+    message = only(ours(settings, {"CONNECTION": URL}), "E003")
+    assert 'DJANGO_REDIS_POOL["CONNECTION"]' in message.msg
+
+
+def test_e004_connection_says_nowhere(settings: Any) -> None:
+    message = only(ours(settings, {"CONNECTION": {"OPTIONS": {}}}), "E004")
+    assert 'DJANGO_REDIS_POOL["CONNECTION"]' in message.msg
+    assert "URL" in message.hint
+
+
+def test_e005_connection_with_both_url_and_cache(settings: Any) -> None:
+    settings.CACHES = {"default": REDIS_CACHE}
+    message = only(ours(settings, {"CONNECTION": {"URL": URL, "CACHE": "default"}}), "E005")
+    assert 'DJANGO_REDIS_POOL["CONNECTION"] sets both URL and CACHE' in message.msg
+
+
+def test_e005_cache_form_with_options(settings: Any) -> None:
+    settings.CACHES = {"default": REDIS_CACHE}
+    value = {"CONNECTION": {"CACHE": "default", "OPTIONS": {}}}
+    message = only(ours(settings, value), "E005")
+    assert 'DJANGO_REDIS_POOL["CONNECTION"]["OPTIONS"]' in message.msg
+
+
+@pytest.mark.parametrize(
+    ("connection", "key"),
+    [
+        ({"URL": URL, "OPTIONS": ["socket_timeout", 1]}, "OPTIONS"),
+        ({"URL": URL, "OPTIONS": {1: 2}}, "OPTIONS"),
+        (
+            {"SENTINELS": [["s", 26379]], "SERVICE_NAME": "m", "SENTINEL_OPTIONS": "x"},
+            "SENTINEL_OPTIONS",
+        ),
+    ],
+)
+def test_e006_options_not_a_dict(settings: Any, connection: Any, key: str) -> None:
+    message = only(ours(settings, {"CONNECTION": connection}), "E006")
+    assert f'DJANGO_REDIS_POOL["CONNECTION"]["{key}"]' in message.msg
+
+
+@pytest.mark.parametrize(
+    "connection",
+    [
+        {"URL": "http://127.0.0.1:6379"},
+        {"URL": "127.0.0.1:6379"},
+        {"URL": 6379},
+        {"URL": "unix:///tmp/redis.sock", "CLUSTER": True},
+    ],
+)
+def test_e007_bad_url_scheme(settings: Any, connection: Any) -> None:
+    message = only(ours(settings, {"CONNECTION": connection}), "E007")
+    assert 'DJANGO_REDIS_POOL["CONNECTION"]["URL"]' in message.msg
+    assert "redis://" in message.hint
+
+
+def test_e008_cache_alias_absent(settings: Any) -> None:
+    settings.CACHES = {"default": REDIS_CACHE}
+    message = only(ours(settings, {"CONNECTION": {"CACHE": "sessions"}}), "E008")
+    assert 'DJANGO_REDIS_POOL["CONNECTION"]["CACHE"]' in message.msg
+    assert "'default'" in message.hint
+
+
+@pytest.mark.parametrize(
+    "cache", [LOCMEM_CACHE, {"BACKEND": "no.such.module.Cache"}, {"LOCATION": URL}]
+)
+def test_e009_cache_is_not_a_redis_cache(settings: Any, cache: dict[str, str]) -> None:
+    settings.CACHES = {"default": REDIS_CACHE, "other": cache}
+    message = only(ours(settings, {"CONNECTION": {"CACHE": "other"}}), "E009")
+    assert 'DJANGO_REDIS_POOL["CONNECTION"]["CACHE"]' in message.msg
+    assert "django_redis.cache.RedisCache" in message.hint
+
+
+def test_e010_unknown_connection_key_suggests_close_match(settings: Any) -> None:
+    message = only(ours(settings, {"CONNECTION": {"URL": URL, "OPTION": {}}}), "E010")
+    assert 'DJANGO_REDIS_POOL["CONNECTION"]["OPTION"]' in message.msg
+    assert "'OPTIONS'" in message.hint
+
+
+@pytest.mark.parametrize(
+    ("connection", "key"),
+    [
+        ({"URL": URL, "CLUSTER": "yes"}, "CLUSTER"),
+        ({"SENTINELS": [], "SERVICE_NAME": "m"}, "SENTINELS"),
+        ({"SENTINELS": ["s1:26379"], "SERVICE_NAME": "m"}, "SENTINELS"),
+        ({"SENTINELS": [["s1", "26379"]], "SERVICE_NAME": "m"}, "SENTINELS"),
+        ({"SENTINELS": [["s1", 26379]]}, "SERVICE_NAME"),
+        ({"SENTINELS": [["s1", 26379]], "SERVICE_NAME": ""}, "SERVICE_NAME"),
+    ],
+)
+def test_e011_bad_cluster_or_sentinel_values(settings: Any, connection: Any, key: str) -> None:
+    message = only(ours(settings, {"CONNECTION": connection}), "E011")
+    assert f'DJANGO_REDIS_POOL["CONNECTION"]["{key}"]' in message.msg
+
+
+@pytest.mark.parametrize("prefix", ["", "my app", "a{b}", 5, None, "x" * 201])
+def test_e012_bad_key_prefix(settings: Any, prefix: Any) -> None:
+    message = only(ours(settings, {"KEY_PREFIX": prefix}), "E012")
+    assert 'DJANGO_REDIS_POOL["KEY_PREFIX"]' in message.msg
+
+
+@pytest.mark.parametrize("key", ["POOLS", "SEMAPHORES", "LOCKS", "OBJECT_POOLS"])
+def test_e013_kind_mapping_not_a_dict(settings: Any, key: str) -> None:
+    message = only(ours(settings, {key: ["printers"]}), "E013")
+    assert f'DJANGO_REDIS_POOL["{key}"] must be a dict' in message.msg
+
+
+@pytest.mark.parametrize("name", ["my printers", "{printers}", "", 7])
+def test_e014_bad_entry_name(settings: Any, name: Any) -> None:
+    message = only(ours(settings, {"POOLS": {name: {}}}), "E014")
+    assert 'DJANGO_REDIS_POOL["POOLS"] entry name' in message.msg
+
+
+def test_e014_applies_to_reserved_kinds_too(settings: Any) -> None:
+    messages = ours(settings, {"LOCKS": {"a b": {}}})
+    assert sorted(m.id for m in messages) == [
+        "django_redis_pool.E014",
+        "django_redis_pool.W001",
+    ]
+
+
+def test_e015_entry_not_a_dict(settings: Any) -> None:
+    message = only(ours(settings, {"POOLS": {"printers": ["p1", "p2"]}}), "E015")
+    assert 'DJANGO_REDIS_POOL["POOLS"]["printers"] must be a dict' in message.msg
+    assert "RESOURCES" in message.hint
+
+
+def test_e016_name_used_by_two_kinds(settings: Any) -> None:
+    messages = ours(settings, {"POOLS": {"shared": {}}, "LOCKS": {"shared": {}}})
+    errors = [m for m in messages if m.id == "django_redis_pool.E016"]
+    assert len(errors) == 1
+    assert 'DJANGO_REDIS_POOL["POOLS"]["shared"]' in errors[0].msg
+    assert 'DJANGO_REDIS_POOL["LOCKS"]["shared"]' in errors[0].msg
+
+
+def test_e017_unknown_option_suggests_close_match(settings: Any) -> None:
+    value = {"POOLS": {"printers": {"lease_timeout": 30}}}
+    message = only(ours(settings, value), "E017")
+    assert 'DJANGO_REDIS_POOL["POOLS"]["printers"]["lease_timeout"]' in message.msg
+    assert "Did you mean 'LEASE_TIMEOUT'?" in message.hint
+
+
+@pytest.mark.parametrize(
+    ("option", "value"),
+    [
+        ("ORDER", "lilo"),
+        ("ORDER", None),
+        ("LEASE_TIMEOUT", -1),
+        ("LEASE_TIMEOUT", 0),
+        ("LEASE_TIMEOUT", "30"),
+        ("LEASE_TIMEOUT", True),
+        ("LEASE_TIMEOUT", float("inf")),
+        ("RESOURCES", "p1"),
+        ("RESOURCES", ["p1", "p2", "p1"]),
+        ("RESOURCES", ["ok", "not ok"]),
+        ("RESOURCES", [1, 2]),
+        ("RESOURCES", {"p1": 1}),
+    ],
+)
+def test_e018_bad_option_value(settings: Any, option: str, value: Any) -> None:
+    message = only(ours(settings, {"POOLS": {"printers": {option: value}}}), "E018")
+    assert f'DJANGO_REDIS_POOL["POOLS"]["printers"]["{option}"]' in message.msg
+
+
+def test_e018_duplicates_are_named(settings: Any) -> None:
+    value = {"POOLS": {"printers": {"RESOURCES": ["p1", "p2", "p1"]}}}
+    message = only(ours(settings, value), "E018")
+    assert "'p1' more than once" in message.msg
+
+
+def test_e019_middleware_not_a_list(settings: Any) -> None:
+    message = only(ours(settings, {"MIDDLEWARE": {"PATH": "^/"}}), "E019")
+    assert 'DJANGO_REDIS_POOL["MIDDLEWARE"]' in message.msg
+
+
+class _ExplodingDict(dict):
+    def __iter__(self) -> Any:
+        raise RuntimeError("boom")
+
+
+def test_e099_unexpected_failure_is_reported_not_raised(settings: Any) -> None:
+    message = only(ours(settings, _ExplodingDict(POOLS={})), "E099")
+    assert "boom" in message.msg
+
+
+@pytest.mark.parametrize("key", ["SEMAPHORES", "LOCKS", "ALLOCATORS", "QUEUES", "OBJECT_POOLS"])
+def test_w001_reserved_kind_is_not_supported_yet(settings: Any, key: str) -> None:
+    message = only(ours(settings, {key: {"thing": {"ANY": 1}}}), "W001")
+    assert message.level < 40  # a Warning, not an Error
+    assert f'DJANGO_REDIS_POOL["{key}"]' in message.msg
+    assert "not supported by this version yet" in message.msg
+
+
+def test_w001_middleware_is_not_supported_yet(settings: Any) -> None:
+    rules = [{"PATH": "^/print/", "RESOURCE": "printers"}]
+    message = only(ours(settings, {"MIDDLEWARE": rules}), "W001")
+    assert 'DJANGO_REDIS_POOL["MIDDLEWARE"]' in message.msg
+
+
+# ------------------------------------------------------ never crash, never connect
+
+
+@pytest.mark.parametrize(
+    ("value", "check_id"),
+    [
+        ("redis://127.0.0.1:6379/0", "E001"),
+        ({"CONNECTION": None}, "E003"),
+        ({"CONNECTION": {"URL": None}}, "E007"),
+        ({"POOLS": {"printers": {"RESOURCES": 5}}}, "E018"),
+        ({"POOLS": {"printers": None}}, "E015"),
+        ({"POOLS": None, "KEY_PREFIX": b"\xff"}, "E013"),
+        (_ExplodingDict(), "E099"),
+    ],
+)
+def test_manage_py_check_reports_broken_settings_instead_of_crashing(
+    settings: Any, value: Any, check_id: str
+) -> None:
+    settings.DJANGO_REDIS_POOL = value
+    with pytest.raises(SystemCheckError) as info:
+        call_command("check")
+    assert f"django_redis_pool.{check_id}" in str(info.value)
+
+
+def test_manage_py_check_passes_with_warnings_only(settings: Any) -> None:
+    settings.DJANGO_REDIS_POOL = {"LOCKS": {"nightly": {}}}
+    call_command("check", tags=[TAG])  # a Warning is not a failure
+
+
+def _closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def test_checks_never_touch_redis(settings: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    connects: list[Any] = []
+    real_connect = socket.socket.connect
+
+    def spy(sock: socket.socket, address: Any) -> Any:
+        connects.append(address)
+        return real_connect(sock, address)
+
+    monkeypatch.setattr(socket.socket, "connect", spy)
+    url = f"redis://127.0.0.1:{_closed_port()}/0"
+    settings.CACHES = {"default": {**REDIS_CACHE, "LOCATION": url}}
+    for connection in ({"URL": url}, {"CACHE": "default"}):
+        settings.DJANGO_REDIS_POOL = {
+            "CONNECTION": connection,
+            "POOLS": {"printers": {"RESOURCES": ["p1"], "LEASE_TIMEOUT": 30}},
+        }
+        started = time.monotonic()
+        assert check_settings() == []
+        call_command("check", tags=[TAG])
+        assert time.monotonic() - started < 1.0
+    assert connects == []

@@ -1,0 +1,142 @@
+"""``manage.py pool_sync`` against the harness's real Redis."""
+
+from __future__ import annotations
+
+import io
+import re
+import socket
+import time
+from typing import Any
+
+import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
+
+from django_redis_pool import get_pool
+
+
+@pytest.fixture
+def pools(settings: Any, redis_url: str) -> None:
+    settings.DJANGO_REDIS_POOL = {
+        "CONNECTION": {"URL": redis_url},
+        "POOLS": {
+            "printers": {"RESOURCES": ["p1", "p2", "p3"], "LEASE_TIMEOUT": 30},
+            "scanners": {"RESOURCES": ["s1"]},
+        },
+    }
+
+
+def sync(*args: str, **options: Any) -> str:
+    out = io.StringIO()
+    call_command("pool_sync", *args, stdout=out, stderr=out, **options)
+    return out.getvalue()
+
+
+def contents(name: str) -> set[str]:
+    pool = get_pool(name)
+    return set(pool.available()) | {lease.resource for lease in pool.leases()}
+
+
+def test_adds_the_configured_resources(pools: None) -> None:
+    output = sync()
+    assert contents("printers") == {"p1", "p2", "p3"}
+    assert contents("scanners") == {"s1"}
+    assert "printers: 3 added, 0 already there" in output
+    assert "scanners: 1 added, 0 already there" in output
+
+
+def test_second_run_changes_nothing(pools: None) -> None:
+    sync()
+    with get_pool("printers").lease(timeout=0) as lease:
+        output = sync()
+        assert get_pool("printers").is_occupied(lease.resource)  # a holder keeps its lease
+    assert "printers: 0 added, 3 already there" in output
+    assert contents("printers") == {"p1", "p2", "p3"}
+
+
+def test_without_prune_unconfigured_resources_stay(pools: None) -> None:
+    get_pool("printers").associate("old")
+    sync()
+    assert contents("printers") == {"p1", "p2", "p3", "old"}
+
+
+def test_prune_removes_unconfigured_resources_including_leased_ones(pools: None) -> None:
+    pool = get_pool("printers")
+    pool.associate("old-free")
+    pool.associate("old-leased")
+    lease = pool.acquire(timeout=0)
+    assert lease is not None and lease.resource == "old-free"
+    leased = pool.acquire(timeout=0)
+    assert leased is not None and leased.resource == "old-leased"
+    output = sync("--prune")
+    assert contents("printers") == {"p1", "p2", "p3"}
+    assert "printers: 3 added, 0 already there, 2 removed" in output
+    assert leased.release() is False  # its holder learns it is gone
+
+
+def test_dry_run_changes_nothing(pools: None, redis_client: Any) -> None:
+    get_pool("printers").associate("p1")
+    get_pool("printers").associate("old")
+    before = sorted(redis_client.keys("*"))
+    output = sync("--dry-run", "--prune")
+    assert sorted(redis_client.keys("*")) == before
+    assert contents("printers") == {"p1", "old"}
+    assert "printers: 2 would be added, 1 already there, 1 would be removed" in output
+    assert "dry run" in output
+
+
+def test_name_limits_the_pools(pools: None) -> None:
+    output = sync("--name", "scanners")
+    assert contents("scanners") == {"s1"}
+    assert contents("printers") == set()
+    assert "printers" not in output
+
+
+def test_name_is_repeatable(pools: None) -> None:
+    sync("--name", "scanners", "--name", "printers")
+    assert contents("scanners") == {"s1"}
+    assert contents("printers") == {"p1", "p2", "p3"}
+
+
+def test_unknown_name_is_a_command_error(pools: None) -> None:
+    with pytest.raises(CommandError, match=r"'plotters'.*'printers', 'scanners'"):
+        sync("--name", "plotters")
+
+
+def test_redis_down_is_a_command_error(settings: Any) -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    settings.DJANGO_REDIS_POOL = {
+        "CONNECTION": {"URL": f"redis://127.0.0.1:{port}/0"},
+        "POOLS": {"printers": {"RESOURCES": ["p1"]}},
+    }
+    started = time.monotonic()
+    with pytest.raises(
+        CommandError, match=r"Start Redis or fix DJANGO_REDIS_POOL\[\"CONNECTION\"\]"
+    ):
+        sync()
+    assert time.monotonic() - started < 3
+
+
+def test_invalid_setting_is_a_command_error(settings: Any, redis_url: str) -> None:
+    settings.DJANGO_REDIS_POOL = {"CONNECTION": {"URL": redis_url}, "POOLS": {"p": {"ORDER": 1}}}
+    with pytest.raises(CommandError, match=re.escape("django_redis_pool.E018")):
+        sync()
+
+
+def test_verbosity_0_prints_nothing(pools: None) -> None:
+    assert sync("--prune", verbosity=0) == ""
+    assert contents("printers") == {"p1", "p2", "p3"}
+    assert sync("--dry-run", verbosity=0) == ""
+
+
+def test_verbosity_2_lists_each_resource(pools: None) -> None:
+    output = sync("--name", "printers", verbosity=2)
+    assert "added: p1" in output
+    assert "added: p3" in output
+
+
+def test_no_pools_configured_says_so(settings: Any, redis_url: str) -> None:
+    settings.DJANGO_REDIS_POOL = {"CONNECTION": {"URL": redis_url}}
+    assert "No pools" in sync()

@@ -1,0 +1,244 @@
+"""get_connection / get_pool / get_resource against the harness's real Redis."""
+
+from __future__ import annotations
+
+import socket
+import time
+from typing import Any
+
+import pytest
+import redis
+from django.core.exceptions import ImproperlyConfigured
+
+from django_redis_pool import (
+    BackendUnavailable,
+    NotConfigured,
+    ResourcePool,
+    get_pool,
+    get_resource,
+    registry,
+)
+from django_redis_pool.checks import validate
+
+
+def configure(settings: Any, url: str, **extra: Any) -> None:
+    settings.DJANGO_REDIS_POOL = {
+        "CONNECTION": {"URL": url},
+        "POOLS": {"printers": {"RESOURCES": ["p1", "p2"], "LEASE_TIMEOUT": 30}},
+        **extra,
+    }
+
+
+def closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def test_get_pool_returns_a_working_pool_on_the_configured_redis(
+    settings: Any, redis_url: str, redis_client: redis.Redis
+) -> None:
+    configure(settings, redis_url)
+    pool = get_pool("printers")
+    assert isinstance(pool, ResourcePool)
+    assert pool.lease_timeout == 30
+    assert pool.associate("p1") is True
+    with pool.lease(timeout=1) as lease:
+        assert lease.resource == "p1"
+        assert pool.occupied_count() == 1
+        assert lease.expires_at is not None
+    assert pool.available() == ["p1"]
+    assert redis_client.dbsize() > 0  # it really is the test Redis
+
+
+def test_get_pool_is_cached_per_name(settings: Any, redis_url: str) -> None:
+    configure(settings, redis_url, POOLS={"a": {}, "b": {}})
+    assert get_pool("a") is get_pool("a")
+    assert get_pool("a") is not get_pool("b")
+    assert get_pool("a").client is get_pool("b").client is registry.get_connection()
+    assert registry.get_connection() is registry.get_connection()
+
+
+def test_get_resource_returns_the_same_object_as_get_pool(settings: Any, redis_url: str) -> None:
+    configure(settings, redis_url)
+    assert get_resource("printers") is get_pool("printers")
+
+
+def test_pool_is_rebuilt_after_the_setting_changes(settings: Any, redis_url: str) -> None:
+    configure(settings, redis_url)
+    before = get_pool("printers")
+    client_before = registry.get_connection()
+    settings.DJANGO_REDIS_POOL = {
+        "CONNECTION": {"URL": redis_url},
+        "POOLS": {"printers": {"LEASE_TIMEOUT": 5, "ORDER": "lifo"}},
+    }
+    after = get_pool("printers")
+    assert after is not before
+    assert (after.lease_timeout, after.order) == (5, "lifo")
+    assert registry.get_connection() is not client_before
+
+
+def test_caches_are_cleared_when_caches_setting_changes(settings: Any, redis_url: str) -> None:
+    configure(settings, redis_url)
+    before = get_pool("printers")
+    settings.CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+    assert get_pool("printers") is not before
+
+
+def test_unknown_name_raises_not_configured_naming_the_configured_names(
+    settings: Any, redis_url: str
+) -> None:
+    configure(settings, redis_url, POOLS={"printers": {}, "scanners": {}})
+    with pytest.raises(NotConfigured) as info:
+        get_pool("plotters")
+    assert isinstance(info.value, TypeError)
+    assert "'plotters'" in str(info.value)
+    assert "'printers', 'scanners'" in str(info.value)
+    with pytest.raises(NotConfigured, match=r"'plotters'.*'printers', 'scanners'"):
+        get_resource("plotters")
+
+
+def test_get_pool_of_a_name_of_another_kind_raises_not_configured(
+    settings: Any, redis_url: str
+) -> None:
+    configure(settings, redis_url, LOCKS={"nightly": {}})
+    with pytest.raises(NotConfigured, match=r"'nightly'.*it is a lock"):
+        get_pool("nightly")
+
+
+def test_reserved_kind_raises_not_configured_saying_so(settings: Any, redis_url: str) -> None:
+    configure(settings, redis_url, SEMAPHORES={"api": {"MAX_SIZE": 3}})
+    with pytest.raises(NotConfigured, match="not supported by this version yet"):
+        get_resource("api")
+
+
+def test_invalid_setting_raises_improperly_configured_with_the_check_message(
+    settings: Any, redis_url: str
+) -> None:
+    value = {"CONNECTION": {"URL": redis_url}, "POOLS": {"printers": {"ORDER": "lilo"}}}
+    settings.DJANGO_REDIS_POOL = value
+    (message,) = validate(value, settings.CACHES)
+    with pytest.raises(ImproperlyConfigured) as info:
+        get_pool("printers")
+    assert message.id in str(info.value)
+    assert message.msg in str(info.value)
+    assert message.hint in str(info.value)
+
+
+def test_missing_connection_defaults_to_local_redis(settings: Any) -> None:
+    settings.DJANGO_REDIS_POOL = {"POOLS": {"printers": {}}}
+    kwargs = registry.get_connection().connection_pool.connection_kwargs
+    assert (kwargs["host"], kwargs["port"], kwargs.get("db", 0)) == ("127.0.0.1", 6379, 0)
+
+
+def test_url_connection_gets_a_short_timeout_and_retry_by_default(
+    settings: Any, redis_url: str
+) -> None:
+    configure(settings, redis_url)
+    kwargs = registry.get_connection().connection_pool.connection_kwargs
+    assert kwargs["socket_timeout"] == 5
+    assert kwargs["retry"].get_retries() == 3
+
+
+def test_url_connection_keeps_the_users_options(settings: Any, redis_url: str) -> None:
+    settings.DJANGO_REDIS_POOL = {
+        "CONNECTION": {"URL": redis_url, "OPTIONS": {"socket_timeout": 1, "decode_responses": True}}
+    }
+    client = registry.get_connection()
+    kwargs = client.connection_pool.connection_kwargs
+    assert kwargs["socket_timeout"] == 1
+    assert kwargs["decode_responses"] is True
+
+
+def test_blocking_acquire_longer_than_the_socket_timeout_just_waits(
+    settings: Any, redis_url: str
+) -> None:
+    settings.DJANGO_REDIS_POOL = {
+        "CONNECTION": {"URL": redis_url, "OPTIONS": {"socket_timeout": 1}},
+        "POOLS": {"printers": {"LEASE_TIMEOUT": 30}},
+    }
+    pool = get_pool("printers")
+    started = time.monotonic()
+    assert pool.acquire(timeout=2.5) is None
+    assert 2.4 < time.monotonic() - started < 4
+
+
+def test_key_prefix_is_honoured(settings: Any, redis_url: str, redis_client: redis.Redis) -> None:
+    configure(settings, redis_url, KEY_PREFIX="myapp")
+    get_pool("printers").associate("p1")
+    keys = [k.decode() for k in redis_client.keys("*")]
+    assert keys
+    assert all(k.startswith("myapp:") for k in keys), keys
+
+
+def test_cache_form_reuses_a_django_redis_cache(
+    settings: Any, redis_url: str, redis_client: redis.Redis
+) -> None:
+    from django_redis import get_redis_connection
+
+    settings.CACHES = {
+        "default": {"BACKEND": "django_redis.cache.RedisCache", "LOCATION": redis_url}
+    }
+    settings.DJANGO_REDIS_POOL = {"CONNECTION": {"CACHE": "default"}, "POOLS": {"printers": {}}}
+    pool = get_pool("printers")
+    assert pool.client is get_redis_connection("default")
+    assert pool.associate("p1") is True
+    assert get_pool("printers").available() == ["p1"]
+    assert redis_client.dbsize() > 0
+
+
+def test_cache_form_reuses_djangos_builtin_redis_cache(
+    settings: Any, redis_url: str, redis_client: redis.Redis
+) -> None:
+    settings.CACHES = {
+        "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
+        "redis": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": redis_url},
+    }
+    settings.DJANGO_REDIS_POOL = {"CONNECTION": {"CACHE": "redis"}, "POOLS": {"printers": {}}}
+    pool = get_pool("printers")
+    assert isinstance(pool.client, redis.Redis)
+    assert pool.associate("p1") is True
+    with pool.lease(timeout=1) as lease:
+        assert lease.resource == "p1"
+    assert redis_client.dbsize() > 0
+
+
+def test_redis_down_raises_backend_unavailable_quickly(settings: Any) -> None:
+    configure(settings, f"redis://127.0.0.1:{closed_port()}/0")
+    pool = get_pool("printers")  # building does no I/O
+    started = time.monotonic()
+    with pytest.raises(BackendUnavailable) as info:
+        pool.available_count()
+    assert time.monotonic() - started < 3
+    assert isinstance(info.value, ConnectionError)
+    assert isinstance(info.value.__cause__, redis.RedisError)
+
+
+def test_sentinel_down_raises_backend_unavailable_quickly(settings: Any) -> None:
+    settings.DJANGO_REDIS_POOL = {
+        "CONNECTION": {"SENTINELS": [["127.0.0.1", closed_port()]], "SERVICE_NAME": "mymaster"},
+        "POOLS": {"printers": {}},
+    }
+    pool = get_pool("printers")
+    started = time.monotonic()
+    with pytest.raises(BackendUnavailable):
+        pool.total_count()
+    assert time.monotonic() - started < 3
+
+
+@pytest.mark.cluster
+def test_cluster_form_works_on_a_redis_cluster(
+    settings: Any, redis_cluster: Any, cluster_client: Any
+) -> None:
+    from redis.cluster import RedisCluster
+
+    settings.DJANGO_REDIS_POOL = {
+        "CONNECTION": {"URL": redis_cluster.url, "CLUSTER": True},
+        "POOLS": {"printers": {"LEASE_TIMEOUT": 30}},
+    }
+    pool = get_pool("printers")
+    assert isinstance(pool.client, RedisCluster)
+    assert pool.associate("p1") is True
+    with pool.lease(timeout=1) as lease:
+        assert lease.resource == "p1"
+    assert pool.available() == ["p1"]

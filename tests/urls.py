@@ -1,0 +1,6 @@
+"""URLconf for the test suite: just the admin."""
+
+from django.contrib import admin
+from django.urls import path
+
+urlpatterns = [path("admin/", admin.site.urls)]
