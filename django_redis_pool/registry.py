@@ -54,6 +54,7 @@ def on_setting_changed(*, setting: str, **kwargs: Any) -> None:
 
 
 def get_config() -> conf.Config:
+    """The parsed ``DJANGO_REDIS_POOL`` setting (validated like the system checks)."""
     global _config
     with _lock:
         if _config is None:
@@ -175,6 +176,9 @@ def _build(entry: conf.Entry) -> Any:
 
 
 def _get(kind_name: str, name: str) -> Any:
+    built = _resources.get(name)  # fast path, no lock: a dict read is atomic
+    if built is not None and built.kind == kind_name:
+        return built
     with _lock:  # one consistent configuration for the lookup and the build
         return _get_locked(conf.KINDS_BY_NAME[kind_name], name)
 
