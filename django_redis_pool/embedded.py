@@ -29,7 +29,7 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import IO, Any
+from typing import IO, Any, TypeVar
 
 import redis
 from redis.backoff import NoBackoff
@@ -170,7 +170,31 @@ def _die_with_parent_hook() -> Callable[[], None] | None:
     return hook
 
 
-class EmbeddedRedis:
+_M = TypeVar("_M", bound="_Managed")
+
+
+class _Managed:
+    """``with server:`` starts it and stops it on exit."""
+
+    def start(self: _M) -> _M:
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self: _M) -> _M:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+
+class EmbeddedRedis(_Managed):
     """A private ``redis-server`` process in a fresh temporary directory.
 
     By default it listens on a free loopback TCP port; with ``unix_socket=True``
@@ -267,17 +291,6 @@ class EmbeddedRedis:
         self._run_id = None
         self._port = 0
         atexit.unregister(self.stop)
-
-    def __enter__(self) -> EmbeddedRedis:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
 
     # -- properties ------------------------------------------------------------------
 
@@ -468,7 +481,7 @@ class _ClusterNode(EmbeddedRedis):
         raise RuntimeError("could not find a free port pair for a Redis Cluster node")
 
 
-class EmbeddedRedisCluster:
+class EmbeddedRedisCluster(_Managed):
     """A private Redis Cluster of ``masters`` loopback nodes and no replicas.
 
     Each node is an :class:`EmbeddedRedis` started with ``--cluster-enabled
@@ -534,17 +547,6 @@ class EmbeddedRedisCluster:
         for node in nodes:
             node.stop()
         atexit.unregister(self.stop)
-
-    def __enter__(self) -> EmbeddedRedisCluster:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
 
     @property
     def ports(self) -> list[int]:
