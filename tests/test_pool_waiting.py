@@ -114,6 +114,27 @@ def test_timeouts_racing_releases_lose_nothing(client):
     assert outcomes["granted"] and outcomes["timed_out"], outcomes
 
 
+def test_waiter_past_its_deadline_never_takes_a_late_release(client):
+    # Redis checks blocking timeouts once per server tick (100 ms at hz 10), so
+    # the waiter's read returns late; a release landing after its deadline but
+    # before that tick must not end up leased to it.
+    pool = ResourcePool(client, "late", lease_timeout=30)
+    pool.associate("r")
+    for _ in range(5):
+        held = pool.acquire()
+        result: list = []
+        waiter = threading.Thread(target=lambda out=result: out.append(pool.acquire(timeout=0.02)))
+        started = time.monotonic()
+        waiter.start()
+        time.sleep(0.05)
+        assert held.release() is True
+        waiter.join(5)
+        assert result == [None], (
+            f"granted {time.monotonic() - started:.3f} s after a 0.02 s timeout"
+        )
+        assert pool.available() == ["r"] and pool.waiting_count() == 0
+
+
 def test_many_threads_never_share_a_resource(client):
     pool = ResourcePool(client, "hammer", lease_timeout=30)
     for r in ("r1", "r2", "r3"):

@@ -106,7 +106,8 @@ class LeaseEngine:
         deadline = None if timeout is None else time.monotonic() + timeout
         chunk = self._wait_chunk()
         args = (holder, lease_ms, priority)
-        reply = self.run("acquire", token, *args, self._wait_ms(deadline, timeout), to_ms(chunk))
+        wait_ms = -2 if timeout == 0 else _remaining_ms(deadline)
+        reply = self.run("acquire", token, *args, wait_ms, to_ms(chunk))
         if reply[0] == "granted":
             return self._lease(reply[1])
         if reply[0] == "none":
@@ -120,14 +121,6 @@ class LeaseEngine:
             with contextlib.suppress(Exception):
                 self.run("withdraw", token)
             raise
-
-    @staticmethod
-    def _wait_ms(deadline: float | None, timeout: float | None) -> int:
-        if timeout == 0:
-            return -2
-        if deadline is None:
-            return -1
-        return max(1, to_ms(deadline - time.monotonic()))
 
     def _wait(
         self,
@@ -164,10 +157,13 @@ class LeaseEngine:
                     return lease
                 reply = ["gone"]
             if reply[0] == "gone":
-                # Our place was dropped (we were presumed dead after a long
-                # pause, or a provisional grant lapsed): queue again.
-                wait_ms = self._wait_ms(deadline, -1)
-                reply = self.run("acquire", token, *args, wait_ms, alive_ms)
+                # Our place was dropped: our deadline passed on the Redis clock
+                # (a blocking read can return up to one server tick, 1/hz s,
+                # late), we were presumed dead after a long pause, or a
+                # provisional grant lapsed. Queue again only if time is left.
+                if deadline is not None and deadline <= time.monotonic():
+                    return None
+                reply = self.run("acquire", token, *args, _remaining_ms(deadline), alive_ms)
                 if reply[0] == "granted":
                     lease = self._lease(reply[1])
                     if lease is not None:
@@ -252,6 +248,14 @@ class LeaseEngine:
             )
             for w in self.records(raws)
         ]
+
+
+def _remaining_ms(deadline: float | None) -> int:
+    """Milliseconds left until ``deadline`` (a monotonic time), at least 1;
+    -1 for no deadline."""
+    if deadline is None:
+        return -1
+    return max(1, to_ms(deadline - time.monotonic()))
 
 
 def _socket_timeout(client: Any) -> float | None:
