@@ -149,11 +149,11 @@ def test_old_holder_release_after_expiry_reclaims_without_claiming_success(clien
 
 
 def test_renew_extends_and_none_keeps_the_current_duration(client):
-    pool = ResourcePool(client, "p", lease_timeout=0.3)
+    pool = ResourcePool(client, "p", lease_timeout=0.6)
     pool.associate("a")
     lease = pool.acquire()
     for _ in range(4):
-        time.sleep(0.15)
+        time.sleep(0.3)
         assert lease.renew() is True
     assert pool.is_occupied("a")
     assert lease.renew(60) is True
@@ -254,10 +254,10 @@ def test_lease_object_is_a_context_manager(pool):
 
 
 def test_auto_renew_keeps_a_short_lease_alive(client):
-    pool = ResourcePool(client, "p", lease_timeout=0.3)
+    pool = ResourcePool(client, "p", lease_timeout=0.6)
     pool.associate("a")
     with pool.lease(auto_renew=True) as lease:
-        time.sleep(1.2)
+        time.sleep(2.0)
         assert pool.is_occupied("a")
         assert not lease.lost
     assert pool.is_available("a")

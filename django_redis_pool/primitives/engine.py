@@ -31,6 +31,7 @@ from typing import Any
 
 from redis.exceptions import NoScriptError
 
+from ..exceptions import BackendUnavailable
 from ._common import backend_errors, key_prefix, load_lua, text, to_ms
 from .lease import Lease
 
@@ -107,17 +108,20 @@ class LeaseEngine:
         chunk = self._wait_chunk()
         args = (holder, lease_ms, priority)
         wait_ms = -2 if timeout == 0 else _remaining_ms(deadline)
-        reply = self.run("acquire", token, *args, wait_ms, to_ms(chunk))
-        if reply[0] == "granted":
-            return self._lease(reply[1])
-        if reply[0] == "none":
-            return None
         try:
+            reply = self.run("acquire", token, *args, wait_ms, to_ms(chunk))
+            if reply[0] == "granted":
+                return self._lease(reply[1])
+            if reply[0] == "none":
+                return None
             return self._wait(token, args, deadline, chunk, int(reply[1]))
+        except BackendUnavailable:
+            # Redis is unreachable: a queue place is dropped by the next hand-off
+            # once our liveness window has passed; a grant expires with its lease.
+            raise
         except BaseException:
-            # Interrupted or Redis failed: give up our place (and anything handed
-            # to us meanwhile). If Redis is unreachable, the place is dropped by
-            # the next hand-off once our liveness window has passed.
+            # Interrupted (even between the script's run and its reply): give up
+            # our place, and anything granted or handed to us meanwhile.
             with contextlib.suppress(Exception):
                 self.run("withdraw", token)
             raise
