@@ -140,12 +140,6 @@ def _validate_resources(value: Any, path: str) -> tuple[str, ...]:
     return tuple(ids)
 
 
-def _validate_lease_timeout(value: Any, path: str) -> float | None:
-    if isinstance(value, (int, float)) and not isinstance(value, bool) and value <= 0:
-        raise ValueError(f"{path} must be a number of seconds > 0 or None, got {value!r}")
-    return check_lease_timeout(value, path)
-
-
 def _validate_order(value: Any, path: str) -> str:
     if value not in ORDERS:
         raise ValueError(f"{path} must be one of {', '.join(map(repr, ORDERS))}, got {value!r}")
@@ -174,7 +168,7 @@ KINDS: tuple[Kind, ...] = (
                 "an id is a non-empty str without braces or whitespace.",
             ),
             "LEASE_TIMEOUT": Option(
-                _validate_lease_timeout,
+                check_lease_timeout,
                 None,
                 "Use a number of seconds > 0 (e.g. 30), or None for leases that never expire.",
             ),
