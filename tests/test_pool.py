@@ -278,8 +278,9 @@ def test_auto_renew_marks_the_lease_lost_and_logs_when_it_is_taken_away(client, 
 
 def test_release_is_idempotent_when_redis_py_retries_it(pool):
     lease = pool.acquire()
-    assert pool._engine.release(lease.resource, lease.token) is True
-    assert pool._engine.release(lease.resource, lease.token) is True, "a retried call agrees"
+    assert pool._engine.release(lease.resource, lease.token, "req-1") == 1
+    assert pool._engine.release(lease.resource, lease.token, "req-1") == 1, "a retry agrees"
+    assert pool._engine.release(lease.resource, lease.token) == 0, "a new request does not"
     assert pool.available_count() == 3
 
 

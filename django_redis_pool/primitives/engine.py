@@ -31,7 +31,7 @@ from typing import Any
 
 from redis.exceptions import NoScriptError
 
-from ..exceptions import BackendUnavailable
+from ..exceptions import BackendUnavailable, NotConfigured, PoolError
 from ._common import backend_errors, key_prefix, load_lua, text, to_ms
 from .lease import Lease
 
@@ -59,21 +59,23 @@ class LeaseEngine:
     """Runs the lease-engine scripts against the keys of one primitive.
 
     ``kind``/``name``/``prefix`` build the keys (all under the hash tag
-    ``{kind:name}``); ``order`` is how available resources are picked
-    (``fifo``, ``lifo`` or ``random``).
+    ``{kind:name}``). ``mode`` says what is leased: for a pool, the order in
+    which named resources are picked (``fifo``, ``lifo`` or ``random``); else
+    slots whose lease is named after the holder: ``sem`` (as many as the stored
+    max size), ``lock`` (one) or ``rlock`` (one, reentrant).
     """
 
     #: Longest single blocking read, in seconds (also bounded by the client's
     #: socket timeout, so redis-py never times out a read we meant to block on).
     wait_chunk = 2.0
 
-    def __init__(self, client: Any, *, kind: str, name: str, order: str, prefix: str) -> None:
+    def __init__(self, client: Any, *, kind: str, name: str, mode: str, prefix: str) -> None:
         self.client = client
         self.label = f"{kind} {name!r}"
         #: Every key of the primitive is this base plus a suffix (see engine.lua).
         self.base = key_prefix(prefix, kind, name)
         self.wake_prefix = f"{self.base}:wake:"
-        self.order = order
+        self.mode = mode
         self._shas: dict[str, str] = {}
         self._chunk: float | None = None
 
@@ -85,10 +87,10 @@ class LeaseEngine:
         sha = self._shas.get(script) or self._sha(script)
         with backend_errors():
             try:
-                reply = self.client.evalsha(sha, 1, self.base, self.order, *args)
+                reply = self.client.evalsha(sha, 1, self.base, self.mode, *args)
             except NoScriptError:
                 self.client.script_load(load_lua("engine", script))
-                reply = self.client.evalsha(sha, 1, self.base, self.order, *args)
+                reply = self.client.evalsha(sha, 1, self.base, self.mode, *args)
         return text(reply)
 
     def _sha(self, script: str) -> str:
@@ -109,10 +111,12 @@ class LeaseEngine:
         args = (holder, lease_ms, priority)
         wait_ms = -2 if timeout == 0 else _remaining_ms(deadline)
         try:
-            reply = self.run("acquire", token, *args, wait_ms, to_ms(chunk))
+            reply = self._check(
+                self.run("acquire", token, *args, wait_ms, to_ms(chunk)), holder, timeout != 0
+            )
             if reply[0] == "granted":
                 return self._lease(reply[1])
-            if reply[0] == "none":
+            if reply[0] in ("none", "held"):
                 return None
             return self._wait(token, args, deadline, chunk, int(reply[1]))
         except BackendUnavailable:
@@ -167,13 +171,31 @@ class LeaseEngine:
                 # provisional grant lapsed. Queue again only if time is left.
                 if deadline is not None and deadline <= time.monotonic():
                     return None
-                reply = self.run("acquire", token, *args, _remaining_ms(deadline), alive_ms)
+                reply = self._check(
+                    self.run("acquire", token, *args, _remaining_ms(deadline), alive_ms), args[0]
+                )
                 if reply[0] == "granted":
                     lease = self._lease(reply[1])
                     if lease is not None:
                         return lease
                     continue
             next_expiry_ms = int(reply[1])
+
+    def _check(self, reply: list[Any], holder: str, wait: bool = True) -> list[Any]:
+        """Raise for the replies that mean the acquire cannot be served (a
+        non-reentrant lock already held by ``holder`` is just "not granted" when
+        the caller does not ``wait``)."""
+        if reply[0] == "unconfigured":
+            raise NotConfigured(
+                f"{self.label} has no max size; call set_max_size(n) first "
+                "(or set MAX_SIZE in its settings)"
+            )
+        if reply[0] == "held" and wait:
+            raise PoolError(
+                f"{self.label} is already held by {holder!r} and is not reentrant: waiting "
+                "for it would wait for ourselves. Release it first, or use reentrant=True."
+            )
+        return reply
 
     def lease_from_record(self, raw: str | bytes) -> Lease:
         """The :class:`Lease` described by a JSON lease record."""
@@ -212,19 +234,34 @@ class LeaseEngine:
 
     def renew(self, lease: Lease, lease_timeout: float | None) -> bool:
         """Extend ``lease`` (None keeps its duration); False if it is lost."""
-        lease_ms = -2 if lease_timeout is None else to_ms(lease_timeout)
-        reply = self.run("renew", lease.resource, lease.token, lease_ms)
-        if int(reply[0]) != 1:
+        expires = self.renew_resource(lease.resource, lease.token, lease_timeout)
+        if expires is False:
             return False
-        expires = int(reply[1])
-        lease.expires_at = None if expires == -1 else expires / 1000
+        lease.expires_at = expires
         if lease_timeout is not None:
             lease.lease_timeout = lease_timeout
         return True
 
-    def release(self, resource: str, token: str = "") -> bool:
-        """End the lease on ``resource`` held by ``token`` ('' = whoever holds it)."""
-        return int(self.run("release", resource, token)) == 1
+    def renew_resource(
+        self, resource: str, token: str, lease_timeout: float | None
+    ) -> float | None | bool:
+        """Extend the lease on ``resource`` held by ``token`` ('' = whoever holds
+        it); None keeps its duration. Returns the new expiry (unix seconds, None
+        for none), or False if there is no such live lease."""
+        lease_ms = -2 if lease_timeout is None else to_ms(lease_timeout)
+        reply = self.run("renew", resource, token, lease_ms)
+        if int(reply[0]) != 1:
+            return False
+        return None if int(reply[1]) == -1 else int(reply[1]) / 1000
+
+    def release(self, resource: str, token: str = "", request: str | None = None) -> int:
+        """End the lease on ``resource`` held by ``token`` ('' = whoever holds it).
+
+        Returns 1 if a live lease was ended, 2 if a reentrant lock's count went
+        down but it is still held, 0 if there was no such live lease. ``request``
+        identifies the call, so that a retried run answers the same.
+        """
+        return int(self.run("release", resource, token, request or uuid.uuid4().hex))
 
     def gc(self, batch: int = 1000) -> int:
         """Reclaim every expired lease and drop dead waiters; returns the number

@@ -76,7 +76,7 @@ class Lease:
     def release(self) -> bool:
         """Give the resource back. False if this lease no longer held it."""
         self.stop_auto_renew()
-        ok = self._engine.release(self.resource, self.token)
+        ok = self._engine.release(self.resource, self.token) != 0
         self.lost = True
         return ok
 

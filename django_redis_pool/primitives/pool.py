@@ -61,7 +61,7 @@ class ResourcePool:
         self.lease_timeout = check_lease_timeout(lease_timeout)
         self.order = order
         self._engine = LeaseEngine(
-            client, kind=self.kind, name=name, order=order, prefix=key_prefix
+            client, kind=self.kind, name=name, mode=order, prefix=key_prefix
         )
 
     def __repr__(self) -> str:
@@ -118,7 +118,7 @@ class ResourcePool:
         """
         if isinstance(lease_or_resource, Lease):
             return lease_or_resource.release()
-        return self._engine.release(check_name(lease_or_resource, "resource"))
+        return self._engine.release(check_name(lease_or_resource, "resource")) != 0
 
     @contextlib.contextmanager
     def lease(
@@ -154,10 +154,10 @@ class ResourcePool:
     # -- inspection ---------------------------------------------------------------
 
     def _read(self, what: str, resource: str = "") -> Any:
-        return self._engine.run("pool_read", what, resource)
+        return self._engine.run("read", what, resource)
 
     def _counts(self) -> tuple[int, int, int]:
-        available, occupied, waiting = self._read("counts")
+        available, occupied, waiting, _total = self._read("counts")
         return int(available), int(occupied), int(waiting)
 
     def available_count(self) -> int:

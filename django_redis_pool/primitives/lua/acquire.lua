@@ -1,9 +1,12 @@
--- acquire: grant an available resource now, or queue the caller as a waiter.
+-- acquire: grant a lease now, or queue the caller as a waiter.
 -- ARGV[2] token (one per acquire call: running this again returns the same
--- lease or queue place, never a second one), ARGV[3] holder, ARGV[4] lease ms
--- (-1 none), ARGV[5] priority, ARGV[6] wait ms (-2 do not wait, -1 forever),
--- ARGV[7] liveness window ms (the waiter checks in at least this often).
--- Returns {'granted', record} | {'queued', ms until next expiry} | {'none'}.
+-- lease or queue place, never a second one), ARGV[3] holder (slot modes: the
+-- identity asking for a slot), ARGV[4] lease ms (-1 none), ARGV[5] priority,
+-- ARGV[6] wait ms (-2 do not wait, -1 forever), ARGV[7] liveness window ms (the
+-- waiter checks in at least this often).
+-- Returns {'granted', record} | {'queued', ms until next expiry} | {'none'}
+-- | {'unconfigured'} (a semaphore without a max size) | {'held'} (lock: the
+-- holder already holds it and the lock is not reentrant).
 local TOKEN, HOLDER = ARGV[2], ARGV[3]
 local LEASE_MS, PRIORITY = tonumber(ARGV[4]), tonumber(ARGV[5])
 local WAIT_MS, ALIVE_MS = tonumber(ARGV[6]), tonumber(ARGV[7])
@@ -17,9 +20,31 @@ end
 
 reclaim(RECLAIM_LIMIT)
 pump()
-local resource = take_available()
-if resource then
-  return {'granted', grant(resource, TOKEN, HOLDER, LEASE_MS, false)}
+if SLOTS then
+  if MODE == 'sem' and not redis.call('GET', K_MAX) then
+    return {'unconfigured'}
+  end
+  local rec = live_record(HOLDER)
+  if rec then
+    if MODE == 'lock' then
+      return {'held'}
+    end
+    -- Same identity again: refresh its hold. Remember the reply so that a
+    -- retried request does not count twice.
+    if remembered(TOKEN) then
+      return {'granted', cjson.encode(rec)}
+    end
+    remember(TOKEN, 1)
+    return {'granted', refresh(rec, LEASE_MS)}
+  end
+  if free_slots() > 0 then
+    return {'granted', grant(HOLDER, TOKEN, HOLDER, LEASE_MS, false)}
+  end
+else
+  local resource = take_available()
+  if resource then
+    return {'granted', grant(resource, TOKEN, HOLDER, LEASE_MS, false)}
+  end
 end
 if WAIT_MS == -2 then
   return {'none'}

@@ -3,24 +3,34 @@
 -- KEYS[1] is the primitive's base key, ending in its hash tag (e.g.
 -- "drp:{pool:printers}"); every key below is the base plus a suffix, so all of
 -- them live in the base's Redis Cluster slot and one script may touch them all:
---   :avail   ZSET  resource -> sequence number (order of becoming available)
+--   :avail   ZSET  resource -> sequence number (order of becoming available; pools)
+--   :max     STRING the number of slots (semaphores)
 --   :leases  ZSET  resource -> expiry in ms on the Redis clock ("inf" = none)
---   :info    HASH  resource -> lease record (JSON), or "x:<token>" once released
+--   :info    HASH  resource -> lease record (JSON)
 --   :tok     HASH  request token -> "r:<resource>" (granted) | "w:<waiter id>" (queued)
 --   :seq     STRING counter: fences, availability order and waiter arrival
 --   :waitq   ZSET  waiter id -> -priority (ties: the zero-padded id = arrival order)
 --   :winfo   HASH  waiter id -> waiter record (JSON)
 --   :wake:<token>  LIST  a waiter's own wake list (the lease handed to it)
--- ARGV[1] is the pool's order (fifo | lifo | random); a script's own arguments
--- start at ARGV[2].
+--   :done:<id>     STRING the reply of a finished request, kept briefly so that a
+--                  request re-run by redis-py's retry gets the same answer
+-- ARGV[1] is the mode; a script's own arguments start at ARGV[2]. Modes:
+--   fifo | lifo | random  a pool of named resources, handed out in that order;
+--   sem                   slots: the lease's resource is the holder's identity and
+--                         at most GET :max identities hold at once;
+--   lock | rlock          one slot, the resource is the holder; rlock counts
+--                         repeated acquires of the same holder (reentrancy).
 --
 -- Lease record: r resource, t token, h holder, f fence, a acquired (ms),
--- e expires (ms, -1 = never), l lease duration (ms, -1 = none), p provisional (0/1).
+-- e expires (ms, -1 = never), l lease duration (ms, -1 = none), p provisional (0/1),
+-- n acquire count (rlock).
 -- Waiter record: t token, h holder, l lease duration, p priority, s since (ms),
 -- dl own deadline (ms, -1 = none), alive (ms: the waiter is presumed dead after it).
 
-local BASE, ORDER = KEYS[1], ARGV[1]
+local BASE, MODE = KEYS[1], ARGV[1]
+local SLOTS = MODE == 'sem' or MODE == 'lock' or MODE == 'rlock'
 local K_AVAIL, K_LEASES, K_INFO = BASE .. ':avail', BASE .. ':leases', BASE .. ':info'
+local K_MAX = BASE .. ':max'
 local K_TOK, K_SEQ = BASE .. ':tok', BASE .. ':seq'
 local K_WAITQ, K_WINFO = BASE .. ':waitq', BASE .. ':winfo'
 local WAKE_PREFIX = BASE .. ':wake:'
@@ -31,6 +41,7 @@ local PUMP_LIMIT = 64        -- resources handed to waiters per call
 local GRACE_MS = 1000        -- slack on a waiter's liveness window
 local PROVISIONAL_MS = 10000 -- life of an unconfirmed no-expiry grant to a waiter
 local WAKE_TTL_MS = 60000    -- an unread wake list disappears after this
+local DONE_TTL_MS = 60000    -- a finished request's reply is remembered this long
 
 local t = redis.call('TIME')
 local NOW = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -41,8 +52,8 @@ end
 
 local function lease_record(resource)
   local raw = redis.call('HGET', K_INFO, resource)
-  if not raw or string.sub(raw, 1, 2) == 'x:' then
-    return nil, raw
+  if not raw then
+    return nil
   end
   return cjson.decode(raw), raw
 end
@@ -51,28 +62,64 @@ local function is_expired(rec)
   return rec.e ~= -1 and rec.e <= NOW
 end
 
+-- The live lease record of `resource`, or nil.
+local function live_record(resource)
+  local rec = lease_record(resource)
+  if rec and not is_expired(rec) then
+    return rec
+  end
+  return nil
+end
+
+-- A finished request's reply, remembered for a retry of the same request.
+local function remember(id, reply)
+  redis.call('SET', BASE .. ':done:' .. id, reply, 'PX', DONE_TTL_MS)
+end
+
+local function remembered(id)
+  return redis.call('GET', BASE .. ':done:' .. id)
+end
+
+-- Store `rec` with a lease of `lease_ms` from now (-1: none); returns its JSON.
+local function set_lease(rec, lease_ms)
+  local score = 'inf'
+  rec.e = -1
+  if lease_ms >= 0 then
+    rec.e = NOW + lease_ms
+    score = rec.e
+  end
+  rec.l = lease_ms
+  rec.p = 0
+  local raw = cjson.encode(rec)
+  redis.call('ZADD', K_LEASES, score, rec.r)
+  redis.call('HSET', K_INFO, rec.r, raw)
+  return raw
+end
+
+-- Slot modes: an identity that already holds a slot asks again. Its lease is
+-- refreshed (rlock: its acquire count goes up) and its record returned.
+local function refresh(rec, lease_ms)
+  if MODE == 'rlock' then
+    rec.n = (rec.n or 1) + 1
+  end
+  return set_lease(rec, lease_ms)
+end
+
 -- Record a new lease of `resource` for `token`; returns the record as JSON.
 -- A no-expiry grant made on a waiter's behalf is provisional: it expires after
 -- PROVISIONAL_MS unless the waiter confirms it (renew), so a waiter that died
 -- before reading its wake list never keeps the resource.
 local function grant(resource, token, holder, lease_ms, provisional)
-  local fence = redis.call('INCR', K_SEQ)
-  local expires, score = -1, 'inf'
-  local p = 0
-  if lease_ms >= 0 then
-    expires = NOW + lease_ms
-    score = expires
-  elseif provisional then
-    expires = NOW + PROVISIONAL_MS
-    score = expires
-    p = 1
-  end
-  local rec = cjson.encode({r = resource, t = token, h = holder, f = fence, a = NOW,
-                            e = expires, l = lease_ms, p = p})
-  redis.call('ZADD', K_LEASES, score, resource)
-  redis.call('HSET', K_INFO, resource, rec)
+  local rec = {r = resource, t = token, h = holder, f = redis.call('INCR', K_SEQ), a = NOW}
   redis.call('HSET', K_TOK, token, 'r:' .. resource)
-  return rec
+  if lease_ms < 0 and provisional then
+    set_lease(rec, PROVISIONAL_MS)
+    rec.l, rec.p = -1, 1
+    local raw = cjson.encode(rec)
+    redis.call('HSET', K_INFO, resource, raw)
+    return raw
+  end
+  return set_lease(rec, lease_ms)
 end
 
 local function waiter_alive(w)
@@ -88,47 +135,90 @@ local function drop_waiter(id, w)
   end
 end
 
--- Hand `resource` to the head live waiter (priority desc, then arrival) and push
--- the lease to that waiter's own wake list. Dead or timed-out waiters met on the
--- way are dropped (at most SKIP_LIMIT). Returns true if a waiter got it.
-local function hand_to_waiter(resource)
+-- Take the head live waiter (priority desc, then arrival) off the queue; dead or
+-- timed-out waiters met on the way are dropped (at most SKIP_LIMIT). nil if none.
+local function next_waiter()
   for _ = 1, SKIP_LIMIT do
     local head = redis.call('ZRANGE', K_WAITQ, 0, 0)[1]
     if not head then
-      return false
+      return nil
     end
     local raw = redis.call('HGET', K_WINFO, head)
     local w = raw and cjson.decode(raw)
     if w and waiter_alive(w) then
       redis.call('ZREM', K_WAITQ, head)
       redis.call('HDEL', K_WINFO, head)
-      local rec = grant(resource, w.t, w.h, w.l, true)
-      local wk = wake_key(w.t)
-      redis.call('RPUSH', wk, rec)
-      redis.call('PEXPIRE', wk, WAKE_TTL_MS)
-      return true
+      return w
     end
     drop_waiter(head, w)
   end
-  return false
+  return nil
 end
 
--- Make `resource` available: straight to the head waiter, else into avail.
+-- Push a lease record onto waiter `w`'s own wake list (it BLPOPs it).
+local function wake(w, rec)
+  local wk = wake_key(w.t)
+  redis.call('RPUSH', wk, rec)
+  redis.call('PEXPIRE', wk, WAKE_TTL_MS)
+end
+
+-- Pools: hand `resource` to the head live waiter. True if a waiter got it.
+local function hand_to_waiter(resource)
+  local w = next_waiter()
+  if not w then
+    return false
+  end
+  wake(w, grant(resource, w.t, w.h, w.l, true))
+  return true
+end
+
+-- Slot modes: how many more identities may hold a slot now (the max may have
+-- been lowered below the number of holders: never negative).
+local function free_slots()
+  local size = 1
+  if MODE == 'sem' then
+    size = tonumber(redis.call('GET', K_MAX) or '0')
+  end
+  return math.max(0, size - redis.call('ZCARD', K_LEASES))
+end
+
+-- Slot modes: give free slots to queued waiters, in queue order. A waiter whose
+-- identity already holds a slot (another caller with the same identity got
+-- there first) shares that hold and takes no second slot.
+local function serve_slots()
+  for _ = 1, PUMP_LIMIT do
+    if redis.call('ZCARD', K_WAITQ) == 0 or free_slots() == 0 then
+      return
+    end
+    local w = next_waiter()
+    if not w then
+      return
+    end
+    local rec = live_record(w.h)
+    if rec then
+      redis.call('HDEL', K_TOK, w.t)
+      wake(w, refresh(rec, w.l))
+    else
+      wake(w, grant(w.h, w.t, w.h, w.l, true))
+    end
+  end
+end
+
+-- Make `resource` available: straight to the head waiter, else into avail
+-- (slot modes: its slot goes to the queue).
 local function put_back(resource)
-  if not hand_to_waiter(resource) then
+  if SLOTS then
+    serve_slots()
+  elseif not hand_to_waiter(resource) then
     redis.call('ZADD', K_AVAIL, redis.call('INCR', K_SEQ), resource)
   end
 end
 
 -- Remove the lease on `resource` (record `rec`) and make the resource available.
-local function end_lease(resource, rec, tombstone)
+local function end_lease(resource, rec)
   redis.call('ZREM', K_LEASES, resource)
   redis.call('HDEL', K_TOK, rec.t)
-  if tombstone then
-    redis.call('HSET', K_INFO, resource, 'x:' .. rec.t)
-  else
-    redis.call('HDEL', K_INFO, resource)
-  end
+  redis.call('HDEL', K_INFO, resource)
   put_back(resource)
 end
 
@@ -138,7 +228,7 @@ local function reclaim(limit)
   for _, resource in ipairs(expired) do
     local rec = lease_record(resource)
     if rec then
-      end_lease(resource, rec, false)
+      end_lease(resource, rec)
     else
       redis.call('ZREM', K_LEASES, resource)
       put_back(resource)
@@ -148,9 +238,9 @@ local function reclaim(limit)
 end
 
 local function take_available()
-  if ORDER == 'lifo' then
+  if MODE == 'lifo' then
     return redis.call('ZPOPMAX', K_AVAIL)[1]
-  elseif ORDER == 'random' then
+  elseif MODE == 'random' then
     local r = redis.call('ZRANDMEMBER', K_AVAIL)
     if r then
       redis.call('ZREM', K_AVAIL, r)
@@ -160,8 +250,11 @@ local function take_available()
   return redis.call('ZPOPMIN', K_AVAIL)[1]
 end
 
--- Serve queued waiters from avail (after a reclaim or a lost wake-up).
+-- Serve queued waiters from avail or free slots (after a reclaim or a lost wake-up).
 local function pump()
+  if SLOTS then
+    return serve_slots()
+  end
   for _ = 1, PUMP_LIMIT do
     if redis.call('ZCARD', K_WAITQ) == 0 then
       return

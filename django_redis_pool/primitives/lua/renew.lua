@@ -1,26 +1,17 @@
--- renew: extend a live lease. ARGV[2] resource, ARGV[3] token, ARGV[4] lease ms
--- (-1 no expiry, -2 keep the lease's own duration).
+-- renew: extend a live lease. ARGV[2] resource, ARGV[3] token ('' for whoever
+-- holds it), ARGV[4] lease ms (-1 no expiry, -2 keep the lease's own duration).
 -- Returns {1, expires ms (-1 none)} or {0} when the lease is lost.
 local RES, TOKEN, LEASE_MS = ARGV[2], ARGV[3], tonumber(ARGV[4])
 local rec = lease_record(RES)
-if not rec or rec.t ~= TOKEN then
+if not rec or (TOKEN ~= '' and rec.t ~= TOKEN) then
   return {0}
 end
 if is_expired(rec) then
-  end_lease(RES, rec, false)
+  end_lease(RES, rec)
   return {0}
 end
 if LEASE_MS == -2 then
   LEASE_MS = rec.l
 end
-local score = 'inf'
-rec.e = -1
-if LEASE_MS >= 0 then
-  rec.e = NOW + LEASE_MS
-  score = rec.e
-end
-rec.l = LEASE_MS
-rec.p = 0
-redis.call('ZADD', K_LEASES, score, RES)
-redis.call('HSET', K_INFO, RES, cjson.encode(rec))
+set_lease(rec, LEASE_MS)
 return {1, rec.e}

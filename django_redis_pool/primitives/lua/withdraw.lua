@@ -9,9 +9,12 @@ if state == 'queued' then
   drop_waiter(value, raw and cjson.decode(raw))
   redis.call('HDEL', K_TOK, TOKEN)
   return 0
-elseif state == 'granted' then
+elseif state == 'granted' and value then
   local rec = cjson.decode(value)
-  end_lease(rec.r, rec, false)
-  return 1
+  if rec.t == TOKEN then
+    end_lease(rec.r, rec)
+    return 1
+  end
 end
+redis.call('HDEL', K_TOK, TOKEN)
 return 0

@@ -1,5 +1,5 @@
--- Consistent reads of a pool, on the Redis clock: a lease past its expiry counts
--- as available even before it is reclaimed. ARGV[2] what, ARGV[3] resource.
+-- Consistent reads of a primitive, on the Redis clock: a lease past its expiry
+-- counts as ended even before it is reclaimed. ARGV[2] what, ARGV[3] resource.
 local WHAT, RES = ARGV[2], ARGV[3]
 local live = '(' .. NOW
 
@@ -14,10 +14,20 @@ local function hmget_all(hash, ids)
   end
   return out
 end
+
 if WHAT == 'counts' then
-  return {redis.call('ZCARD', K_AVAIL) + redis.call('ZCOUNT', K_LEASES, '-inf', NOW),
-          redis.call('ZCOUNT', K_LEASES, live, '+inf'),
-          redis.call('ZCARD', K_WAITQ)}
+  -- {available (free slots), held by a live lease, waiting, size (slots; -1 unset)}
+  local held = redis.call('ZCOUNT', K_LEASES, live, '+inf')
+  local waiting = redis.call('ZCARD', K_WAITQ)
+  if SLOTS then
+    local size = 1
+    if MODE == 'sem' then
+      size = tonumber(redis.call('GET', K_MAX) or '-1')
+    end
+    return {math.max(0, size - held), held, waiting, size}
+  end
+  local available = redis.call('ZCARD', K_AVAIL) + redis.call('ZCOUNT', K_LEASES, '-inf', NOW)
+  return {available, held, waiting, available + held}
 elseif WHAT == 'state' then
   -- 1 available, 2 leased, 0 not in the pool
   if redis.call('ZSCORE', K_AVAIL, RES) then
@@ -31,6 +41,9 @@ elseif WHAT == 'state' then
     return 1
   end
   return 2
+elseif WHAT == 'record' then
+  local rec = live_record(RES)
+  return rec and cjson.encode(rec)
 elseif WHAT == 'available' then
   local out = redis.call('ZRANGE', K_AVAIL, 0, -1)
   for _, r in ipairs(redis.call('ZRANGEBYSCORE', K_LEASES, '-inf', NOW)) do
