@@ -21,8 +21,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .primitives._common import check_lease_timeout, check_name
+from .primitives._common import check_lease_timeout, check_name, check_timeout
+from .primitives.lock import Lock
 from .primitives.pool import ORDERS, ResourcePool
+from .primitives.semaphore import Semaphore
 
 __all__ = [
     "CLUSTER_URL_SCHEMES",
@@ -146,6 +148,18 @@ def _validate_order(value: Any, path: str) -> str:
     return str(value)
 
 
+def _validate_bool(value: Any, path: str) -> bool:
+    if not isinstance(value, bool):
+        raise ValueError(f"{path} must be True or False, got {value!r}")
+    return value
+
+
+def _validate_max_size(value: Any, path: str) -> int | None:
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+        raise ValueError(f"{path} must be an int >= 0 (or None), got {value!r}")
+    return value
+
+
 def _build_pool(client: Any, name: str, key_prefix: str, options: Mapping[str, Any]) -> Any:
     return ResourcePool(
         client,
@@ -155,6 +169,29 @@ def _build_pool(client: Any, name: str, key_prefix: str, options: Mapping[str, A
         key_prefix=key_prefix,
     )
 
+
+def _build_semaphore(client: Any, name: str, key_prefix: str, options: Mapping[str, Any]) -> Any:
+    semaphore = Semaphore(
+        client, name, lease_timeout=options["LEASE_TIMEOUT"], key_prefix=key_prefix
+    )
+    if options["MAX_SIZE"] is not None:
+        semaphore.ensure_max_size(options["MAX_SIZE"])  # first use: only if Redis has none
+    return semaphore
+
+
+def _build_lock(client: Any, name: str, key_prefix: str, options: Mapping[str, Any]) -> Any:
+    return Lock(
+        client,
+        name,
+        lease_timeout=options["LEASE_TIMEOUT"],
+        reentrant=options["REENTRANT"],
+        auto_renew=options["AUTO_RENEW"],
+        timeout=options["TIMEOUT"],
+        key_prefix=key_prefix,
+    )
+
+
+_LEASE_HINT = "Use a number of seconds > 0 (e.g. 30), or None for leases that never expire."
 
 KINDS: tuple[Kind, ...] = (
     Kind(
@@ -167,11 +204,7 @@ KINDS: tuple[Kind, ...] = (
                 'Give a list of distinct resource ids, e.g. ["printer-1", "printer-2"]; '
                 "an id is a non-empty str without braces or whitespace.",
             ),
-            "LEASE_TIMEOUT": Option(
-                check_lease_timeout,
-                None,
-                "Use a number of seconds > 0 (e.g. 30), or None for leases that never expire.",
-            ),
+            "LEASE_TIMEOUT": Option(check_lease_timeout, None, _LEASE_HINT),
             "ORDER": Option(
                 _validate_order,
                 "fifo",
@@ -181,9 +214,37 @@ KINDS: tuple[Kind, ...] = (
         },
         _build_pool,
     ),
+    Kind(
+        "semaphore",
+        "SEMAPHORES",
+        {
+            "MAX_SIZE": Option(
+                _validate_max_size,
+                None,
+                "Use the number of slots as an int >= 0, e.g. 3. It is stored in Redis on "
+                "first use (if Redis has none) and by manage.py pool_sync.",
+            ),
+            "LEASE_TIMEOUT": Option(check_lease_timeout, None, _LEASE_HINT),
+        },
+        _build_semaphore,
+    ),
+    Kind(
+        "lock",
+        "LOCKS",
+        {
+            "LEASE_TIMEOUT": Option(check_lease_timeout, 30.0, _LEASE_HINT),
+            "REENTRANT": Option(_validate_bool, False, "Use True or False."),
+            "AUTO_RENEW": Option(_validate_bool, False, "Use True or False."),
+            "TIMEOUT": Option(
+                check_timeout,
+                None,
+                "Use how many seconds `with lock:` waits, as a number >= 0, or None to "
+                "wait forever.",
+            ),
+        },
+        _build_lock,
+    ),
     # Reserved for later versions: add options and a factory to enable one.
-    Kind("semaphore", "SEMAPHORES"),
-    Kind("lock", "LOCKS"),
     Kind("allocator", "ALLOCATORS"),
     Kind("queue", "QUEUES"),
     Kind("object_pool", "OBJECT_POOLS"),

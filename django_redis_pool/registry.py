@@ -22,14 +22,18 @@ from django.core.exceptions import ImproperlyConfigured
 from . import conf
 from .exceptions import BackendUnavailable, NotConfigured
 from .primitives._common import backend_errors
+from .primitives.lock import Lock
 from .primitives.pool import ResourcePool
+from .primitives.semaphore import Semaphore
 
 __all__ = [
     "clear_caches",
     "get_config",
     "get_connection",
+    "get_lock",
     "get_pool",
     "get_resource",
+    "get_semaphore",
 ]
 
 _lock = threading.RLock()
@@ -212,8 +216,25 @@ def get_pool(name: str) -> ResourcePool:
     return pool
 
 
+def get_semaphore(name: str) -> Semaphore:
+    """The :class:`Semaphore` configured in ``DJANGO_REDIS_POOL["SEMAPHORES"][name]``.
+
+    On first use in a process, its ``MAX_SIZE`` is stored in Redis if Redis has
+    no max size yet (``manage.py pool_sync`` overwrites it).
+    """
+    semaphore: Semaphore = _get("semaphore", name)
+    return semaphore
+
+
+def get_lock(name: str) -> Lock:
+    """The :class:`Lock` configured in ``DJANGO_REDIS_POOL["LOCKS"][name]``.
+
+    One Lock object per process: its default holder is still unique per thread.
+    """
+    lock: Lock = _get("lock", name)
+    return lock
+
+
 # Accessors of the kinds reserved in ``conf.KINDS`` go here once their factory exists,
 # one line each like get_pool (and into __all__ and the package's lazy exports):
-#     def get_semaphore(name: str) -> Semaphore: return _get("semaphore", name)
-# get_lock ("lock"), get_allocator ("allocator"), get_queue ("queue"),
-# get_object_pool ("object_pool").
+# get_allocator ("allocator"), get_queue ("queue"), get_object_pool ("object_pool").

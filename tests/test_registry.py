@@ -107,7 +107,7 @@ def test_get_pool_of_a_name_of_another_kind_raises_not_configured(
 
 
 def test_reserved_kind_raises_not_configured_saying_so(settings: Any, redis_url: str) -> None:
-    configure(settings, redis_url, SEMAPHORES={"api": {"MAX_SIZE": 3}})
+    configure(settings, redis_url, QUEUES={"api": {}})
     with pytest.raises(NotConfigured, match="not supported by this version yet"):
         get_resource("api")
 

@@ -2,6 +2,8 @@
 
 from .engine import Waiter
 from .lease import Lease
+from .lock import Lock
 from .pool import ResourcePool
+from .semaphore import Semaphore
 
-__all__ = ["Lease", "ResourcePool", "Waiter"]
+__all__ = ["Lease", "Lock", "ResourcePool", "Semaphore", "Waiter"]

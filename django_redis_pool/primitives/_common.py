@@ -48,6 +48,33 @@ def check_name(value: object, what: str = "name") -> str:
     return value
 
 
+def check_client(client: object) -> Any:
+    """Return ``client`` if it is a redis-py client, else raise ``TypeError``."""
+    if not hasattr(client, "register_script") or not hasattr(client, "blpop"):
+        raise TypeError(
+            f"client must be a redis-py client (redis.Redis or "
+            f"redis.cluster.RedisCluster), got {client!r}"
+        )
+    return client
+
+
+def check_holder(value: object, what: str = "holder") -> str:
+    """A holder label or identity: a non-empty ``str`` of at most 200 characters."""
+    if isinstance(value, bytes):
+        value = value.decode()
+    if not isinstance(value, str) or not value or len(value) > MAX_NAME_LENGTH:
+        raise ValueError(
+            f"{what} must be a non-empty str of at most {MAX_NAME_LENGTH} characters, got {value!r}"
+        )
+    return value
+
+
+def check_timeout(value: object, what: str = "timeout") -> float | None:
+    """A wait: seconds >= 0 (0: do not wait), or None / infinity for "forever"."""
+    seconds = check_seconds(value, what)
+    return None if seconds == math.inf else seconds
+
+
 def check_seconds(value: object, what: str, *, allow_none: bool = True) -> float | None:
     """Validate a duration in seconds (``int``/``float`` >= 0, or None if allowed)."""
     if value is None and allow_none:

@@ -244,7 +244,7 @@ class LeaseEngine:
 
     def renew_resource(
         self, resource: str, token: str, lease_timeout: float | None
-    ) -> float | None | bool:
+    ) -> float | bool | None:
         """Extend the lease on ``resource`` held by ``token`` ('' = whoever holds
         it); None keeps its duration. Returns the new expiry (unix seconds, None
         for none), or False if there is no such live lease."""

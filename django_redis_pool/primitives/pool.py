@@ -6,16 +6,17 @@ import contextlib
 from collections.abc import Iterator
 from typing import Any
 
-from ..exceptions import ResourceUnavailable
 from ._common import (
+    check_holder,
     check_lease_timeout,
     check_name,
     check_priority,
-    check_seconds,
+    check_timeout,
     text,
     to_ms,
 )
-from .engine import LeaseEngine, Waiter, default_holder
+from .base import LeasedPrimitive, holding
+from .engine import default_holder
 from .lease import Lease
 
 __all__ = ["ORDERS", "ResourcePool"]
@@ -25,7 +26,7 @@ __all__ = ["ORDERS", "ResourcePool"]
 ORDERS = ("fifo", "lifo", "random")
 
 
-class ResourcePool:
+class ResourcePool(LeasedPrimitive):
     """A pool of named resources (connection ids, worker nodes, licences...)
     shared by every process that uses the same Redis, ``name`` and ``key_prefix``.
 
@@ -48,21 +49,11 @@ class ResourcePool:
         order: str = "fifo",
         key_prefix: str = "drp",
     ) -> None:
-        if not hasattr(client, "register_script") or not hasattr(client, "blpop"):
-            raise TypeError(
-                f"client must be a redis-py client (redis.Redis or "
-                f"redis.cluster.RedisCluster), got {client!r}"
-            )
         if order not in ORDERS:
             raise ValueError(f"order must be one of {', '.join(ORDERS)}; got {order!r}")
-        self.client = client
-        self.name = check_name(name)
-        self.key_prefix = check_name(key_prefix, "key_prefix")
+        super().__init__(client, name, key_prefix=key_prefix, mode=order)
         self.lease_timeout = check_lease_timeout(lease_timeout)
         self.order = order
-        self._engine = LeaseEngine(
-            client, kind=self.kind, name=name, mode=order, prefix=key_prefix
-        )
 
     def __repr__(self) -> str:
         return f"<ResourcePool {self.name!r} order={self.order} lease_timeout={self.lease_timeout}>"
@@ -96,16 +87,14 @@ class ResourcePool:
         unless renewed; ``holder`` labels the holder (default ``host:pid:thread``);
         a larger ``priority`` is served first among blocked callers.
         """
-        timeout = check_seconds(timeout, "timeout")
-        if timeout == float("inf"):
-            timeout = None
+        timeout = check_timeout(timeout)
         lease_timeout = check_lease_timeout(lease_timeout)
         if lease_timeout is None:
             lease_timeout = self.lease_timeout
         return self._engine.acquire(
             timeout=timeout,
             lease_ms=to_ms(lease_timeout),
-            holder=_check_holder(holder),
+            holder=default_holder() if holder is None else check_holder(holder),
             priority=check_priority(priority),
         )
 
@@ -140,25 +129,11 @@ class ResourcePool:
         lease = self.acquire(
             timeout=timeout, lease_timeout=lease_timeout, holder=holder, priority=priority
         )
-        if lease is None:
-            raise ResourceUnavailable(
-                f"no resource of pool {self.name!r} became available within {timeout} s"
-            )
-        if auto_renew:
-            lease.start_auto_renew()
-        try:
-            yield lease
-        finally:
-            lease.release()
+        unavailable = f"no resource of pool {self.name!r} became available within {timeout} s"
+        with holding(lease, auto_renew=auto_renew, unavailable=unavailable) as held:
+            yield held
 
     # -- inspection ---------------------------------------------------------------
-
-    def _read(self, what: str, resource: str = "") -> Any:
-        return self._engine.run("read", what, resource)
-
-    def _counts(self) -> tuple[int, int, int]:
-        available, occupied, waiting, _total = self._read("counts")
-        return int(available), int(occupied), int(waiting)
 
     def available_count(self) -> int:
         """How many resources are available (expired leases count as available)."""
@@ -170,12 +145,7 @@ class ResourcePool:
 
     def total_count(self) -> int:
         """How many resources the pool has, available or leased."""
-        available, occupied, _ = self._counts()
-        return available + occupied
-
-    def waiting_count(self) -> int:
-        """How many callers are blocked in ``acquire``."""
-        return self._counts()[2]
+        return self._counts()[3]
 
     def _state(self, resource: str) -> int:
         return int(self._read("state", check_name(resource, "resource")))
@@ -198,23 +168,4 @@ class ResourcePool:
 
     def leases(self) -> list[Lease]:
         """The current live leases."""
-        return [self._engine.lease_from_record(raw) for raw in self._read("leases") if raw]
-
-    def waiters(self) -> list[Waiter]:
-        """The callers blocked in ``acquire``, in the order they will be served."""
-        return self._engine.waiters(self._read("waiters"))
-
-    def gc(self) -> int:
-        """Reclaim every expired lease now (also done lazily by every acquire);
-        returns how many were reclaimed. Also drops waiters that died."""
-        return self._engine.gc()
-
-
-def _check_holder(holder: str | None) -> str:
-    if holder is None:
-        return default_holder()
-    if not isinstance(holder, str) or not holder or len(holder) > 200:
-        raise ValueError(
-            f"holder must be a non-empty str of at most 200 characters, got {holder!r}"
-        )
-    return holder
+        return self._live_leases()

@@ -1,9 +1,12 @@
-"""``manage.py pool_sync``: put the configured resources of every pool into Redis.
+"""``manage.py pool_sync``: make Redis match the configured pools and semaphores.
 
 Each id in ``DJANGO_REDIS_POOL["POOLS"][name]["RESOURCES"]`` is associated with its
 pool (ids already there, available or leased, are left alone). ``--prune`` also
 removes the resources that are in Redis but no longer in the settings, leased ones
 included (their holders' later release returns False).
+
+Each semaphore with a ``MAX_SIZE`` gets that max size in Redis (a smaller one
+evicts no holder; a larger one serves waiting callers at once).
 """
 
 from __future__ import annotations
@@ -15,12 +18,14 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from ... import conf, registry
 from ...exceptions import BackendUnavailable
+from ...primitives.semaphore import Semaphore
 
 
 class Command(BaseCommand):
     help = (
         "Associate the RESOURCES configured in DJANGO_REDIS_POOL['POOLS'] with their "
-        "pools in Redis; --prune removes resources that are no longer configured."
+        "pools in Redis and store each semaphore's MAX_SIZE; --prune removes pool "
+        "resources that are no longer configured."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -29,7 +34,7 @@ class Command(BaseCommand):
             action="append",
             dest="names",
             metavar="NAME",
-            help="Only sync this pool (repeatable). Default: every configured pool.",
+            help="Only sync this pool or semaphore (repeatable). Default: all of them.",
         )
         parser.add_argument(
             "--prune",
@@ -46,8 +51,11 @@ class Command(BaseCommand):
         self.verbosity: int = options["verbosity"]
         try:
             config = registry.get_config()
-            for name in self._pool_names(config, options["names"]):
-                self._sync(config, name, prune=options["prune"], dry_run=options["dry_run"])
+            for name in self._names(config, options["names"]):
+                if config.entries[name].kind.name == "semaphore":
+                    self._sync_semaphore(config, name, dry_run=options["dry_run"])
+                else:
+                    self._sync(config, name, prune=options["prune"], dry_run=options["dry_run"])
         except ImproperlyConfigured as exc:
             raise CommandError(f"{exc}\nRun manage.py check for details.") from exc
         except BackendUnavailable as exc:
@@ -56,25 +64,49 @@ class Command(BaseCommand):
                 f"{conf.setting_path('CONNECTION')}, then run pool_sync again."
             ) from exc
 
-    def _pool_names(self, config: conf.Config, requested: list[str] | None) -> list[str]:
-        kind = conf.KINDS_BY_NAME["pool"]
-        configured = config.names(kind)
+    def _names(self, config: conf.Config, requested: list[str] | None) -> list[str]:
+        kinds = [conf.KINDS_BY_NAME["pool"], conf.KINDS_BY_NAME["semaphore"]]
+        configured = [name for kind in kinds for name in config.names(kind)]
         if not requested:
             if not configured and self.verbosity >= 1:
                 self.stdout.write(
-                    self.style.WARNING(f"No pools in {conf.setting_path(kind.setting_key)}.")
+                    self.style.WARNING(
+                        f"No pools in {conf.setting_path('POOLS')} and no semaphores in "
+                        f"{conf.setting_path('SEMAPHORES')}."
+                    )
                 )
             return configured
         names = list(dict.fromkeys(requested))
         unknown = [n for n in names if n not in configured]
         if unknown:
             raise CommandError(
-                f"No pool named {', '.join(map(repr, unknown))} in "
-                f"{conf.setting_path(kind.setting_key)} (configured pools: "
-                f"{', '.join(map(repr, configured)) or 'none'}). Fix --name or add the pool "
-                "to the setting."
+                f"No pool or semaphore named {', '.join(map(repr, unknown))} in "
+                f"{conf.SETTING_NAME} (configured: {', '.join(map(repr, configured)) or 'none'})."
+                " Fix --name or add it to the setting."
             )
         return names
+
+    def _sync_semaphore(self, config: conf.Config, name: str, *, dry_run: bool) -> None:
+        size = config.entries[name].options["MAX_SIZE"]
+        if size is None:
+            if self.verbosity >= 1:
+                self.stdout.write(f"{name}: no MAX_SIZE configured, max size left as it is")
+            return
+        # Not get_semaphore(): on first use that stores MAX_SIZE, even in a dry run.
+        semaphore = Semaphore(registry.get_connection(), name, key_prefix=config.key_prefix)
+        before = semaphore.get_max_size()
+        if before == size:
+            if self.verbosity >= 1:
+                self.stdout.write(self.style.SUCCESS(f"{name}: max size {size} already set"))
+            return
+        if not dry_run:
+            semaphore.set_max_size(size)
+        if self.verbosity >= 1:
+            would = "would be " if dry_run else ""
+            note = " (dry run, nothing changed)" if dry_run else ""
+            self.stdout.write(
+                self.style.WARNING(f"{name}: max size {would}set to {size} (was {before}){note}")
+            )
 
     def _sync(self, config: conf.Config, name: str, *, prune: bool, dry_run: bool) -> None:
         pool = registry.get_pool(name)

@@ -1,0 +1,202 @@
+"""Lock: a distributed lock with expiry, fencing and optional reentrancy (seed 003)."""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections.abc import Callable
+from types import TracebackType
+from typing import Any
+
+from ..exceptions import NotOwned, ResourceUnavailable
+from ._common import check_holder, check_lease_timeout, check_timeout, to_ms
+from .base import LeasedPrimitive
+from .engine import default_holder
+from .lease import Lease
+
+__all__ = ["Lock"]
+
+
+class Lock(LeasedPrimitive):
+    """A lock shared through Redis, held by one holder at a time.
+
+    Each acquisition gets a ``fence`` (strictly increasing across all holders
+    ever) and a lease of ``lease_timeout`` seconds on the Redis clock (None: no
+    expiry), so a crashed holder never keeps the lock. ``auto_renew=True``
+    renews the lease in the background while held; if a renewal finds the lock
+    gone, a warning is logged and ``on_lost(lease)`` is called. Blocked callers
+    are served first come first served and are woken by the release itself.
+
+    The holder is, by default, unique to this Lock object and the calling thread.
+    ``holder=`` names it explicitly: here (for the whole object), in ``acquire``
+    (after ``acquire(holder=h)`` the calling thread acts as ``h`` on this object
+    until it releases), or in ``release``/``extend``/``owned``, so that another
+    thread, process or asyncio task can extend or release the lock.
+    With ``reentrant=True`` the same holder may acquire again; the lock is free
+    only after as many releases.
+
+    ``with lock:`` acquires (waiting up to ``timeout``, None: forever; raising
+    :class:`ResourceUnavailable`) and releases on exit. Building a lock does no I/O.
+    """
+
+    kind = "lock"
+
+    def __init__(
+        self,
+        client: Any,
+        name: str,
+        *,
+        lease_timeout: float | None = 30,
+        reentrant: bool = False,
+        auto_renew: bool = False,
+        timeout: float | None = None,
+        holder: str | None = None,
+        on_lost: Callable[[Lease], None] | None = None,
+        key_prefix: str = "drp",
+    ) -> None:
+        super().__init__(client, name, key_prefix=key_prefix, mode="rlock" if reentrant else "lock")
+        self.lease_timeout = check_lease_timeout(lease_timeout)
+        self.reentrant = bool(reentrant)
+        self.auto_renew = bool(auto_renew)
+        self.timeout = check_timeout(timeout)
+        self.on_lost = on_lost
+        self._fixed_holder = None if holder is None else check_holder(holder)
+        # Per thread: the holder named by acquire(holder=...) and the latest fence.
+        self._local = threading.local()
+        self._uid = uuid.uuid4().hex[:12]
+        self._leases: dict[str, Lease] = {}  # holder -> its lease, for auto-renew
+        self._mutex = threading.Lock()
+
+    def __repr__(self) -> str:
+        return (
+            f"<Lock {self.name!r} lease_timeout={self.lease_timeout} "
+            f"reentrant={self.reentrant} fence={self.fence}>"
+        )
+
+    @property
+    def fence(self) -> int | None:
+        """Fencing token of this thread's latest acquisition through this object
+        (strictly increasing across all holders ever); None before the first."""
+        return getattr(self._local, "fence", None)
+
+    def _holder(self, holder: str | None = None) -> str:
+        if holder is not None:
+            return check_holder(holder)
+        named = getattr(self._local, "holder", None)
+        return named or self._fixed_holder or f"{default_holder()}:{self._uid}"
+
+    # -- acquiring and releasing ----------------------------------------------------
+
+    def acquire(
+        self, *, blocking: bool = True, timeout: float | None = None, holder: str | None = None
+    ) -> bool:
+        """Take the lock; True if granted.
+
+        ``blocking=False`` tries once. Otherwise waits up to ``timeout`` seconds
+        (None: forever), served in arrival order and woken by the release. A
+        non-reentrant lock already held by the same holder is not granted again
+        (``blocking=False`` returns False; waiting raises :class:`PoolError`,
+        since it would wait for itself).
+        """
+        if not blocking and timeout is not None:
+            raise ValueError(
+                f"timeout={timeout!r} cannot be combined with blocking=False; pass one or the other"
+            )
+        wait = 0 if not blocking else check_timeout(timeout)
+        name = self._holder(holder)
+        lease = self._engine.acquire(
+            timeout=wait, lease_ms=to_ms(self.lease_timeout), holder=name, priority=0
+        )
+        if lease is None:
+            return False
+        if holder is not None:
+            self._local.holder = name
+        with self._mutex:
+            known = self._leases.get(name)
+            if known is not None and known.token == lease.token and not known.lost:
+                known.expires_at = lease.expires_at  # reentrant: the same hold
+            else:
+                if known is not None:
+                    known.stop_auto_renew()
+                self._leases[name] = lease
+                if self.auto_renew:
+                    lease.start_auto_renew(on_lost=self.on_lost)
+        self._local.fence = lease.fence
+        return True
+
+    def release(self, *, holder: str | None = None) -> None:
+        """Release the lock (a reentrant one: once). Raises :class:`NotOwned` if
+        the holder does not hold it, e.g. because its lease expired."""
+        name = self._holder(holder)
+        result = self._engine.release(name)
+        if result == 2:  # a reentrant hold with acquisitions left
+            return
+        with self._mutex:
+            lease = self._leases.pop(name, None)
+        if lease is not None:
+            lease.stop_auto_renew()
+            lease.lost = True
+        if getattr(self._local, "holder", None) == name:
+            self._local.holder = None
+        if result == 0:
+            raise NotOwned(
+                f"lock {self.name!r} is not held by {name!r} (never acquired, already "
+                "released, or its lease expired and another holder may have it)"
+            )
+
+    def extend(self, lease_timeout: float | None = None, *, holder: str | None = None) -> bool:
+        """Restart the lease: ``lease_timeout`` seconds from now (None: the lock's
+        ``lease_timeout``). True when extended; raises :class:`NotOwned` if the
+        holder does not hold the lock (e.g. its lease expired)."""
+        lease_timeout = check_lease_timeout(lease_timeout)
+        if lease_timeout is None:
+            lease_timeout = self.lease_timeout
+        name = self._holder(holder)
+        expires = self._engine.renew_resource(name, "", lease_timeout)
+        if expires is False:
+            raise NotOwned(
+                f"lock {self.name!r} is not held by {name!r}, so it cannot be extended "
+                "(never acquired, released, or its lease expired)"
+            )
+        lease = self._leases.get(name)
+        if lease is not None:
+            lease.expires_at = expires
+            lease.lease_timeout = lease_timeout
+        return True
+
+    # -- inspection -----------------------------------------------------------------
+
+    def locked(self) -> bool:
+        """True if anyone holds the lock now."""
+        return self._counts()[1] > 0
+
+    def owned(self, *, holder: str | None = None) -> bool:
+        """True if this holder holds the lock now."""
+        return self._live_lease(self._holder(holder)) is not None
+
+    def holder(self) -> str | None:
+        """Who holds the lock now (None: nobody)."""
+        leases = self._live_leases()
+        return leases[0].holder if leases else None
+
+    def holders(self) -> list[Lease]:
+        """The live hold as a one-element list (empty when the lock is free)."""
+        return self._live_leases()
+
+    # -- context manager ------------------------------------------------------------
+
+    def __enter__(self) -> Lock:
+        if not self.acquire(timeout=self.timeout):
+            raise ResourceUnavailable(
+                f"lock {self.name!r} was not acquired within {self.timeout} s "
+                f"(held by {self.holder()!r})"
+            )
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.release()

@@ -1,0 +1,153 @@
+"""Semaphore: at most N identities hold a slot at once (seed 002, with leases)."""
+
+from __future__ import annotations
+
+import contextlib
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+from ._common import (
+    backend_errors,
+    check_holder,
+    check_lease_timeout,
+    check_priority,
+    check_timeout,
+    to_ms,
+)
+from .base import LeasedPrimitive, holding
+from .engine import default_holder
+from .lease import Lease
+
+__all__ = ["Semaphore"]
+
+
+class Semaphore(LeasedPrimitive):
+    """A counting semaphore with identities, shared through Redis.
+
+    At most ``get_max_size()`` identities hold a slot at once. The max size is
+    stored in Redis (``set_max_size``), so every process agrees on it; until it
+    is set, ``acquire`` raises :class:`NotConfigured`. Each hold is a lease on
+    the Redis clock (``lease_timeout``, None: no expiry) so a crashed holder's
+    slot comes back; an identity that asks again refreshes its hold and never
+    takes a second slot. Blocked callers are served by priority, then first
+    come first served, and are woken by the release itself.
+
+    Building a semaphore does no I/O.
+    """
+
+    kind = "semaphore"
+
+    def __init__(
+        self,
+        client: Any,
+        name: str,
+        *,
+        lease_timeout: float | None = None,
+        key_prefix: str = "drp",
+    ) -> None:
+        super().__init__(client, name, key_prefix=key_prefix, mode="sem")
+        self.lease_timeout = check_lease_timeout(lease_timeout)
+
+    def __repr__(self) -> str:
+        return f"<Semaphore {self.name!r} lease_timeout={self.lease_timeout}>"
+
+    # -- size ------------------------------------------------------------------------
+
+    def set_max_size(self, n: int) -> None:
+        """Store the number of slots. Raising it serves waiting callers at once;
+        lowering it never evicts a holder (new acquires wait until below it)."""
+        self._engine.run("sem_set_max", _check_size(n), 0)
+
+    def ensure_max_size(self, n: int) -> bool:
+        """Store ``n`` as the number of slots unless one is already stored;
+        True if it was stored. (How settings' ``MAX_SIZE`` is applied on first use.)"""
+        return int(self._engine.run("sem_set_max", _check_size(n), 1)) == 1
+
+    def get_max_size(self) -> int:
+        """The number of slots (0 if it was never set)."""
+        with backend_errors():
+            value = self.client.get(f"{self._engine.base}:max")
+        return int(value) if value is not None else 0
+
+    def get_current_size(self) -> int:
+        """How many identities hold a slot now (expired holds not counted)."""
+        return self._counts()[1]
+
+    # -- acquiring and releasing ----------------------------------------------------
+
+    def _acquire(
+        self,
+        identity: str,
+        timeout: float | None,
+        lease_timeout: float | None,
+        priority: int,
+    ) -> Lease | None:
+        lease_timeout = check_lease_timeout(lease_timeout)
+        return self._engine.acquire(
+            timeout=check_timeout(timeout),
+            lease_ms=to_ms(self.lease_timeout if lease_timeout is None else lease_timeout),
+            holder=check_holder(identity, "identity"),
+            priority=check_priority(priority),
+        )
+
+    def acquire(
+        self,
+        identity: str,
+        *,
+        timeout: float | None = 0,
+        lease_timeout: float | None = None,
+        priority: int = 0,
+    ) -> bool:
+        """Take a slot for ``identity``, waiting up to ``timeout`` seconds (0: do
+        not wait, None: forever). True if granted.
+
+        An identity that already holds a slot gets True again and its lease
+        refreshed, without taking a second slot. Raises :class:`NotConfigured`
+        if the max size was never set.
+        """
+        return self._acquire(identity, timeout, lease_timeout, priority) is not None
+
+    def release(self, identity: str) -> bool:
+        """Give back the slot of ``identity``; False if it held none (or its
+        lease had expired)."""
+        return self._engine.release(check_holder(identity, "identity")) != 0
+
+    @contextlib.contextmanager
+    def hold(
+        self,
+        identity: str | None = None,
+        *,
+        timeout: float | None = None,
+        lease_timeout: float | None = None,
+        priority: int = 0,
+        auto_renew: bool = False,
+    ) -> Iterator[Lease]:
+        """Context manager: hold a slot for the ``with`` block.
+
+        ``identity`` defaults to a unique id. Raises :class:`ResourceUnavailable`
+        when no slot is granted within ``timeout`` (None: wait forever).
+        ``auto_renew=True`` renews the lease in the background until the block exits.
+        """
+        if identity is None:
+            identity = f"{default_holder()}:{uuid.uuid4().hex[:8]}"
+        lease = self._acquire(identity, timeout, lease_timeout, priority)
+        unavailable = f"no slot of semaphore {self.name!r} became free within {timeout} s"
+        with holding(lease, auto_renew=auto_renew, unavailable=unavailable) as held:
+            yield held
+
+    # -- inspection -----------------------------------------------------------------
+
+    def holders(self) -> list[Lease]:
+        """The live holds; each lease's ``resource`` (and ``holder``) is the identity."""
+        return self._live_leases()
+
+    def is_holding(self, identity: str) -> bool:
+        """True if ``identity`` holds a slot now."""
+        return self._live_lease(check_holder(identity, "identity")) is not None
+
+
+def _check_size(n: object) -> int:
+    if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+        raise ValueError(f"max size must be an int >= 0, got {n!r}")
+    return n
