@@ -268,6 +268,44 @@ def test_e018_bad_option_value(settings: Any, option: str, value: Any) -> None:
     assert f'DJANGO_REDIS_POOL["POOLS"]["printers"]["{option}"]' in message.msg
 
 
+@pytest.mark.parametrize(
+    ("key", "option", "value"),
+    [
+        ("SEMAPHORES", "MAX_SIZE", -1),
+        ("SEMAPHORES", "MAX_SIZE", 2.5),
+        ("SEMAPHORES", "MAX_SIZE", "3"),
+        ("SEMAPHORES", "MAX_SIZE", True),
+        ("SEMAPHORES", "LEASE_TIMEOUT", 0),
+        ("LOCKS", "LEASE_TIMEOUT", -5),
+        ("LOCKS", "REENTRANT", "yes"),
+        ("LOCKS", "AUTO_RENEW", 1),
+        ("LOCKS", "TIMEOUT", -1),
+    ],
+)
+def test_e018_bad_semaphore_and_lock_options(
+    settings: Any, key: str, option: str, value: Any
+) -> None:
+    message = only(ours(settings, {key: {"thing": {option: value}}}), "E018")
+    assert f'DJANGO_REDIS_POOL["{key}"]["thing"]["{option}"]' in message.msg
+    assert repr(value) in message.msg
+
+
+def test_e017_unknown_lock_option_suggests_close_match(settings: Any) -> None:
+    message = only(ours(settings, {"LOCKS": {"nightly": {"REENTRAN": True}}}), "E017")
+    assert "Did you mean 'REENTRANT'?" in message.hint
+
+
+def test_valid_semaphores_and_locks_pass(settings: Any) -> None:
+    value = {
+        "SEMAPHORES": {"api": {"MAX_SIZE": 3, "LEASE_TIMEOUT": 60}, "unsized": {}},
+        "LOCKS": {
+            "nightly": {"LEASE_TIMEOUT": 10, "REENTRANT": True, "AUTO_RENEW": True},
+            "forever": {"LEASE_TIMEOUT": None, "TIMEOUT": 5},
+        },
+    }
+    assert ours(settings, value) == []
+
+
 def test_e018_duplicates_are_named(settings: Any) -> None:
     value = {"POOLS": {"printers": {"RESOURCES": ["p1", "p2", "p1"]}}}
     message = only(ours(settings, value), "E018")

@@ -12,7 +12,7 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from django_redis_pool import get_pool
+from django_redis_pool import Semaphore, get_pool, registry
 
 
 @pytest.fixture
@@ -140,3 +140,53 @@ def test_verbosity_2_lists_each_resource(pools: None) -> None:
 def test_no_pools_configured_says_so(settings: Any, redis_url: str) -> None:
     settings.DJANGO_REDIS_POOL = {"CONNECTION": {"URL": redis_url}}
     assert "No pools" in sync()
+
+
+# ------------------------------------------------------------------ semaphores
+
+
+@pytest.fixture
+def semaphores(settings: Any, redis_url: str) -> None:
+    settings.DJANGO_REDIS_POOL = {
+        "CONNECTION": {"URL": redis_url},
+        "POOLS": {"printers": {"RESOURCES": ["p1"]}},
+        "SEMAPHORES": {"api": {"MAX_SIZE": 3}, "unsized": {}},
+    }
+
+
+def raw_semaphore(name: str) -> Semaphore:
+    """The semaphore without the registry (which stores MAX_SIZE on first use)."""
+    return Semaphore(registry.get_connection(), name)
+
+
+def test_stores_the_configured_max_size(semaphores: None) -> None:
+    output = sync()
+    assert raw_semaphore("api").get_max_size() == 3
+    assert "api: max size set to 3 (was 0)" in output
+    assert "unsized: no MAX_SIZE configured" in output
+    assert raw_semaphore("unsized").get_max_size() == 0
+
+
+def test_overwrites_a_different_max_size_without_evicting(semaphores: None) -> None:
+    semaphore = raw_semaphore("api")
+    semaphore.set_max_size(5)
+    for identity in "abcde":
+        assert semaphore.acquire(identity)
+    output = sync()
+    assert "api: max size set to 3 (was 5)" in output
+    assert semaphore.get_max_size() == 3
+    assert semaphore.get_current_size() == 5, "lowering the max evicts nobody"
+    assert "api: max size 3 already set" in sync()
+
+
+def test_dry_run_leaves_the_max_size_alone(semaphores: None) -> None:
+    output = sync("--dry-run")
+    assert "api: max size would be set to 3 (was 0) (dry run, nothing changed)" in output
+    assert raw_semaphore("api").get_max_size() == 0
+
+
+def test_name_selects_a_semaphore(semaphores: None) -> None:
+    output = sync("--name", "api")
+    assert "api: max size set to 3" in output
+    assert "printers" not in output
+    assert not get_pool("printers").has("p1")

@@ -12,10 +12,14 @@ from django.core.exceptions import ImproperlyConfigured
 
 from django_redis_pool import (
     BackendUnavailable,
+    Lock,
     NotConfigured,
     ResourcePool,
+    Semaphore,
+    get_lock,
     get_pool,
     get_resource,
+    get_semaphore,
     registry,
 )
 from django_redis_pool.checks import validate
@@ -104,6 +108,66 @@ def test_get_pool_of_a_name_of_another_kind_raises_not_configured(
     configure(settings, redis_url, LOCKS={"nightly": {}})
     with pytest.raises(NotConfigured, match=r"'nightly'.*it is a lock"):
         get_pool("nightly")
+
+
+def test_get_semaphore_stores_max_size_on_first_use(settings: Any, redis_url: str) -> None:
+    configure(settings, redis_url, SEMAPHORES={"api": {"MAX_SIZE": 2, "LEASE_TIMEOUT": 60}})
+    semaphore = get_semaphore("api")
+    assert isinstance(semaphore, Semaphore)
+    assert semaphore.lease_timeout == 60
+    assert semaphore.get_max_size() == 2
+    assert semaphore.acquire("a") and semaphore.acquire("b") and not semaphore.acquire("c")
+    assert get_resource("api") is semaphore
+
+
+def test_get_semaphore_keeps_a_max_size_already_in_redis(settings: Any, redis_url: str) -> None:
+    configure(settings, redis_url, SEMAPHORES={"api": {"MAX_SIZE": 2}})
+    Semaphore(registry.get_connection(), "api").set_max_size(7)  # e.g. set by an operator
+    assert get_semaphore("api").get_max_size() == 7
+
+
+def test_semaphore_without_max_size_setting_is_not_configured_until_set(
+    settings: Any, redis_url: str
+) -> None:
+    configure(settings, redis_url, SEMAPHORES={"api": {}})
+    semaphore = get_semaphore("api")
+    with pytest.raises(NotConfigured, match="set_max_size"):
+        semaphore.acquire("a")
+    semaphore.set_max_size(1)
+    assert semaphore.acquire("a") is True
+
+
+def test_get_lock_applies_the_lock_options(settings: Any, redis_url: str) -> None:
+    options = {"LEASE_TIMEOUT": 5, "REENTRANT": True, "AUTO_RENEW": True, "TIMEOUT": 0.2}
+    configure(settings, redis_url, LOCKS={"nightly": options})
+    lock = get_lock("nightly")
+    assert isinstance(lock, Lock) and get_lock("nightly") is lock
+    assert (lock.lease_timeout, lock.reentrant, lock.auto_renew, lock.timeout) == (
+        5,
+        True,
+        True,
+        0.2,
+    )
+    with lock, lock:  # reentrant
+        assert lock.owned()
+    assert not lock.locked()
+
+
+def test_get_lock_defaults_to_a_30_second_lease(settings: Any, redis_url: str) -> None:
+    configure(settings, redis_url, LOCKS={"nightly": {}})
+    lock = get_lock("nightly")
+    assert (lock.lease_timeout, lock.reentrant, lock.auto_renew, lock.timeout) == (
+        30,
+        False,
+        False,
+        None,
+    )
+
+
+def test_get_semaphore_of_a_lock_name_raises_not_configured(settings: Any, redis_url: str) -> None:
+    configure(settings, redis_url, LOCKS={"nightly": {}})
+    with pytest.raises(NotConfigured, match=r"'nightly'.*it is a lock"):
+        get_semaphore("nightly")
 
 
 def test_reserved_kind_raises_not_configured_saying_so(settings: Any, redis_url: str) -> None:
