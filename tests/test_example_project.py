@@ -21,6 +21,12 @@ assert b"available: 3" in index.content, index.content
 printed = client.get("/print/")
 assert printed.status_code == 200, printed.status_code
 assert b"Printed on <b>printer-" in printed.content, printed.content
+report = client.get("/report/")
+assert report.status_code == 200, report.status_code
+assert b"1 of 2 slots were in use" in report.content, report.content
+imported = client.get("/import/")
+assert imported.status_code == 200, imported.status_code
+assert b"Imported with fence 1." in imported.content, imported.content
 print("views ok")
 """
 
@@ -51,6 +57,7 @@ def test_example_project_views_work(redis_url: str) -> None:
     synced = manage(redis_url, "pool_sync")
     assert synced.returncode == 0, synced.stderr
     assert "printers: 3 added" in synced.stdout
+    assert "reports: max size set to 2" in synced.stdout
     result = manage(redis_url, "shell", "-c", VIEWS_SCRIPT)
     assert result.returncode == 0, result.stderr
     assert "views ok" in result.stdout

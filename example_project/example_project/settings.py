@@ -71,4 +71,8 @@ DJANGO_REDIS_POOL = {
             "LEASE_TIMEOUT": 30,
         },
     },
+    # At most 2 reports are built at once; each holder's slot expires after 60 s.
+    "SEMAPHORES": {"reports": {"MAX_SIZE": 2, "LEASE_TIMEOUT": 60}},
+    # One import at a time; the lease renews itself while the import runs.
+    "LOCKS": {"import": {"LEASE_TIMEOUT": 10, "AUTO_RENEW": True, "TIMEOUT": 0}},
 }

@@ -8,5 +8,7 @@ from . import views
 urlpatterns = [
     path("", views.index, name="index"),
     path("print/", views.print_job, name="print"),
+    path("report/", views.report, name="report"),
+    path("import/", views.run_import, name="import"),
     path("admin/", admin.site.urls),
 ]
