@@ -32,7 +32,8 @@ ID                    Problem
 ``E016``              A name is used by more than one kind (names are unique across
                       kinds).
 ``E017``              Unknown option key in an entry (close matches are suggested).
-``E018``              Bad option value (``ORDER``, ``LEASE_TIMEOUT``, ``RESOURCES``, ...).
+``E018``              Bad option value (``ORDER``, ``LEASE_TIMEOUT``, ``RESOURCES``,
+                      ``MAX_SIZE``, ``REENTRANT``, ``AUTO_RENEW``, ``TIMEOUT``).
 ``E019``              ``MIDDLEWARE`` is not a list.
 ``E099``              The check itself failed unexpectedly (the error is reported).
 ``W001``              A kind (or ``MIDDLEWARE``) is configured that this version does

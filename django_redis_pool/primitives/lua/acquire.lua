@@ -38,7 +38,7 @@ if SLOTS then
     return {'granted', refresh(rec, LEASE_MS)}
   end
   if free_slots() > 0 then
-    return {'granted', grant(HOLDER, TOKEN, HOLDER, LEASE_MS, false)}
+    return {'granted', grant_slot(HOLDER, TOKEN, LEASE_MS, false)}
   end
 else
   local resource = take_available()
@@ -59,4 +59,7 @@ redis.call('ZADD', K_WAITQ, -PRIORITY, id)
 redis.call('HSET', K_WINFO, id, cjson.encode({t = TOKEN, h = HOLDER, l = LEASE_MS,
   p = PRIORITY, s = NOW, dl = deadline, alive = NOW + ALIVE_MS + GRACE_MS}))
 redis.call('HSET', K_TOK, TOKEN, 'w:' .. id)
+if SHARING then
+  redis.call('ZADD', wid_key(HOLDER), 0, id)
+end
 return {'queued', next_expiry_ms()}

@@ -12,6 +12,8 @@
 --   :waitq   ZSET  waiter id -> -priority (ties: the zero-padded id = arrival order)
 --   :winfo   HASH  waiter id -> waiter record (JSON)
 --   :wake:<token>  LIST  a waiter's own wake list (the lease handed to it)
+--   :wid:<identity> ZSET the queued waiter ids of one identity (sem, rlock), so
+--                  that when the identity is granted, its other waiters share it
 --   :done:<id>     STRING the reply of a finished request, kept briefly so that a
 --                  request re-run by redis-py's retry gets the same answer
 -- ARGV[1] is the mode; a script's own arguments start at ARGV[2]. Modes:
@@ -29,6 +31,8 @@
 
 local BASE, MODE = KEYS[1], ARGV[1]
 local SLOTS = MODE == 'sem' or MODE == 'lock' or MODE == 'rlock'
+-- Modes in which callers with the same identity share one hold.
+local SHARING = MODE == 'sem' or MODE == 'rlock'
 local K_AVAIL, K_LEASES, K_INFO = BASE .. ':avail', BASE .. ':leases', BASE .. ':info'
 local K_MAX = BASE .. ':max'
 local K_TOK, K_SEQ = BASE .. ':tok', BASE .. ':seq'
@@ -98,9 +102,15 @@ end
 
 -- Slot modes: an identity that already holds a slot asks again. Its lease is
 -- refreshed (rlock: its acquire count goes up) and its record returned.
+-- An unconfirmed (provisional) no-expiry grant stays provisional.
 local function refresh(rec, lease_ms)
   if MODE == 'rlock' then
     rec.n = (rec.n or 1) + 1
+  end
+  if lease_ms < 0 and rec.p == 1 then
+    local raw = cjson.encode(rec)
+    redis.call('HSET', K_INFO, rec.r, raw)
+    return raw
   end
   return set_lease(rec, lease_ms)
 end
@@ -126,9 +136,21 @@ local function waiter_alive(w)
   return w.alive >= NOW and (w.dl == -1 or w.dl > NOW)
 end
 
-local function drop_waiter(id, w)
+local function wid_key(identity)
+  return BASE .. ':wid:' .. identity
+end
+
+-- Take waiter `id` (record `w`, if known) off the queue.
+local function unqueue(id, w)
   redis.call('ZREM', K_WAITQ, id)
   redis.call('HDEL', K_WINFO, id)
+  if SHARING and w then
+    redis.call('ZREM', wid_key(w.h), id)
+  end
+end
+
+local function drop_waiter(id, w)
+  unqueue(id, w)
   if w then
     redis.call('HDEL', K_TOK, w.t)
     redis.call('DEL', wake_key(w.t))
@@ -146,8 +168,7 @@ local function next_waiter()
     local raw = redis.call('HGET', K_WINFO, head)
     local w = raw and cjson.decode(raw)
     if w and waiter_alive(w) then
-      redis.call('ZREM', K_WAITQ, head)
-      redis.call('HDEL', K_WINFO, head)
+      unqueue(head, w)
       return w
     end
     drop_waiter(head, w)
@@ -182,9 +203,34 @@ local function free_slots()
   return math.max(0, size - redis.call('ZCARD', K_LEASES))
 end
 
--- Slot modes: give free slots to queued waiters, in queue order. A waiter whose
--- identity already holds a slot (another caller with the same identity got
--- there first) shares that hold and takes no second slot.
+-- Slot modes: `identity` holds a slot; its queued waiters (other callers with
+-- the same identity) share that hold at once, taking no second slot.
+local function share_hold(identity)
+  if not SHARING then
+    return
+  end
+  for _, id in ipairs(redis.call('ZRANGE', wid_key(identity), 0, -1)) do
+    local raw = redis.call('HGET', K_WINFO, id)
+    local w = raw and cjson.decode(raw)
+    if w and waiter_alive(w) then
+      unqueue(id, w)
+      redis.call('HDEL', K_TOK, w.t)
+      wake(w, refresh(lease_record(identity), w.l))
+    else
+      drop_waiter(id, w)
+      redis.call('ZREM', wid_key(identity), id)
+    end
+  end
+end
+
+-- Slot modes: grant a slot to `identity` (and share it with its waiters).
+local function grant_slot(identity, token, lease_ms, provisional)
+  local rec = grant(identity, token, identity, lease_ms, provisional)
+  share_hold(identity)
+  return rec
+end
+
+-- Slot modes: give free slots to queued waiters, in queue order.
 local function serve_slots()
   for _ = 1, PUMP_LIMIT do
     if redis.call('ZCARD', K_WAITQ) == 0 or free_slots() == 0 then
@@ -195,11 +241,11 @@ local function serve_slots()
       return
     end
     local rec = live_record(w.h)
-    if rec then
+    if rec then  -- its identity got a slot while it was queued: share it
       redis.call('HDEL', K_TOK, w.t)
       wake(w, refresh(rec, w.l))
     else
-      wake(w, grant(w.h, w.t, w.h, w.l, true))
+      wake(w, grant_slot(w.h, w.t, w.l, true))
     end
   end
 end
