@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 import uuid
 from collections.abc import Callable
@@ -63,7 +64,6 @@ class Lock(LeasedPrimitive):
         self._fixed_holder = None if holder is None else check_holder(holder)
         # Per thread: the holder named by acquire(holder=...) and the latest fence.
         self._local = threading.local()
-        self._uid = uuid.uuid4().hex[:12]
         self._leases: dict[str, Lease] = {}  # holder -> its lease, for auto-renew
         self._mutex = threading.Lock()
 
@@ -83,7 +83,18 @@ class Lock(LeasedPrimitive):
         if holder is not None:
             return check_holder(holder)
         named = getattr(self._local, "holder", None)
-        return named or self._fixed_holder or f"{default_holder()}:{self._uid}"
+        return named or self._fixed_holder or self._default_holder()
+
+    def _default_holder(self) -> str:
+        # Unique per object and thread: thread ids are reused once a thread ends
+        # (and a forked child inherits its parent's), so a random id is kept in
+        # this object's thread-local storage, tagged with the pid.
+        pid = os.getpid()
+        cached = getattr(self._local, "default", None)
+        if cached is None or cached[0] != pid:
+            cached = (pid, f"{default_holder()}:{uuid.uuid4().hex[:12]}")
+            self._local.default = cached
+        return cached[1]
 
     # -- acquiring and releasing ----------------------------------------------------
 

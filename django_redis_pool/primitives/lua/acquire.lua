@@ -56,10 +56,12 @@ if WAIT_MS >= 0 then
   deadline = NOW + WAIT_MS
 end
 redis.call('ZADD', K_WAITQ, -PRIORITY, id)
-redis.call('HSET', K_WINFO, id, cjson.encode({t = TOKEN, h = HOLDER, l = LEASE_MS,
-  p = PRIORITY, s = NOW, dl = deadline, alive = NOW + ALIVE_MS + GRACE_MS}))
-redis.call('HSET', K_TOK, TOKEN, 'w:' .. id)
+local re = 0
 if SHARING then
+  re = 1
   redis.call('ZADD', wid_key(HOLDER), 0, id)
 end
+redis.call('HSET', K_WINFO, id, cjson.encode({t = TOKEN, h = HOLDER, l = LEASE_MS,
+  p = PRIORITY, s = NOW, dl = deadline, alive = NOW + ALIVE_MS + GRACE_MS, re = re}))
+redis.call('HSET', K_TOK, TOKEN, 'w:' .. id)
 return {'queued', next_expiry_ms()}

@@ -12,8 +12,8 @@
 --   :waitq   ZSET  waiter id -> -priority (ties: the zero-padded id = arrival order)
 --   :winfo   HASH  waiter id -> waiter record (JSON)
 --   :wake:<token>  LIST  a waiter's own wake list (the lease handed to it)
---   :wid:<identity> ZSET the queued waiter ids of one identity (sem, rlock), so
---                  that when the identity is granted, its other waiters share it
+--   :wid:<identity> ZSET the queued sharing waiters (re = 1) of one identity, so
+--                  that when the identity is granted, they share the hold at once
 --   :done:<id>     STRING the reply of a finished request, kept briefly so that a
 --                  request re-run by redis-py's retry gets the same answer
 -- ARGV[1] is the mode; a script's own arguments start at ARGV[2]. Modes:
@@ -27,11 +27,14 @@
 -- e expires (ms, -1 = never), l lease duration (ms, -1 = none), p provisional (0/1),
 -- n acquire count (rlock).
 -- Waiter record: t token, h holder, l lease duration, p priority, s since (ms),
--- dl own deadline (ms, -1 = none), alive (ms: the waiter is presumed dead after it).
+-- dl own deadline (ms, -1 = none), alive (ms: the waiter is presumed dead after it),
+-- re 1 if it shares the hold of its identity (slot modes).
 
 local BASE, MODE = KEYS[1], ARGV[1]
 local SLOTS = MODE == 'sem' or MODE == 'lock' or MODE == 'rlock'
--- Modes in which callers with the same identity share one hold.
+-- Modes in which a caller shares the hold of its identity (a reentrant lock's
+-- holder acquiring again, a semaphore identity asking twice). A waiter records
+-- its caller's choice (re = 1), since objects of one name may differ in it.
 local SHARING = MODE == 'sem' or MODE == 'rlock'
 local K_AVAIL, K_LEASES, K_INFO = BASE .. ':avail', BASE .. ':leases', BASE .. ':info'
 local K_MAX = BASE .. ':max'
@@ -102,11 +105,10 @@ end
 
 -- Slot modes: an identity that already holds a slot asks again. Its lease is
 -- refreshed (rlock: its acquire count goes up) and its record returned.
--- An unconfirmed (provisional) no-expiry grant stays provisional.
+-- The acquire count n matters to rlock releases only. An unconfirmed
+-- (provisional) no-expiry grant stays provisional.
 local function refresh(rec, lease_ms)
-  if MODE == 'rlock' then
-    rec.n = (rec.n or 1) + 1
-  end
+  rec.n = (rec.n or 1) + 1
   if lease_ms < 0 and rec.p == 1 then
     local raw = cjson.encode(rec)
     redis.call('HSET', K_INFO, rec.r, raw)
@@ -144,7 +146,7 @@ end
 local function unqueue(id, w)
   redis.call('ZREM', K_WAITQ, id)
   redis.call('HDEL', K_WINFO, id)
-  if SHARING and w then
+  if w and w.re == 1 then
     redis.call('ZREM', wid_key(w.h), id)
   end
 end
@@ -206,9 +208,6 @@ end
 -- Slot modes: `identity` holds a slot; its queued waiters (other callers with
 -- the same identity) share that hold at once, taking no second slot.
 local function share_hold(identity)
-  if not SHARING then
-    return
-  end
   for _, id in ipairs(redis.call('ZRANGE', wid_key(identity), 0, -1)) do
     local raw = redis.call('HGET', K_WINFO, id)
     local w = raw and cjson.decode(raw)
@@ -240,7 +239,7 @@ local function serve_slots()
     if not w then
       return
     end
-    local rec = live_record(w.h)
+    local rec = w.re == 1 and live_record(w.h)
     if rec then  -- its identity got a slot while it was queued: share it
       redis.call('HDEL', K_TOK, w.t)
       wake(w, refresh(rec, w.l))
