@@ -31,16 +31,9 @@ from django_redis_pool import (
 )
 
 from .clients import client_from, spec_of
+from .waiting import wait_for
 
 mp = multiprocessing.get_context("fork")
-
-
-def _wait_for(predicate, timeout=10.0, what="condition"):
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.01)
 
 
 def _in_thread(fn):
@@ -175,7 +168,7 @@ def test_blocked_waiters_are_served_in_arrival_order(client):
         t = threading.Thread(target=wait, args=(label,))
         t.start()
         threads.append(t)
-        _wait_for(lambda n=n: lock.waiting_count() == n, what=f"{label} to queue")
+        wait_for(lambda n=n: lock.waiting_count() == n, what=f"{label} to queue")
     waiters = lock.waiters()
     assert [w.holder for w in waiters] == labels
     assert all(w.deadline is not None for w in waiters)
@@ -385,7 +378,7 @@ def test_reentrant_lock_counts_acquisitions_with_one_fence(client):
     got: list = []
     t = threading.Thread(target=lambda: got.append((other.acquire(timeout=20), other.fence)))
     t.start()
-    _wait_for(lambda: lock.waiting_count() == 1, what="other to queue")
+    wait_for(lambda: lock.waiting_count() == 1, what="other to queue")
     lock.release()
     lock.release()
     time.sleep(0.1)
@@ -436,7 +429,7 @@ def test_reentrant_waiters_sharing_a_holder_are_all_served_when_it_gets_the_lock
     ]
     for n, t in enumerate(threads, start=1):
         t.start()
-        _wait_for(lambda n=n: lock.waiting_count() == n, what="the waiters to queue")
+        wait_for(lambda n=n: lock.waiting_count() == n, what="the waiters to queue")
     assert lock.acquire(blocking=False) is False, "'h' does not hold it yet"
     other.release()
     for t in threads:
@@ -662,7 +655,7 @@ def test_lock_is_handed_to_a_waiter_in_another_process_within_50ms_of_release(cl
         report = f"{{lock:wake}}:report{i}"
         proc = mp.Process(target=_block_then_report, args=(spec_of(client), report))
         proc.start()
-        _wait_for(lambda: lock.waiting_count() == 1, what="the child to block")
+        wait_for(lambda: lock.waiting_count() == 1, what="the child to block")
         time.sleep(0.2)  # inside one blocking read: no poll can explain a fast wake
         released_at = time.time()
         lock.release()
@@ -692,7 +685,7 @@ def test_fences_strictly_increase_across_processes(client):
     ]
     for proc in procs:
         proc.start()
-    _wait_for(lambda: lock.waiting_count() == 4, what="all four processes to queue")
+    wait_for(lambda: lock.waiting_count() == 4, what="all four processes to queue")
     lock.release()
     for proc in procs:
         _join_ok(proc, timeout=60)
@@ -730,7 +723,7 @@ def test_on_lost_fires_when_the_keys_are_deleted_behind_the_holder(client, caplo
     base = lock._engine.base
     client.delete(base + ":leases")
     client.delete(base + ":info")
-    _wait_for(lambda: lost, timeout=1.0, what="on_lost to be called")
+    wait_for(lambda: lost, timeout=1.0, what="on_lost to be called")
     time.sleep(0.4)  # at least one more renewal period: it is reported once
     assert len(lost) == 1
     assert isinstance(lost[0], Lease)
@@ -750,7 +743,7 @@ def test_on_lost_fires_when_another_lock_object_force_releases_the_hold(client, 
     )
     assert lock.acquire()
     Lock(client, "forced", holder="job").release()
-    _wait_for(lambda: lost, timeout=1.0, what="on_lost to be called")
+    wait_for(lambda: lost, timeout=1.0, what="on_lost to be called")
     assert [lease.holder for lease in lost] == ["job"]
     assert "was lost" in caplog.text
     assert not lock.owned()

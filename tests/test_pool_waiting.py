@@ -16,16 +16,9 @@ from django_redis_pool import ResourcePool
 from django_redis_pool.primitives.engine import LeaseEngine
 
 from .clients import client_from, spec_of
+from .waiting import wait_for
 
 mp = multiprocessing.get_context("fork")
-
-
-def _wait_for(predicate, timeout=10.0, what="condition"):
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.01)
 
 
 def _served_in_order(spec, label, priority, log_key):
@@ -48,7 +41,7 @@ def test_waiters_are_served_by_priority_then_arrival_across_processes(client):
         proc = mp.Process(target=_served_in_order, args=(spec_of(client), label, priority, log_key))
         proc.start()
         procs.append(proc)
-        _wait_for(lambda n=n: pool.waiting_count() == n, what=f"{label} to queue")
+        wait_for(lambda n=n: pool.waiting_count() == n, what=f"{label} to queue")
     assert [w.holder for w in pool.waiters()] == ["E", "G", "B", "D", "A", "C", "F"]
     held.release()
     for proc in procs:
@@ -78,7 +71,7 @@ def test_blocked_waiter_in_another_process_is_woken_within_50ms_of_release(clien
         proc = mp.Process(target=_block_then_report, args=(spec_of(client), ready, report))
         proc.start()
         client.blpop([ready], timeout=10)
-        _wait_for(lambda: pool.waiting_count() == 1, what="the child to block")
+        wait_for(lambda: pool.waiting_count() == 1, what="the child to block")
         time.sleep(0.3)  # well inside one blocking read: no poll could explain a fast wake
         released_at = time.time()
         held.release()
@@ -183,7 +176,7 @@ def test_release_by_another_process_hands_to_the_waiting_thread(client):
     got = []
     t = threading.Thread(target=lambda: got.append(pool.acquire(timeout=10, holder="thread")))
     t.start()
-    _wait_for(lambda: pool.waiting_count() == 1)
+    wait_for(lambda: pool.waiting_count() == 1)
     proc = mp.Process(target=_force_release, args=(spec_of(client), "handoff", "r"))
     proc.start()
     proc.join(10)
@@ -206,13 +199,13 @@ def test_a_waiter_that_died_is_skipped(client):
     held = pool.acquire()
     proc = mp.Process(target=_wait_forever, args=(spec_of(client), "dead"))
     proc.start()
-    _wait_for(lambda: pool.waiting_count() == 1)
+    wait_for(lambda: pool.waiting_count() == 1)
     os.kill(proc.pid, signal.SIGKILL)
     proc.join(5)
     got = []
     t = threading.Thread(target=lambda: got.append(pool.acquire(timeout=10, holder="alive")))
     t.start()
-    _wait_for(lambda: pool.waiting_count() == 2)
+    wait_for(lambda: pool.waiting_count() == 2)
     time.sleep(1.5)  # the dead waiter's liveness window (0.2 s + 1 s grace) passes
     held.release()
     t.join(5)
@@ -226,7 +219,7 @@ def test_gc_drops_dead_waiters(client):
     pool.acquire()
     proc = mp.Process(target=_wait_forever, args=(spec_of(client), "deadgc"))
     proc.start()
-    _wait_for(lambda: pool.waiting_count() == 1)
+    wait_for(lambda: pool.waiting_count() == 1)
     os.kill(proc.pid, signal.SIGKILL)
     proc.join(5)
     time.sleep(1.5)
@@ -274,7 +267,7 @@ def test_waiter_granted_a_no_expiry_lease_confirms_it(client):
     got = []
     t = threading.Thread(target=lambda: got.append(pool.acquire(timeout=10)))
     t.start()
-    _wait_for(lambda: pool.waiting_count() == 1)
+    wait_for(lambda: pool.waiting_count() == 1)
     held.release()
     t.join(10)
     assert got[0].expires_at is None
@@ -286,7 +279,7 @@ def test_associate_wakes_a_blocked_waiter(client):
     got = []
     t = threading.Thread(target=lambda: got.append(pool.acquire(timeout=10)))
     t.start()
-    _wait_for(lambda: pool.waiting_count() == 1)
+    wait_for(lambda: pool.waiting_count() == 1)
     pool.associate("new")
     t.join(5)
     assert got[0].resource == "new"
@@ -307,7 +300,7 @@ def test_interrupted_waiter_withdraws_at_once(client):
     report = "{pool:intr}:report"
     proc = mp.Process(target=_wait_until_interrupted, args=(spec_of(client), "intr", report))
     proc.start()
-    _wait_for(lambda: pool.waiting_count() == 1)
+    wait_for(lambda: pool.waiting_count() == 1)
     os.kill(proc.pid, signal.SIGINT)
     assert client.blpop([report], timeout=10)
     proc.join(5)

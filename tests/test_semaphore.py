@@ -37,16 +37,9 @@ from django_redis_pool import (
 )
 
 from .clients import client_from, spec_of
+from .waiting import wait_for
 
 mp = multiprocessing.get_context("fork")
-
-
-def _wait_for(predicate, timeout=10.0, what="condition"):
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.01)
 
 
 def _redis_time(client) -> float:
@@ -195,7 +188,7 @@ def test_timeout_zero_tries_once_and_a_blocking_acquire_is_woken_by_release(clie
     assert sem.acquire("waiter", timeout=0) is False
     assert sem.waiting_count() == 0 and sem.waiters() == []
     thread, results = _in_thread(sem.acquire, "waiter", timeout=10)
-    _wait_for(lambda: sem.waiting_count() == 1, what="the waiter to queue")
+    wait_for(lambda: sem.waiting_count() == 1, what="the waiter to queue")
     assert [w.holder for w in sem.waiters()] == ["waiter"]
     time.sleep(0.3)  # inside the waiter's blocking read: only a push can wake it early
     released_at = time.monotonic()
@@ -246,7 +239,7 @@ def test_waiters_are_served_by_priority_then_arrival_across_processes(client):
             )
             proc.start()
             procs.append(proc)
-            _wait_for(lambda n=n: sem.waiting_count() == n, what=f"{identity} to queue")
+            wait_for(lambda n=n: sem.waiting_count() == n, what=f"{identity} to queue")
         expected = ["E", "G", "B", "D", "A", "C", "F"]
         waiters = sem.waiters()
         assert [w.holder for w in waiters] == expected
@@ -271,9 +264,9 @@ def test_waiters_sharing_an_identity_share_its_slot_when_it_is_granted(client):
     sem.set_max_size(1)
     assert sem.acquire("owner") is True
     first = _in_thread(sem.acquire, "tenant", timeout=3)
-    _wait_for(lambda: sem.waiting_count() == 1, what="the first waiter to queue")
+    wait_for(lambda: sem.waiting_count() == 1, what="the first waiter to queue")
     second = _in_thread(sem.acquire, "tenant", timeout=3)
-    _wait_for(lambda: sem.waiting_count() == 2, what="the second waiter to queue")
+    wait_for(lambda: sem.waiting_count() == 2, what="the second waiter to queue")
     assert sem.release("owner") is True
     for thread, _ in (first, second):
         thread.join(10)
@@ -298,7 +291,7 @@ def test_lowering_the_max_size_never_evicts_and_new_acquires_wait_until_below_it
     assert sem.acquire("a") is True, "a holder keeps its slot and may refresh it"
     assert sem.acquire("d") is False
     thread, results = _in_thread(sem.acquire, "d", timeout=10)
-    _wait_for(lambda: sem.waiting_count() == 1, what="d to queue")
+    wait_for(lambda: sem.waiting_count() == 1, what="d to queue")
     for identity, left in (("a", 2), ("b", 1)):
         assert sem.release(identity) is True
         time.sleep(0.2)  # a hand-off is immediate: give a wrong one time to happen
@@ -316,9 +309,9 @@ def test_raising_the_max_size_serves_queued_waiters_at_once(client):
     sem.set_max_size(1)
     assert sem.acquire("a") is True
     forever = _in_thread(sem.acquire, "b", timeout=None)
-    _wait_for(lambda: sem.waiting_count() == 1, what="b to queue")
+    wait_for(lambda: sem.waiting_count() == 1, what="b to queue")
     bounded = _in_thread(sem.acquire, "c", timeout=10, lease_timeout=30)
-    _wait_for(lambda: sem.waiting_count() == 2, what="c to queue")
+    wait_for(lambda: sem.waiting_count() == 2, what="c to queue")
     time.sleep(0.3)  # inside the blocking reads: only a push can wake them early
     raised_at = time.monotonic()
     sem.set_max_size(3)
@@ -396,7 +389,7 @@ def test_hold_waits_forever_by_default_until_a_release(client):
 
     thread = threading.Thread(target=body, daemon=True)
     thread.start()
-    _wait_for(lambda: sem.waiting_count() == 1, what="hold() to queue")
+    wait_for(lambda: sem.waiting_count() == 1, what="hold() to queue")
     assert sem.release("holder") is True
     thread.join(10)
     assert got == [("waiter", True)]
