@@ -54,9 +54,9 @@ from typing import Any
 
 import redis
 import redis_lock
+from benchmark_redis import benchmark_redis
 
 from django_redis_pool import Lock
-from django_redis_pool.embedded import EmbeddedRedis
 
 LEASE = 30  # seconds: every lock's expiry; never reached here
 CHECK_LIMIT = 10.0  # seconds: give up if a waiter never shows up as blocked
@@ -282,93 +282,83 @@ def main() -> None:
     if args.hold <= 0:
         parser.error("--hold must be > 0 (a polling waiter needs time to start polling)")
 
-    server = None
-    url = os.environ.get("REDIS_URL")
-    if not url:
-        server = EmbeddedRedis()
-        server.start()
-        url = server.url
-    client = redis.Redis.from_url(url)
-    client.flushall()
-    info = client.info("server")
-    hz = client.config_get("hz").get("hz", "?")
+    with benchmark_redis() as (url, client):
+        info = client.info("server")
+        hz = client.config_get("hz").get("hz", "?")
 
-    # 1. uncontended, interleaved round by round
-    uncontended = [case for case in CASES if case != "redis-py-0.001"]
-    cycles = {case: uncontended_cycle(case, client) for case in uncontended}
-    for cycle in cycles.values():  # warm up: scripts loaded, connection open
-        measure(client, 200, cycle)
-    rates: dict[str, list[tuple[float, float]]] = {case: [] for case in uncontended}
-    for _ in range(args.rounds):
-        for case, cycle in cycles.items():
-            rates[case].append(measure(client, args.cycles, cycle))
+        # 1. uncontended, interleaved round by round
+        uncontended = [case for case in CASES if case != "redis-py-0.001"]
+        cycles = {case: uncontended_cycle(case, client) for case in uncontended}
+        for cycle in cycles.values():  # warm up: scripts loaded, connection open
+            measure(client, 200, cycle)
+        rates: dict[str, list[tuple[float, float]]] = {case: [] for case in uncontended}
+        for _ in range(args.rounds):
+            for case, cycle in cycles.items():
+                rates[case].append(measure(client, args.cycles, cycle))
 
-    # 2. hand-offs, interleaved round by round, a fresh pair of processes each;
-    # redis-py only held: its waiter polls, it is never seen blocked to release at once
-    holds = {case: [args.hold] if CASES[case][1] else [0.0, args.hold] for case in CASES}
-    latencies: dict[tuple[str, float], list[float]] = {
-        (case, hold): [] for case in CASES for hold in holds[case]
-    }
-    for r in range(args.rounds):
-        for case, hold in latencies:
-            n = args.slow_handoffs if case == "redis-py-0.1" else args.handoffs
-            per_round = n // args.rounds + (1 if r < n % args.rounds else 0)
-            if per_round:
-                name = f"handoff:{case}:{hold}:{r}"
-                if case == "floor":
-                    client.rpush(f"baton:{name}", 1)  # the token the first holder takes
-                latencies[case, hold] += handoffs(case, url, name, per_round, args.warmup, hold)
-    client.flushall()
+        # 2. hand-offs, interleaved round by round, a fresh pair of processes each;
+        # redis-py only held: its waiter polls, it is never seen blocked to release at once
+        holds = {case: [args.hold] if CASES[case][1] else [0.0, args.hold] for case in CASES}
+        latencies: dict[tuple[str, float], list[float]] = {
+            (case, hold): [] for case in CASES for hold in holds[case]
+        }
+        for r in range(args.rounds):
+            for case, hold in latencies:
+                n = args.slow_handoffs if case == "redis-py-0.1" else args.handoffs
+                per_round = n // args.rounds + (1 if r < n % args.rounds else 0)
+                if per_round:
+                    name = f"handoff:{case}:{hold}:{r}"
+                    if case == "floor":
+                        client.rpush(f"baton:{name}", 1)  # the token the first holder takes
+                    latencies[case, hold] += handoffs(case, url, name, per_round, args.warmup, hold)
+        client.flushall()
 
-    print(
-        f"redis {info['redis_version']} (hz {hz}), redis-py {redis.__version__}, "
-        f"python-redis-lock {version('python-redis-lock')}, {os.cpu_count()} CPUs, loopback\n"
-    )
-    print(f"Uncontended acquire + release, one client: {args.rounds} x {args.cycles} cycles\n")
-    print("| case | cycles/s (median) | rounds min-max | vs floor | server µs per cycle |")
-    print("|---|---:|---:|---:|---:|")
-    floor = statistics.median(rate for rate, _ in rates["floor"])
-    for case, rows in rates.items():
-        rate = statistics.median(v for v, _ in rows)
-        usec = statistics.median(u for _, u in rows)
-        label = {"floor": "floor: 2 x EVALSHA `return 1`", "redis-py-0.1": "redis-py Lock"}.get(
-            case, CASES[case][0]
-        )
-        low, high = min(v for v, _ in rows), max(v for v, _ in rows)
         print(
-            f"| {label} | {rate:,.0f} | {low:,.0f}-{high:,.0f} | {rate / floor:.2f}x | {usec:.1f} |"
+            f"redis {info['redis_version']} (hz {hz}), redis-py {redis.__version__}, "
+            f"python-redis-lock {version('python-redis-lock')}, {os.cpu_count()} CPUs, loopback\n"
         )
+        print(f"Uncontended acquire + release, one client: {args.rounds} x {args.cycles} cycles\n")
+        print("| case | cycles/s (median) | rounds min-max | vs floor | server µs per cycle |")
+        print("|---|---:|---:|---:|---:|")
+        floor = statistics.median(rate for rate, _ in rates["floor"])
+        for case, rows in rates.items():
+            rate = statistics.median(v for v, _ in rows)
+            usec = statistics.median(u for _, u in rows)
+            label = {"floor": "floor: 2 x EVALSHA `return 1`", "redis-py-0.1": "redis-py Lock"}.get(
+                case, CASES[case][0]
+            )
+            low, high = min(v for v, _ in rows), max(v for v, _ in rows)
+            spread = f"{low:,.0f}-{high:,.0f}"
+            print(f"| {label} | {rate:,.0f} | {spread} | {rate / floor:.2f}x | {usec:.1f} |")
 
-    ms = f"{args.hold * 1000:g} ms"
-    print(
-        "\nHand-off latency, ms, release() called -> waiter's acquire() returned; "
-        "ping-pong between 2 processes\n"
-    )
-    print(
-        f"| case | hand-offs (each) | released at once: p50 | p99 | max "
-        f"| held {ms} more: p50 | p99 | max |"
-    )
-    print("|---|---:|---:|---:|---:|---:|---:|---:|")
-    for case, (label, _) in CASES.items():
-        cells = []
-        for hold in (0.0, args.hold):
-            lat = latencies.get((case, hold))
-            if lat is None:
-                cells.append("n/a (polls) | |")
-            else:
-                cells.append(f"{pct(lat, 50):.2f} | {pct(lat, 99):.2f} | {max(lat):.2f}")
-        n = len(latencies[case, args.hold])
-        print(f"| {label} | {n} | {cells[0]} | {cells[1]} |")
+        ms = f"{args.hold * 1000:g} ms"
+        print(
+            "\nHand-off latency, ms, release() called -> waiter's acquire() returned; "
+            "ping-pong between 2 processes\n"
+        )
+        print(
+            f"| case | hand-offs (each) | released at once: p50 | p99 | max "
+            f"| held {ms} more: p50 | p99 | max |"
+        )
+        print("|---|---:|---:|---:|---:|---:|---:|---:|")
+        for case, (label, _) in CASES.items():
+            cells = []
+            for hold in (0.0, args.hold):
+                lat = latencies.get((case, hold))
+                if lat is None:
+                    cells.append("n/a (polls) | |")
+                else:
+                    cells.append(f"{pct(lat, 50):.2f} | {pct(lat, 99):.2f} | {max(lat):.2f}")
+            n = len(latencies[case, args.hold])
+            print(f"| {label} | {n} | {cells[0]} | {cells[1]} |")
 
-    print("\nTarget for ours: hand-off p50 <= 1 ms and p99 <= 5 ms:")
-    for hold in holds["ours"]:
-        lat = latencies["ours", hold]
-        p50, p99 = pct(lat, 50), pct(lat, 99)
-        verdict = "met" if p50 <= 1 and p99 <= 5 else "NOT met"
-        when = "released at once" if hold == 0 else f"held {ms} more"
-        print(f"  {when}: p50 {p50:.2f} ms, p99 {p99:.2f} ms: {verdict}")
-    if server is not None:
-        server.stop()
+        print("\nTarget for ours: hand-off p50 <= 1 ms and p99 <= 5 ms:")
+        for hold in holds["ours"]:
+            lat = latencies["ours", hold]
+            p50, p99 = pct(lat, 50), pct(lat, 99)
+            verdict = "met" if p50 <= 1 and p99 <= 5 else "NOT met"
+            when = "released at once" if hold == 0 else f"held {ms} more"
+            print(f"  {when}: p50 {p50:.2f} ms, p99 {p99:.2f} ms: {verdict}")
 
 
 if __name__ == "__main__":

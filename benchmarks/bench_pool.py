@@ -20,15 +20,14 @@ Uses ``REDIS_URL`` if set (it is flushed!), else starts an embedded redis-server
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import time
 from collections.abc import Callable
 
 import redis
+from benchmark_redis import benchmark_redis
 
 from django_redis_pool import ResourcePool
-from django_redis_pool.embedded import EmbeddedRedis
 
 
 def measure(client: redis.Redis, cycles: int, cycle: Callable[[], None]) -> tuple[float, float]:
@@ -79,55 +78,46 @@ def main() -> None:
     parser.add_argument("--large", type=int, default=100_000)
     args = parser.parse_args()
 
-    server = None
-    url = os.environ.get("REDIS_URL")
-    if not url:
-        server = EmbeddedRedis()
-        server.start()
-        url = server.url
-    client = redis.Redis.from_url(url)
-    client.flushall()
-    info = client.info("server")
+    with benchmark_redis() as (_url, client):
+        info = client.info("server")
 
-    floor_script = client.register_script("return 1")
-    small = ResourcePool(client, "small")
-    large = ResourcePool(client, "large")
-    fill(small, 100)
-    fill(large, args.large)
-    client.sadd("seed000:available", *[f"r{i}" for i in range(100)])
+        floor_script = client.register_script("return 1")
+        small = ResourcePool(client, "small")
+        large = ResourcePool(client, "large")
+        fill(small, 100)
+        fill(large, args.large)
+        client.sadd("seed000:available", *[f"r{i}" for i in range(100)])
 
-    def pool_cycle(pool: ResourcePool) -> Callable[[], None]:
-        def cycle() -> None:
-            pool.acquire().release()
+        def pool_cycle(pool: ResourcePool) -> Callable[[], None]:
+            def cycle() -> None:
+                pool.acquire().release()
 
-        return cycle
+            return cycle
 
-    cases = {
-        "floor: 2 x EVALSHA `return 1`": lambda: (floor_script(), floor_script()),
-        "ResourcePool, 100 resources": pool_cycle(small),
-        f"ResourcePool, {args.large:,} resources": pool_cycle(large),
-        "seed 000 WATCH/MULTI pool, 100 resources": seed000_cycle(client),
-    }
-    results: dict[str, list[tuple[float, float]]] = {name: [] for name in cases}
-    for cycle in cases.values():  # warm up: scripts loaded, connections open
-        measure(client, 200, cycle)
-    for _ in range(args.rounds):
-        for name, cycle in cases.items():
-            results[name].append(measure(client, args.cycles, cycle))
+        cases = {
+            "floor: 2 x EVALSHA `return 1`": lambda: (floor_script(), floor_script()),
+            "ResourcePool, 100 resources": pool_cycle(small),
+            f"ResourcePool, {args.large:,} resources": pool_cycle(large),
+            "seed 000 WATCH/MULTI pool, 100 resources": seed000_cycle(client),
+        }
+        results: dict[str, list[tuple[float, float]]] = {name: [] for name in cases}
+        for cycle in cases.values():  # warm up: scripts loaded, connections open
+            measure(client, 200, cycle)
+        for _ in range(args.rounds):
+            for name, cycle in cases.items():
+                results[name].append(measure(client, args.cycles, cycle))
 
-    floor = statistics.median(r[0] for r in results[next(iter(cases))])
-    print(
-        f"redis {info['redis_version']}, redis-py {redis.__version__}, "
-        f"{args.rounds} rounds x {args.cycles} cycles, one client on loopback\n"
-    )
-    print("| case | cycles/s (median) | vs floor | server us per call |")
-    print("|---|---:|---:|---:|")
-    for name, rows in results.items():
-        rate = statistics.median(r[0] for r in rows)
-        usec = statistics.median(r[1] for r in rows)
-        print(f"| {name} | {rate:,.0f} | {rate / floor:.2f}x | {usec:.2f} |")
-    if server is not None:
-        server.stop()
+        floor = statistics.median(r[0] for r in results[next(iter(cases))])
+        print(
+            f"redis {info['redis_version']}, redis-py {redis.__version__}, "
+            f"{args.rounds} rounds x {args.cycles} cycles, one client on loopback\n"
+        )
+        print("| case | cycles/s (median) | vs floor | server us per call |")
+        print("|---|---:|---:|---:|")
+        for name, rows in results.items():
+            rate = statistics.median(r[0] for r in rows)
+            usec = statistics.median(r[1] for r in rows)
+            print(f"| {name} | {rate:,.0f} | {rate / floor:.2f}x | {usec:.2f} |")
 
 
 if __name__ == "__main__":
