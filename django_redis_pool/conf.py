@@ -24,7 +24,7 @@ from typing import Any
 from .primitives._common import check_lease_timeout, check_name, check_timeout
 from .primitives.lock import Lock
 from .primitives.pool import ORDERS, ResourcePool
-from .primitives.semaphore import Semaphore
+from .primitives.semaphore import Semaphore, check_max_size
 
 __all__ = [
     "CLUSTER_URL_SCHEMES",
@@ -155,9 +155,7 @@ def _validate_bool(value: Any, path: str) -> bool:
 
 
 def _validate_max_size(value: Any, path: str) -> int | None:
-    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
-        raise ValueError(f"{path} must be an int >= 0 (or None), got {value!r}")
-    return value
+    return None if value is None else check_max_size(value, path)
 
 
 def _build_pool(client: Any, name: str, key_prefix: str, options: Mapping[str, Any]) -> Any:

@@ -19,7 +19,7 @@ from .base import LeasedPrimitive, holding
 from .engine import default_holder
 from .lease import Lease
 
-__all__ = ["Semaphore"]
+__all__ = ["Semaphore", "check_max_size"]
 
 
 class Semaphore(LeasedPrimitive):
@@ -57,12 +57,12 @@ class Semaphore(LeasedPrimitive):
     def set_max_size(self, n: int) -> None:
         """Store the number of slots. Raising it serves waiting callers at once;
         lowering it never evicts a holder (new acquires wait until below it)."""
-        self._engine.run("sem_set_max", _check_size(n), 0)
+        self._engine.run("sem_set_max", check_max_size(n), 0)
 
     def ensure_max_size(self, n: int) -> bool:
         """Store ``n`` as the number of slots unless one is already stored;
         True if it was stored. (How settings' ``MAX_SIZE`` is applied on first use.)"""
-        return int(self._engine.run("sem_set_max", _check_size(n), 1)) == 1
+        return int(self._engine.run("sem_set_max", check_max_size(n), 1)) == 1
 
     def get_max_size(self) -> int:
         """The number of slots (0 if it was never set)."""
@@ -147,7 +147,8 @@ class Semaphore(LeasedPrimitive):
         return self._live_lease(check_holder(identity, "identity")) is not None
 
 
-def _check_size(n: object) -> int:
+def check_max_size(n: object, what: str = "max size") -> int:
+    """A semaphore's number of slots: an int >= 0."""
     if isinstance(n, bool) or not isinstance(n, int) or n < 0:
-        raise ValueError(f"max size must be an int >= 0, got {n!r}")
+        raise ValueError(f"{what} must be an int >= 0, got {n!r}")
     return n

@@ -88,15 +88,19 @@ local function remembered(id)
 end
 
 -- Store `rec` with a lease of `lease_ms` from now (-1: none); returns its JSON.
-local function set_lease(rec, lease_ms)
+-- A no-expiry lease that is `provisional` (made on a waiter's behalf, not yet
+-- confirmed) expires after PROVISIONAL_MS unless the waiter confirms it (renew),
+-- so a waiter that died before reading its wake list never keeps the resource.
+local function set_lease(rec, lease_ms, provisional)
   local score = 'inf'
-  rec.e = -1
+  rec.e, rec.l, rec.p = -1, lease_ms, 0
   if lease_ms >= 0 then
     rec.e = NOW + lease_ms
     score = rec.e
+  elseif provisional then
+    rec.e, rec.p = NOW + PROVISIONAL_MS, 1
+    score = rec.e
   end
-  rec.l = lease_ms
-  rec.p = 0
   local raw = cjson.encode(rec)
   redis.call('ZADD', K_LEASES, score, rec.r)
   redis.call('HSET', K_INFO, rec.r, raw)
@@ -104,34 +108,18 @@ local function set_lease(rec, lease_ms)
 end
 
 -- Slot modes: an identity that already holds a slot asks again. Its lease is
--- refreshed (rlock: its acquire count goes up) and its record returned.
--- The acquire count n matters to rlock releases only. An unconfirmed
--- (provisional) no-expiry grant stays provisional.
+-- refreshed (rlock: its acquire count goes up; the count n matters to rlock
+-- releases only) and its record returned. An unconfirmed grant stays unconfirmed.
 local function refresh(rec, lease_ms)
   rec.n = (rec.n or 1) + 1
-  if lease_ms < 0 and rec.p == 1 then
-    local raw = cjson.encode(rec)
-    redis.call('HSET', K_INFO, rec.r, raw)
-    return raw
-  end
-  return set_lease(rec, lease_ms)
+  return set_lease(rec, lease_ms, rec.p == 1)
 end
 
 -- Record a new lease of `resource` for `token`; returns the record as JSON.
--- A no-expiry grant made on a waiter's behalf is provisional: it expires after
--- PROVISIONAL_MS unless the waiter confirms it (renew), so a waiter that died
--- before reading its wake list never keeps the resource.
 local function grant(resource, token, holder, lease_ms, provisional)
   local rec = {r = resource, t = token, h = holder, f = redis.call('INCR', K_SEQ), a = NOW}
   redis.call('HSET', K_TOK, token, 'r:' .. resource)
-  if lease_ms < 0 and provisional then
-    set_lease(rec, PROVISIONAL_MS)
-    rec.l, rec.p = -1, 1
-    local raw = cjson.encode(rec)
-    redis.call('HSET', K_INFO, resource, raw)
-    return raw
-  end
-  return set_lease(rec, lease_ms)
+  return set_lease(rec, lease_ms, provisional)
 end
 
 local function waiter_alive(w)
@@ -239,13 +227,8 @@ local function serve_slots()
     if not w then
       return
     end
-    local rec = w.re == 1 and live_record(w.h)
-    if rec then  -- its identity got a slot while it was queued: share it
-      redis.call('HDEL', K_TOK, w.t)
-      wake(w, refresh(rec, w.l))
-    else
-      wake(w, grant_slot(w.h, w.t, w.l, true))
-    end
+    -- (A waiter whose identity got a slot meanwhile was served by share_hold.)
+    wake(w, grant_slot(w.h, w.t, w.l, true))
   end
 end
 
