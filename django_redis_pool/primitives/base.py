@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from ..exceptions import ResourceUnavailable
@@ -11,7 +12,7 @@ from ._common import check_client, check_name
 from .engine import LeaseEngine, Waiter
 from .lease import Lease
 
-__all__ = ["LeasedPrimitive", "holding"]
+__all__ = ["Collected", "LeasedPrimitive", "Snapshot", "holding"]
 
 
 @contextlib.contextmanager
@@ -27,6 +28,40 @@ def holding(lease: Lease | None, *, auto_renew: bool, unavailable: str) -> Itera
         yield lease
     finally:
         lease.release()
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """A primitive's state at one instant (``now``, unix seconds on the Redis clock)."""
+
+    kind: str
+    name: str
+    now: float
+    #: Slots or resources in all: a pool's available + held resources, a
+    #: semaphore's max size (None if unset), 1 for a lock.
+    size: int | None
+    available: list[str]  #: a pool's available resource ids (empty for slots)
+    leases: list[Lease]  #: the live holds
+    waiters: list[Waiter]  #: blocked callers, in the order they will be served
+
+    @property
+    def free(self) -> int:
+        """How many more holds could be granted now."""
+        if self.kind == "pool":
+            return len(self.available)
+        return max(0, (self.size or 0) - len(self.leases))
+
+    def seconds_left(self, lease: Lease) -> float | None:
+        """Seconds until ``lease`` expires on the Redis clock (None: never)."""
+        return None if lease.expires_at is None else max(0.0, lease.expires_at - self.now)
+
+
+@dataclass(frozen=True)
+class Collected:
+    """What a garbage collection reclaimed (or, in a dry run, would reclaim)."""
+
+    reclaimed: list[Lease]  #: expired leases ended
+    dropped: list[Waiter]  #: waiters that stopped checking in, or timed out
 
 
 class LeasedPrimitive:
@@ -70,7 +105,27 @@ class LeasedPrimitive:
         """The callers blocked in ``acquire``, in the order they will be served."""
         return self._engine.waiters(self._read("waiters"))
 
+    def snapshot(self) -> Snapshot:
+        """Everything about the primitive at one instant, read in one round trip."""
+        now_ms, size, available, leases, waiters = self._read("snapshot")
+        return Snapshot(
+            kind=self.kind,
+            name=self.name,
+            now=int(now_ms) / 1000,
+            size=None if int(size) < 0 else int(size),
+            available=[str(r) for r in available],
+            leases=[self._engine.lease_from_record(raw) for raw in leases if raw],
+            waiters=self._engine.waiters(waiters),
+        )
+
+    def collect(self, *, dry_run: bool = False) -> Collected:
+        """Reclaim every expired lease and drop the waiters that died, now (also
+        done lazily by every acquire); returns what was reclaimed and dropped.
+        ``dry_run=True`` only reports what would be, changing nothing."""
+        leases, waiters = self._engine.expired() if dry_run else self._engine.gc()
+        return Collected(reclaimed=leases, dropped=waiters)
+
     def gc(self) -> int:
         """Reclaim every expired lease now (also done lazily by every acquire);
         returns how many were reclaimed. Also drops waiters that died."""
-        return self._engine.gc()
+        return len(self.collect().reclaimed)

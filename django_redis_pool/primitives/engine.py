@@ -71,6 +71,8 @@ class LeaseEngine:
 
     def __init__(self, client: Any, *, kind: str, name: str, mode: str, prefix: str) -> None:
         self.client = client
+        self.kind = kind
+        self.name = name
         self.label = f"{kind} {name!r}"
         #: Every key of the primitive is this base plus a suffix (see engine.lua).
         self.base = key_prefix(prefix, kind, name)
@@ -263,16 +265,32 @@ class LeaseEngine:
         """
         return int(self.run("release", resource, token, request or uuid.uuid4().hex))
 
-    def gc(self, batch: int = 1000) -> int:
-        """Reclaim every expired lease and drop dead waiters; returns the number
-        of leases reclaimed."""
-        total, offset = 0, 0
+    def gc(self, batch: int = 1000) -> tuple[list[Lease], list[Waiter]]:
+        """Reclaim every expired lease and drop dead waiters; returns the
+        reclaimed leases and the dropped waiters."""
+        leases: list[Lease] = []
+        waiters: list[Waiter] = []
+        offset = 0
         while True:
-            reclaimed, _dropped, next_offset = (int(v) for v in self.run("gc", batch, offset))
-            total += reclaimed
-            if reclaimed < batch and next_offset == -1:
-                return total
-            offset = max(next_offset, 0)
+            reclaimed, dropped, next_offset = self.run("gc", batch, offset)
+            leases += self.ended_leases(reclaimed)
+            waiters += self.waiters(dropped)
+            if len(reclaimed) < batch and int(next_offset) == -1:
+                return leases, waiters
+            offset = max(int(next_offset), 0)
+
+    def expired(self) -> tuple[list[Lease], list[Waiter]]:
+        """What :meth:`gc` would reclaim and drop now, changing nothing."""
+        leases, waiters = self.run("read", "expired", "")
+        return self.ended_leases(leases), self.waiters(waiters)
+
+    def ended_leases(self, raws: list[Any]) -> list[Lease]:
+        """Leases from the records of expired leases (a lease whose record was
+        missing has only its resource)."""
+        return [
+            self._lease_of({"h": "", "f": 0, "e": -1, "l": -1, "t": "", **rec})
+            for rec in self.records(raws)
+        ]
 
     def records(self, raws: list[Any]) -> list[dict[str, Any]]:
         """Decode JSON records returned by a read script (missing ones skipped)."""

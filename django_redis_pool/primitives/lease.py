@@ -14,9 +14,14 @@ from ..exceptions import PoolError
 if TYPE_CHECKING:
     from .engine import LeaseEngine
 
-__all__ = ["Lease"]
+__all__ = ["Lease", "lost_listeners"]
 
 logger = logging.getLogger("django_redis_pool")
+
+#: Called with every lease found lost (by a renewal, or by a release that found it
+#: already gone), after the warning is logged. The Django layer adds one that sends
+#: the ``lease_lost`` signal.
+lost_listeners: list[Callable[[Lease], None]] = []
 
 
 class Lease:
@@ -63,6 +68,16 @@ class Lease:
         self.lost = False
         self.on_lost: Callable[[Lease], None] | None = None
 
+    @property
+    def primitive_kind(self) -> str:
+        """Kind of the primitive that granted the lease ("pool", "semaphore", "lock")."""
+        return self._engine.kind
+
+    @property
+    def primitive_name(self) -> str:
+        """Name of the primitive that granted the lease."""
+        return self._engine.name
+
     def renew(self, lease_timeout: float | None = None) -> bool:
         """Extend the lease by ``lease_timeout`` seconds from now (None keeps its
         current duration). Returns False once the lease is lost."""
@@ -70,13 +85,17 @@ class Lease:
             return False
         ok = self._engine.renew(self, lease_timeout)
         if not ok:
-            self.lost = True
+            self._mark_lost("renewal found it gone (expired, force-released or removed)")
         return ok
 
     def release(self) -> bool:
         """Give the resource back. False if this lease no longer held it."""
         self.stop_auto_renew()
+        if self.lost:
+            return False
         ok = self._engine.release(self.resource, self.token) != 0
+        if not ok:
+            self._mark_lost("it was already gone when released", call_on_lost=False)
         self.lost = True
         return ok
 
@@ -97,7 +116,7 @@ class Lease:
         if renewer is not None:
             renewer.stop()
 
-    def _mark_lost(self, reason: str) -> None:
+    def _mark_lost(self, reason: str, *, call_on_lost: bool = True) -> None:
         self.lost = True
         logger.warning(
             "lease on %r of %s (holder %r, fence %s) was lost: %s",
@@ -107,11 +126,14 @@ class Lease:
             self.fence,
             reason,
         )
-        if self.on_lost is not None:
+        callbacks = [*lost_listeners]
+        if call_on_lost and self.on_lost is not None:
+            callbacks.append(self.on_lost)
+        for callback in callbacks:
             try:
-                self.on_lost(self)
+                callback(self)
             except Exception:
-                logger.exception("on_lost callback of %r failed", self)
+                logger.exception("lease-lost callback %r of %r failed", callback, self)
 
     def __enter__(self) -> Lease:
         return self

@@ -76,8 +76,38 @@ class Lock(LeasedPrimitive):
     @property
     def fence(self) -> int | None:
         """Fencing token of this thread's latest acquisition through this object
-        (strictly increasing across all holders ever); None before the first."""
-        return getattr(self._local, "fence", None)
+        (strictly increasing across all holders ever); None before the first.
+        A lock with a fixed ``holder`` falls back to that holder's current lease,
+        whichever thread acquired it."""
+        fence = getattr(self._local, "fence", None)
+        if fence is None and self._fixed_holder is not None:
+            lease = self._leases.get(self._fixed_holder)
+            fence = None if lease is None else lease.fence
+        return fence
+
+    @property
+    def lease(self) -> Lease | None:
+        """The :class:`Lease` of this thread's holder, if it acquired the lock
+        through this object and has not released it (None otherwise)."""
+        return self._leases.get(self._holder())
+
+    def for_holder(self, holder: str, *, lease_timeout: float | None = None) -> Lock:
+        """A Lock on the same name with the same options, acting as ``holder``
+        in every thread (e.g. one per web request). ``lease_timeout`` replaces
+        this lock's own if given. Does no I/O."""
+        lock = Lock(
+            self.client,
+            self.name,
+            lease_timeout=self.lease_timeout if lease_timeout is None else lease_timeout,
+            reentrant=self.reentrant,
+            auto_renew=self.auto_renew,
+            timeout=self.timeout,
+            holder=holder,
+            on_lost=self.on_lost,
+            key_prefix=self.key_prefix,
+        )
+        lock._engine = self._engine  # same keys and mode; shares its loaded scripts
+        return lock
 
     def _holder(self, holder: str | None = None) -> str:
         if holder is not None:
@@ -146,6 +176,8 @@ class Lock(LeasedPrimitive):
             lease = self._leases.pop(name, None)
         if lease is not None:
             lease.stop_auto_renew()
+            if result == 0 and not lease.lost:
+                lease._mark_lost("it was already gone when released", call_on_lost=False)
             lease.lost = True
         if getattr(self._local, "holder", None) == name:
             self._local.holder = None

@@ -76,13 +76,16 @@ class Semaphore(LeasedPrimitive):
 
     # -- acquiring and releasing ----------------------------------------------------
 
-    def _acquire(
+    def acquire_lease(
         self,
         identity: str,
-        timeout: float | None,
-        lease_timeout: float | None,
-        priority: int,
+        *,
+        timeout: float | None = 0,
+        lease_timeout: float | None = None,
+        priority: int = 0,
     ) -> Lease | None:
+        """Like :meth:`acquire`, but returns the slot's :class:`Lease` (None if
+        not granted): its ``fence``, ``expires_at``, ``renew()`` and ``release()``."""
         lease_timeout = check_lease_timeout(lease_timeout)
         return self._engine.acquire(
             timeout=check_timeout(timeout),
@@ -106,7 +109,10 @@ class Semaphore(LeasedPrimitive):
         refreshed, without taking a second slot. Raises :class:`NotConfigured`
         if the max size was never set.
         """
-        return self._acquire(identity, timeout, lease_timeout, priority) is not None
+        lease = self.acquire_lease(
+            identity, timeout=timeout, lease_timeout=lease_timeout, priority=priority
+        )
+        return lease is not None
 
     def release(self, identity: str) -> bool:
         """Give back the slot of ``identity``; False if it held none (or its
@@ -131,7 +137,9 @@ class Semaphore(LeasedPrimitive):
         """
         if identity is None:
             identity = f"{default_holder()}:{uuid.uuid4().hex[:8]}"
-        lease = self._acquire(identity, timeout, lease_timeout, priority)
+        lease = self.acquire_lease(
+            identity, timeout=timeout, lease_timeout=lease_timeout, priority=priority
+        )
         unavailable = f"no slot of semaphore {self.name!r} became free within {timeout} s"
         with holding(lease, auto_renew=auto_renew, unavailable=unavailable) as held:
             yield held

@@ -250,19 +250,22 @@ local function end_lease(resource, rec)
   put_back(resource)
 end
 
--- Reclaim up to `limit` expired leases; returns how many.
+-- Reclaim up to `limit` expired leases; returns their records (JSON; a lease
+-- whose record is missing is returned as {"r": resource}).
 local function reclaim(limit)
   local expired = redis.call('ZRANGEBYSCORE', K_LEASES, '-inf', NOW, 'LIMIT', 0, limit)
-  for _, resource in ipairs(expired) do
-    local rec = lease_record(resource)
+  local ended = {}
+  for i, resource in ipairs(expired) do
+    local rec, raw = lease_record(resource)
     if rec then
       end_lease(resource, rec)
     else
       redis.call('ZREM', K_LEASES, resource)
       put_back(resource)
     end
+    ended[i] = raw or cjson.encode({r = resource})
   end
-  return #expired
+  return ended
 end
 
 local function take_available()

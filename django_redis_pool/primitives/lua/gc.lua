@@ -1,21 +1,22 @@
 -- gc: reclaim up to ARGV[2] expired leases and drop dead waiters among the
 -- ARGV[2] waiters starting at queue index ARGV[3].
--- Returns {leases reclaimed, waiters dropped, next queue index or -1 when done}.
+-- Returns {reclaimed lease records, dropped waiter records (JSON), next queue
+-- index or -1 when done}.
 local LIMIT, OFFSET = tonumber(ARGV[2]), tonumber(ARGV[3])
 local reclaimed = reclaim(LIMIT)
 local ids = redis.call('ZRANGE', K_WAITQ, OFFSET, OFFSET + LIMIT - 1)
-local dropped = 0
+local dropped = {}
 for _, id in ipairs(ids) do
   local raw = redis.call('HGET', K_WINFO, id)
   local w = raw and cjson.decode(raw)
   if not w or not waiter_alive(w) then
     drop_waiter(id, w)
-    dropped = dropped + 1
+    table.insert(dropped, raw or cjson.encode({h = id, p = 0, s = 0, dl = -1}))
   end
 end
 pump()
 local next_offset = -1
 if #ids == LIMIT then
-  next_offset = OFFSET + LIMIT - dropped
+  next_offset = OFFSET + LIMIT - #dropped
 end
 return {reclaimed, dropped, next_offset}

@@ -54,5 +54,35 @@ elseif WHAT == 'leases' then
   return hmget_all(K_INFO, redis.call('ZRANGEBYSCORE', K_LEASES, live, '+inf'))
 elseif WHAT == 'waiters' then
   return hmget_all(K_WINFO, redis.call('ZRANGE', K_WAITQ, 0, -1))
+elseif WHAT == 'snapshot' then
+  -- {now ms, size (slots: -1 unset; pools: available + held), available ids
+  -- (pools), live lease records, waiter records in serving order}
+  local leases = hmget_all(K_INFO, redis.call('ZRANGEBYSCORE', K_LEASES, live, '+inf'))
+  local available, size = {}, 1
+  if MODE == 'sem' then
+    size = tonumber(redis.call('GET', K_MAX) or '-1')
+  elseif not SLOTS then
+    available = redis.call('ZRANGE', K_AVAIL, 0, -1)
+    for _, r in ipairs(redis.call('ZRANGEBYSCORE', K_LEASES, '-inf', NOW)) do
+      table.insert(available, r)
+    end
+    size = #available + #leases
+  end
+  local waiters = hmget_all(K_WINFO, redis.call('ZRANGE', K_WAITQ, 0, -1))
+  return {NOW, size, available, leases, waiters}
+elseif WHAT == 'expired' then
+  -- What gc would reclaim now: {expired lease records, dead waiter records}.
+  local expired = {}
+  for _, r in ipairs(redis.call('ZRANGEBYSCORE', K_LEASES, '-inf', NOW)) do
+    table.insert(expired, redis.call('HGET', K_INFO, r) or cjson.encode({r = r}))
+  end
+  local dead = {}
+  for _, id in ipairs(redis.call('ZRANGE', K_WAITQ, 0, -1)) do
+    local raw = redis.call('HGET', K_WINFO, id)
+    if not raw or not waiter_alive(cjson.decode(raw)) then
+      table.insert(dead, raw or cjson.encode({h = id, p = 0, s = 0, dl = -1}))
+    end
+  end
+  return {expired, dead}
 end
 return redis.error_reply('unknown read ' .. tostring(WHAT))
