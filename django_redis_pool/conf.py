@@ -169,12 +169,13 @@ def _build_pool(client: Any, name: str, key_prefix: str, options: Mapping[str, A
 
 
 def _build_semaphore(client: Any, name: str, key_prefix: str, options: Mapping[str, Any]) -> Any:
-    semaphore = Semaphore(
-        client, name, lease_timeout=options["LEASE_TIMEOUT"], key_prefix=key_prefix
+    return Semaphore(
+        client,
+        name,
+        lease_timeout=options["LEASE_TIMEOUT"],
+        default_max_size=options["MAX_SIZE"],  # stored on first acquire if Redis has none
+        key_prefix=key_prefix,
     )
-    if options["MAX_SIZE"] is not None:
-        semaphore.ensure_max_size(options["MAX_SIZE"])  # first use: only if Redis has none
-    return semaphore
 
 
 def _build_lock(client: Any, name: str, key_prefix: str, options: Mapping[str, Any]) -> Any:

@@ -219,8 +219,8 @@ def get_pool(name: str) -> ResourcePool:
 def get_semaphore(name: str) -> Semaphore:
     """The :class:`Semaphore` configured in ``DJANGO_REDIS_POOL["SEMAPHORES"][name]``.
 
-    On first use in a process, its ``MAX_SIZE`` is stored in Redis if Redis has
-    no max size yet (``manage.py pool_sync`` overwrites it).
+    Its ``MAX_SIZE`` is stored in Redis by the first acquire that finds no max
+    size there (``manage.py pool_sync`` overwrites it). Building it does no I/O.
     """
     semaphore: Semaphore = _get("semaphore", name)
     return semaphore

@@ -110,20 +110,23 @@ def test_get_pool_of_a_name_of_another_kind_raises_not_configured(
         get_pool("nightly")
 
 
-def test_get_semaphore_stores_max_size_on_first_use(settings: Any, redis_url: str) -> None:
+def test_get_semaphore_stores_max_size_on_first_acquire(settings: Any, redis_url: str) -> None:
     configure(settings, redis_url, SEMAPHORES={"api": {"MAX_SIZE": 2, "LEASE_TIMEOUT": 60}})
     semaphore = get_semaphore("api")
     assert isinstance(semaphore, Semaphore)
     assert semaphore.lease_timeout == 60
-    assert semaphore.get_max_size() == 2
+    assert semaphore.get_max_size() == 0, "building it does no I/O"
     assert semaphore.acquire("a") and semaphore.acquire("b") and not semaphore.acquire("c")
+    assert semaphore.get_max_size() == 2
     assert get_resource("api") is semaphore
 
 
 def test_get_semaphore_keeps_a_max_size_already_in_redis(settings: Any, redis_url: str) -> None:
     configure(settings, redis_url, SEMAPHORES={"api": {"MAX_SIZE": 2}})
     Semaphore(registry.get_connection(), "api").set_max_size(7)  # e.g. set by an operator
-    assert get_semaphore("api").get_max_size() == 7
+    semaphore = get_semaphore("api")
+    assert semaphore.acquire("a")
+    assert semaphore.get_max_size() == 7
 
 
 def test_semaphore_without_max_size_setting_is_not_configured_until_set(

@@ -80,6 +80,8 @@ class LeaseEngine:
         self.mode = mode
         self._shas: dict[str, str] = {}
         self._chunk: float | None = None
+        #: Semaphores: the max size an acquire stores if Redis has none ("": none).
+        self.default_max = ""
 
     # -- running scripts -------------------------------------------------------
 
@@ -114,7 +116,9 @@ class LeaseEngine:
         wait_ms = -2 if timeout == 0 else _remaining_ms(deadline)
         try:
             reply = self._check(
-                self.run("acquire", token, *args, wait_ms, to_ms(chunk)), holder, timeout != 0
+                self.run("acquire", token, *args, wait_ms, to_ms(chunk), self.default_max),
+                holder,
+                timeout != 0,
             )
             if reply[0] == "granted":
                 return self._lease(reply[1])
@@ -174,7 +178,10 @@ class LeaseEngine:
                 if deadline is not None and deadline <= time.monotonic():
                     return None
                 reply = self._check(
-                    self.run("acquire", token, *args, _remaining_ms(deadline), alive_ms), args[0]
+                    self.run(
+                        "acquire", token, *args, _remaining_ms(deadline), alive_ms, self.default_max
+                    ),
+                    args[0],
                 )
                 if reply[0] == "granted":
                     lease = self._lease(reply[1])

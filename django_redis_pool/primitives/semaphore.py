@@ -27,7 +27,8 @@ class Semaphore(LeasedPrimitive):
 
     At most ``get_max_size()`` identities hold a slot at once. The max size is
     stored in Redis (``set_max_size``), so every process agrees on it; until it
-    is set, ``acquire`` raises :class:`NotConfigured`. Each hold is a lease on
+    is set, ``acquire`` raises :class:`NotConfigured` (or, given
+    ``default_max_size``, stores that size first). Each hold is a lease on
     the Redis clock (``lease_timeout``, None: no expiry) so a crashed holder's
     slot comes back; an identity that asks again refreshes its hold and never
     takes a second slot. Blocked callers are served by priority, then first
@@ -44,10 +45,18 @@ class Semaphore(LeasedPrimitive):
         name: str,
         *,
         lease_timeout: float | None = None,
+        default_max_size: int | None = None,
         key_prefix: str = "drp",
     ) -> None:
         super().__init__(client, name, key_prefix=key_prefix, mode="sem")
         self.lease_timeout = check_lease_timeout(lease_timeout)
+        #: Stored by the first acquire that finds no max size in Redis (None: such
+        #: an acquire raises NotConfigured). ``set_max_size`` always overrides it.
+        self.default_max_size = (
+            None if default_max_size is None else check_max_size(default_max_size)
+        )
+        if self.default_max_size is not None:
+            self._engine.default_max = str(self.default_max_size)
 
     def __repr__(self) -> str:
         return f"<Semaphore {self.name!r} lease_timeout={self.lease_timeout}>"

@@ -18,7 +18,6 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from ... import conf, registry
 from ...exceptions import BackendUnavailable
-from ...primitives.semaphore import Semaphore
 
 
 class Command(BaseCommand):
@@ -92,8 +91,7 @@ class Command(BaseCommand):
             if self.verbosity >= 1:
                 self.stdout.write(f"{name}: no MAX_SIZE configured, max size left as it is")
             return
-        # Not get_semaphore(): on first use that stores MAX_SIZE, even in a dry run.
-        semaphore = Semaphore(registry.get_connection(), name, key_prefix=config.key_prefix)
+        semaphore = registry.get_semaphore(name)
         before = semaphore.get_max_size()
         if before == size:
             if self.verbosity >= 1:

@@ -3,13 +3,15 @@
 -- lease or queue place, never a second one), ARGV[3] holder (slot modes: the
 -- identity asking for a slot), ARGV[4] lease ms (-1 none), ARGV[5] priority,
 -- ARGV[6] wait ms (-2 do not wait, -1 forever), ARGV[7] liveness window ms (the
--- waiter checks in at least this often).
+-- waiter checks in at least this often), ARGV[8] the max size to store if none
+-- is stored yet ('' none; semaphores).
 -- Returns {'granted', record} | {'queued', ms until next expiry} | {'none'}
 -- | {'unconfigured'} (a semaphore without a max size) | {'held'} (lock: the
 -- holder already holds it and the lock is not reentrant).
 local TOKEN, HOLDER = ARGV[2], ARGV[3]
 local LEASE_MS, PRIORITY = tonumber(ARGV[4]), tonumber(ARGV[5])
 local WAIT_MS, ALIVE_MS = tonumber(ARGV[6]), tonumber(ARGV[7])
+local DEFAULT_MAX = ARGV[8]
 
 local state, value = token_state(TOKEN)
 if state == 'granted' then
@@ -22,7 +24,10 @@ reclaim(RECLAIM_LIMIT)
 pump()
 if SLOTS then
   if MODE == 'sem' and not redis.call('GET', K_MAX) then
-    return {'unconfigured'}
+    if DEFAULT_MAX == '' then
+      return {'unconfigured'}
+    end
+    redis.call('SET', K_MAX, DEFAULT_MAX)
   end
   local rec = live_record(HOLDER)
   if rec then
