@@ -35,9 +35,17 @@ ID                    Problem
 ``E018``              Bad option value (``ORDER``, ``LEASE_TIMEOUT``, ``RESOURCES``,
                       ``MAX_SIZE``, ``REENTRANT``, ``AUTO_RENEW``, ``TIMEOUT``).
 ``E019``              ``MIDDLEWARE`` is not a list.
+``E020``              A ``MIDDLEWARE`` rule is invalid (not a dict, unknown or missing
+                      key, bad regex, unconfigured ``RESOURCE``, bad ``METHODS``,
+                      ``TIMEOUT``, ``LEASE_TIMEOUT``, ``IDENTITY``, ``STATUS`` or
+                      ``RETRY_AFTER``).
+``E021``              ``UNAVAILABLE_VIEW`` is not a callable or an importable dotted path.
+``E022``              ``FAIL_OPEN`` is not True or False.
 ``E099``              The check itself failed unexpectedly (the error is reported).
-``W001``              A kind (or ``MIDDLEWARE``) is configured that this version does
-                      not support yet; its entries cannot be used.
+``W001``              A kind is configured that this version does not support yet;
+                      its entries cannot be used.
+``W002``              ``MIDDLEWARE`` rules are set, but ``ResourceMiddleware`` is not in
+                      ``settings.MIDDLEWARE``, so they do nothing.
 ====================  ==================================================================
 """
 
@@ -57,6 +65,7 @@ __all__ = ["TAG", "check_settings", "validate"]
 
 TAG = "django_redis_pool"
 _PREFIX = "django_redis_pool"
+MIDDLEWARE_PATH = "django_redis_pool.middleware.ResourceMiddleware"
 
 
 class _Report:
@@ -86,7 +95,21 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckM
     try:
         from django.conf import settings
 
-        return validate(conf.get_setting(), getattr(settings, "CACHES", {}))
+        raw = conf.get_setting()
+        messages = validate(raw, getattr(settings, "CACHES", {}))
+        rules = raw.get("MIDDLEWARE") if isinstance(raw, dict) else None
+        installed = MIDDLEWARE_PATH in getattr(settings, "MIDDLEWARE", ())
+        if isinstance(rules, (list, tuple)) and rules and not installed:
+            messages.append(
+                checks.Warning(
+                    f"{conf.setting_path('MIDDLEWARE')} has rules, but {MIDDLEWARE_PATH!r} is "
+                    "not in settings.MIDDLEWARE, so they do nothing.",
+                    hint=f"Add {MIDDLEWARE_PATH!r} to settings.MIDDLEWARE (after the session "
+                    "and authentication middleware if a rule's IDENTITY uses request.user).",
+                    id=f"{_PREFIX}.W002",
+                )
+            )
+        return messages
     except Exception as exc:  # a check must report, never crash `manage.py check`
         return [
             checks.Error(
@@ -128,8 +151,25 @@ def validate(raw: Any, caches: Any) -> list[checks.CheckMessage]:
                 f'Use a short str without braces or whitespace, e.g. "{conf.DEFAULT_KEY_PREFIX}" '
                 "(the default), or remove the key.",
             )
-    _check_kinds(raw, report)
-    _check_middleware(raw, report)
+    usable = _check_kinds(raw, report)
+    _check_middleware(raw, usable, report)
+    if raw.get("UNAVAILABLE_VIEW") is not None:
+        try:
+            conf.import_callable(raw["UNAVAILABLE_VIEW"], conf.setting_path("UNAVAILABLE_VIEW"))
+        except ValueError as exc:
+            report.error(
+                21,
+                f"{exc}.",
+                "Use the dotted path of a view taking (request, exception), e.g. "
+                '"myapp.views.busy", or remove the key.',
+            )
+    if "FAIL_OPEN" in raw and not isinstance(raw["FAIL_OPEN"], bool):
+        report.error(
+            22,
+            f"{conf.setting_path('FAIL_OPEN')} must be True or False, got {raw['FAIL_OPEN']!r}.",
+            "Use True to run views without a hold when Redis is down, False (the default) "
+            "to answer them with the unavailable response.",
+        )
     return report.messages
 
 
@@ -282,7 +322,8 @@ def _check_sentinels(connection: dict[str, Any], report: _Report) -> None:
 # --------------------------------------------------------------- kinds, entries
 
 
-def _check_kinds(raw: dict[str, Any], report: _Report) -> None:
+def _check_kinds(raw: dict[str, Any], report: _Report) -> dict[str, conf.Kind]:
+    """Check every kind mapping; returns the usable names (supported kinds)."""
     kinds_of_name: dict[str, list[conf.Kind]] = {}
     for kind in conf.KINDS:
         if kind.setting_key not in raw:
@@ -335,6 +376,7 @@ def _check_kinds(raw: dict[str, Any], report: _Report) -> None:
                 f"The name {name!r} is used by {paths}; a name must be unique across all kinds.",
                 "Rename all but one of them.",
             )
+    return {name: kinds[0] for name, kinds in kinds_of_name.items() if kinds[0].supported}
 
 
 def _check_options(kind: conf.Kind, name: str, entry: Mapping[Any, Any], report: _Report) -> None:
@@ -354,7 +396,7 @@ def _check_options(kind: conf.Kind, name: str, entry: Mapping[Any, Any], report:
             report.error(18, f"{exc}.", option.hint)
 
 
-def _check_middleware(raw: dict[str, Any], report: _Report) -> None:
+def _check_middleware(raw: dict[str, Any], usable: Mapping[str, Any], report: _Report) -> None:
     if "MIDDLEWARE" not in raw:
         return
     rules = raw["MIDDLEWARE"]
@@ -363,11 +405,17 @@ def _check_middleware(raw: dict[str, Any], report: _Report) -> None:
         report.error(
             19,
             f"{path} must be a list of rules, got {type(rules).__name__}.",
-            f"Use {path} = [] or remove the key.",
+            f'Use {path} = [{{"PATH": r"^/print/", "RESOURCE": "printers"}}] or remove the key.',
         )
-    elif rules:
-        report.warning(
-            1,
-            f"{path} is not supported by this version yet; its rules are ignored.",
-            f"Remove {path}, or upgrade django-redis-pool to a version with the middleware.",
-        )
+        return
+    for index, rule in enumerate(rules):
+        try:
+            conf.parse_rule(rule, index, usable)
+        except ValueError as exc:
+            report.error(
+                20,
+                f"{exc}.",
+                'A rule is {"PATH": r"^/print/", "RESOURCE": "<configured name>"} plus '
+                'optional "METHODS": ["POST"], "TIMEOUT": 5, "LEASE_TIMEOUT", "IDENTITY" '
+                '(dotted path of a function of the request), "STATUS", "RETRY_AFTER".',
+            )

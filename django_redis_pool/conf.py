@@ -17,6 +17,8 @@ setting that passed them.
 
 from __future__ import annotations
 
+import math
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -40,7 +42,7 @@ __all__ = [
     "KINDS_BY_KEY",
     "KINDS_BY_NAME",
     "ORDERS",
-    "RESERVED_KEYS",
+    "RULE_KEYS",
     "SETTING_NAME",
     "TOP_LEVEL_KEYS",
     "URL_SCHEMES",
@@ -48,9 +50,14 @@ __all__ = [
     "Entry",
     "Kind",
     "Option",
+    "Rule",
+    "check_retry_after",
+    "check_status",
     "entry_options",
     "get_setting",
+    "import_callable",
     "parse",
+    "parse_rule",
     "redis_cache_flavour",
     "setting_path",
 ]
@@ -114,6 +121,7 @@ class Kind:
     setting_key: str  #: "POOLS", "SEMAPHORES", ...
     options: Mapping[str, Option] = field(default_factory=dict)
     factory: Factory | None = None  #: None: reserved for a later version
+    primitive: type | None = None  #: the class ``factory`` builds (signals' sender)
 
     @property
     def supported(self) -> bool:
@@ -212,6 +220,7 @@ KINDS: tuple[Kind, ...] = (
             ),
         },
         _build_pool,
+        ResourcePool,
     ),
     Kind(
         "semaphore",
@@ -226,6 +235,7 @@ KINDS: tuple[Kind, ...] = (
             "LEASE_TIMEOUT": Option(check_lease_timeout, None, _LEASE_HINT),
         },
         _build_semaphore,
+        Semaphore,
     ),
     Kind(
         "lock",
@@ -242,6 +252,7 @@ KINDS: tuple[Kind, ...] = (
             ),
         },
         _build_lock,
+        Lock,
     ),
     # Reserved for later versions: add options and a factory to enable one.
     Kind("allocator", "ALLOCATORS"),
@@ -251,9 +262,128 @@ KINDS: tuple[Kind, ...] = (
 KINDS_BY_KEY: Mapping[str, Kind] = {kind.setting_key: kind for kind in KINDS}
 KINDS_BY_NAME: Mapping[str, Kind] = {kind.name: kind for kind in KINDS}
 
-#: Top-level keys that are not a kind mapping and are reserved for later versions.
-RESERVED_KEYS = ("MIDDLEWARE",)
-TOP_LEVEL_KEYS = ("CONNECTION", "KEY_PREFIX", *KINDS_BY_KEY, *RESERVED_KEYS)
+TOP_LEVEL_KEYS = (
+    "CONNECTION",
+    "KEY_PREFIX",
+    *KINDS_BY_KEY,
+    "MIDDLEWARE",
+    "UNAVAILABLE_VIEW",
+    "FAIL_OPEN",
+)
+
+# ------------------------------------------------------- requests and middleware
+
+
+def check_status(value: Any, what: str = "status") -> int:
+    """An HTTP status for "nothing granted in time": an int from 400 to 599."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 400 <= value <= 599:
+        raise ValueError(
+            f"{what} must be an HTTP error status (an int from 400 to 599), got {value!r}"
+        )
+    return value
+
+
+def check_retry_after(value: Any, what: str = "retry_after") -> int | None:
+    """Seconds for the ``Retry-After`` header: a number >= 0 (rounded up), or None."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < math.inf:
+        raise ValueError(f"{what} must be a number of seconds >= 0 or None, got {value!r}")
+    return math.ceil(value)
+
+
+def import_callable(value: Any, what: str) -> Callable[..., Any]:
+    """The callable named by the dotted path ``value`` (or ``value`` itself)."""
+    from django.utils.module_loading import import_string
+
+    if isinstance(value, str):
+        try:
+            value = import_string(value)
+        except ImportError as exc:
+            raise ValueError(f"{what} = {value!r} cannot be imported: {exc}") from exc
+    if not callable(value):
+        raise ValueError(f"{what} must be a callable or its dotted path, got {value!r}")
+    return value  # type: ignore[no-any-return]
+
+
+#: Keys of one ``MIDDLEWARE`` rule: the first two are required.
+RULE_KEYS = (
+    "PATH",
+    "RESOURCE",
+    "METHODS",
+    "TIMEOUT",
+    "LEASE_TIMEOUT",
+    "IDENTITY",
+    "STATUS",
+    "RETRY_AFTER",
+)
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One ``MIDDLEWARE`` rule: requests whose path matches ``path`` (from its
+    start, ``re.match``) and whose method is in ``methods`` (None: any) hold
+    ``resource`` while they are served."""
+
+    path: re.Pattern[str]
+    methods: frozenset[str] | None
+    resource: str
+    #: keyword arguments of ``with_resource`` (timeout, lease_timeout, identity,
+    #: status, retry_after)
+    options: Mapping[str, Any]
+
+    def matches(self, path: str, method: str | None) -> bool:
+        """Whether a request for ``path`` with ``method`` falls under this rule."""
+        if self.methods is not None and (method or "").upper() not in self.methods:
+            return False
+        return self.path.match(path) is not None
+
+
+def parse_rule(raw: Any, index: int, names: Mapping[str, Any]) -> Rule:
+    """Validate rule ``index`` of ``MIDDLEWARE``; ``names`` are the configured
+    primitives that a rule may name. Raises ``ValueError`` naming the setting."""
+    path = setting_path("MIDDLEWARE", index)
+    if not isinstance(raw, dict):
+        raise ValueError(f"{path} must be a dict with PATH and RESOURCE, got {raw!r}")
+    unknown = [key for key in raw if key not in RULE_KEYS]
+    if unknown:
+        raise ValueError(f"{path} has unknown keys {unknown!r} (known: {', '.join(RULE_KEYS)})")
+    for key in ("PATH", "RESOURCE"):
+        if key not in raw:
+            raise ValueError(f"{path} has no {key}")
+    try:
+        pattern = re.compile(raw["PATH"])
+    except (re.error, TypeError) as exc:
+        raise ValueError(
+            f'{path}["PATH"] = {raw["PATH"]!r} is not a regular expression: {exc}'
+        ) from exc
+    resource = raw["RESOURCE"]
+    if not isinstance(resource, str) or resource not in names:
+        raise ValueError(
+            f'{path}["RESOURCE"] = {resource!r} is not a configured name (configured: '
+            f"{', '.join(map(repr, sorted(names))) or 'none'})"
+        )
+    methods = raw.get("METHODS")
+    if methods is not None:
+        if (
+            isinstance(methods, str)
+            or not isinstance(methods, (list, tuple))
+            or not all(isinstance(m, str) and m.strip() for m in methods)
+        ):
+            raise ValueError(f'{path}["METHODS"] must be a list of HTTP methods, got {methods!r}')
+        methods = frozenset(m.strip().upper() for m in methods)
+    identity = raw.get("IDENTITY")
+    if identity is not None:
+        import_callable(identity, f'{path}["IDENTITY"]')
+    options = {
+        "timeout": check_timeout(raw.get("TIMEOUT"), f'{path}["TIMEOUT"]'),
+        "lease_timeout": check_lease_timeout(raw.get("LEASE_TIMEOUT"), f'{path}["LEASE_TIMEOUT"]'),
+        "identity": identity,
+        "status": check_status(raw.get("STATUS", 503), f'{path}["STATUS"]'),
+        "retry_after": check_retry_after(raw.get("RETRY_AFTER"), f'{path}["RETRY_AFTER"]'),
+    }
+    return Rule(pattern, methods, resource, options)
+
 
 # ----------------------------------------------------------------------- reading
 
@@ -314,6 +444,9 @@ class Config:
     connection: Mapping[str, Any]
     key_prefix: str
     entries: Mapping[str, Entry]  #: by name, across all kinds
+    middleware: tuple[Rule, ...] = ()
+    unavailable_view: str | Callable[..., Any] | None = None
+    fail_open: bool = False
 
     def names(self, kind: Kind | None = None) -> list[str]:
         """Sorted names of the configured entries (of ``kind`` only, if given)."""
@@ -340,8 +473,14 @@ def parse(raw: Mapping[str, Any]) -> Config:
     for kind in KINDS:
         for name, entry in raw.get(kind.setting_key, {}).items():
             entries[name] = Entry(kind, name, entry_options(kind, name, entry))
+    usable = {name: e for name, e in entries.items() if e.kind.supported}
     return Config(
         connection=raw.get("CONNECTION", DEFAULT_CONNECTION),
         key_prefix=raw.get("KEY_PREFIX", DEFAULT_KEY_PREFIX),
         entries=entries,
+        middleware=tuple(
+            parse_rule(rule, index, usable) for index, rule in enumerate(raw.get("MIDDLEWARE", ()))
+        ),
+        unavailable_view=raw.get("UNAVAILABLE_VIEW"),
+        fail_open=raw.get("FAIL_OPEN", False),
     )

@@ -335,10 +335,75 @@ def test_w001_reserved_kind_is_not_supported_yet(settings: Any, key: str) -> Non
     assert "not supported by this version yet" in message.msg
 
 
-def test_w001_middleware_is_not_supported_yet(settings: Any) -> None:
+PRINTERS = {"POOLS": {"printers": {"RESOURCES": ["p1"]}}}
+MIDDLEWARE_INSTALLED = ["django_redis_pool.middleware.ResourceMiddleware"]
+
+
+def test_valid_middleware_rules_pass(settings: Any) -> None:
+    settings.MIDDLEWARE = MIDDLEWARE_INSTALLED
+    rules = [
+        {"PATH": "^/print/", "RESOURCE": "printers"},
+        {
+            "PATH": r"^/api/(?P<id>\d+)/",
+            "METHODS": ["post", "PUT"],
+            "RESOURCE": "printers",
+            "TIMEOUT": 2.5,
+            "LEASE_TIMEOUT": 30,
+            "IDENTITY": "tests.test_checks.identity_of",
+            "STATUS": 429,
+            "RETRY_AFTER": 3,
+        },
+    ]
+    assert ours(settings, {**PRINTERS, "MIDDLEWARE": rules}) == []
+
+
+def identity_of(request: Any) -> str:
+    return "someone"
+
+
+@pytest.mark.parametrize(
+    ("rule", "named"),
+    [
+        ("^/print/", "must be a dict"),
+        ({"RESOURCE": "printers"}, "has no PATH"),
+        ({"PATH": "^/print/"}, "has no RESOURCE"),
+        ({"PATH": "^/print/", "RESOURCE": "printers", "TIMEUOT": 1}, "'TIMEUOT'"),
+        ({"PATH": "^/print/(", "RESOURCE": "printers"}, "'^/print/('"),
+        ({"PATH": 5, "RESOURCE": "printers"}, "5"),
+        ({"PATH": "^/", "RESOURCE": "scanners"}, "'scanners'"),
+        ({"PATH": "^/", "RESOURCE": "printers", "METHODS": "POST"}, "'POST'"),
+        ({"PATH": "^/", "RESOURCE": "printers", "TIMEOUT": -1}, "-1"),
+        ({"PATH": "^/", "RESOURCE": "printers", "LEASE_TIMEOUT": 0}, "0"),
+        ({"PATH": "^/", "RESOURCE": "printers", "STATUS": 200}, "200"),
+        ({"PATH": "^/", "RESOURCE": "printers", "RETRY_AFTER": "soon"}, "'soon'"),
+        ({"PATH": "^/", "RESOURCE": "printers", "IDENTITY": "no.such.function"}, "no.such"),
+    ],
+)
+def test_e020_bad_middleware_rule(settings: Any, rule: Any, named: str) -> None:
+    settings.MIDDLEWARE = MIDDLEWARE_INSTALLED
+    message = only(ours(settings, {**PRINTERS, "MIDDLEWARE": [rule]}), "E020")
+    assert 'DJANGO_REDIS_POOL["MIDDLEWARE"][0]' in message.msg
+    assert named in message.msg
+
+
+@pytest.mark.parametrize("view", ["no.such.view", 42])
+def test_e021_unavailable_view_not_importable(settings: Any, view: Any) -> None:
+    message = only(ours(settings, {"UNAVAILABLE_VIEW": view}), "E021")
+    assert 'DJANGO_REDIS_POOL["UNAVAILABLE_VIEW"]' in message.msg
+    assert repr(view) in message.msg
+
+
+def test_e022_fail_open_not_a_bool(settings: Any) -> None:
+    message = only(ours(settings, {"FAIL_OPEN": "yes"}), "E022")
+    assert "'yes'" in message.msg
+
+
+def test_w002_middleware_rules_without_the_middleware_installed(settings: Any) -> None:
+    settings.MIDDLEWARE = []
     rules = [{"PATH": "^/print/", "RESOURCE": "printers"}]
-    message = only(ours(settings, {"MIDDLEWARE": rules}), "W001")
-    assert 'DJANGO_REDIS_POOL["MIDDLEWARE"]' in message.msg
+    message = only(ours(settings, {**PRINTERS, "MIDDLEWARE": rules}), "W002")
+    assert message.level < 40
+    assert "ResourceMiddleware" in message.msg
 
 
 # ------------------------------------------------------ never crash, never connect
