@@ -6,7 +6,8 @@ from django.apps import AppConfig
 
 
 class DjangoRedisPoolConfig(AppConfig):
-    """Registers the system checks and the settings-change receiver.
+    """Registers the system checks, the settings-change receiver and the
+    listener that turns lost leases into the ``lease_lost`` signal.
 
     ``ready()`` does no Redis I/O: connections are made on first use.
     """
@@ -19,9 +20,12 @@ class DjangoRedisPoolConfig(AppConfig):
         from django.core import checks as django_checks
         from django.core.signals import setting_changed
 
-        from . import checks, registry
+        from . import checks, holds, registry
+        from .primitives import lease
 
         django_checks.register(checks.check_settings, checks.TAG)
+        if holds.on_lease_lost not in lease.lost_listeners:
+            lease.lost_listeners.append(holds.on_lease_lost)
         setting_changed.connect(
             registry.on_setting_changed, dispatch_uid="django_redis_pool.registry"
         )

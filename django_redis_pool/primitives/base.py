@@ -12,7 +12,14 @@ from ._common import check_client, check_name
 from .engine import LeaseEngine, Waiter
 from .lease import Lease
 
-__all__ = ["Collected", "LeasedPrimitive", "Snapshot", "holding"]
+__all__ = [
+    "Collected",
+    "LeasedPrimitive",
+    "Snapshot",
+    "holding",
+    "lease_as_dict",
+    "waiter_as_dict",
+]
 
 
 @contextlib.contextmanager
@@ -53,7 +60,50 @@ class Snapshot:
 
     def seconds_left(self, lease: Lease) -> float | None:
         """Seconds until ``lease`` expires on the Redis clock (None: never)."""
-        return None if lease.expires_at is None else max(0.0, lease.expires_at - self.now)
+        if lease.expires_at is None:
+            return None
+        return round(max(0.0, lease.expires_at - self.now), 3)
+
+    def as_dict(self) -> dict[str, Any]:
+        """The snapshot as JSON-ready data (times in unix seconds, Redis clock)."""
+        return {
+            "kind": self.kind,
+            "name": self.name,
+            "time": self.now,
+            "size": self.size,
+            "free": self.free,
+            "held": len(self.leases),
+            "waiting": len(self.waiters),
+            "available": self.available,
+            "holders": [
+                {**lease_as_dict(lease), "seconds_left": self.seconds_left(lease)}
+                for lease in self.leases
+            ],
+            "waiters": [
+                {**waiter_as_dict(waiter), "waited": round(max(0.0, self.now - waiter.since), 3)}
+                for waiter in self.waiters
+            ],
+        }
+
+
+def lease_as_dict(lease: Lease) -> dict[str, Any]:
+    """A lease as JSON-ready data."""
+    return {
+        "resource": lease.resource,
+        "holder": lease.holder,
+        "fence": lease.fence,
+        "expires_at": lease.expires_at,
+    }
+
+
+def waiter_as_dict(waiter: Waiter) -> dict[str, Any]:
+    """A waiter as JSON-ready data."""
+    return {
+        "holder": waiter.holder,
+        "priority": waiter.priority,
+        "since": waiter.since,
+        "deadline": waiter.deadline,
+    }
 
 
 @dataclass(frozen=True)
@@ -62,6 +112,13 @@ class Collected:
 
     reclaimed: list[Lease]  #: expired leases ended
     dropped: list[Waiter]  #: waiters that stopped checking in, or timed out
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready data."""
+        return {
+            "reclaimed": [lease_as_dict(lease) for lease in self.reclaimed],
+            "dropped": [waiter_as_dict(waiter) for waiter in self.dropped],
+        }
 
 
 class LeasedPrimitive:

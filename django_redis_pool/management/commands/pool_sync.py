@@ -1,4 +1,4 @@
-"""``manage.py pool_sync``: make Redis match the configured pools and semaphores.
+"""``manage.py pool_sync``: make Redis match the configured primitives.
 
 Each id in ``DJANGO_REDIS_POOL["POOLS"][name]["RESOURCES"]`` is associated with its
 pool (ids already there, available or leased, are left alone). ``--prune`` also
@@ -7,34 +7,32 @@ included (their holders' later release returns False).
 
 Each semaphore with a ``MAX_SIZE`` gets that max size in Redis (a smaller one
 evicts no holder; a larger one serves waiting callers at once).
+
+Locks keep no configured state in Redis: they are reported as in sync. A later
+kind adds its step to ``Command.steps``.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from django.core.exceptions import ImproperlyConfigured
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandParser
 
 from ... import conf, registry
-from ...exceptions import BackendUnavailable
+from ...primitives.pool import ResourcePool
+from ...primitives.semaphore import Semaphore
+from ._base import PoolCommand
 
 
-class Command(BaseCommand):
+class Command(PoolCommand):
     help = (
-        "Associate the RESOURCES configured in DJANGO_REDIS_POOL['POOLS'] with their "
-        "pools in Redis and store each semaphore's MAX_SIZE; --prune removes pool "
-        "resources that are no longer configured."
+        "Make Redis match DJANGO_REDIS_POOL: associate each pool's RESOURCES and store "
+        "each semaphore's MAX_SIZE; --prune removes pool resources that are no longer "
+        "configured."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument(
-            "--name",
-            action="append",
-            dest="names",
-            metavar="NAME",
-            help="Only sync this pool or semaphore (repeatable). Default: all of them.",
-        )
+        super().add_arguments(parser)
         parser.add_argument(
             "--prune",
             action="store_true",
@@ -48,50 +46,28 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         self.verbosity: int = options["verbosity"]
-        try:
-            config = registry.get_config()
-            for name in self._names(config, options["names"]):
-                if config.entries[name].kind.name == "semaphore":
-                    self._sync_semaphore(config, name, dry_run=options["dry_run"])
-                else:
-                    self._sync(config, name, prune=options["prune"], dry_run=options["dry_run"])
-        except ImproperlyConfigured as exc:
-            raise CommandError(f"{exc}\nRun manage.py check for details.") from exc
-        except BackendUnavailable as exc:
-            raise CommandError(
-                f"{exc} Start Redis or fix "
-                f"{conf.setting_path('CONNECTION')}, then run pool_sync again."
-            ) from exc
+        primitives = self.primitives(options["names"])
+        if not primitives and self.verbosity >= 1:
+            self.stdout.write(self.style.WARNING("No pools, semaphores or locks are configured."))
+        config = registry.get_config()
+        steps = {"pool": self._sync, "semaphore": self._sync_semaphore}
+        with self.command_errors():
+            for primitive in primitives:
+                step = steps.get(primitive.kind)
+                if step is not None:
+                    step(config, primitive, prune=options["prune"], dry_run=options["dry_run"])
+                elif self.verbosity >= 1:
+                    self.stdout.write(f"{primitive.name}: a {primitive.kind}, nothing to sync")
 
-    def _names(self, config: conf.Config, requested: list[str] | None) -> list[str]:
-        kinds = [conf.KINDS_BY_NAME["pool"], conf.KINDS_BY_NAME["semaphore"]]
-        configured = [name for kind in kinds for name in config.names(kind)]
-        if not requested:
-            if not configured and self.verbosity >= 1:
-                self.stdout.write(
-                    self.style.WARNING(
-                        f"No pools in {conf.setting_path('POOLS')} and no semaphores in "
-                        f"{conf.setting_path('SEMAPHORES')}."
-                    )
-                )
-            return configured
-        names = list(dict.fromkeys(requested))
-        unknown = [n for n in names if n not in configured]
-        if unknown:
-            raise CommandError(
-                f"No pool or semaphore named {', '.join(map(repr, unknown))} in "
-                f"{conf.SETTING_NAME} (configured: {', '.join(map(repr, configured)) or 'none'})."
-                " Fix --name or add it to the setting."
-            )
-        return names
-
-    def _sync_semaphore(self, config: conf.Config, name: str, *, dry_run: bool) -> None:
+    def _sync_semaphore(
+        self, config: conf.Config, semaphore: Semaphore, *, prune: bool, dry_run: bool
+    ) -> None:
+        name = semaphore.name
         size = config.entries[name].options["MAX_SIZE"]
         if size is None:
             if self.verbosity >= 1:
                 self.stdout.write(f"{name}: no MAX_SIZE configured, max size left as it is")
             return
-        semaphore = registry.get_semaphore(name)
         before = semaphore.get_max_size()
         if before == size:
             if self.verbosity >= 1:
@@ -106,8 +82,8 @@ class Command(BaseCommand):
                 self.style.WARNING(f"{name}: max size {would}set to {size} (was {before}){note}")
             )
 
-    def _sync(self, config: conf.Config, name: str, *, prune: bool, dry_run: bool) -> None:
-        pool = registry.get_pool(name)
+    def _sync(self, config: conf.Config, pool: ResourcePool, *, prune: bool, dry_run: bool) -> None:
+        name = pool.name
         configured: tuple[str, ...] = config.entries[name].options["RESOURCES"]
         added: list[str] = []
         present: list[str] = []

@@ -1,0 +1,425 @@
+"""Holding a configured primitive while one request is served.
+
+:class:`Guard` is the part shared by ``@with_resource`` and ``ResourceMiddleware``:
+it acquires before the view, exposes the hold as ``request.resources[name]``,
+releases once the response is closed (after its last chunk) or when the view
+raises, and answers "nothing granted in time" with a response carrying
+``Retry-After`` (never a 500).
+
+How a request holds each kind of primitive is registered in :data:`HOLDS` with
+:func:`holds`: a function ``(primitive, *, holder, timeout, lease_timeout) -> Held |
+None``. A later kind (allocators, object pools) plugs in by registering one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import inspect
+import logging
+import math
+import os
+import socket
+import time
+import uuid
+import weakref
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from asgiref.sync import iscoroutinefunction, sync_to_async
+from django.http import HttpRequest, HttpResponse
+from django.http.response import HttpResponseBase
+
+from . import conf, registry, signals
+from .exceptions import BackendUnavailable, NotConfigured, NotOwned, PoolError, ResourceUnavailable
+from .primitives._common import check_holder, check_lease_timeout, check_name, check_timeout
+from .primitives.lease import Lease
+
+__all__ = ["HOLDS", "Guard", "Held", "holds", "send_signal", "sender_of"]
+
+logger = logging.getLogger("django_redis_pool")
+
+_HOST = socket.gethostname()
+
+
+@dataclass
+class Held:
+    """A hold taken for one request."""
+
+    hold: Any  #: what the view sees as ``request.resources[name]``
+    lease: Lease | None  #: the lease behind it (fence, expiry), for signals and logs
+    release: Callable[[], bool]  #: gives it back; False if it was already gone
+    granted_at: float = field(default_factory=time.monotonic)
+    primitive: Any = None  #: what was held (set by the guard)
+
+
+#: ``(primitive, *, holder, timeout, lease_timeout) -> Held | None`` (None: nothing
+#: granted within ``timeout``; None timeout: wait forever).
+AcquireHold = Callable[..., "Held | None"]
+
+#: How a request holds a primitive, by kind name.
+HOLDS: dict[str, AcquireHold] = {}
+
+
+def holds(kind: str) -> Callable[[AcquireHold], AcquireHold]:
+    """Register the decorated function as how a request holds a ``kind``."""
+
+    def register(acquire: AcquireHold) -> AcquireHold:
+        HOLDS[kind] = acquire
+        return acquire
+
+    return register
+
+
+@holds("pool")
+def _hold_pool(
+    pool: Any, *, holder: str, timeout: float | None, lease_timeout: float | None
+) -> Held | None:
+    lease = pool.acquire(timeout=timeout, lease_timeout=lease_timeout, holder=holder)
+    return None if lease is None else Held(lease, lease, lease.release)
+
+
+@holds("semaphore")
+def _hold_semaphore(
+    semaphore: Any, *, holder: str, timeout: float | None, lease_timeout: float | None
+) -> Held | None:
+    lease = semaphore.acquire_lease(holder, timeout=timeout, lease_timeout=lease_timeout)
+    return None if lease is None else Held(lease, lease, lease.release)
+
+
+@holds("lock")
+def _hold_lock(
+    lock: Any, *, holder: str, timeout: float | None, lease_timeout: float | None
+) -> Held | None:
+    # A Lock object of its own, held by the request in whichever thread runs it.
+    held = lock.for_holder(holder, lease_timeout=lease_timeout)
+    if not held.acquire(timeout=timeout):
+        return None
+
+    def release() -> bool:
+        try:
+            held.release()
+        except NotOwned:
+            return False
+        return True
+
+    return Held(held, held.lease, release)
+
+
+@dataclass
+class Refusal:
+    """Nothing was held: ``error`` says why (and carries name, status, retry_after)."""
+
+    error: PoolError
+
+
+def _on_event_loop() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
+
+
+class Guard:
+    """Holds the primitive ``name`` around a view (see :func:`with_resource`)."""
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        timeout: float | None = None,
+        lease_timeout: float | None = None,
+        identity: Callable[[HttpRequest], str] | str | None = None,
+        status: int = 503,
+        retry_after: float | None = None,
+    ) -> None:
+        self.name = check_name(name, "resource name")
+        self.timeout = check_timeout(timeout)
+        self.lease_timeout = check_lease_timeout(lease_timeout)
+        if identity is not None and not (callable(identity) or isinstance(identity, str)):
+            raise TypeError(
+                f"identity must be a function of the request returning a str (or its dotted "
+                f"path), got {identity!r}"
+            )
+        self._identity = identity
+        self.status = conf.check_status(status)
+        self.retry_after = conf.check_retry_after(retry_after)
+
+    def __repr__(self) -> str:
+        return f"<Guard {self.name!r} timeout={self.timeout} status={self.status}>"
+
+    # -- acquiring -------------------------------------------------------------
+
+    def holder_of(self, request: HttpRequest) -> str:
+        """Who holds for ``request``: ``identity(request)``, else a unique id
+        naming the host, process and request."""
+        if self._identity is None:
+            label = f"{_HOST}:{os.getpid()}:{uuid.uuid4().hex[:12]} {request.method} {request.path}"
+            return label[:200]
+        identity = self._identity
+        if isinstance(identity, str):
+            identity = self._identity = conf.import_callable(identity, "identity")
+        return check_holder(identity(request), f"identity(request) for {self.name!r}")
+
+    def enter(self, request: HttpRequest) -> Held | Refusal | None:
+        """Acquire for ``request`` (blocking; never on the event loop). None when
+        Redis is down and ``FAIL_OPEN`` lets the view run without a hold."""
+        started = time.monotonic()
+        primitive = registry.get_resource(self.name)
+        acquire = HOLDS.get(primitive.kind)
+        if acquire is None:
+            raise NotConfigured(
+                f"{primitive.kind} {self.name!r} cannot be held by a request: no hold is "
+                f"registered for {primitive.kind}s"
+            )
+        # None: the primitive's own wait (a lock's TIMEOUT), else wait forever.
+        timeout = self.timeout if self.timeout is not None else getattr(primitive, "timeout", None)
+        resources = _resources_of(request)
+        try:
+            held = acquire(
+                primitive,
+                holder=self.holder_of(request),
+                timeout=timeout,
+                lease_timeout=self.lease_timeout,
+            )
+        except BackendUnavailable as exc:
+            if registry.get_config().fail_open:
+                logger.warning(
+                    "%s %s runs without holding %r: Redis is unreachable and FAIL_OPEN is set (%s)",
+                    request.method,
+                    request.path,
+                    self.name,
+                    exc,
+                )
+                resources[self.name] = None
+                return None
+            logger.error(
+                "%s %s answered %s without holding %r: Redis is unreachable (%s)",
+                request.method,
+                request.path,
+                self.status,
+                self.name,
+                exc,
+            )
+            return self._refuse(request, primitive, exc, started)
+        if held is None:
+            error = ResourceUnavailable(
+                f"{primitive.kind} {self.name!r}: nothing was granted within {timeout} s"
+            )
+            logger.info("%s %s: %s", request.method, request.path, error)
+            return self._refuse(request, primitive, error, started)
+        waited = held.granted_at - started
+        held.primitive = primitive
+        resources[self.name] = held.hold
+        logger.debug(
+            "%s %s holds %s %r (fence %s) after waiting %.1f ms",
+            request.method,
+            request.path,
+            primitive.kind,
+            self.name,
+            held.lease.fence if held.lease else None,
+            waited * 1000,
+        )
+        send_signal(
+            signals.resource_acquired,
+            type(primitive),
+            name=self.name,
+            hold=held.hold,
+            lease=held.lease,
+            request=request,
+            waited=waited,
+        )
+        return held
+
+    def _refuse(
+        self, request: HttpRequest, primitive: Any, error: PoolError, started: float
+    ) -> Refusal:
+        error.name = self.name  # type: ignore[attr-defined]
+        error.status = self.status  # type: ignore[attr-defined]
+        error.retry_after = self.retry_after_for(primitive)  # type: ignore[attr-defined]
+        send_signal(
+            signals.resource_unavailable,
+            type(primitive),
+            name=self.name,
+            request=request,
+            error=error,
+            waited=time.monotonic() - started,
+        )
+        return Refusal(error)
+
+    def retry_after_for(self, primitive: Any) -> int:
+        """``Retry-After`` seconds: ``retry_after``, else the ceiling of the wait,
+        else 1."""
+        if self.retry_after is not None:
+            return self.retry_after
+        timeout = self.timeout if self.timeout is not None else getattr(primitive, "timeout", None)
+        return math.ceil(timeout) if timeout else 1
+
+    # -- releasing -------------------------------------------------------------
+
+    def exit(self, request: HttpRequest, held: Held) -> None:
+        """Release ``held`` now; never raises (a hold that cannot be released is
+        reclaimed when its lease expires)."""
+        try:
+            ok = held.release()
+        except Exception as exc:
+            logger.error(
+                "releasing %r for %s %s failed; its lease expiry reclaims it: %s",
+                self.name,
+                request.method,
+                request.path,
+                exc,
+            )
+            ok = False
+        held_for = time.monotonic() - held.granted_at
+        logger.debug(
+            "%s %s released %r after holding it %.1f ms%s",
+            request.method,
+            request.path,
+            self.name,
+            held_for * 1000,
+            "" if ok else " (it was already gone)",
+        )
+        send_signal(
+            signals.resource_released,
+            type(held.primitive),
+            name=self.name,
+            hold=held.hold,
+            lease=held.lease,
+            request=request,
+            held=held_for,
+            lost=not ok,
+        )
+
+    def exit_after(self, request: HttpRequest, response: Any, held: Held | None) -> Any:
+        """Release ``held`` once ``response`` is closed: after its last chunk is
+        sent (or when it is garbage collected unclosed); at once if it is not a
+        response."""
+        if held is None:
+            return response
+        closers = getattr(response, "_resource_closers", None)
+        if not isinstance(response, HttpResponseBase) or not isinstance(closers, list):
+            self.exit(request, held)
+            return response
+        release = weakref.finalize(response, self.exit, request, held)
+        release.atexit = False
+        closers.append(release)
+        return response
+
+    # -- refusing --------------------------------------------------------------
+
+    def refusal_response(self, request: HttpRequest, refusal: Refusal) -> HttpResponseBase:
+        """The response for a request that got nothing (``UNAVAILABLE_VIEW``'s,
+        or a plain one), with a ``Retry-After`` header."""
+        view = _unavailable_view()
+        response = self._default_response(refusal) if view is None else view(request, refusal.error)
+        return self._with_retry_after(response, refusal)
+
+    async def arefusal_response(self, request: HttpRequest, refusal: Refusal) -> HttpResponseBase:
+        """:meth:`refusal_response` for async code."""
+        view = _unavailable_view()
+        if view is None:
+            response = self._default_response(refusal)
+        elif iscoroutinefunction(view):
+            response = await view(request, refusal.error)
+        else:
+            response = await sync_to_async(view)(request, refusal.error)
+        return self._with_retry_after(response, refusal)
+
+    def _default_response(self, refusal: Refusal) -> HttpResponse:
+        seconds = refusal.error.retry_after  # type: ignore[attr-defined]
+        return HttpResponse(
+            f"Temporarily unavailable, please retry in {seconds} s.\n",
+            status=self.status,
+            content_type="text/plain; charset=utf-8",
+        )
+
+    @staticmethod
+    def _with_retry_after(response: HttpResponseBase, refusal: Refusal) -> HttpResponseBase:
+        if not response.has_header("Retry-After"):
+            response["Retry-After"] = str(refusal.error.retry_after)  # type: ignore[attr-defined]
+        return response
+
+    # -- running a view --------------------------------------------------------
+
+    def call(self, request: HttpRequest, view: Callable[..., Any], args: Any, kwargs: Any) -> Any:
+        """Run the sync ``view`` holding the primitive."""
+        outcome = self.enter(request)
+        if isinstance(outcome, Refusal):
+            return self.refusal_response(request, outcome)
+        try:
+            response = view(request, *args, **kwargs)
+        except BaseException:
+            if outcome is not None:
+                self.exit(request, outcome)
+            raise
+        return self.exit_after(request, response, outcome)
+
+    async def acall(
+        self, request: HttpRequest, view: Callable[..., Any], args: Any, kwargs: Any
+    ) -> Any:
+        """Run ``view`` (async, or sync returning an awaitable) holding the
+        primitive; Redis is only called from worker threads."""
+        outcome = await self._aenter(request)
+        if isinstance(outcome, Refusal):
+            return await self.arefusal_response(request, outcome)
+        try:
+            response = view(request, *args, **kwargs)
+            if inspect.isawaitable(response):
+                response = await response
+        except BaseException:
+            if outcome is not None:
+                await sync_to_async(self.exit, thread_sensitive=False)(request, outcome)
+            raise
+        return self.exit_after(request, response, outcome)
+
+    async def _aenter(self, request: HttpRequest) -> Held | Refusal | None:
+        task = asyncio.ensure_future(sync_to_async(self.enter, thread_sensitive=False)(request))
+        try:
+            return await asyncio.shield(task)
+        except asyncio.CancelledError:
+            # The client went away while we waited: whatever the worker thread
+            # still gets is given back as soon as it gets it.
+            task.add_done_callback(functools.partial(self._release_late, request))
+            raise
+
+    def _release_late(self, request: HttpRequest, task: asyncio.Future[Any]) -> None:
+        if task.cancelled() or task.exception() is not None:
+            return
+        held = task.result()
+        if isinstance(held, Held):
+            asyncio.get_running_loop().run_in_executor(None, self.exit, request, held)
+
+
+def _resources_of(request: HttpRequest) -> dict[str, Any]:
+    resources: dict[str, Any] | None = getattr(request, "resources", None)
+    if resources is None:
+        resources = {}
+        request.resources = resources  # type: ignore[attr-defined]
+    return resources
+
+
+def _unavailable_view() -> Callable[..., Any] | None:
+    view = registry.get_config().unavailable_view
+    if view is None:
+        return None
+    return conf.import_callable(view, conf.setting_path("UNAVAILABLE_VIEW"))
+
+
+def sender_of(lease: Lease) -> type:
+    kind = conf.KINDS_BY_NAME.get(lease.primitive_kind)
+    return kind.primitive if kind is not None and kind.primitive is not None else Lease
+
+
+def send_signal(signal: Any, sender: type, **kwargs: Any) -> None:
+    """Send ``signal``; a receiver that raises is logged, never breaks a request."""
+    for receiver, result in signal.send_robust(sender, **kwargs):
+        if isinstance(result, Exception):
+            logger.error("signal receiver %r failed", receiver, exc_info=result)
+
+
+def on_lease_lost(lease: Lease) -> None:
+    """Sends ``lease_lost`` (added to the primitives' lost-lease listeners)."""
+    send_signal(signals.lease_lost, sender_of(lease), name=lease.primitive_name, lease=lease)
