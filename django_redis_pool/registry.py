@@ -206,6 +206,9 @@ def get_resource(name: str) -> Any:
     Raises :class:`NotConfigured` if no kind has that name (or its kind is not
     supported yet) and ``ImproperlyConfigured`` if the setting is invalid.
     """
+    built = _resources.get(name) if isinstance(name, str) else None  # fast path, no lock
+    if built is not None:
+        return built
     with _lock:
         return _build(_entry(name))
 

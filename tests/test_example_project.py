@@ -27,6 +27,14 @@ assert b"1 of 2 slots were in use" in report.content, report.content
 imported = client.get("/import/")
 assert imported.status_code == 200, imported.status_code
 assert b"Imported with fence 1." in imported.content, imported.content
+from django_redis_pool import get_lock
+lock = get_lock("import")
+assert lock.acquire(blocking=False)
+refused = client.get("/import/")
+assert refused.status_code == 503, refused.status_code
+assert refused["Retry-After"] == "1", refused.headers
+assert b"An import is already running" in refused.content, refused.content
+lock.release()
 print("views ok")
 """
 

@@ -32,6 +32,8 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # Holds the resource of the first matching DJANGO_REDIS_POOL["MIDDLEWARE"] rule.
+    "django_redis_pool.middleware.ResourceMiddleware",
 ]
 
 ROOT_URLCONF = "example_project.urls"
@@ -75,4 +77,8 @@ DJANGO_REDIS_POOL = {
     "SEMAPHORES": {"reports": {"MAX_SIZE": 2, "LEASE_TIMEOUT": 60}},
     # One import at a time; the lease renews itself while the import runs.
     "LOCKS": {"import": {"LEASE_TIMEOUT": 10, "AUTO_RENEW": True, "TIMEOUT": 0}},
+    # Every request under /report/ holds a slot of "reports" (waiting up to 2 s).
+    "MIDDLEWARE": [{"PATH": r"^/report/", "RESOURCE": "reports", "TIMEOUT": 2}],
+    # Renders the 503 (with Retry-After) when nothing is granted or Redis is down.
+    "UNAVAILABLE_VIEW": "example_project.views.busy",
 }

@@ -1,5 +1,8 @@
-"""Views of the example project: the printers pool's state, a print job (pool), a
-report (semaphore: at most 2 at once) and an import (lock: one at a time)."""
+"""Views of the example project: the printers pool's state, a print job (a pool,
+held by ``@with_resource``), a report (a semaphore of 2 slots, held by
+``ResourceMiddleware``: see the settings) and an import (a lock, one at a time).
+When nothing is granted in time, or Redis is down, ``busy`` answers (it is the
+``UNAVAILABLE_VIEW`` setting)."""
 
 import time
 
@@ -7,13 +10,8 @@ from django.http import HttpRequest, HttpResponse
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import mark_safe
 
-from django_redis_pool import (
-    BackendUnavailable,
-    ResourceUnavailable,
-    get_lock,
-    get_pool,
-    get_semaphore,
-)
+from django_redis_pool import BackendUnavailable, PoolError, get_pool, get_semaphore
+from django_redis_pool.decorators import with_resource
 
 POOL = "printers"
 
@@ -78,59 +76,54 @@ def index(request: HttpRequest) -> HttpResponse:
     return _page(f"Pool {POOL!r}", body)
 
 
+@with_resource("printers", timeout=2)
 def print_job(request: HttpRequest) -> HttpResponse:
-    """Hold a printer for about a second; 503 + Retry-After when all are busy."""
-    try:
-        with get_pool(POOL).lease(timeout=2) as lease:
-            time.sleep(1)  # "printing"
-    except ResourceUnavailable:
-        response = _page("All printers are busy", mark_safe("<p>Try again.</p>"), status=503)
-        response["Retry-After"] = "1"
-        return response
-    except BackendUnavailable as exc:
-        return _redis_down(exc)
+    """Hold a printer for about a second (released once the response is sent)."""
+    lease = request.resources["printers"]
+    time.sleep(1)  # "printing"
     return _page(
         "Printed",
         format_html("<p>Printed on <b>{}</b> with fence {}.</p>", lease.resource, lease.fence),
     )
 
 
-def _busy(title: str) -> HttpResponse:
-    response = _page(title, mark_safe("<p>Try again.</p>"), status=503)
-    response["Retry-After"] = "1"
-    return response
-
-
 def report(request: HttpRequest) -> HttpResponse:
-    """Build a "report" for a second while holding one of the 2 semaphore slots."""
+    """Build a "report" for a second; ResourceMiddleware holds one of the 2 slots."""
+    lease = request.resources["reports"]
+    time.sleep(1)  # "building the report"
     semaphore = get_semaphore("reports")
-    try:
-        with semaphore.hold(timeout=2) as lease:
-            time.sleep(1)  # "building the report"
-            busy = semaphore.get_current_size()
-    except ResourceUnavailable:
-        return _busy("Too many reports are being built")
-    except BackendUnavailable as exc:
-        return _redis_down(exc)
     return _page(
         "Report built",
         format_html(
             "<p>Built as {} (fence {}); {} of {} slots were in use.</p>",
             lease.holder,
             lease.fence,
-            busy,
+            semaphore.get_current_size(),
             semaphore.get_max_size(),
         ),
     )
 
 
+@with_resource("import")  # the lock's TIMEOUT is 0: a second import is refused at once
 def run_import(request: HttpRequest) -> HttpResponse:
-    """Run an "import" for a second under the lock; 503 if one is already running."""
-    try:
-        with get_lock("import") as lock:
-            time.sleep(1)  # "importing"
-    except ResourceUnavailable:
-        return _busy("An import is already running")
-    except BackendUnavailable as exc:
-        return _redis_down(exc)
+    """Run an "import" for a second under the lock."""
+    lock = request.resources["import"]
+    time.sleep(1)  # "importing"
     return _page("Imported", format_html("<p>Imported with fence {}.</p>", lock.fence))
+
+
+def busy(request: HttpRequest, exception: PoolError) -> HttpResponse:
+    """The UNAVAILABLE_VIEW: nothing was granted in time, or Redis is down."""
+    if isinstance(exception, BackendUnavailable):
+        return _redis_down(exception)
+    titles = {
+        "printers": "All printers are busy",
+        "reports": "Too many reports are being built",
+        "import": "An import is already running",
+    }
+    title = titles.get(exception.name, "Busy")  # type: ignore[attr-defined]
+    return _page(
+        title,
+        format_html("<p>Try again in {} s.</p>", exception.retry_after),  # type: ignore[attr-defined]
+        status=exception.status,  # type: ignore[attr-defined]
+    )

@@ -1,0 +1,178 @@
+"""What ``@with_resource`` and ``ResourceMiddleware`` add to a request.
+
+In the same run, interleaved round by round, through Django's test ``Client``
+(one process, one thread, loopback Redis):
+
+* plain        - an undecorated view returning ``HttpResponse("ok")``, no middleware;
+* pool         - the same view under ``@with_resource("printers", timeout=0)``;
+* semaphore    - under ``@with_resource("reports", timeout=0)`` (MAX_SIZE 4);
+* lock         - under ``@with_resource("imports", timeout=0)``;
+* middleware   - the plain view held by a ``ResourceMiddleware`` rule (pool);
+* passthrough  - the plain view with ``ResourceMiddleware`` installed, on a path
+                 no rule matches (the cost of having the middleware);
+* direct       - no request at all: ``pool.acquire(timeout=0)`` + ``lease.release()``,
+                 the two Redis round trips any hold needs.
+
+"Added" is a case's time minus plain's minus direct's (the two round trips):
+the cost of the Django layer itself (target: <= 0.2 ms). The async cases do
+the same for ``async def`` views through ``AsyncClient``; there the hold is
+taken and released in worker threads (``sync_to_async``), never on the event
+loop, so the added cost includes two thread hand-offs.
+
+    .venv/bin/python benchmarks/bench_views.py [--requests 2000] [--rounds 5]
+
+Uses ``REDIS_URL`` if set (it is flushed!), else starts an embedded redis-server.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import time
+from collections.abc import Callable
+from typing import Any
+
+import django
+from benchmark_redis import benchmark_redis
+from django.conf import settings
+from django.http import HttpRequest, HttpResponse
+from django.urls import path
+
+from django_redis_pool.decorators import with_resource
+
+
+def plain(request: HttpRequest) -> HttpResponse:
+    return HttpResponse("ok")
+
+
+async def aplain(request: HttpRequest) -> HttpResponse:
+    return HttpResponse("ok")
+
+
+urlpatterns = [
+    path("plain/", plain),
+    path("pool/", with_resource("printers", timeout=0)(plain)),
+    path("semaphore/", with_resource("reports", timeout=0)(plain)),
+    path("lock/", with_resource("imports", timeout=0)(plain)),
+    path("mw/", plain),
+    path("aplain/", aplain),
+    path("apool/", with_resource("printers", timeout=0)(aplain)),
+]
+
+#: case -> (URL, whether ResourceMiddleware is installed)
+SYNC_CASES = {
+    "plain": ("/plain/", False),
+    "pool": ("/pool/", False),
+    "semaphore": ("/semaphore/", False),
+    "lock": ("/lock/", False),
+    "middleware": ("/mw/", True),
+    "passthrough": ("/plain/", True),
+}
+MIDDLEWARE = ["django_redis_pool.middleware.ResourceMiddleware"]
+ASYNC_CASES = {"async plain": "/aplain/", "async pool": "/apool/"}
+
+
+def configure(url: str) -> None:
+    settings.configure(
+        DEBUG=False,
+        SECRET_KEY="bench",
+        ALLOWED_HOSTS=["testserver"],
+        ROOT_URLCONF=__name__,
+        INSTALLED_APPS=["django_redis_pool"],
+        MIDDLEWARE=[],
+        DJANGO_REDIS_POOL={
+            "CONNECTION": {"URL": url},
+            "POOLS": {"printers": {"RESOURCES": ["p1", "p2"], "LEASE_TIMEOUT": 30}},
+            "SEMAPHORES": {"reports": {"MAX_SIZE": 4, "LEASE_TIMEOUT": 30}},
+            "LOCKS": {"imports": {"LEASE_TIMEOUT": 30}},
+            "MIDDLEWARE": [{"PATH": r"^/mw/", "RESOURCE": "printers", "TIMEOUT": 0}],
+        },
+    )
+    django.setup()
+
+
+def timed(run_once: Callable[[], Any], n: int) -> float:
+    """Microseconds per call of ``run_once``, over ``n`` calls."""
+    start = time.perf_counter()
+    for _ in range(n):
+        run_once()
+    return (time.perf_counter() - start) / n * 1e6
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--requests", type=int, default=2000, help="requests per case per round")
+    parser.add_argument("--rounds", type=int, default=5)
+    args = parser.parse_args()
+
+    with benchmark_redis() as (url, _client):
+        configure(url)
+        from django.core.management import call_command
+        from django.test import AsyncClient, Client
+
+        from django_redis_pool import get_pool
+
+        call_command("pool_sync", verbosity=0)
+        pool = get_pool("printers")
+        # A test client loads the middleware chain on its first request.
+        bare, aclient = Client(), AsyncClient()
+        bare.get("/plain/")
+        asyncio.run(aclient.get("/aplain/"))
+        settings.MIDDLEWARE = MIDDLEWARE
+        with_middleware = Client()
+        with_middleware.get("/plain/")
+
+        def sync_case(url: str, middleware: bool) -> Callable[[int], float]:
+            client = with_middleware if middleware else bare
+
+            def run() -> None:
+                response = client.get(url)
+                assert response.status_code == 200, (url, response.status_code)
+
+            return lambda n: timed(run, n)
+
+        def direct() -> None:
+            lease = pool.acquire(timeout=0)
+            assert lease is not None
+            lease.release()
+
+        async def arequests(url: str, n: int) -> float:
+            start = time.perf_counter()
+            for _ in range(n):
+                response = await aclient.get(url)
+                assert response.status_code == 200, (url, response.status_code)
+            return (time.perf_counter() - start) / n * 1e6
+
+        cases = {name: sync_case(*case) for name, case in SYNC_CASES.items()}
+        cases["direct"] = lambda n: timed(direct, n)
+        for name, url in ASYNC_CASES.items():
+            cases[name] = lambda n, url=url: asyncio.run(arequests(url, n))
+
+        for case in cases.values():  # warm up: imports, script loading, URL resolving
+            case(200)
+        samples: dict[str, list[float]] = {name: [] for name in cases}
+        for _ in range(args.rounds):
+            for name, case in cases.items():
+                samples[name].append(case(args.requests))
+        median = {name: statistics.median(values) for name, values in samples.items()}
+
+    print(
+        f"django {django.get_version()}, {args.requests} requests x {args.rounds} rounds, "
+        "median round, microseconds per request"
+    )
+    base, trips, abase = median["plain"], median["direct"], median["async plain"]
+    print(f"{'case':<14}{'us/request':>12}{'vs plain':>12}{'added':>10}")
+    for name, value in median.items():
+        if name == "direct":
+            print(f"{name:<14}{value:>12.1f}{'':>12}{'':>10}  (acquire + release, no request)")
+            continue
+        reference = abase if name.startswith("async") else base
+        extra = value - reference
+        holds = name not in ("plain", "passthrough", "async plain")
+        added = f"{extra - trips:>10.1f}" if holds else f"{'':>10}"
+        print(f"{name:<14}{value:>12.1f}{extra:>+12.1f}{added}")
+
+
+if __name__ == "__main__":
+    main()
