@@ -24,6 +24,7 @@ class DjangoRedisPoolConfig(AppConfig):
         from .primitives import lease
 
         django_checks.register(checks.check_settings, checks.TAG)
+        django_checks.register(checks.check_view_resources, checks.TAG, django_checks.Tags.urls)
         if holds.on_lease_lost not in lease.lost_listeners:
             lease.lost_listeners.append(holds.on_lease_lost)
         setting_changed.connect(

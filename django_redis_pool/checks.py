@@ -41,6 +41,8 @@ ID                    Problem
                       ``RETRY_AFTER``).
 ``E021``              ``UNAVAILABLE_VIEW`` is not a callable or an importable dotted path.
 ``E022``              ``FAIL_OPEN`` is not True or False.
+``E023``              A view decorated with ``@with_resource(name)`` (found through the
+                      URLconf) names a primitive that is not configured.
 ``E099``              The check itself failed unexpectedly (the error is reported).
 ``W001``              A kind is configured that this version does not support yet;
                       its entries cannot be used.
@@ -61,7 +63,7 @@ from django.core import checks
 from . import conf
 from .primitives._common import check_name
 
-__all__ = ["TAG", "check_settings", "validate"]
+__all__ = ["TAG", "check_settings", "check_view_resources", "validate"]
 
 TAG = "django_redis_pool"
 _PREFIX = "django_redis_pool"
@@ -118,6 +120,64 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckM
                 id=f"{_PREFIX}.E099",
             )
         ]
+
+
+def check_view_resources(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    """The URL check: every ``@with_resource`` name on a routed view is configured.
+
+    Reports nothing while the setting itself is invalid (``check_settings`` does)
+    or the URLconf cannot be loaded (Django's URL checks do)."""
+    from django.conf import settings
+    from django.urls import get_resolver
+
+    try:
+        raw = conf.get_setting()
+        if not getattr(settings, "ROOT_URLCONF", None) or any(
+            m.is_serious() for m in validate(raw, getattr(settings, "CACHES", {}))
+        ):
+            return []
+        config = conf.parse(raw)
+        found = set(_routed_guards(get_resolver().url_patterns))
+    except Exception:
+        return []
+    usable = {name for name, entry in config.entries.items() if entry.kind.supported}
+    messages: list[checks.CheckMessage] = []
+    for view, guard in sorted(found, key=lambda item: (item[0], item[1].name)):
+        if guard.name not in usable:
+            messages.append(
+                checks.Error(
+                    f"{view} is decorated with @with_resource({guard.name!r}), but "
+                    f"{guard.name!r} is not configured in {conf.SETTING_NAME}.",
+                    hint=f"Fix the name, or configure it, e.g. in "
+                    f"{conf.setting_path('POOLS')}. Configured: "
+                    f"{', '.join(map(repr, sorted(usable))) or 'none'}.",
+                    obj=view,
+                    id=f"{_PREFIX}.E023",
+                )
+            )
+    return messages
+
+
+def _routed_guards(patterns: Iterable[Any]) -> Iterable[tuple[str, Any]]:
+    """(view label, guard) of every ``@with_resource`` on views in ``patterns``."""
+    for pattern in patterns:
+        if hasattr(pattern, "url_patterns"):  # an include()
+            yield from _routed_guards(pattern.url_patterns)
+            continue
+        callback = getattr(pattern, "callback", None)
+        view_class = getattr(callback, "view_class", None)
+        targets = [callback]
+        if view_class is not None:  # method_decorator on a class-based view's methods
+            targets += [
+                getattr(view_class, m, None) for m in ("dispatch", *view_class.http_method_names)
+            ]
+        label = getattr(callback, "__qualname__", repr(callback))
+        if view_class is not None:
+            label = view_class.__qualname__
+        label = f"{getattr(callback, '__module__', '?')}.{label}"
+        for target in targets:
+            for guard in getattr(target, "resource_guards", ()):
+                yield label, guard
 
 
 def validate(raw: Any, caches: Any) -> list[checks.CheckMessage]:

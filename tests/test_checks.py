@@ -462,3 +462,25 @@ def test_checks_never_touch_redis(settings: Any, monkeypatch: pytest.MonkeyPatch
         call_command("check", tags=[TAG])
         assert time.monotonic() - started < 1.0
     assert connects == []
+
+
+@pytest.mark.urls("tests.check_urls")
+def test_e023_with_resource_on_a_routed_view_names_an_unconfigured_primitive(
+    settings: Any,
+) -> None:
+    settings.DJANGO_REDIS_POOL = PRINTERS
+    messages = [m for m in run_checks(tags=[TAG]) if m.id == "django_redis_pool.E023"]
+    named = sorted((m.msg.split(" is decorated")[0], m.msg.split("'")[1]) for m in messages)
+    assert named == [
+        ("tests.check_urls.PlotView", "plotters"),
+        ("tests.check_urls.misspelt", "scanners"),
+    ], "each misnamed view once, the configured one not at all"
+    assert all("'printers'" in m.hint for m in messages)
+
+
+@pytest.mark.urls("tests.check_urls")
+def test_e023_is_not_reported_while_the_setting_itself_is_invalid(settings: Any) -> None:
+    settings.DJANGO_REDIS_POOL = {"POOLS": "nope"}
+    ids = [m.id for m in run_checks(tags=[TAG])]
+    assert "django_redis_pool.E023" not in ids
+    assert "django_redis_pool.E013" in ids
