@@ -60,6 +60,9 @@ def on_setting_changed(*, setting: str, **kwargs: Any) -> None:
 def get_config() -> conf.Config:
     """The parsed ``DJANGO_REDIS_POOL`` setting (validated like the system checks)."""
     global _config
+    config = _config  # fast path, no lock: a global read is atomic
+    if config is not None:
+        return config
     with _lock:
         if _config is None:
             from .checks import check_settings
