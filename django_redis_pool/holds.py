@@ -20,6 +20,7 @@ import logging
 import math
 import os
 import socket
+import threading
 import time
 import uuid
 import weakref
@@ -27,7 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from asgiref.sync import iscoroutinefunction, sync_to_async
+from asgiref.sync import async_to_sync, iscoroutinefunction, sync_to_async
 from django.http import HttpRequest, HttpResponse
 from django.http.response import HttpResponseBase
 
@@ -92,6 +93,10 @@ def _hold_semaphore(
 def _hold_lock(
     lock: Any, *, holder: str, timeout: float | None, lease_timeout: float | None
 ) -> Held | None:
+    if not lock.reentrant:
+        # Requests sharing an identity take turns on a plain lock, rather than
+        # one of them failing as if it waited for itself.
+        holder = f"{holder[:187]}:{uuid.uuid4().hex[:12]}"
     # A Lock object of its own, held by the request in whichever thread runs it.
     held = lock.for_holder(holder, lease_timeout=lease_timeout)
     if not held.acquire(timeout=timeout):
@@ -314,7 +319,12 @@ class Guard:
         """The response for a request that got nothing (``UNAVAILABLE_VIEW``'s,
         or a plain one), with a ``Retry-After`` header."""
         view = _unavailable_view()
-        response = self._default_response(refusal) if view is None else view(request, refusal.error)
+        if view is None:
+            response = self._default_response(refusal)
+        elif iscoroutinefunction(view):
+            response = async_to_sync(view)(request, refusal.error)
+        else:
+            response = view(request, refusal.error)
         return self._with_retry_after(response, refusal)
 
     async def arefusal_response(self, request: HttpRequest, refusal: Refusal) -> HttpResponseBase:
@@ -376,14 +386,27 @@ class Guard:
         return self.exit_after(request, response, outcome)
 
     async def _aenter(self, request: HttpRequest) -> Held | Refusal | None:
-        task = asyncio.ensure_future(sync_to_async(self.enter, thread_sensitive=False)(request))
+        abandoned = threading.Event()
+        enter = sync_to_async(self._enter_unless_abandoned, thread_sensitive=False)
+        task = asyncio.ensure_future(enter(request, abandoned))
         try:
             return await asyncio.shield(task)
         except asyncio.CancelledError:
-            # The client went away while we waited: whatever the worker thread
-            # still gets is given back as soon as it gets it.
+            # The client went away (or the loop is shutting down) while the worker
+            # thread waits: whatever it still gets is given back at once, by the
+            # thread itself, or here if it got it just before we gave up.
+            abandoned.set()
             task.add_done_callback(functools.partial(self._release_late, request))
             raise
+
+    def _enter_unless_abandoned(
+        self, request: HttpRequest, abandoned: threading.Event
+    ) -> Held | Refusal | None:
+        outcome = self.enter(request)
+        if isinstance(outcome, Held) and abandoned.is_set():
+            self.exit(request, outcome)
+            return None
+        return outcome
 
     def _release_late(self, request: HttpRequest, task: asyncio.Future[Any]) -> None:
         if task.cancelled() or task.exception() is not None:

@@ -78,6 +78,13 @@ def describe(request: HttpRequest) -> dict[str, Any]:
     }
 
 
+def plain(request: HttpRequest) -> HttpResponse:
+    """Reports what it holds without calling Redis itself."""
+    resources = getattr(request, "resources", None)
+    PROBE.enter({"resources": None if resources is None else sorted(resources)})
+    return JsonResponse({"resources": None if resources is None else sorted(resources)})
+
+
 def record(request: HttpRequest) -> HttpResponse:
     seen = describe(request)
     PROBE.enter(seen)
@@ -157,6 +164,13 @@ async def abusy(request: HttpRequest) -> HttpResponse:
     return HttpResponse(resource)
 
 
+async def ahang(request: HttpRequest) -> HttpResponse:
+    """Records the request, then runs until the client goes away (cancelled)."""
+    PROBE.enter(await sync_to_async(describe)(request))
+    await asyncio.sleep(60)
+    return HttpResponse("the client never left", status=504)
+
+
 async def astream(request: HttpRequest) -> StreamingHttpResponse:
     PROBE.enter(await sync_to_async(describe)(request))
 
@@ -173,7 +187,10 @@ urlpatterns = [
     path("x/print/", record),
     path("scan/", record),
     path("free/", record),
+    path("plain/", plain),
     path("async/print/", arecord),
+    path("async/scan/", arecord),
+    path("async/hang/print/", ahang),
     path("stream/print/", stream),
     path("async/stream/print/", astream),
     path("boom/print/", boom),

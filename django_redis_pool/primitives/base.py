@@ -45,7 +45,8 @@ class Snapshot:
     name: str
     now: float
     #: Slots or resources in all: a pool's available + held resources, a
-    #: semaphore's max size (None if unset), 1 for a lock.
+    #: semaphore's max size (if unset: its ``default_max_size``, else None), 1
+    #: for a lock.
     size: int | None
     available: list[str]  #: a pool's available resource ids (empty for slots)
     leases: list[Lease]  #: the live holds
@@ -169,7 +170,8 @@ class LeasedPrimitive:
             kind=self.kind,
             name=self.name,
             now=int(now_ms) / 1000,
-            size=None if int(size) < 0 else int(size),
+            # unset: the max size a semaphore's first acquire would store, if any
+            size=getattr(self, "default_max_size", None) if int(size) < 0 else int(size),
             available=[str(r) for r in available],
             leases=[self._engine.lease_from_record(raw) for raw in leases if raw],
             waiters=self._engine.waiters(waiters),

@@ -3,7 +3,7 @@
 -- Returns {reclaimed lease records, dropped waiter records (JSON), next queue
 -- index or -1 when done}.
 local LIMIT, OFFSET = tonumber(ARGV[2]), tonumber(ARGV[3])
-local reclaimed = reclaim(LIMIT)
+-- Dead waiters first: a hand-off (reclaim, pump) skips dead waiters silently.
 local ids = redis.call('ZRANGE', K_WAITQ, OFFSET, OFFSET + LIMIT - 1)
 local dropped = {}
 for _, id in ipairs(ids) do
@@ -14,6 +14,7 @@ for _, id in ipairs(ids) do
     table.insert(dropped, raw or cjson.encode({h = id, p = 0, s = 0, dl = -1}))
   end
 end
+local reclaimed = reclaim(LIMIT)
 pump()
 local next_offset = -1
 if #ids == LIMIT then
