@@ -25,6 +25,7 @@ import time
 import uuid
 import weakref
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -387,7 +388,9 @@ class Guard:
 
     async def _aenter(self, request: HttpRequest) -> Held | Refusal | None:
         abandoned = threading.Event()
-        enter = sync_to_async(self._enter_unless_abandoned, thread_sensitive=False)
+        enter = sync_to_async(
+            self._enter_unless_abandoned, thread_sensitive=False, executor=_waiting_threads()
+        )
         task = asyncio.ensure_future(enter(request, abandoned))
         try:
             return await asyncio.shield(task)
@@ -414,6 +417,22 @@ class Guard:
         held = task.result()
         if isinstance(held, Held):
             asyncio.get_running_loop().run_in_executor(None, self.exit, request, held)
+
+
+#: Most async requests of one process that may wait for a hold at once; more
+#: queue for a thread. Their own pool, so that waiting requests never starve the
+#: event loop's default executor (used by sync_to_async everywhere else).
+WAITING_THREADS = 512
+_waiting: ThreadPoolExecutor | None = None
+_waiting_lock = threading.Lock()
+
+
+def _waiting_threads() -> ThreadPoolExecutor:
+    global _waiting
+    with _waiting_lock:
+        if _waiting is None:  # threads are started on demand, up to the maximum
+            _waiting = ThreadPoolExecutor(WAITING_THREADS, thread_name_prefix="drp-wait")
+        return _waiting
 
 
 def _resources_of(request: HttpRequest) -> dict[str, Any]:

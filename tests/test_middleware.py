@@ -548,19 +548,9 @@ def test_async_client_gone_while_waiting_gives_a_late_grant_back(
     assert pool.leases() == []
 
 
-# BUG: django_redis_pool/holds.py:379, Guard._aenter runs the blocking
-# Guard.enter with sync_to_async(thread_sensitive=False) and no executor, i.e. on
-# the event loop's *default* executor (min(32, cpu_count + 4) threads). Each async
-# request waiting for an exhausted resource pins one of those threads for up to its
-# TIMEOUT, so once that many requests wait, every other async request needing the
-# executor -- here a request for a *free* resource -- queues behind them until a
-# waiter is served or times out. (Guard.acall's release-on-raise and
-# Guard._release_late (lines 374, 393) use the same executor, so releases can be held up too.)
-# Fix: give waits an executor of their own, e.g. a module-level
-# ThreadPoolExecutor(max_workers=<large, configurable>) passed as
-# sync_to_async(self.enter, thread_sensitive=False, executor=_WAITS), and release
-# on a different one (or a thread-sensitive call), so waiting never starves
-# acquiring free resources or giving holds back.
+# Async requests waiting for a hold each occupy a thread of the guard's own pool,
+# never one of the event loop's default executor, so requests for a free resource
+# (and the releases) are not queued behind them.
 def test_async_requests_waiting_for_a_full_pool_do_not_stall_requests_for_a_free_one(
     settings: Any, redis_url: str
 ) -> None:
@@ -628,10 +618,10 @@ def test_concurrent_async_requests_never_exceed_the_pool(settings: Any, redis_ur
     async def scenario() -> list[int]:
         client = AsyncClient()
         statuses: list[int] = []
-        # Rounds of 4 at once: fewer waiters than the loop's default executor has
-        # threads (see the BUG test above for what happens beyond that).
-        for _ in range(4):
-            responses = await asyncio.gather(*(client.get("/async/busy/") for _ in range(4)))
+        # Rounds of 8 at once: more waiters than the loop's default executor has
+        # threads (6 on two cores), which the waits must not occupy.
+        for _ in range(2):
+            responses = await asyncio.gather(*(client.get("/async/busy/") for _ in range(8)))
             statuses += [response.status_code for response in responses]
         return statuses
 
