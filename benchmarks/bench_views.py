@@ -14,12 +14,19 @@ In the same run, interleaved round by round, through Django's test ``Client``
                  the two Redis round trips any hold needs.
 
 "Added" is a case's time minus plain's minus direct's (the two round trips):
-the cost of the Django layer itself (target: <= 0.2 ms). The async cases do
-the same for ``async def`` views through ``AsyncClient``; there the hold is
-taken and released in worker threads (``sync_to_async``), never on the event
-loop, so the added cost includes two thread hand-offs.
+the cost of the Django layer itself (target: <= 0.2 ms). Cases run in blocks
+of ``--requests``, rotating case by case for ``--rounds`` rounds; the median
+block is reported. The async cases do the same for ``async def`` views through
+``AsyncClient``; there the hold is taken and released in worker threads
+(``sync_to_async``), never on the event loop, so the added cost includes two
+thread hand-offs.
 
-    .venv/bin/python benchmarks/bench_views.py [--requests 2000] [--rounds 5]
+End-to-end differences carry the jitter of two Redis round trips, so the guard's
+own cost is also measured directly, per kind: ``Guard.enter`` + ``Guard.exit``
+on a ``RequestFactory`` request, minus the time spent in the kind's acquire and
+release (timed by wrapping its ``holds.HOLDS`` entry).
+
+    .venv/bin/python benchmarks/bench_views.py [--requests 200] [--rounds 25]
 
 Uses ``REDIS_URL`` if set (it is flushed!), else starts an embedded redis-server.
 """
@@ -92,6 +99,49 @@ def configure(url: str) -> None:
     django.setup()
 
 
+GUARDED = {"pool": "printers", "semaphore": "reports", "lock": "imports"}
+
+
+def guard_cost(kind: str, n: int) -> tuple[float, float]:
+    """(microseconds in Guard.enter + Guard.exit, of which in the kind's acquire
+    and release) per request, over ``n`` requests."""
+    from django.test import RequestFactory
+
+    from django_redis_pool import holds
+
+    spent = [0.0]
+    original = holds.HOLDS[kind]
+
+    def timed_acquire(*args: Any, **kwargs: Any) -> Any:
+        start = time.perf_counter()
+        held = original(*args, **kwargs)
+        spent[0] += time.perf_counter() - start
+        release = held.release
+
+        def timed_release() -> bool:
+            start = time.perf_counter()
+            ok = release()
+            spent[0] += time.perf_counter() - start
+            return bool(ok)
+
+        held.release = timed_release
+        return held
+
+    guard = holds.Guard(GUARDED[kind], timeout=0)
+    request = RequestFactory().get("/bench/")
+    holds.HOLDS[kind] = timed_acquire
+    try:
+        start = time.perf_counter()
+        for _ in range(n):
+            held = guard.enter(request)
+            assert isinstance(held, holds.Held)
+            guard.exit(request, held)
+        total = time.perf_counter() - start
+    finally:
+        holds.HOLDS[kind] = original
+    return total / n * 1e6, spent[0] / n * 1e6
+
+
 def timed(run_once: Callable[[], Any], n: int) -> float:
     """Microseconds per call of ``run_once``, over ``n`` calls."""
     start = time.perf_counter()
@@ -102,8 +152,8 @@ def timed(run_once: Callable[[], Any], n: int) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--requests", type=int, default=2000, help="requests per case per round")
-    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--requests", type=int, default=200, help="requests per case per round")
+    parser.add_argument("--rounds", type=int, default=25)
     args = parser.parse_args()
 
     with benchmark_redis() as (url, _client):
@@ -156,6 +206,7 @@ def main() -> None:
             for name, case in cases.items():
                 samples[name].append(case(args.requests))
         median = {name: statistics.median(values) for name, values in samples.items()}
+        own = {kind: guard_cost(kind, args.requests * args.rounds) for kind in GUARDED}
 
     print(
         f"django {django.get_version()}, {args.requests} requests x {args.rounds} rounds, "
@@ -172,6 +223,12 @@ def main() -> None:
         holds = name not in ("plain", "passthrough", "async plain")
         added = f"{extra - trips:>10.1f}" if holds else f"{'':>10}"
         print(f"{name:<14}{value:>12.1f}{extra:>+12.1f}{added}")
+    print("\nthe guard's own cost (enter + exit minus the kind's acquire + release):")
+    for kind, (total, redis_part) in own.items():
+        print(
+            f"{kind:<14}{total:>8.1f} us in the guard, {redis_part:>8.1f} us in acquire + "
+            f"release: {total - redis_part:>6.1f} us added"
+        )
 
 
 if __name__ == "__main__":
