@@ -31,24 +31,11 @@ from django_redis_pool import Lease, ResourcePool, get_lock, get_pool, get_semap
 from django_redis_pool.primitives.base import LeasedPrimitive
 from django_redis_pool.signals import lease_reclaimed
 
+from .test_snapshot import HOLDER_KEYS, WAITER_KEYS
+from .test_snapshot import SNAPSHOT_KEYS as PRIMITIVE_KEYS
 from .waiting import wait_for
 
 ROOT = Path(__file__).resolve().parent.parent
-
-PRIMITIVE_KEYS = {
-    "kind",
-    "name",
-    "time",
-    "size",
-    "free",
-    "held",
-    "waiting",
-    "available",
-    "holders",
-    "waiters",
-}
-HOLDER_KEYS = {"resource", "holder", "fence", "expires_at", "seconds_left"}
-WAITER_KEYS = {"holder", "priority", "since", "deadline", "waited"}
 
 
 def setting(url: str) -> dict[str, Any]:
