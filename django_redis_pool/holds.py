@@ -180,8 +180,7 @@ class Guard:
                 f"{primitive.kind} {self.name!r} cannot be held by a request: no hold is "
                 f"registered for {primitive.kind}s"
             )
-        # None: the primitive's own wait (a lock's TIMEOUT), else wait forever.
-        timeout = self.timeout if self.timeout is not None else getattr(primitive, "timeout", None)
+        timeout = self.wait_of(primitive)
         resources = _resources_of(request)
         try:
             held = acquire(
@@ -255,12 +254,17 @@ class Guard:
         )
         return Refusal(error)
 
+    def wait_of(self, primitive: Any) -> float | None:
+        """How long to wait for ``primitive``: ``timeout``, else the primitive's
+        own wait (a lock's ``TIMEOUT``), else forever (None)."""
+        return self.timeout if self.timeout is not None else getattr(primitive, "timeout", None)
+
     def retry_after_for(self, primitive: Any) -> int:
         """``Retry-After`` seconds: ``retry_after``, else the ceiling of the wait,
         else 1."""
         if self.retry_after is not None:
             return self.retry_after
-        timeout = self.timeout if self.timeout is not None else getattr(primitive, "timeout", None)
+        timeout = self.wait_of(primitive)
         return math.ceil(timeout) if timeout else 1
 
     # -- releasing -------------------------------------------------------------
