@@ -34,7 +34,13 @@ from django.http import HttpRequest, HttpResponse
 from django.http.response import HttpResponseBase
 
 from . import conf, registry, signals
-from .exceptions import BackendUnavailable, NotConfigured, NotOwned, PoolError, ResourceUnavailable
+from .exceptions import (
+    BackendUnavailable,
+    NotConfigured,
+    NotOwned,
+    PoolError,
+    ResourceUnavailable,
+)
 from .primitives._common import check_holder, check_lease_timeout, check_name, check_timeout
 from .primitives.lease import Lease
 
@@ -103,14 +109,21 @@ def _hold_lock(
     if not held.acquire(timeout=timeout):
         return None
 
+    lease = held.lease
+
     def release() -> bool:
         try:
             held.release()
         except NotOwned:
             return False
+        finally:
+            # A reentrant hold shared with another request stays held (and
+            # renewed by that request), but this request renews it no more.
+            if lease is not None:
+                lease.stop_auto_renew()
         return True
 
-    return Held(held, held.lease, release)
+    return Held(held, lease, release)
 
 
 @dataclass
@@ -169,49 +182,56 @@ class Guard:
             identity = self._identity = conf.import_callable(identity, "identity")
         return check_holder(identity(request), f"identity(request) for {self.name!r}")
 
-    def enter(self, request: HttpRequest) -> Held | Refusal | None:
-        """Acquire for ``request`` (blocking; never on the event loop). None when
-        Redis is down and ``FAIL_OPEN`` lets the view run without a hold."""
+    def enter(self, request: HttpRequest, holder: str | None = None) -> Held | Refusal | None:
+        """Acquire for ``request`` (blocking; never on the event loop) as
+        ``holder`` (default: :meth:`holder_of`). None when Redis fails and
+        ``FAIL_OPEN`` lets the view run without a hold."""
         started = time.monotonic()
-        primitive = registry.get_resource(self.name)
-        acquire = HOLDS.get(primitive.kind)
-        if acquire is None:
-            raise NotConfigured(
-                f"{primitive.kind} {self.name!r} cannot be held by a request: no hold is "
-                f"registered for {primitive.kind}s"
-            )
-        timeout = self.wait_of(primitive)
         resources = _resources_of(request)
+        primitive: Any = None
         try:
+            primitive = registry.get_resource(self.name)  # a Cluster client connects here
+            acquire = HOLDS.get(primitive.kind)
+            if acquire is None:
+                raise NotConfigured(
+                    f"{primitive.kind} {self.name!r} cannot be held by a request: no hold "
+                    f"is registered for {primitive.kind}s"
+                )
             held = acquire(
                 primitive,
-                holder=self.holder_of(request),
-                timeout=timeout,
+                holder=holder or self.holder_of(request),
+                timeout=self.wait_of(primitive),
                 lease_timeout=self.lease_timeout,
             )
-        except BackendUnavailable as exc:
+        except NotConfigured:
+            raise  # a configuration error, not a busy resource
+        except PoolError as exc:  # Redis unreachable, or refusing (OOM, ...)
+            failed = "is unreachable" if isinstance(exc, BackendUnavailable) else "failed"
             if registry.get_config().fail_open:
                 logger.warning(
-                    "%s %s runs without holding %r: Redis is unreachable and FAIL_OPEN is set (%s)",
+                    "%s %s runs without holding %r: Redis %s and FAIL_OPEN is set (%s)",
                     request.method,
                     request.path,
                     self.name,
+                    failed,
                     exc,
                 )
                 resources[self.name] = None
                 return None
             logger.error(
-                "%s %s answered %s without holding %r: Redis is unreachable (%s)",
+                "%s %s answered %s without holding %r: Redis %s (%s)",
                 request.method,
                 request.path,
                 self.status,
                 self.name,
+                failed,
                 exc,
             )
             return self._refuse(request, primitive, exc, started)
         if held is None:
             error = ResourceUnavailable(
-                f"{primitive.kind} {self.name!r}: nothing was granted within {timeout} s"
+                f"{primitive.kind} {self.name!r}: nothing was granted within "
+                f"{self.wait_of(primitive)} s"
             )
             logger.info("%s %s: %s", request.method, request.path, error)
             return self._refuse(request, primitive, error, started)
@@ -241,12 +261,18 @@ class Guard:
     def _refuse(
         self, request: HttpRequest, primitive: Any, error: PoolError, started: float
     ) -> Refusal:
+        """``primitive`` is None when Redis failed before it could be built."""
         error.name = self.name  # type: ignore[attr-defined]
         error.status = self.status  # type: ignore[attr-defined]
         error.retry_after = self.retry_after_for(primitive)  # type: ignore[attr-defined]
+        if primitive is not None:
+            sender: type = type(primitive)
+        else:
+            entry = registry.get_config().entries.get(self.name)
+            sender = (entry.kind.primitive if entry else None) or object
         send_signal(
             signals.resource_unavailable,
-            type(primitive),
+            sender,
             name=self.name,
             request=request,
             error=error,
@@ -276,7 +302,8 @@ class Guard:
             ok = held.release()
         except Exception as exc:
             logger.error(
-                "releasing %r for %s %s failed; its lease expiry reclaims it: %s",
+                "releasing %r for %s %s failed; it stays held until its lease expires "
+                "(a hold without expiry: until released by hand): %s",
                 self.name,
                 request.method,
                 request.path,
@@ -311,12 +338,22 @@ class Guard:
             return response
         closers = getattr(response, "_resource_closers", None)
         if not isinstance(response, HttpResponseBase) or not isinstance(closers, list):
-            self.exit(request, held)
+            self._exit_off_loop(request, held)
             return response
-        release = weakref.finalize(response, self.exit, request, held)
+        release = weakref.finalize(response, self._exit_off_loop, request, held)
         release.atexit = False
         closers.append(release)
         return response
+
+    def _exit_off_loop(self, request: HttpRequest, held: Held) -> None:
+        """:meth:`exit`, in a thread of its own when called on an event loop's
+        thread (an async response closed there, or collected there unclosed)."""
+        if _on_event_loop():
+            threading.Thread(
+                target=self.exit, args=(request, held), name="drp-release", daemon=True
+            ).start()
+        else:
+            self.exit(request, held)
 
     # -- refusing --------------------------------------------------------------
 
@@ -324,24 +361,38 @@ class Guard:
         """The response for a request that got nothing (``UNAVAILABLE_VIEW``'s,
         or a plain one), with a ``Retry-After`` header."""
         view = _unavailable_view()
-        if view is None:
-            response = self._default_response(refusal)
-        elif iscoroutinefunction(view):
-            response = async_to_sync(view)(request, refusal.error)
-        else:
-            response = view(request, refusal.error)
-        return self._with_retry_after(response, refusal)
+        response = None
+        if view is not None:
+            try:
+                if iscoroutinefunction(view):
+                    response = async_to_sync(view)(request, refusal.error)
+                else:
+                    response = view(request, refusal.error)
+            except Exception:
+                logger.exception("UNAVAILABLE_VIEW %r failed; sending the default answer", view)
+        return self._with_retry_after(self._checked(view, response, refusal), refusal)
 
     async def arefusal_response(self, request: HttpRequest, refusal: Refusal) -> HttpResponseBase:
         """:meth:`refusal_response` for async code."""
         view = _unavailable_view()
-        if view is None:
-            response = self._default_response(refusal)
-        elif iscoroutinefunction(view):
-            response = await view(request, refusal.error)
-        else:
-            response = await sync_to_async(view)(request, refusal.error)
-        return self._with_retry_after(response, refusal)
+        response = None
+        if view is not None:
+            try:
+                if iscoroutinefunction(view):
+                    response = await view(request, refusal.error)
+                else:
+                    response = await sync_to_async(view)(request, refusal.error)
+            except Exception:
+                logger.exception("UNAVAILABLE_VIEW %r failed; sending the default answer", view)
+        return self._with_retry_after(self._checked(view, response, refusal), refusal)
+
+    def _checked(self, view: Any, response: Any, refusal: Refusal) -> HttpResponseBase:
+        """``response`` if the unavailable view gave one, else the default."""
+        if isinstance(response, HttpResponseBase):
+            return response
+        if view is not None and response is not None:
+            logger.error("UNAVAILABLE_VIEW %r returned %r, not a response", view, response)
+        return self._default_response(refusal)
 
     def _default_response(self, refusal: Refusal) -> HttpResponse:
         seconds = refusal.error.retry_after  # type: ignore[attr-defined]
@@ -391,11 +442,14 @@ class Guard:
         return self.exit_after(request, response, outcome)
 
     async def _aenter(self, request: HttpRequest) -> Held | Refusal | None:
+        holder = None
+        if self._identity is not None:  # it may use the ORM (request.user)
+            holder = await sync_to_async(self.holder_of)(request)
         abandoned = threading.Event()
         enter = sync_to_async(
             self._enter_unless_abandoned, thread_sensitive=False, executor=_waiting_threads()
         )
-        task = asyncio.ensure_future(enter(request, abandoned))
+        task = asyncio.ensure_future(enter(request, abandoned, holder))
         try:
             return await asyncio.shield(task)
         except asyncio.CancelledError:
@@ -407,9 +461,11 @@ class Guard:
             raise
 
     def _enter_unless_abandoned(
-        self, request: HttpRequest, abandoned: threading.Event
+        self, request: HttpRequest, abandoned: threading.Event, holder: str | None
     ) -> Held | Refusal | None:
-        outcome = self.enter(request)
+        if abandoned.is_set():  # given up while queued for a thread
+            return None
+        outcome = self.enter(request, holder)
         if isinstance(outcome, Held) and abandoned.is_set():
             self.exit(request, outcome)
             return None

@@ -68,6 +68,14 @@ def unavailable_with_header(request: HttpRequest, exception: Exception) -> HttpR
     return response
 
 
+def unavailable_broken(request: HttpRequest, exception: Exception) -> HttpResponse:
+    raise RuntimeError("the unavailable view itself is broken")
+
+
+def unavailable_not_a_response(request: HttpRequest, exception: Exception) -> str:
+    return "not a response"
+
+
 async def unavailable_async(request: HttpRequest, exception: Exception) -> HttpResponse:
     await asyncio.sleep(0)
     name = exception.name  # type: ignore[attr-defined]

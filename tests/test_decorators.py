@@ -324,6 +324,22 @@ def test_unavailable_view_retry_after_header_is_kept(
     assert held is not None and held.release()
 
 
+@pytest.mark.parametrize("broken", ["unavailable_broken", "unavailable_not_a_response"])
+def test_a_failing_unavailable_view_falls_back_to_the_default_503(
+    settings: Any, redis_url: str, pool: ResourcePool, broken: str, caplog: Any
+) -> None:
+    configure(settings, redis_url, UNAVAILABLE_VIEW=f"tests.request_views.{broken}")
+    held = pool.acquire(timeout=0)
+    try:
+        with caplog.at_level(logging.ERROR, logger="django_redis_pool"):
+            response = Client(raise_request_exception=True).get("/pool/")
+        assert response.status_code == 503, "never a 500 when nothing was granted"
+        assert response["Retry-After"] == "1"
+        assert any("UNAVAILABLE_VIEW" in r.getMessage() for r in caplog.records)
+    finally:
+        assert held is not None and held.release()
+
+
 @pytest.mark.parametrize(
     ("unavailable_view", "body"),
     [

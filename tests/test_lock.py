@@ -29,6 +29,7 @@ from django_redis_pool import (
     PoolError,
     ResourceUnavailable,
 )
+from django_redis_pool.embedded import EmbeddedRedis
 
 from .clients import client_from, spec_of
 from .waiting import wait_for
@@ -804,3 +805,21 @@ def test_a_retried_release_of_a_reentrant_lock_counts_down_once(client):
     assert engine.release("h", "", "req-2") == 1
     assert engine.release("h", "", "req-2") == 1, "a retry of the final release agrees"
     assert not lock.locked()
+
+
+def test_a_release_that_cannot_reach_redis_stops_auto_renewal() -> None:
+    # Otherwise the renewer would keep a lock it was asked to give up alive for
+    # ever; stopped, the lease expires once Redis is back.
+    server = EmbeddedRedis().start()
+    try:
+        lock = Lock(server.client(), "renewed", lease_timeout=5, auto_renew=True)
+        assert lock.acquire(blocking=False)
+        lease = lock.lease
+        assert lease is not None and lease._renewer is not None
+        server.stop()
+        with pytest.raises(BackendUnavailable):
+            lock.release()
+        assert lease._renewer is None, "no longer renewed"
+        assert lock.lease is None
+    finally:
+        server.stop()

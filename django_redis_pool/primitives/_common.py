@@ -155,6 +155,12 @@ def backend_errors() -> Iterator[None]:
     except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
         raise BackendUnavailable(f"Redis could not be reached: {exc}") from exc
     except redis.exceptions.RedisError as exc:
-        if type(exc).__name__ in {"ClusterDownError", "MasterDownError", "TryAgainError"}:
+        if type(exc).__name__ in {
+            "BusyLoadingError",
+            "ClusterDownError",
+            "MasterDownError",
+            "ReadOnlyError",  # a failover left us on a replica
+            "TryAgainError",
+        }:
             raise BackendUnavailable(f"Redis could not be reached: {exc}") from exc
         raise PoolError(f"Redis rejected the operation: {exc}") from exc

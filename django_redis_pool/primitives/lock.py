@@ -169,7 +169,16 @@ class Lock(LeasedPrimitive):
         """Release the lock (a reentrant one: once). Raises :class:`NotOwned` if
         the holder does not hold it, e.g. because its lease expired."""
         name = self._holder(holder)
-        result = self._engine.release(name)
+        try:
+            result = self._engine.release(name)
+        except BaseException:
+            # Not known to be released (e.g. Redis unreachable): stop renewing,
+            # so that the lease expires rather than being kept alive forever.
+            with self._mutex:
+                lease = self._leases.pop(name, None)
+            if lease is not None:
+                lease.stop_auto_renew()
+            raise
         if result == 2:  # a reentrant hold with acquisitions left
             return
         with self._mutex:

@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import signal
 import threading
+import time
+from collections.abc import Callable
 from typing import Any
 
 from django.core.management.base import CommandError, CommandParser
 
 from ... import maintenance
-from ...exceptions import BackendUnavailable
+from ...exceptions import BackendUnavailable, PoolError
 from ._base import PoolCommand
 
 
@@ -60,23 +62,38 @@ class Command(PoolCommand):
             with self.command_errors():
                 self.run_pass(primitives, options)
             return
-        stop = threading.Event()
-        self._stop_on_signals(stop)
-        if options["verbosity"] >= 1 and not options["json"]:
-            self.stdout.write(f"Reclaiming every {interval:g} s; stop with Ctrl-C or SIGTERM.")
-        while not stop.is_set():
-            try:
-                self.run_pass(primitives, options, quiet=True)
-            except BackendUnavailable as exc:
-                self.stderr.write(f"Redis is unreachable, retrying in {interval:g} s: {exc}")
-            stop.wait(interval)
+        stopped: list[int] = []  # a signal handler only appends (no locks)
+        restore = self._stop_on_signals(stopped)
+        try:
+            if options["verbosity"] >= 1 and not options["json"]:
+                self.stdout.write(f"Reclaiming every {interval:g} s; stop with Ctrl-C or SIGTERM.")
+            while not stopped:
+                try:
+                    self.run_pass(primitives, options, quiet=True)
+                except PoolError as exc:  # Redis unreachable or failing: next pass retries
+                    failed = "is unreachable" if isinstance(exc, BackendUnavailable) else "failed"
+                    self.stderr.write(f"Redis {failed}, retrying in {interval:g} s: {exc}")
+                deadline = time.monotonic() + interval
+                while not stopped and time.monotonic() < deadline:
+                    time.sleep(min(0.1, max(0.0, deadline - time.monotonic())))
+        finally:
+            restore()
 
     @staticmethod
-    def _stop_on_signals(stop: threading.Event) -> None:
+    def _stop_on_signals(stopped: list[int]) -> Callable[[], None]:
+        """Make SIGINT and SIGTERM stop the loop; returns what restores them."""
         if threading.current_thread() is not threading.main_thread():
-            return  # signals can only be caught in the main thread
-        for signum in (signal.SIGINT, signal.SIGTERM):
-            signal.signal(signum, lambda *_: stop.set())
+            return lambda: None  # signals can only be caught in the main thread
+        previous = {
+            signum: signal.signal(signum, lambda signum, _frame: stopped.append(signum))
+            for signum in (signal.SIGINT, signal.SIGTERM)
+        }
+
+        def restore() -> None:
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
+
+        return restore
 
     def run_pass(self, primitives: list[Any], options: dict[str, Any], quiet: bool = False) -> None:
         """Collect every primitive once and report it."""

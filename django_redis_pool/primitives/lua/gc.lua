@@ -14,10 +14,13 @@ for _, id in ipairs(ids) do
     table.insert(dropped, raw or cjson.encode({h = id, p = 0, s = 0, dl = -1}))
   end
 end
+local queued = redis.call('ZCARD', K_WAITQ)
 local reclaimed = reclaim(LIMIT)
 pump()
+-- Waiters served by those hand-offs left the queue too: rescan rather than skip.
+local served = queued - redis.call('ZCARD', K_WAITQ)
 local next_offset = -1
 if #ids == LIMIT then
-  next_offset = OFFSET + LIMIT - #dropped
+  next_offset = math.max(0, OFFSET + LIMIT - #dropped - served)
 end
 return {reclaimed, dropped, next_offset}
