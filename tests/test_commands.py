@@ -31,7 +31,7 @@ from django_redis_pool import Lease, ResourcePool, get_lock, get_pool, get_semap
 from django_redis_pool.primitives.base import LeasedPrimitive
 from django_redis_pool.signals import lease_reclaimed
 
-from .test_snapshot import HOLDER_KEYS, WAITER_KEYS
+from .test_snapshot import HOLDER_KEYS, WAITER_KEYS, contents_of
 from .test_snapshot import SNAPSHOT_KEYS as PRIMITIVE_KEYS
 from .waiting import wait_for
 
@@ -72,18 +72,7 @@ def closed_port() -> int:
 
 def raw_keys(client: redis.Redis) -> dict[bytes, Any]:
     """Every key in the (private, flushed) Redis with its contents, TTLs left out."""
-    state: dict[bytes, Any] = {}
-    for key in sorted(client.keys("*")):
-        kind = client.type(key).decode()
-        if kind == "zset":
-            state[key] = client.zrange(key, 0, -1, withscores=True)
-        elif kind == "hash":
-            state[key] = client.hgetall(key)
-        elif kind == "list":
-            state[key] = client.lrange(key, 0, -1)
-        else:
-            state[key] = client.get(key)
-    return state
+    return contents_of(client, client.scan_iter())
 
 
 def expired_hold(pool: ResourcePool, holder: str) -> Lease:

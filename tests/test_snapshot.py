@@ -60,10 +60,10 @@ def pool_of(client: Any, name: str, *resources: str, **kwargs: Any) -> ResourceP
     return pool
 
 
-def raw_state(client: Any, primitive: LeasedPrimitive) -> dict[bytes, Any]:
-    """Every Redis key of ``primitive`` with its full contents (TTLs left out)."""
+def contents_of(client: Any, keys: Any) -> dict[bytes, Any]:
+    """Each of ``keys`` with its full contents (TTLs left out)."""
     state: dict[bytes, Any] = {}
-    for key in sorted(set(client.scan_iter(match=f"{primitive._engine.base}*"))):
+    for key in sorted(set(keys)):
         kind = client.type(key)
         kind = kind.decode() if isinstance(kind, bytes) else kind
         if kind == "zset":
@@ -75,6 +75,11 @@ def raw_state(client: Any, primitive: LeasedPrimitive) -> dict[bytes, Any]:
         else:
             state[key] = client.get(key)
     return state
+
+
+def raw_state(client: Any, primitive: LeasedPrimitive) -> dict[bytes, Any]:
+    """Every Redis key of ``primitive`` with its full contents (TTLs left out)."""
+    return contents_of(client, client.scan_iter(match=f"{primitive._engine.base}*"))
 
 
 def queue_dead_waiter(primitive: LeasedPrimitive, holder: str, priority: int = 0) -> None:
