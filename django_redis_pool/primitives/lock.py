@@ -174,17 +174,12 @@ class Lock(LeasedPrimitive):
         except BaseException:
             # Not known to be released (e.g. Redis unreachable): stop renewing,
             # so that the lease expires rather than being kept alive forever.
-            with self._mutex:
-                lease = self._leases.pop(name, None)
-            if lease is not None:
-                lease.stop_auto_renew()
+            self._forget(name)
             raise
         if result == 2:  # a reentrant hold with acquisitions left
             return
-        with self._mutex:
-            lease = self._leases.pop(name, None)
+        lease = self._forget(name)
         if lease is not None:
-            lease.stop_auto_renew()
             if result == 0 and not lease.lost:
                 lease._mark_lost("it was already gone when released", call_on_lost=False)
             lease.lost = True
@@ -195,6 +190,14 @@ class Lock(LeasedPrimitive):
                 f"lock {self.name!r} is not held by {name!r} (never acquired, already "
                 "released, or its lease expired and another holder may have it)"
             )
+
+    def _forget(self, name: str) -> Lease | None:
+        """Drop the lease of holder ``name`` from this object and stop renewing it."""
+        with self._mutex:
+            lease = self._leases.pop(name, None)
+        if lease is not None:
+            lease.stop_auto_renew()
+        return lease
 
     def extend(self, lease_timeout: float | None = None, *, holder: str | None = None) -> bool:
         """Restart the lease: ``lease_timeout`` seconds from now (None: the lock's
