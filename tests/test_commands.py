@@ -400,7 +400,13 @@ def test_gc_json(synced: None) -> None:
     printers = by_name["printers"]
     assert printers["kind"] == "pool"
     assert printers["reclaimed"] == [
-        {"resource": "p1", "holder": "alice", "fence": lease.fence, "expires_at": lease.expires_at}
+        {
+            "resource": "p1",
+            "holder": "alice",
+            "fence": lease.fence,
+            "acquired_at": lease.acquired_at,
+            "expires_at": lease.expires_at,
+        }
     ]
     assert printers["dropped"] == []
     imports = by_name["imports"]

@@ -37,11 +37,12 @@ SNAPSHOT_KEYS = {
     "free",
     "held",
     "waiting",
+    "expired",
     "available",
     "holders",
     "waiters",
 }
-HOLDER_KEYS = {"resource", "holder", "fence", "expires_at", "seconds_left"}
+HOLDER_KEYS = {"resource", "holder", "fence", "acquired_at", "expires_at", "seconds_left"}
 WAITER_KEYS = {"holder", "priority", "since", "deadline", "waited"}
 
 

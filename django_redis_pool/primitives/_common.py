@@ -108,6 +108,13 @@ def check_priority(value: object) -> int:
     return value
 
 
+def check_count(value: object, what: str, *, minimum: int = 0) -> int:
+    """A count, offset or fence: an int from ``minimum`` to 2**52."""
+    if isinstance(value, bool) or not isinstance(value, int) or not minimum <= value <= 2**52:
+        raise ValueError(f"{what} must be an int from {minimum} to 2**52, got {value!r}")
+    return value
+
+
 def to_ms(seconds: float | None) -> int:
     """Seconds to whole milliseconds; None becomes -1 (meaning "no limit")."""
     if seconds is None:

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from ..exceptions import ResourceUnavailable
-from ._common import check_client, check_name
+from ._common import check_client, check_count, check_holder, check_name
 from .engine import LeaseEngine, Waiter
 from .lease import Lease
 
@@ -39,7 +39,11 @@ def holding(lease: Lease | None, *, auto_renew: bool, unavailable: str) -> Itera
 
 @dataclass(frozen=True)
 class Snapshot:
-    """A primitive's state at one instant (``now``, unix seconds on the Redis clock)."""
+    """A primitive's state at one instant (``now``, unix seconds on the Redis clock).
+
+    The lists may be one page of the whole (see :meth:`LeasedPrimitive.snapshot`);
+    the ``*_count`` fields always count everything.
+    """
 
     kind: str
     name: str
@@ -49,15 +53,19 @@ class Snapshot:
     #: for a lock.
     size: int | None
     available: list[str]  #: a pool's available resource ids (empty for slots)
-    leases: list[Lease]  #: the live holds
+    leases: list[Lease]  #: the live holds, soonest expiry first
     waiters: list[Waiter]  #: blocked callers, in the order they will be served
+    available_count: int = 0  #: a pool's available resources (expired holds included)
+    held_count: int = 0  #: live holds
+    waiting_count: int = 0  #: blocked callers
+    expired_count: int = 0  #: expired holds not reclaimed yet (the next acquire or gc does)
 
     @property
     def free(self) -> int:
         """How many more holds could be granted now."""
         if self.kind == "pool":
-            return len(self.available)
-        return max(0, (self.size or 0) - len(self.leases))
+            return self.available_count
+        return max(0, (self.size or 0) - self.held_count)
 
     def seconds_left(self, lease: Lease) -> float | None:
         """Seconds until ``lease`` expires on the Redis clock (None: never)."""
@@ -73,8 +81,9 @@ class Snapshot:
             "time": self.now,
             "size": self.size,
             "free": self.free,
-            "held": len(self.leases),
-            "waiting": len(self.waiters),
+            "held": self.held_count,
+            "waiting": self.waiting_count,
+            "expired": self.expired_count,
             "available": self.available,
             "holders": [
                 {**lease_as_dict(lease), "seconds_left": self.seconds_left(lease)}
@@ -93,6 +102,7 @@ def lease_as_dict(lease: Lease) -> dict[str, Any]:
         "resource": lease.resource,
         "holder": lease.holder,
         "fence": lease.fence,
+        "acquired_at": lease.acquired_at,
         "expires_at": lease.expires_at,
     }
 
@@ -163,9 +173,31 @@ class LeasedPrimitive:
         """The callers blocked in ``acquire``, in the order they will be served."""
         return self._engine.waiters(self._read("waiters"))
 
-    def snapshot(self) -> Snapshot:
-        """Everything about the primitive at one instant, read in one round trip."""
-        now_ms, size, available, leases, waiters = self._read("snapshot")
+    def snapshot(
+        self,
+        *,
+        limit: int | None = None,
+        available_offset: int = 0,
+        holders_offset: int = 0,
+        waiters_offset: int = 0,
+    ) -> Snapshot:
+        """Everything about the primitive at one instant, read in one round trip.
+
+        ``limit`` (None: everything) bounds each list to one page, starting at
+        its offset (0: only the counts); the counts always cover everything. A page costs
+        O(log n + limit + offset) in Redis, whatever the primitive's size.
+        """
+        limit = -1 if limit is None else check_count(limit, "limit")
+        offsets = [
+            check_count(value, what)
+            for value, what in (
+                (available_offset, "available_offset"),
+                (holders_offset, "holders_offset"),
+                (waiters_offset, "waiters_offset"),
+            )
+        ]
+        reply = self._engine.run("read", "snapshot", limit, *offsets)
+        now_ms, size, available_count, available, held, leases, waiting, waiters, expired = reply
         return Snapshot(
             kind=self.kind,
             name=self.name,
@@ -175,7 +207,23 @@ class LeasedPrimitive:
             available=[str(r) for r in available],
             leases=[self._engine.lease_from_record(raw) for raw in leases if raw],
             waiters=self._engine.waiters(waiters),
+            available_count=int(available_count),
+            held_count=int(held),
+            waiting_count=int(waiting),
+            expired_count=int(expired),
         )
+
+    def force_release(self, resource: str, *, fence: int | None = None) -> bool:
+        """End the live hold on ``resource`` (a pool's resource id, a semaphore
+        holder's identity, a lock's holder) whoever holds it: an operator's
+        action. With ``fence``, only if the hold still has that fence, so a
+        hold granted since the operator looked is never ended by mistake. A
+        reentrant lock's hold ends entirely. The holder's next renewal or
+        release finds the lease lost. Returns False if there was no such hold.
+        """
+        resource = check_holder(resource, "resource")
+        fence_arg = "" if fence is None else check_count(fence, "fence")
+        return self._engine.release(resource, "", None, fence_arg) != 0
 
     def collect(self, *, dry_run: bool = False) -> Collected:
         """Reclaim every expired lease and drop the waiters that died, now (also

@@ -219,6 +219,7 @@ class LeaseEngine:
             expires_at=None if rec["e"] == -1 else rec["e"] / 1000,
             lease_timeout=None if rec["l"] == -1 else rec["l"] / 1000,
             token=str(rec["t"]),
+            acquired_at=rec["a"] / 1000 if "a" in rec else None,
         )
 
     def _lease(self, raw: str) -> Lease | None:
@@ -263,14 +264,18 @@ class LeaseEngine:
             return False
         return None if int(reply[1]) == -1 else int(reply[1]) / 1000
 
-    def release(self, resource: str, token: str = "", request: str | None = None) -> int:
+    def release(
+        self, resource: str, token: str = "", request: str | None = None, fence: int | str = ""
+    ) -> int:
         """End the lease on ``resource`` held by ``token`` ('' = whoever holds it).
 
         Returns 1 if a live lease was ended, 2 if a reentrant lock's count went
         down but it is still held, 0 if there was no such live lease. ``request``
-        identifies the call, so that a retried run answers the same.
+        identifies the call, so that a retried run answers the same. With a
+        ``fence``, only a lease with that fence is ended, entirely (an operator's
+        force-release).
         """
-        return int(self.run("release", resource, token, request or uuid.uuid4().hex))
+        return int(self.run("release", resource, token, request or uuid.uuid4().hex, fence))
 
     def gc(self, batch: int = 1000) -> tuple[list[Lease], list[Waiter]]:
         """Reclaim every expired lease and drop dead waiters; returns the

@@ -36,6 +36,7 @@ class Lease:
     __slots__ = (
         "_engine",
         "_renewer",
+        "acquired_at",
         "expires_at",
         "fence",
         "holder",
@@ -56,6 +57,7 @@ class Lease:
         expires_at: float | None,
         lease_timeout: float | None,
         token: str,
+        acquired_at: float | None = None,
     ) -> None:
         self._engine = engine
         self._renewer: _AutoRenewer | None = None
@@ -65,6 +67,8 @@ class Lease:
         self.expires_at = expires_at
         self.lease_timeout = lease_timeout
         self.token = token
+        #: When the hold began (unix seconds, Redis clock; None if unknown).
+        self.acquired_at = acquired_at
         self.lost = False
         self.on_lost: Callable[[Lease], None] | None = None
 

@@ -9,6 +9,7 @@ from typing import Any
 
 from ._common import (
     backend_errors,
+    check_count,
     check_holder,
     check_lease_timeout,
     check_priority,
@@ -166,6 +167,4 @@ class Semaphore(LeasedPrimitive):
 
 def check_max_size(n: object, what: str = "max size") -> int:
     """A semaphore's number of slots: an int >= 0."""
-    if isinstance(n, bool) or not isinstance(n, int) or n < 0:
-        raise ValueError(f"{what} must be an int >= 0, got {n!r}")
-    return n
+    return check_count(n, what)

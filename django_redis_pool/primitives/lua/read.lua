@@ -55,21 +55,46 @@ elseif WHAT == 'leases' then
 elseif WHAT == 'waiters' then
   return hmget_all(K_WINFO, redis.call('ZRANGE', K_WAITQ, 0, -1))
 elseif WHAT == 'snapshot' then
-  -- {now ms, size (slots: -1 unset; pools: available + held), available ids
-  -- (pools), live lease records, waiter records in serving order}
-  local leases = hmget_all(K_INFO, redis.call('ZRANGEBYSCORE', K_LEASES, live, '+inf'))
-  local available, size = {}, 1
+  -- One page of everything: ARGV[3] page size (-1: all), ARGV[4..6] offsets
+  -- into the available ids (pools), the live leases (soonest expiry first) and
+  -- the waiters (serving order). Returns {now ms, size (slots: -1 unset; pools:
+  -- available + held), available total, available ids, held total, lease
+  -- records, waiting total, waiter records, expired leases awaiting gc}.
+  -- A page size of 0 reads only the counts.
+  -- Bounded by the page size: ZRANGE by rank and ZRANGEBYSCORE ... LIMIT.
+  local limit = tonumber(ARGV[3])
+  local a_off, h_off, w_off = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
+  -- ZRANGE of one page of `key` from rank `offset` (limit 0: none)
+  local function page(key, offset)
+    if limit == 0 then
+      return {}
+    end
+    return redis.call('ZRANGE', key, offset, limit < 0 and -1 or offset + limit - 1)
+  end
+  local held = redis.call('ZCOUNT', K_LEASES, live, '+inf')
+  local expired = redis.call('ZCOUNT', K_LEASES, '-inf', NOW)
+  local waiting = redis.call('ZCARD', K_WAITQ)
+  local lease_ids = redis.call('ZRANGEBYSCORE', K_LEASES, live, '+inf', 'LIMIT', h_off, limit)
+  local available, avail_total, size = {}, 0, 1
   if MODE == 'sem' then
     size = tonumber(redis.call('GET', K_MAX) or '-1')
   elseif not SLOTS then
-    available = redis.call('ZRANGE', K_AVAIL, 0, -1)
-    for _, r in ipairs(redis.call('ZRANGEBYSCORE', K_LEASES, '-inf', NOW)) do
-      table.insert(available, r)
+    -- the available set first, then expired leases (available once reclaimed)
+    local in_set = redis.call('ZCARD', K_AVAIL)
+    avail_total = in_set + expired
+    available = page(K_AVAIL, a_off)
+    local wanted = limit < 0 and expired or limit - #available
+    if wanted > 0 then
+      local skip = math.max(0, a_off - in_set)
+      for _, r in ipairs(redis.call('ZRANGEBYSCORE', K_LEASES, '-inf', NOW, 'LIMIT', skip, wanted)) do
+        table.insert(available, r)
+      end
     end
-    size = #available + #leases
+    size = avail_total + held
   end
-  local waiters = hmget_all(K_WINFO, redis.call('ZRANGE', K_WAITQ, 0, -1))
-  return {NOW, size, available, leases, waiters}
+  local waiters = hmget_all(K_WINFO, page(K_WAITQ, w_off))
+  return {NOW, size, avail_total, available, held, hmget_all(K_INFO, lease_ids), waiting, waiters,
+    expired}
 elseif WHAT == 'expired' then
   -- What gc would reclaim now: {expired lease records, dead waiter records}.
   local expired = {}

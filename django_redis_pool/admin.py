@@ -1,0 +1,206 @@
+"""The admin dashboard: live contents of every configured primitive, and
+operator actions behind confirmation pages.
+
+URLs (in the ``admin`` namespace), under ``<admin>/django_redis_pool/dashboard/``:
+
+- ``django_redis_pool_dashboard``: every primitive with its counts and health;
+- ``django_redis_pool_primitive`` (``name``): one primitive's detail page;
+- ``django_redis_pool_action`` (``name``, ``action``): an action's confirmation
+  page (GET) and the action itself (POST, then a redirect to the detail page).
+
+Viewing needs a staff user with ``django_redis_pool.view_dashboard`` (or the
+change permission); actions need ``django_redis_pool.change_dashboard``. Others
+get 403, anonymous users the login page. What each kind shows and can do is
+registered in :mod:`.dashboard`.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+from django.contrib import admin, messages
+from django.core.exceptions import ImproperlyConfigured, PermissionDenied
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
+from django.template.loader import render_to_string
+from django.template.response import TemplateResponse
+from django.urls import URLPattern, path, reverse
+
+from . import dashboard, registry
+from .exceptions import PoolError
+from .models import Dashboard
+
+logger = logging.getLogger("django_redis_pool")
+
+MASK = "********"
+
+
+def masked_url(url: str) -> str:
+    """``url`` with its password (if any) replaced by asterisks."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    credentials = f"{parts.username or ''}:{MASK}"
+    host = parts.netloc.rpartition("@")[2]
+    return urlunsplit(parts._replace(netloc=f"{credentials}@{host}"))
+
+
+def connection_label(connection: Mapping[str, Any]) -> str:
+    """Where the primitives live, for people: passwords masked, options left out."""
+    if "CACHE" in connection:
+        return f"the Redis of Django cache {connection['CACHE']!r}"
+    if "SENTINELS" in connection:
+        sentinels = ", ".join(f"{host}:{port}" for host, port in connection["SENTINELS"])
+        return f"Sentinel service {connection['SERVICE_NAME']!r} via {sentinels}"
+    label = masked_url(str(connection.get("URL", "")))
+    return f"Redis Cluster {label}" if connection.get("CLUSTER") else label
+
+
+@admin.register(Dashboard)
+class DashboardAdmin(admin.ModelAdmin):
+    """Serves the dashboard instead of a change list; nothing is stored in SQL."""
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def get_urls(self) -> list[URLPattern]:
+        wrap = self.admin_site.admin_view  # staff only, CSRF-protected, never cached
+        return [
+            path("", wrap(self.dashboard_view), name="django_redis_pool_dashboard"),
+            path("", wrap(self.dashboard_view), name="django_redis_pool_dashboard_changelist"),
+            path(
+                "<path:name>/actions/<slug:action>/",
+                wrap(self.action_view),
+                name="django_redis_pool_action",
+            ),
+            path("<path:name>/", wrap(self.primitive_view), name="django_redis_pool_primitive"),
+        ]
+
+    # -- views --------------------------------------------------------------------
+
+    def dashboard_view(self, request: HttpRequest) -> HttpResponse:
+        """Every configured primitive: kind, counts and health."""
+        self._require(request, self.has_view_permission)
+        dashboard.load_panels()
+        config = self._config()
+        rows = []
+        for name in config.names():
+            entry = config.entries[name]
+            row: dict[str, Any] = {"name": name, "kind": entry.kind.label, "supported": False}
+            if entry.kind.supported and entry.kind.name in dashboard.SUMMARIES:
+                row["supported"] = True
+                try:
+                    primitive = registry.get_resource(name)
+                    row["summary"] = dashboard.SUMMARIES[entry.kind.name](primitive)
+                except PoolError as exc:
+                    row["summary"] = dashboard.Summary(health="error", note=str(exc))
+            rows.append(row)
+        context = {
+            **self._context(request, "Redis pools"),
+            "rows": rows,
+            "connection": connection_label(config.connection),
+            "key_prefix": config.key_prefix,
+        }
+        return TemplateResponse(request, "admin/django_redis_pool/dashboard.html", context)
+
+    def primitive_view(self, request: HttpRequest, name: str) -> HttpResponse:
+        """One primitive: the sections its kind registered, and its page actions."""
+        self._require(request, self.has_view_permission)
+        primitive = self._primitive(name)
+        actions = dashboard.ACTIONS.get(primitive.kind, {})
+        context = {
+            **self._context(request, f"{primitive.kind.capitalize()} {name}", primitive),
+            "page_actions": [a for a in actions.values() if a.placement == "page"],
+            "row_actions": actions,
+        }
+        sections, error = [], None
+        try:
+            for section in dashboard.SECTIONS.get(primitive.kind, []):
+                data = section.context(primitive, request)
+                sections.append(render_to_string(section.template, {**context, **data}, request))
+        except PoolError as exc:
+            error = str(exc)
+        context.update(sections=sections, error=error)
+        template = "admin/django_redis_pool/primitive.html"
+        return TemplateResponse(request, template, context, status=503 if error else 200)
+
+    def action_view(self, request: HttpRequest, name: str, action: str) -> HttpResponse:
+        """GET: the confirmation page. POST: run the action, then redirect."""
+        self._require(request, self.has_change_permission)
+        primitive = self._primitive(name)
+        chosen = dashboard.ACTIONS.get(primitive.kind, {}).get(action)
+        if chosen is None:
+            raise Http404(f"{primitive.kind} {name!r} has no action {action!r}")
+        detail = reverse("admin:django_redis_pool_primitive", args=[name])
+        if request.method == "POST":
+            form = chosen.form(request.POST)
+            if form.is_valid():
+                self._run(request, chosen, primitive, form.cleaned_data)
+                return HttpResponseRedirect(detail)
+        else:  # row links arrive with their parameters in the query string
+            form = chosen.form(request.GET or None)
+        # Ask only once every parameter is valid; until then the form is edited
+        # and submitted with GET, which changes nothing.
+        question = None
+        if not form.fields or (form.is_bound and form.is_valid()):
+            data = form.cleaned_data if form.is_bound else {}
+            question = chosen.question.format(primitive=primitive, label=chosen.label, **data)
+            for field in form.fields.values():
+                field.widget = field.hidden_widget()
+        context = {
+            **self._context(request, chosen.label, primitive),
+            "action": chosen,
+            "form": form,
+            "question": question,
+            "detail_url": detail,
+        }
+        return TemplateResponse(request, "admin/django_redis_pool/confirm.html", context)
+
+    # -- helpers ------------------------------------------------------------------
+
+    def _require(self, request: HttpRequest, permission: Any) -> None:
+        if not permission(request):
+            raise PermissionDenied
+
+    def _config(self) -> Any:
+        try:
+            return registry.get_config()
+        except ImproperlyConfigured as exc:  # the system checks say the same
+            raise ImproperlyConfigured(f"DJANGO_REDIS_POOL is invalid: {exc}") from exc
+
+    def _primitive(self, name: str) -> Any:
+        dashboard.load_panels()
+        entry = self._config().entries.get(name)
+        if entry is None or not entry.kind.supported:
+            raise Http404(f"No primitive named {name!r} is configured.")
+        return registry.get_resource(name)
+
+    def _run(
+        self, request: HttpRequest, chosen: dashboard.Action, primitive: Any, data: dict[str, Any]
+    ) -> None:
+        where = f"{primitive.kind} {primitive.name!r}"
+        try:
+            message = chosen.run(primitive, data)
+        except dashboard.ActionFailed as exc:
+            messages.warning(request, str(exc))
+            return
+        except (PoolError, ValueError) as exc:
+            messages.error(request, f"{chosen.label} on {where} failed: {exc}")
+            return
+        logger.warning("admin: %s ran %r on %s with %r", request.user, chosen.name, where, data)
+        messages.success(request, message)
+
+    def _context(self, request: HttpRequest, title: str, primitive: Any = None) -> dict[str, Any]:
+        return {
+            **self.admin_site.each_context(request),
+            "title": title,
+            "opts": self.model._meta,
+            "primitive": primitive,
+            "can_change": self.has_change_permission(request),
+            "dashboard_url": reverse("admin:django_redis_pool_dashboard"),
+        }

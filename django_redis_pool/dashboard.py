@@ -1,0 +1,138 @@
+"""What the admin dashboard shows and does for each kind of primitive.
+
+The dashboard's views (:mod:`.admin`) know no kind: each kind brings
+
+- one **summary** (``@summary("pool")``): the counts and health of one row of
+  the overview, read in one round trip;
+- **sections** of its detail page (``@section("pool", title=..., template=...)``):
+  a function ``(primitive, request) -> context`` and the template that renders it;
+- **actions** (``@action("pool", "add", label=..., form=...)``): a function
+  ``(primitive, data) -> message`` run by a POST from a confirmation page, for
+  operators with the change permission.
+
+The pools, semaphores and locks register theirs in :mod:`.lease_panels`; a later
+kind adds a module like it (imported by :func:`load_panels`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from django import forms
+from django.http import HttpRequest
+
+__all__ = [
+    "ACTIONS",
+    "SECTIONS",
+    "SUMMARIES",
+    "Action",
+    "ActionFailed",
+    "Section",
+    "Summary",
+    "action",
+    "load_panels",
+    "section",
+    "summary",
+]
+
+Health = Literal["ok", "warning", "error"]
+
+
+@dataclass(frozen=True)
+class Summary:
+    """One row of the overview: counts (None: not applicable) and health."""
+
+    size: int | None = None
+    free: int | None = None
+    held: int | None = None
+    waiting: int | None = None
+    health: Health = "ok"
+    note: str = ""  #: says why the health is not "ok", or anything worth a glance
+
+
+@dataclass(frozen=True)
+class Section:
+    """One part of a primitive's detail page."""
+
+    title: str
+    template: str  #: rendered with the context plus ``primitive`` and ``section``
+    context: Callable[[Any, HttpRequest], dict[str, Any]]  #: reads what it shows
+
+
+class ActionFailed(Exception):
+    """Raised by an action that found nothing to do; its message is shown as a
+    warning (e.g. the hold was released meanwhile)."""
+
+
+@dataclass(frozen=True)
+class Action:
+    """An operator action on one primitive, behind a confirmation page."""
+
+    name: str  #: its URL slug
+    label: str  #: button and page title, e.g. "Force-release"
+    run: Callable[[Any, dict[str, Any]], str]  #: (primitive, cleaned data) -> message
+    #: Its parameters: edited on the confirmation page (or passed in the query
+    #: string by a row's link), then carried by the confirming POST.
+    form: type[forms.Form] = forms.Form
+    #: What the confirmation page asks, formatted with the primitive and the
+    #: cleaned data, e.g. "Remove {resource} from {primitive.name}?".
+    question: str = "{label} {primitive.kind} {primitive.name!r}?"
+    #: "page": a button at the top of the detail page; "row": linked from the
+    #: rows of a section (its template builds the link with the parameters).
+    placement: Literal["page", "row"] = "page"
+    dangerous: bool = False  #: shown in red
+
+
+#: Registries, by kind: its summary, its sections in order, its actions by slug.
+SUMMARIES: dict[str, Callable[[Any], Summary]] = {}
+SECTIONS: dict[str, list[Section]] = {}
+ACTIONS: dict[str, dict[str, Action]] = {}
+
+
+def summary(*kinds: str) -> Callable[[Callable[[Any], Summary]], Callable[[Any], Summary]]:
+    """Register the decorated ``(primitive) -> Summary`` for ``kinds``."""
+
+    def register(function: Callable[[Any], Summary]) -> Callable[[Any], Summary]:
+        for kind in kinds:
+            SUMMARIES[kind] = function
+        return function
+
+    return register
+
+
+def section(
+    *kinds: str, title: str, template: str
+) -> Callable[[Callable[..., dict[str, Any]]], Callable[..., dict[str, Any]]]:
+    """Add the decorated ``(primitive, request) -> context`` as a section of the
+    detail page of ``kinds``, after those already added."""
+
+    def register(function: Callable[..., dict[str, Any]]) -> Callable[..., dict[str, Any]]:
+        for kind in kinds:
+            sections = SECTIONS.setdefault(kind, [])
+            sections[:] = [s for s in sections if s.context is not function]
+            sections.append(Section(title=title, template=template, context=function))
+        return function
+
+    return register
+
+
+def action(
+    kinds: str | Iterable[str], name: str, **options: Any
+) -> Callable[[Callable[[Any, dict[str, Any]], str]], Callable[[Any, dict[str, Any]], str]]:
+    """Register the decorated ``(primitive, data) -> message`` as action ``name``
+    of ``kinds``; ``options`` are the other fields of :class:`Action`."""
+    kinds = (kinds,) if isinstance(kinds, str) else tuple(kinds)
+
+    def register(function: Callable[[Any, dict[str, Any]], str]) -> Callable[..., str]:
+        for kind in kinds:
+            ACTIONS.setdefault(kind, {})[name] = Action(name=name, run=function, **options)
+        return function
+
+    return register
+
+
+def load_panels() -> None:
+    """Import the modules that register the kinds' summaries, sections and actions."""
+    from . import lease_panels  # noqa: F401
