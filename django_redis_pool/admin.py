@@ -86,7 +86,6 @@ class DashboardAdmin(admin.ModelAdmin):
     def dashboard_view(self, request: HttpRequest) -> HttpResponse:
         """Every configured primitive: kind, counts and health."""
         self._require(request, self.has_view_permission)
-        dashboard.load_panels()
         config = self._config()
         rows = []
         for name in config.names():
@@ -174,7 +173,6 @@ class DashboardAdmin(admin.ModelAdmin):
             raise ImproperlyConfigured(f"DJANGO_REDIS_POOL is invalid: {exc}") from exc
 
     def _primitive(self, name: str) -> Any:
-        dashboard.load_panels()
         entry = self._config().entries.get(name)
         if entry is None or not entry.kind.supported:
             raise Http404(f"No primitive named {name!r} is configured.")

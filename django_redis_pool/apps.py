@@ -6,8 +6,9 @@ from django.apps import AppConfig
 
 
 class DjangoRedisPoolConfig(AppConfig):
-    """Registers the system checks, the settings-change receiver and the
-    listener that turns lost leases into the ``lease_lost`` signal.
+    """Registers the system checks, the settings-change receiver, the
+    listener that turns lost leases into the ``lease_lost`` signal and the
+    admin dashboard's panels of the lease-engine kinds.
 
     ``ready()`` does no Redis I/O: connections are made on first use.
     """
@@ -20,7 +21,7 @@ class DjangoRedisPoolConfig(AppConfig):
         from django.core import checks as django_checks
         from django.core.signals import setting_changed
 
-        from . import checks, holds, registry
+        from . import checks, holds, lease_panels, registry  # noqa: F401 (panels register)
         from .primitives import lease
 
         django_checks.register(checks.check_settings, checks.TAG)

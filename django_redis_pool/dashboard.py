@@ -10,8 +10,9 @@ The dashboard's views (:mod:`.admin`) know no kind: each kind brings
   ``(primitive, data) -> message`` run by a POST from a confirmation page, for
   operators with the change permission.
 
-The pools, semaphores and locks register theirs in :mod:`.lease_panels`; a later
-kind adds a module like it (imported by :func:`load_panels`).
+The pools, semaphores and locks register theirs in :mod:`.lease_panels`, which
+the app config imports when Django starts; a later kind adds a module like it,
+imported from an ``AppConfig.ready()``.
 """
 
 from __future__ import annotations
@@ -32,7 +33,6 @@ __all__ = [
     "Section",
     "Summary",
     "action",
-    "load_panels",
     "section",
     "summary",
 ]
@@ -132,7 +132,3 @@ def action(
 
     return register
 
-
-def load_panels() -> None:
-    """Import the modules that register the kinds' summaries, sections and actions."""
-    from . import lease_panels  # noqa: F401

@@ -20,7 +20,8 @@ def _page(title: str, body: str, *, status: int = 200) -> HttpResponse:
     html = format_html(
         "<!doctype html><html><head><meta charset='utf-8'><title>{}</title></head>"
         "<body><h1>{}</h1>{}<p><a href='/'>state</a> · <a href='/print/'>print</a> · "
-        "<a href='/report/'>report</a> · <a href='/import/'>import</a></p>"
+        "<a href='/report/'>report</a> · <a href='/import/'>import</a> · "
+        "<a href='/admin/django_redis_pool/dashboard/'>admin dashboard</a></p>"
         "</body></html>",
         title,
         title,
