@@ -29,7 +29,7 @@ from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
 
 from . import dashboard, registry
-from .exceptions import PoolError
+from .exceptions import BackendUnavailable, PoolError
 from .models import Dashboard
 
 logger = logging.getLogger("django_redis_pool")
@@ -88,16 +88,21 @@ class DashboardAdmin(admin.ModelAdmin):
         self._require(request, self.has_view_permission)
         config = self._config()
         rows = []
+        down: str | None = None  # every primitive shares one client: fail once
         for name in config.names():
             entry = config.entries[name]
-            row: dict[str, Any] = {"name": name, "kind": entry.kind.label, "supported": False}
-            if entry.kind.supported and entry.kind.name in dashboard.SUMMARIES:
-                row["supported"] = True
+            summarize = dashboard.SUMMARIES.get(entry.kind.name)
+            row: dict[str, Any] = {"name": name, "kind": entry.kind.label}
+            row["supported"] = entry.kind.supported and summarize is not None
+            if row["supported"] and down is not None:
+                row["summary"] = dashboard.Summary(health="error", note=down)
+            elif row["supported"]:
                 try:
-                    primitive = registry.get_resource(name)
-                    row["summary"] = dashboard.SUMMARIES[entry.kind.name](primitive)
+                    row["summary"] = summarize(registry.get_resource(name))
                 except PoolError as exc:
                     row["summary"] = dashboard.Summary(health="error", note=str(exc))
+                    if isinstance(exc, BackendUnavailable):
+                        down = str(exc)
             rows.append(row)
         context = {
             **self._context(request, "Redis pools"),

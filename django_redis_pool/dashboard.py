@@ -131,4 +131,3 @@ def action(
         return function
 
     return register
-

@@ -14,6 +14,7 @@ from django.http import HttpRequest
 from . import maintenance
 from .dashboard import ActionFailed, Summary, action, section, summary
 from .primitives.base import Snapshot
+from .primitives.lease import Lease
 
 LEASE_KINDS = ("pool", "semaphore", "lock")
 #: Rows per table on a detail page.
@@ -100,18 +101,15 @@ def _table(
     )
 
 
-def _holder_rows(snap: Snapshot) -> list[dict[str, Any]]:
-    return [
-        {
-            "resource": lease.resource,
-            "holder": lease.holder,
-            "fence": lease.fence,
-            "acquired_at": as_datetime(lease.acquired_at),
-            "expires_at": as_datetime(lease.expires_at),
-            "seconds_left": snap.seconds_left(lease),
-        }
-        for lease in snap.leases
-    ]
+def _holder_row(lease: Lease, snap: Snapshot) -> dict[str, Any]:
+    return {
+        "resource": lease.resource,
+        "holder": lease.holder,
+        "fence": lease.fence,
+        "acquired_at": as_datetime(lease.acquired_at),
+        "expires_at": as_datetime(lease.expires_at),
+        "seconds_left": snap.seconds_left(lease),
+    }
 
 
 def _waiter_rows(snap: Snapshot) -> list[dict[str, Any]]:
@@ -136,7 +134,13 @@ def lease_contents(primitive: Any, request: HttpRequest) -> dict[str, Any]:
         **{f"{table}_offset": (numbers[table] - 1) * PAGE_SIZE for table in TABLES},
     )
     tables = [
-        _table(request, "holders", _holder_rows(snap), snap.held_count, numbers["holders"]),
+        _table(
+            request,
+            "holders",
+            [_holder_row(lease, snap) for lease in snap.leases],
+            snap.held_count,
+            numbers["holders"],
+        ),
         _table(request, "waiters", _waiter_rows(snap), snap.waiting_count, numbers["waiters"]),
     ]
     if snap.kind == "pool":
@@ -147,7 +151,25 @@ def lease_contents(primitive: Any, request: HttpRequest) -> dict[str, Any]:
         "snapshot": snap,
         "read_at": as_datetime(snap.now),
         "tables": {table.name: table for table in tables},
+        "found": _find(primitive, request.GET.get("find", "").strip(), snap),
     }
+
+
+def _find(primitive: Any, key: str, snap: Snapshot) -> dict[str, Any] | None:
+    """What one resource (identity, holder) is now: found among any number of
+    them in one or two reads."""
+    if not key:
+        return None
+    found: dict[str, Any] = {"key": key, "holder": None, "state": "not held"}
+    try:
+        lease = primitive.lease_of(key)
+        if lease is not None:
+            found.update(state="held", holder=_holder_row(lease, snap))
+        elif primitive.kind == "pool":
+            found["state"] = "available" if primitive.has(key) else "not in the pool"
+    except ValueError as exc:
+        return {**found, "state": "invalid", "error": str(exc)}
+    return found
 
 
 # ------------------------------------------------------------------ actions

@@ -161,8 +161,10 @@ class LeasedPrimitive:
     def _live_leases(self) -> list[Lease]:
         return [self._engine.lease_from_record(raw) for raw in self._read("leases") if raw]
 
-    def _live_lease(self, resource: str) -> Lease | None:
-        raw = self._read("record", resource)
+    def lease_of(self, resource: str) -> Lease | None:
+        """The live hold on ``resource`` (a pool's resource id, a semaphore
+        holder's identity, a lock's holder), or None."""
+        raw = self._read("record", check_holder(resource, "resource"))
         return self._engine.lease_from_record(raw) if raw else None
 
     def waiting_count(self) -> int:

@@ -227,7 +227,7 @@ class Lock(LeasedPrimitive):
 
     def owned(self, *, holder: str | None = None) -> bool:
         """True if this holder holds the lock now."""
-        return self._live_lease(self._holder(holder)) is not None
+        return self.lease_of(self._holder(holder)) is not None
 
     def holder(self) -> str | None:
         """Who holds the lock now (None: nobody)."""

@@ -162,7 +162,7 @@ class Semaphore(LeasedPrimitive):
 
     def is_holding(self, identity: str) -> bool:
         """True if ``identity`` holds a slot now."""
-        return self._live_lease(check_holder(identity, "identity")) is not None
+        return self.lease_of(check_holder(identity, "identity")) is not None
 
 
 def check_max_size(n: object, what: str = "max size") -> int:
