@@ -8,12 +8,18 @@ Both create ``.venv`` in the repository root on first use and install the
 package into it (editable) with the extras they need; the install is skipped
 while ``pyproject.toml`` is unchanged. ``example`` starts a private Redis on a
 unix socket unless ``REDIS_URL`` is set.
+
+``test`` also needs a Chromium for the browser tests (Playwright drives it; its
+own browser download is not used): ``$CHROMIUM`` if set, else ``/usr/bin/chromium``,
+else, as root on Debian/Ubuntu, ``apt-get install chromium``. The path reaches
+pytest as ``CHROMIUM``.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -26,6 +32,8 @@ VENV_PYTHON = BIN / ("python.exe" if os.name == "nt" else "python")
 MANAGE = ROOT / "example_project" / "manage.py"
 DEFAULT_ADDR = "127.0.0.1:8000"
 PYTEST_NO_TESTS_COLLECTED = 5
+DEBIAN_CHROMIUM = Path("/usr/bin/chromium")
+APT_GET = "apt-get"
 
 
 def say(message: str) -> None:
@@ -33,14 +41,21 @@ def say(message: str) -> None:
     print(f"[dev] {message}", flush=True)
 
 
-def pip(*args: str, required: bool = True) -> bool:
-    """Run pip in the venv; show its output only if it fails."""
-    cmd = [str(VENV_PYTHON), "-m", "pip", "-q", "--disable-pip-version-check", *args]
-    result = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, check=False)
+def run_quiet(cmd: list[str], env: dict[str, str] | None = None) -> bool:
+    """Run ``cmd`` in the repository root; show its output only if it fails."""
+    result = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, check=False)
     if result.returncode == 0:
         return True
     sys.stdout.write(result.stdout)
     sys.stderr.write(result.stderr)
+    return False
+
+
+def pip(*args: str, required: bool = True) -> bool:
+    """Run pip in the venv; show its output only if it fails."""
+    cmd = [str(VENV_PYTHON), "-m", "pip", "-q", "--disable-pip-version-check", *args]
+    if run_quiet(cmd):
+        return True
     if required:
         sys.exit(f"[dev] failed: {' '.join(cmd)}")
     say(f"warning: {' '.join(cmd)} failed (continuing)")
@@ -64,6 +79,39 @@ def ensure_venv(extras: str) -> None:
     stamp.write_text(digest.hexdigest() + "\n")
 
 
+def can_apt_install() -> bool:
+    """True on a Debian/Ubuntu machine with ``apt-get``, running as root."""
+    is_root = hasattr(os, "geteuid") and os.geteuid() == 0
+    has_apt = Path("/etc/debian_version").exists() and shutil.which(APT_GET) is not None
+    return is_root and has_apt
+
+
+def ensure_chromium() -> str:
+    """Path of a Chromium for the browser tests: ``$CHROMIUM``, Debian's, or apt-get it."""
+    configured = os.environ.get("CHROMIUM")
+    if configured:
+        found = shutil.which(configured)
+        if found is None:
+            sys.exit(f"[dev] CHROMIUM={configured!r} is not an executable file")
+        return found
+    if DEBIAN_CHROMIUM.exists():
+        return str(DEBIAN_CHROMIUM)
+    if not can_apt_install():
+        sys.exit(
+            f"[dev] the browser tests need Chromium and {DEBIAN_CHROMIUM} is missing: install it "
+            "(Debian: `sudo apt-get install chromium`) or set CHROMIUM=/path/to/chromium"
+        )
+    say("installing Debian's chromium for the browser tests (apt-get; first run only)")
+    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+    install = [APT_GET, "install", "-y", "-q", "--no-install-recommends", "chromium"]
+    for cmd in ([APT_GET, "update", "-q"], install):
+        if not run_quiet(cmd, env):
+            sys.exit(f"[dev] failed: {' '.join(cmd)}")
+    if not DEBIAN_CHROMIUM.exists():
+        sys.exit(f"[dev] `apt-get install chromium` succeeded but {DEBIAN_CHROMIUM} is missing")
+    return str(DEBIAN_CHROMIUM)
+
+
 def run(cmd: list[str], env: dict[str, str] | None = None) -> int:
     """Run ``cmd`` in the repository root and return its exit code."""
     return subprocess.run(cmd, cwd=ROOT, env=env, check=False).returncode
@@ -74,6 +122,7 @@ def cmd_test(pytest_args: list[str]) -> int:
     ensure_venv("test")
     env = dict(os.environ)
     env.pop("DJANGO_SETTINGS_MODULE", None)  # the tests use tests.settings (pyproject)
+    env["CHROMIUM"] = ensure_chromium()  # read by tests/browser.py
     say("ruff check .")
     ruff_rc = run([str(VENV_PYTHON), "-m", "ruff", "check", "."], env)
     say("pytest " + " ".join(pytest_args))
@@ -118,6 +167,31 @@ def _raise_keyboard_interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
 
+def _ensure_example_admin(python: str, env: dict[str, str]) -> None:
+    """Create the example's ``admin`` superuser (password ``admin``) on the first
+    run, so that the admin dashboard can be opened at once. Local example only."""
+    created = subprocess.run(
+        [
+            python,
+            str(MANAGE),
+            "createsuperuser",
+            "--noinput",
+            "--username",
+            "admin",
+            "--email",
+            "admin@example.com",
+        ],
+        cwd=ROOT,
+        env={**env, "DJANGO_SUPERUSER_PASSWORD": "admin"},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if created.returncode == 0:
+        say("created the example's admin user: admin / admin")
+    say("admin dashboard: /admin/django_redis_pool/dashboard/ (user admin, password admin)")
+
+
 def cmd_example_inner(runserver_args: list[str]) -> int:
     """Runs inside the venv: embedded Redis if needed, migrate, pool_sync, runserver."""
     from django_redis_pool.embedded import EmbeddedRedis
@@ -144,6 +218,7 @@ def cmd_example_inner(runserver_args: list[str]) -> int:
             if rc != 0:
                 say(f"manage.py {step[0]} failed ({rc})")
                 return rc
+        _ensure_example_admin(python, env)
         say(f"serving the example project at http://{addr}/  (Ctrl-C to stop)")
         return _run_child([python, str(MANAGE), "runserver", "--noreload", *args], env)
     except KeyboardInterrupt:

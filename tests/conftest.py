@@ -26,6 +26,9 @@ from redis.cluster import RedisCluster
 
 from django_redis_pool.embedded import EmbeddedRedis, EmbeddedRedisCluster
 
+# Browser test modules import their helpers from it (and load it as a plugin).
+pytest.register_assert_rewrite("tests.browser")
+
 
 def _assert_ours(conn: redis.Redis, expected_run_id: str, where: str) -> None:
     run_id = conn.info("server")["run_id"]

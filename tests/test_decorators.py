@@ -421,6 +421,7 @@ def test_file_response_holds_the_resource_until_its_last_chunk(pool: ResourcePoo
     assert pool.available_count() == 1
 
 
+@pytest.mark.django_db  # closing a response closes DB connections (after any DB test)
 def test_closing_a_streaming_response_early_releases_the_resource(pool: ResourcePool) -> None:
     response = Client().get("/stream/")
     chunks = iter(response.streaming_content)

@@ -1,0 +1,162 @@
+"""The admin in a real browser: headless Chromium (Debian's), driven by Playwright.
+
+One module, so one browser (see ``tests/browser.py``). ``DRP_SCREENSHOTS=docs/img``
+saves the dashboard's screenshots for the documentation; otherwise they go to a
+temporary folder (and are still taken, so the pages are fully rendered).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.core.management import call_command
+from playwright.sync_api import Page, Response, expect
+
+from django_redis_pool import registry
+from tests.browser import admin_login, screenshot
+from tests.waiting import wait_for
+
+pytest_plugins = ["tests.browser"]
+
+ADMIN_CSS = "/static/admin/css/base.css"
+# The admin header's background (var(--header-bg), #417690); unstyled it is transparent.
+ADMIN_HEADER_BG = "rgb(65, 118, 144)"
+# How many CSS rules each loaded stylesheet whose URL ends with ``suffix`` has.
+CSS_RULE_COUNTS = """(suffix) => [...document.styleSheets]
+    .filter(sheet => sheet.href && sheet.href.endsWith(suffix))
+    .map(sheet => sheet.cssRules.length)"""
+
+
+@pytest.mark.django_db(transaction=True)
+def test_admin_login_in_a_real_browser(
+    live_server: Any, page: Page, django_user_model: Any, tmp_path: Path
+) -> None:
+    django_user_model.objects.create_superuser("admin", "admin@example.com", "s3cret-pass")
+    failed: list[str] = []
+
+    def record_failure(response: Response) -> None:
+        # Chromium asks for /favicon.ico on its own; the test URLconf has none.
+        if response.status >= 400 and not response.url.endswith("/favicon.ico"):
+            failed.append(f"{response.status} {response.url}")
+
+    page.on("response", record_failure)
+
+    admin_login(page, live_server.url, "admin", "s3cret-pass")
+
+    assert page.locator("#content h1").inner_text() == "Site administration"
+    # text_content, not inner_text: the admin's CSS shows app captions upper-cased.
+    assert "Authentication and Authorization" in page.locator("#content-main").text_content()
+    rule_counts = page.evaluate(CSS_RULE_COUNTS, ADMIN_CSS)
+    assert len(rule_counts) == 1, f"{ADMIN_CSS} is not a loaded stylesheet"
+    assert rule_counts[0] > 0, f"{ADMIN_CSS} loaded empty"
+    header_bg = page.eval_on_selector("#header", "e => getComputedStyle(e).backgroundColor")
+    assert header_bg == ADMIN_HEADER_BG, "the admin's CSS is not applied"
+    assert failed == []
+
+    shot = screenshot(page, tmp_path / "shots" / "admin-index.png")
+    assert shot.read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
+
+
+def shots_dir(tmp_path: Path) -> Path:
+    return Path(os.environ.get("DRP_SCREENSHOTS") or tmp_path / "shots")
+
+
+@pytest.fixture
+def configured(settings: Any, redis_url: str) -> Iterator[None]:
+    """A few primitives in several states: held, waited for, expired, unsynced."""
+    settings.DJANGO_REDIS_POOL = {
+        "CONNECTION": {"URL": redis_url},
+        "POOLS": {
+            "printers": {
+                "RESOURCES": ["printer-1", "printer-2", "printer-3", "printer-4"],
+                "LEASE_TIMEOUT": 300,
+            },
+            "licences": {"RESOURCES": ["licence-A"], "LEASE_TIMEOUT": 300},
+            "scanners": {"RESOURCES": []},
+        },
+        "SEMAPHORES": {"reports": {"MAX_SIZE": 3, "LEASE_TIMEOUT": 120}},
+        "LOCKS": {"nightly-import": {"LEASE_TIMEOUT": 60}},
+    }
+    call_command("pool_sync", verbosity=0)
+    printers = registry.get_pool("printers")
+    printers.acquire(holder="web-1:4711:worker-3")
+    printers.acquire(holder="web-2:815:worker-1", lease_timeout=90)
+    registry.get_semaphore("reports").acquire("user-42")
+    registry.get_lock("nightly-import").for_holder("cron@batch-1").acquire()
+    licences = registry.get_pool("licences")
+    licences.acquire(holder="web-3:77:worker-2")
+    # Someone waits for a licence, so the dashboard shows a waiter and a warning.
+    waiter = threading.Thread(
+        target=licences.acquire, kwargs={"timeout": 30, "holder": "web-4:12:worker-9"}
+    )
+    waiter.start()
+    wait_for(lambda: licences.waiting_count() == 1, what="the licence waiter")
+    try:
+        yield
+    finally:
+        licences.disassociate("licence-A")  # the waiter keeps waiting for nothing...
+        licences.associate("licence-B")  # ...until it gets this one and returns
+        waiter.join(timeout=30)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_operator_force_releases_a_hold_from_the_dashboard(
+    configured: None, live_server: Any, page: Page, django_user_model: Any, tmp_path: Path
+) -> None:
+    django_user_model.objects.create_superuser("admin", "admin@example.com", "s3cret-pass")
+    shots = shots_dir(tmp_path)
+    printers = registry.get_pool("printers")
+    held = {lease.resource: lease for lease in printers.leases()}
+    target = held["printer-1"]
+
+    admin_login(page, live_server.url, "admin", "s3cret-pass")
+    # The admin index links the app's dashboard.
+    with page.expect_navigation():
+        page.locator("#content-main a", has_text="Dashboard").click()
+    expect(page.locator("#content h1")).to_have_text("Redis pools")
+    rows = page.locator("#primitives tbody tr")
+    expect(rows).to_have_count(5)
+    printers_row = page.locator("tr[data-name=printers]")
+    expect(printers_row).to_contain_text("pool")
+    expect(printers_row.locator("td").nth(1)).to_have_text("4")  # size
+    expect(printers_row.locator("td").nth(2)).to_have_text("2")  # free
+    expect(page.locator("tr[data-name=licences]")).to_contain_text("exhausted, 1 waiting")
+    expect(page.locator("tr[data-name=scanners]")).to_contain_text("pool_sync")
+    screenshot(page, shots / "admin-dashboard.png")
+
+    with page.expect_navigation():
+        printers_row.locator("a", has_text="printers").click()
+    expect(page.locator("#content h1")).to_have_text("Pool printers")
+    holder_row = page.locator(f"#holders tr[data-resource={target.resource}]")
+    expect(holder_row).to_contain_text("web-1:4711:worker-3")
+    expect(holder_row).to_contain_text(str(target.fence))
+    expect(page.locator("#available tbody tr")).to_have_count(2)
+    screenshot(page, shots / "admin-pool.png")
+
+    with page.expect_navigation():
+        holder_row.locator("a", has_text="Force-release").click()
+    expect(page.locator(".drp-question")).to_contain_text(
+        f"Force-release the hold on 'printer-1' (fence {target.fence}) of pool 'printers'?"
+    )
+    screenshot(page, shots / "admin-confirm.png")
+    with page.expect_navigation():
+        page.locator("#confirm-form [type=submit]").click()
+
+    # Redirected to the pool's page: the message, and printer-1 is available.
+    expect(page.locator("#content h1")).to_have_text("Pool printers")
+    expect(page.locator(".messagelist .success")).to_contain_text("Released the hold on")
+    expect(page.locator(f"#available tr[data-resource={target.resource}]")).to_have_count(1)
+    expect(page.locator(f"#holders tr[data-resource={target.resource}]")).to_have_count(0)
+    screenshot(page, shots / "admin-released.png")
+    assert printers.is_available(target.resource)
+    assert target.renew() is False and target.lost, "the old holder finds its lease lost"
+
+    # A pool with someone waiting: the waiter is listed, in serving order.
+    page.goto(f"{live_server.url}/admin/django_redis_pool/dashboard/licences/")
+    expect(page.locator("#waiters tbody tr")).to_contain_text("web-4:12:worker-9")
+    screenshot(page, shots / "admin-waiters.png")
