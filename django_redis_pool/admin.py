@@ -121,6 +121,11 @@ class DashboardAdmin(admin.ModelAdmin):
             **self._context(request, f"{primitive.kind.capitalize()} {name}", primitive),
             "page_actions": [a for a in actions.values() if a.placement == "page"],
             "row_actions": actions,
+            # reversed once, not per row: sections append the query string
+            "action_urls": {
+                slug: reverse("admin:django_redis_pool_action", args=[name, slug])
+                for slug in actions
+            },
         }
         sections, error = [], None
         try:
