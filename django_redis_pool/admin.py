@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
+from types import SimpleNamespace
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import parse_qsl, urlencode, urlsplit
 
 from django.contrib import admin, messages
 from django.core.exceptions import ImproperlyConfigured, PermissionDenied
@@ -35,16 +36,26 @@ from .models import Dashboard
 logger = logging.getLogger("django_redis_pool")
 
 MASK = "********"
+PRIMITIVE_TEMPLATE = "admin/django_redis_pool/primitive.html"
 
 
 def masked_url(url: str) -> str:
-    """``url`` with its password (if any) replaced by asterisks."""
+    """``url`` with its password (in the credentials or a ``password=`` query
+    parameter) replaced by asterisks."""
     parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    credentials = f"{parts.username or ''}:{MASK}"
-    host = parts.netloc.rpartition("@")[2]
-    return urlunsplit(parts._replace(netloc=f"{credentials}@{host}"))
+    if parts.password is not None:
+        credentials, _, host = parts.netloc.rpartition("@")
+        masked = f"{parts.username or ''}:{MASK}@{host}"
+        url = url.replace(f"//{credentials}@{host}", f"//{masked}", 1)
+    base, mark, query = url.partition("?")
+    pairs = parse_qsl(query.partition("#")[0], keep_blank_values=True)
+    if any(key == "password" for key, _ in pairs):
+        fragment = query.partition("#")[2]
+        masked_pairs = [(key, MASK if key == "password" else value) for key, value in pairs]
+        url = f"{base}{mark}{urlencode(masked_pairs, safe='*')}" + (
+            f"#{fragment}" if fragment else ""
+        )
+    return url
 
 
 def connection_label(connection: Mapping[str, Any]) -> str:
@@ -115,10 +126,16 @@ class DashboardAdmin(admin.ModelAdmin):
     def primitive_view(self, request: HttpRequest, name: str) -> HttpResponse:
         """One primitive: the sections its kind registered, and its page actions."""
         self._require(request, self.has_view_permission)
-        primitive = self._primitive(name)
+        entry = self._entry(name)
+        try:
+            primitive = registry.get_resource(name)
+        except PoolError as exc:  # a Redis Cluster that cannot be reached
+            stand_in = SimpleNamespace(kind=entry.kind.name, name=name)
+            context = {**self._context(request, self._title(stand_in), stand_in), "error": exc}
+            return TemplateResponse(request, PRIMITIVE_TEMPLATE, context, status=503)
         actions = dashboard.ACTIONS.get(primitive.kind, {})
         context = {
-            **self._context(request, f"{primitive.kind.capitalize()} {name}", primitive),
+            **self._context(request, self._title(primitive), primitive),
             "page_actions": [a for a in actions.values() if a.placement == "page"],
             "row_actions": actions,
             # reversed once, not per row: sections append the query string
@@ -130,22 +147,26 @@ class DashboardAdmin(admin.ModelAdmin):
         sections, error = [], None
         try:
             for section in dashboard.SECTIONS.get(primitive.kind, []):
-                data = section.context(primitive, request)
-                sections.append(render_to_string(section.template, {**context, **data}, request))
+                data = {**context, **section.context(primitive, request), "section": section}
+                sections.append((section, render_to_string(section.template, data, request)))
         except PoolError as exc:
             error = str(exc)
         context.update(sections=sections, error=error)
-        template = "admin/django_redis_pool/primitive.html"
-        return TemplateResponse(request, template, context, status=503 if error else 200)
+        return TemplateResponse(request, PRIMITIVE_TEMPLATE, context, status=503 if error else 200)
 
     def action_view(self, request: HttpRequest, name: str, action: str) -> HttpResponse:
         """GET: the confirmation page. POST: run the action, then redirect."""
         self._require(request, self.has_change_permission)
-        primitive = self._primitive(name)
-        chosen = dashboard.ACTIONS.get(primitive.kind, {}).get(action)
+        entry = self._entry(name)
+        chosen = dashboard.ACTIONS.get(entry.kind.name, {}).get(action)
         if chosen is None:
-            raise Http404(f"{primitive.kind} {name!r} has no action {action!r}")
+            raise Http404(f"{entry.kind.label} {name!r} has no action {action!r}")
         detail = reverse("admin:django_redis_pool_primitive", args=[name])
+        try:
+            primitive = registry.get_resource(name)
+        except PoolError as exc:  # a Redis Cluster that cannot be reached
+            messages.error(request, f"{chosen.label} on {entry.kind.label} {name!r} failed: {exc}")
+            return HttpResponseRedirect(detail)
         if request.method == "POST":
             form = chosen.form(request.POST)
             if form.is_valid():
@@ -182,11 +203,15 @@ class DashboardAdmin(admin.ModelAdmin):
         except ImproperlyConfigured as exc:  # the system checks say the same
             raise ImproperlyConfigured(f"DJANGO_REDIS_POOL is invalid: {exc}") from exc
 
-    def _primitive(self, name: str) -> Any:
+    def _entry(self, name: str) -> Any:
         entry = self._config().entries.get(name)
         if entry is None or not entry.kind.supported:
             raise Http404(f"No primitive named {name!r} is configured.")
-        return registry.get_resource(name)
+        return entry
+
+    @staticmethod
+    def _title(primitive: Any) -> str:
+        return f"{primitive.kind.replace('_', ' ').capitalize()} {primitive.name}"
 
     def _run(
         self, request: HttpRequest, chosen: dashboard.Action, primitive: Any, data: dict[str, Any]

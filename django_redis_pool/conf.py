@@ -137,13 +137,13 @@ class Kind:
 def _validate_resources(value: Any, path: str) -> tuple[str, ...]:
     if not isinstance(value, (list, tuple)):
         raise ValueError(f"{path} must be a list of resource ids, got {value!r}")
-    ids: list[str] = []
-    duplicates: list[str] = []
+    ids: dict[str, None] = {}  # insertion-ordered set: linear for any length
+    duplicates: dict[str, None] = {}
     for index, item in enumerate(value):
         resource = check_name(item, f"{path}[{index}]")
-        if resource in ids and resource not in duplicates:
-            duplicates.append(resource)
-        ids.append(resource)
+        if resource in ids:
+            duplicates[resource] = None
+        ids[resource] = None
     if duplicates:
         listed = ", ".join(repr(d) for d in duplicates)
         raise ValueError(f"{path} lists {listed} more than once")

@@ -56,8 +56,10 @@ class Summary:
 class Section:
     """One part of a primitive's detail page."""
 
-    title: str
-    template: str  #: rendered with the context plus ``primitive`` and ``section``
+    title: str  #: its heading on the page ("": none)
+    #: Rendered with the context it returns, plus the page's (``primitive``,
+    #: ``can_change``, ``row_actions``, ``action_urls``) and ``section``.
+    template: str
     context: Callable[[Any, HttpRequest], dict[str, Any]]  #: reads what it shows
 
 

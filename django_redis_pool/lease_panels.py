@@ -19,6 +19,8 @@ from .primitives.lease import Lease
 LEASE_KINDS = ("pool", "semaphore", "lock")
 #: Rows per table on a detail page.
 PAGE_SIZE = 50
+#: Pages beyond this show as empty (offsets stay within what Redis counts exactly).
+MAX_PAGE = 2**52 // PAGE_SIZE
 TABLES = ("available", "holders", "waiters")
 
 
@@ -73,7 +75,7 @@ class Table:
 
 def _page_number(request: HttpRequest, table: str) -> int:
     try:
-        return max(1, int(request.GET.get(f"{table}_page", "1")))
+        return min(max(1, int(request.GET.get(f"{table}_page", "1"))), MAX_PAGE)
     except ValueError:
         return 1
 
@@ -125,7 +127,7 @@ def _waiter_rows(snap: Snapshot) -> list[dict[str, Any]]:
     ]
 
 
-@section(*LEASE_KINDS, title="Contents", template="admin/django_redis_pool/lease_contents.html")
+@section(*LEASE_KINDS, title="", template="admin/django_redis_pool/lease_contents.html")
 def lease_contents(primitive: Any, request: HttpRequest) -> dict[str, Any]:
     """One page of each table (available, holders, waiters) in one round trip."""
     numbers = {table: _page_number(request, table) for table in TABLES}
@@ -250,9 +252,9 @@ def add_resource(pool: Any, data: dict[str, Any]) -> str:
     form=ResourceForm,
     placement="row",
     dangerous=True,
-    question="Remove {resource!r} from pool {primitive.name!r}? If it is held, its holder "
-    "keeps it until it releases; it is not handed out again. Resources listed in the "
-    "settings come back with the next manage.py pool_sync.",
+    question="Remove {resource!r} from pool {primitive.name!r}? If it is held, the hold ends "
+    "now and its holder finds its lease lost at its next renewal or release. Resources "
+    "listed in the settings come back with the next manage.py pool_sync.",
 )
 def remove_resource(pool: Any, data: dict[str, Any]) -> str:
     """Disassociate a resource, available or held."""

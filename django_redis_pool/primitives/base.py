@@ -224,8 +224,8 @@ class LeasedPrimitive:
         release finds the lease lost. Returns False if there was no such hold.
         """
         resource = check_holder(resource, "resource")
-        fence_arg = "" if fence is None else check_count(fence, "fence")
-        return self._engine.release(resource, "", None, fence_arg) != 0
+        fence = None if fence is None else check_count(fence, "fence")
+        return self._engine.release(resource, fence=fence, force=True) != 0
 
     def collect(self, *, dry_run: bool = False) -> Collected:
         """Reclaim every expired lease and drop the waiters that died, now (also

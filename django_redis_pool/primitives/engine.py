@@ -265,17 +265,25 @@ class LeaseEngine:
         return None if int(reply[1]) == -1 else int(reply[1]) / 1000
 
     def release(
-        self, resource: str, token: str = "", request: str | None = None, fence: int | str = ""
+        self,
+        resource: str,
+        token: str = "",
+        request: str | None = None,
+        *,
+        fence: int | None = None,
+        force: bool = False,
     ) -> int:
         """End the lease on ``resource`` held by ``token`` ('' = whoever holds it).
 
         Returns 1 if a live lease was ended, 2 if a reentrant lock's count went
         down but it is still held, 0 if there was no such live lease. ``request``
         identifies the call, so that a retried run answers the same. With a
-        ``fence``, only a lease with that fence is ended, entirely (an operator's
-        force-release).
+        ``fence``, only a lease with that fence is ended; ``force`` (an
+        operator's force-release) ends a reentrant lock's hold entirely.
         """
-        return int(self.run("release", resource, token, request or uuid.uuid4().hex, fence))
+        request = request or uuid.uuid4().hex
+        fence_arg = "" if fence is None else fence
+        return int(self.run("release", resource, token, request, fence_arg, int(force)))
 
     def gc(self, batch: int = 1000) -> tuple[list[Lease], list[Waiter]]:
         """Reclaim every expired lease and drop dead waiters; returns the

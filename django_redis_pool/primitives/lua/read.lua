@@ -64,12 +64,14 @@ elseif WHAT == 'snapshot' then
   -- Bounded by the page size: ZRANGE by rank and ZRANGEBYSCORE ... LIMIT.
   local limit = tonumber(ARGV[3])
   local a_off, h_off, w_off = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
-  -- ZRANGE of one page of `key` from rank `offset` (limit 0: none)
-  local function page(key, offset)
+  -- ZRANGE (ZREVRANGE if `reverse`) of one page of `key` from rank `offset`
+  -- (limit 0: none)
+  local function page(key, offset, reverse)
     if limit == 0 then
       return {}
     end
-    return redis.call('ZRANGE', key, offset, limit < 0 and -1 or offset + limit - 1)
+    return redis.call(reverse and 'ZREVRANGE' or 'ZRANGE', key, offset,
+      limit < 0 and -1 or offset + limit - 1)
   end
   local held = redis.call('ZCOUNT', K_LEASES, live, '+inf')
   local expired = redis.call('ZCOUNT', K_LEASES, '-inf', NOW)
@@ -82,7 +84,7 @@ elseif WHAT == 'snapshot' then
     -- the available set first, then expired leases (available once reclaimed)
     local in_set = redis.call('ZCARD', K_AVAIL)
     avail_total = in_set + expired
-    available = page(K_AVAIL, a_off)
+    available = page(K_AVAIL, a_off, MODE == 'lifo')  -- in hand-out order
     local wanted = limit < 0 and expired or limit - #available
     if wanted > 0 then
       local skip = math.max(0, a_off - in_set)

@@ -1,0 +1,204 @@
+"""Helpers of ``tests/test_admin.py``: reading the dashboard's HTML, Redis's own
+view of what changed and how many commands it ran, and bulk-filling a pool.
+
+The HTML helpers rely on the dashboard templates' structure: each table lives in
+a ``<div class="module drp-module" id="...">`` with no nested ``div``.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from typing import Any
+
+import redis
+from django.test import Client
+
+from django_redis_pool import ResourcePool
+
+_TAG = re.compile(r"<[^>]+>")
+_SPACE = re.compile(r"\s+")
+
+
+# ------------------------------------------------------------------ HTML
+
+
+def text_of(fragment: str) -> str:
+    """The visible text of an HTML fragment: tags dropped, entities decoded,
+    whitespace collapsed."""
+    return _SPACE.sub(" ", html.unescape(_TAG.sub(" ", fragment))).strip()
+
+
+def page_text(response: Any) -> str:
+    """The visible text of a whole response."""
+    return text_of(response.content.decode())
+
+
+def module(response: Any, module_id: str) -> str:
+    """The HTML of the dashboard module ``<div ... id="module_id">``."""
+    found = re.search(
+        rf'<div class="module drp-module" id="{re.escape(module_id)}">(.*?)</div>',
+        response.content.decode(),
+        re.S,
+    )
+    assert found is not None, f"no module #{module_id} on the page"
+    return found.group(1)
+
+
+def has_module(response: Any, module_id: str) -> bool:
+    return f'id="{module_id}"' in response.content.decode()
+
+
+def body_rows(fragment: str) -> list[str]:
+    """The ``<tr>`` elements (whole, with their attributes) of the ``tbody``."""
+    body = re.search(r"<tbody>(.*?)</tbody>", fragment, re.S)
+    assert body is not None, "no tbody"
+    return re.findall(r"<tr\b.*?</tr>", body.group(1), re.S)
+
+
+def cells(row: str) -> list[str]:
+    """The visible text of each ``th``/``td`` of one row."""
+    return [text_of(cell) for cell in re.findall(r"<t[hd]\b[^>]*>(.*?)</t[hd]>", row, re.S)]
+
+
+def table(response: Any, module_id: str) -> list[list[str]]:
+    """The rows of the table in module ``module_id``, as lists of cell texts
+    (the "Nothing is held." placeholder row included)."""
+    return [cells(row) for row in body_rows(module(response, module_id))]
+
+
+def data_rows(response: Any, module_id: str) -> list[str]:
+    """The ``data-resource`` of every real row of the table in ``module_id``."""
+    return [
+        html.unescape(value)
+        for value in re.findall(r'<tr data-resource="([^"]*)"', module(response, module_id))
+    ]
+
+
+def dashboard_row(response: Any, name: str) -> list[str]:
+    """The cell texts of the overview row of primitive ``name``."""
+    found = re.search(
+        rf'<tr class="drp-row" data-name="{re.escape(name)}">(.*?)</tr>',
+        response.content.decode(),
+        re.S,
+    )
+    assert found is not None, f"no dashboard row for {name!r}"
+    return cells(found.group(0))
+
+
+def pager(response: Any, table_name: str) -> str | None:
+    """The text of the paginator of ``table_name`` (None: not paginated)."""
+    found = re.search(
+        rf'<p class="paginator" data-table="{table_name}">(.*?)</p>',
+        response.content.decode(),
+        re.S,
+    )
+    return None if found is None else text_of(found.group(1))
+
+
+def form_inputs(response: Any, form_id: str) -> dict[str, str]:
+    """Name -> value of every ``input`` with a name in form ``form_id``."""
+    found = re.search(
+        rf'<form[^>]*id="{form_id}"[^>]*>(.*?)</form>', response.content.decode(), re.S
+    )
+    assert found is not None, f"no form #{form_id} on the page"
+    values = {}
+    for tag in re.findall(r"<input\b[^>]*>", found.group(1)):
+        name = re.search(r'\bname="([^"]*)"', tag)
+        value = re.search(r'\bvalue="([^"]*)"', tag)
+        if name is not None:
+            values[html.unescape(name.group(1))] = html.unescape(value.group(1) if value else "")
+    return values
+
+
+def messages_of(response: Any) -> list[tuple[str, str]]:
+    """(level tag, text) of the messages shown by a rendered response."""
+    return [(m.level_tag, m.message) for m in response.context["messages"]]
+
+
+def confirm(client: Client, url: str, params: dict[str, Any] | None = None) -> Any:
+    """What an operator does: open the action's confirmation page (its
+    parameters in the query string, as a row's link passes them), check it asks,
+    then submit its form as it is (hidden fields and CSRF token included).
+    Returns the followed response of the POST."""
+    page = client.get(url, params or {})
+    assert page.status_code == 200, page.status_code
+    assert page.context["question"], f"no question asked: {page_text(page)}"
+    return client.post(url, form_inputs(page, "confirm-form"), follow=True)
+
+
+# ------------------------------------------------------------------ Redis
+
+
+def redis_state(client: redis.Redis) -> dict[bytes, Any]:
+    """Every key of the (private, flushed) Redis with its contents."""
+    state: dict[bytes, Any] = {}
+    for key in sorted(client.scan_iter()):
+        kind = client.type(key)
+        if kind == b"string":
+            value: Any = client.get(key)
+        elif kind == b"hash":
+            value = client.hgetall(key)
+        elif kind == b"zset":
+            value = client.zrange(key, 0, -1, withscores=True)
+        elif kind == b"list":
+            value = client.lrange(key, 0, -1)
+        elif kind == b"set":
+            value = sorted(client.smembers(key))
+        else:
+            value = kind
+        state[key] = value
+    return state
+
+
+def command_calls(client: redis.Redis) -> dict[str, int]:
+    """Calls per command since the server started (``INFO commandstats``)."""
+    return {
+        name.removeprefix("cmdstat_"): int(stats["calls"])
+        for name, stats in client.info("commandstats").items()
+    }
+
+
+def commands_run_by(client: redis.Redis, work: Any) -> dict[str, int]:
+    """The commands Redis ran while ``work()`` ran, by name (those called from
+    Lua scripts included), without the INFO calls that measure them."""
+    before = command_calls(client)
+    work()
+    after = command_calls(client)
+    ran = {name: calls - before.get(name, 0) for name, calls in after.items()}
+    ran.pop("info", None)
+    return {name: calls for name, calls in ran.items() if calls}
+
+
+def fill_pool(pool: ResourcePool, client: redis.Redis, ids: list[str], batch: int = 10_000) -> None:
+    """Associate ``ids`` with ``pool`` quickly: the pool's own associate script
+    (what :meth:`ResourcePool.associate` runs, one id per call), pipelined."""
+    pool.associate(ids[0])  # loads the script; checks that the id is new
+    engine = pool._engine
+    sha = engine._sha("pool_associate")
+    for start in range(1, len(ids), batch):
+        pipe = client.pipeline(transaction=False)
+        for resource in ids[start : start + batch]:
+            pipe.evalsha(sha, 1, engine.base, engine.mode, resource)
+        assert all(int(added) == 1 for added in pipe.execute())
+
+
+__all__ = [
+    "body_rows",
+    "cells",
+    "command_calls",
+    "commands_run_by",
+    "confirm",
+    "dashboard_row",
+    "data_rows",
+    "fill_pool",
+    "form_inputs",
+    "has_module",
+    "messages_of",
+    "module",
+    "page_text",
+    "pager",
+    "redis_state",
+    "table",
+    "text_of",
+]
