@@ -17,7 +17,6 @@ import itertools
 import random
 import threading
 import time
-from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -25,50 +24,10 @@ import pytest
 from django_redis_pool import Lease, Lock, NotOwned, ResourcePool, Semaphore
 from django_redis_pool.primitives.base import LeasedPrimitive
 
+from .primitive_helpers import expire_now, finish, in_thread, pool_of
 from .waiting import wait_for
 
 # ----------------------------------------------------------------------- helpers
-
-
-def pool_of(client: Any, name: str, *resources: str, **kwargs: Any) -> ResourcePool:
-    pool = ResourcePool(client, name, **kwargs)
-    for resource in resources:
-        assert pool.associate(resource)
-    return pool
-
-
-def expire(lease: Lease) -> None:
-    """Make ``lease`` expire in 50 ms (nothing reclaimed) and wait until it has."""
-    assert lease.renew(0.05)
-    engine = lease._engine
-    wait_for(
-        lambda: engine.run("read", "record", lease.resource) is None,
-        what=f"the lease on {lease.resource!r} to expire",
-    )
-
-
-def in_thread(fn: Callable[[], Any]) -> tuple[threading.Thread, list[Any]]:
-    """Start ``fn`` in a daemon thread; its return value (or error) lands in the list."""
-    out: list[Any] = []
-
-    def run() -> None:
-        try:
-            out.append(fn())
-        except BaseException as exc:  # surfaced by finish()
-            out.append(exc)
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    return thread, out
-
-
-def finish(thread: threading.Thread, out: list[Any]) -> Any:
-    thread.join(15)
-    assert not thread.is_alive(), "thread did not finish"
-    assert out, "thread returned nothing"
-    if isinstance(out[0], BaseException):
-        raise out[0]
-    return out[0]
 
 
 def holders(primitive: LeasedPrimitive) -> list[tuple[str, str, int]]:
@@ -155,7 +114,7 @@ def test_pool_force_release_of_an_expired_lease_is_false(client: Any) -> None:
     pool = pool_of(client, "frexp", "a", "b")
     lease = pool.acquire(holder="late", lease_timeout=30)
     assert lease is not None
-    expire(lease)
+    expire_now(lease)
     assert pool.snapshot().expired_count == 1
     assert pool.force_release("a") is False
     assert pool.force_release("a", fence=lease.fence) is False
@@ -238,7 +197,7 @@ def test_semaphore_force_release_with_fence_and_without_a_live_hold(client: Any)
     assert semaphore.force_release("alice", fence=lease.fence + 1) is False
     assert semaphore.is_holding("alice")
     assert semaphore.force_release("alice", fence=lease.fence) is True
-    expire(late)
+    expire_now(late)
     assert semaphore.force_release("late") is False, "expired"
     assert semaphore.snapshot().held_count == 0
 
@@ -291,7 +250,7 @@ def test_lock_force_release_of_an_expired_hold_is_false(client: Any) -> None:
     lock = Lock(client, "frlockexp", lease_timeout=30, holder="job")
     assert lock.acquire()
     assert lock.lease is not None
-    expire(lock.lease)
+    expire_now(lock.lease)
     assert lock.force_release("job") is False
     assert lock.force_release("job", fence=lock.fence) is False
     assert not lock.locked()

@@ -12,9 +12,7 @@ import json
 import multiprocessing
 import os
 import signal
-import threading
-import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -25,6 +23,15 @@ from django_redis_pool.primitives.base import Collected, LeasedPrimitive, Snapsh
 from django_redis_pool.primitives.engine import LeaseEngine, Waiter
 
 from .clients import client_from, spec_of
+from .primitive_helpers import (
+    expire,
+    expire_now,
+    finish,
+    in_thread,
+    pool_of,
+    queue_dead_waiter,
+    redis_time,
+)
 from .waiting import wait_for
 
 mp = multiprocessing.get_context("fork")
@@ -49,18 +56,6 @@ WAITER_KEYS = {"holder", "priority", "since", "deadline", "waited"}
 # ----------------------------------------------------------------------- helpers
 
 
-def redis_time(client: Any) -> float:
-    sec, usec = client.time()
-    return float(sec) + usec / 1e6
-
-
-def pool_of(client: Any, name: str, *resources: str, **kwargs: Any) -> ResourcePool:
-    pool = ResourcePool(client, name, **kwargs)
-    for resource in resources:
-        assert pool.associate(resource)
-    return pool
-
-
 def contents_of(client: Any, keys: Any) -> dict[bytes, Any]:
     """Each of ``keys`` with its full contents (TTLs left out)."""
     state: dict[bytes, Any] = {}
@@ -81,58 +76,6 @@ def contents_of(client: Any, keys: Any) -> dict[bytes, Any]:
 def raw_state(client: Any, primitive: LeasedPrimitive) -> dict[bytes, Any]:
     """Every Redis key of ``primitive`` with its full contents (TTLs left out)."""
     return contents_of(client, client.scan_iter(match=f"{primitive._engine.base}*"))
-
-
-def queue_dead_waiter(primitive: LeasedPrimitive, holder: str, priority: int = 0) -> None:
-    """Leave in Redis what a caller leaves when it queued (as ``LeaseEngine.acquire``
-    does, through the real acquire script) and then never checked in again: its
-    1 ms deadline passes at once, so the waiter counts as dead right away."""
-    engine = primitive._engine
-    token = uuid.uuid4().hex
-    reply = engine.run("acquire", token, holder, -1, priority, 1, 1, engine.default_max)
-    assert reply[0] == "queued", reply
-
-
-def expire(lease: Lease) -> None:
-    """Wait until ``lease`` is past its expiry on the Redis clock (reading only)."""
-    engine = lease._engine
-    wait_for(
-        lambda: engine.run("read", "record", lease.resource) is None,
-        what=f"the lease on {lease.resource!r} to expire",
-    )
-
-
-def expire_now(*leases: Lease) -> None:
-    """Make each lease expire in 50 ms and wait until it has. (A renewal touches
-    only its own lease, whereas an acquire would reclaim an already expired one.)"""
-    for lease in leases:
-        assert lease.renew(0.05)
-    for lease in leases:
-        expire(lease)
-
-
-def in_thread(fn: Callable[[], Any]) -> tuple[threading.Thread, list[Any]]:
-    """Start ``fn`` in a daemon thread; its return value (or error) lands in the list."""
-    out: list[Any] = []
-
-    def run() -> None:
-        try:
-            out.append(fn())
-        except BaseException as exc:  # surfaced by the test
-            out.append(exc)
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    return thread, out
-
-
-def finish(thread: threading.Thread, out: list[Any]) -> Any:
-    thread.join(15)
-    assert not thread.is_alive(), "thread did not finish"
-    assert out, "thread returned nothing"
-    if isinstance(out[0], BaseException):
-        raise out[0]
-    return out[0]
 
 
 @pytest.fixture

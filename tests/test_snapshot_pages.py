@@ -27,6 +27,7 @@ from hypothesis import HealthCheck, given, settings
 from django_redis_pool import Lease, Lock, ResourcePool, Semaphore
 from django_redis_pool.primitives.base import LeasedPrimitive, Snapshot
 
+from .primitive_helpers import expire_now, pool_of, queue_dead_waiter, redis_time
 from .waiting import wait_for
 
 LISTS = ("available", "holders", "waiters")
@@ -41,39 +42,6 @@ _names = itertools.count()
 
 
 # ----------------------------------------------------------------------- helpers
-
-
-def redis_time(client: Any) -> float:
-    sec, usec = client.time()
-    return float(sec) + usec / 1e6
-
-
-def pool_of(client: Any, name: str, *resources: str, **kwargs: Any) -> ResourcePool:
-    pool = ResourcePool(client, name, **kwargs)
-    for resource in resources:
-        assert pool.associate(resource)
-    return pool
-
-
-def queue_dead_waiter(primitive: LeasedPrimitive, holder: str, priority: int = 0) -> None:
-    """Queue a waiter through the real acquire script with a 1 ms deadline: it is
-    listed (and counted) until a hand-off or a collect drops it."""
-    engine = primitive._engine
-    reply = engine.run("acquire", uuid.uuid4().hex, holder, -1, priority, 1, 1, engine.default_max)
-    assert reply[0] == "queued", reply
-
-
-def expire_now(*leases: Lease) -> None:
-    """Make each lease expire in 50 ms (a renewal touches only its own lease, so
-    nothing is reclaimed) and wait until it has, on the Redis clock."""
-    for lease in leases:
-        assert lease.renew(0.05)
-    for lease in leases:
-        engine = lease._engine
-        wait_for(
-            lambda e=engine, r=lease.resource: e.run("read", "record", r) is None,
-            what=f"the lease on {lease.resource!r} to expire",
-        )
 
 
 def lease_key(lease: Lease) -> tuple[Any, ...]:
