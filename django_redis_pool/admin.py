@@ -1,7 +1,9 @@
 """The admin dashboard: live contents of every configured primitive, and
 operator actions behind confirmation pages.
 
-URLs (in the ``admin`` namespace), under ``<admin>/django_redis_pool/dashboard/``:
+URLs (in the ``admin`` namespace), under ``<admin>/django_redis_pool/dashboard/``;
+a ``name`` in them is quoted like the admin's object ids
+(``django.contrib.admin.utils.quote``, which leaves plain names as they are):
 
 - ``django_redis_pool_dashboard``: every primitive with its counts and health;
 - ``django_redis_pool_primitive`` (``name``): one primitive's detail page;
@@ -20,9 +22,10 @@ import logging
 from collections.abc import Mapping
 from types import SimpleNamespace
 from typing import Any
-from urllib.parse import parse_qsl, urlencode, urlsplit
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from django.contrib import admin, messages
+from django.contrib.admin.utils import quote, unquote
 from django.core.exceptions import ImproperlyConfigured, PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.loader import render_to_string
@@ -40,22 +43,23 @@ PRIMITIVE_TEMPLATE = "admin/django_redis_pool/primitive.html"
 
 
 def masked_url(url: str) -> str:
-    """``url`` with its password (in the credentials or a ``password=`` query
-    parameter) replaced by asterisks."""
+    """``url`` with its passwords (in the credentials, or any query parameter
+    whose name contains "password", e.g. ``ssl_password``) replaced by asterisks."""
     parts = urlsplit(url)
     if parts.password is not None:
-        credentials, _, host = parts.netloc.rpartition("@")
-        masked = f"{parts.username or ''}:{MASK}@{host}"
-        url = url.replace(f"//{credentials}@{host}", f"//{masked}", 1)
-    base, mark, query = url.partition("?")
-    pairs = parse_qsl(query.partition("#")[0], keep_blank_values=True)
-    if any(key == "password" for key, _ in pairs):
-        fragment = query.partition("#")[2]
-        masked_pairs = [(key, MASK if key == "password" else value) for key, value in pairs]
-        url = f"{base}{mark}{urlencode(masked_pairs, safe='*')}" + (
-            f"#{fragment}" if fragment else ""
-        )
-    return url
+        host = parts.netloc.rpartition("@")[2]
+        parts = parts._replace(netloc=f"{parts.username or ''}:{MASK}@{host}")
+    pairs = parse_qsl(parts.query, keep_blank_values=True)
+    if any("password" in key.lower() for key, _ in pairs):
+        masked = [(key, MASK if "password" in key.lower() else value) for key, value in pairs]
+        parts = parts._replace(query=urlencode(masked, safe="*"))
+    if parts == urlsplit(url):
+        return url
+    # urlunsplit() drops the empty host of "unix:///path": put the "//" back.
+    rebuilt = urlunsplit(parts)
+    if url.startswith(f"{parts.scheme}://") and not rebuilt.startswith(f"{parts.scheme}://"):
+        rebuilt = f"{parts.scheme}://{rebuilt[len(parts.scheme) + 1 :]}"
+    return rebuilt
 
 
 def connection_label(connection: Mapping[str, Any]) -> str:
@@ -85,11 +89,11 @@ class DashboardAdmin(admin.ModelAdmin):
             path("", wrap(self.dashboard_view), name="django_redis_pool_dashboard"),
             path("", wrap(self.dashboard_view), name="django_redis_pool_dashboard_changelist"),
             path(
-                "<path:name>/actions/<slug:action>/",
+                "<str:name>/actions/<slug:action>/",
                 wrap(self.action_view),
                 name="django_redis_pool_action",
             ),
-            path("<path:name>/", wrap(self.primitive_view), name="django_redis_pool_primitive"),
+            path("<str:name>/", wrap(self.primitive_view), name="django_redis_pool_primitive"),
         ]
 
     # -- views --------------------------------------------------------------------
@@ -126,6 +130,7 @@ class DashboardAdmin(admin.ModelAdmin):
     def primitive_view(self, request: HttpRequest, name: str) -> HttpResponse:
         """One primitive: the sections its kind registered, and its page actions."""
         self._require(request, self.has_view_permission)
+        name = unquote(name)
         entry = self._entry(name)
         try:
             primitive = registry.get_resource(name)
@@ -140,7 +145,7 @@ class DashboardAdmin(admin.ModelAdmin):
             "row_actions": actions,
             # reversed once, not per row: sections append the query string
             "action_urls": {
-                slug: reverse("admin:django_redis_pool_action", args=[name, slug])
+                slug: reverse("admin:django_redis_pool_action", args=[quote(name), slug])
                 for slug in actions
             },
         }
@@ -157,11 +162,12 @@ class DashboardAdmin(admin.ModelAdmin):
     def action_view(self, request: HttpRequest, name: str, action: str) -> HttpResponse:
         """GET: the confirmation page. POST: run the action, then redirect."""
         self._require(request, self.has_change_permission)
+        name = unquote(name)
         entry = self._entry(name)
         chosen = dashboard.ACTIONS.get(entry.kind.name, {}).get(action)
         if chosen is None:
             raise Http404(f"{entry.kind.label} {name!r} has no action {action!r}")
-        detail = reverse("admin:django_redis_pool_primitive", args=[name])
+        detail = reverse("admin:django_redis_pool_primitive", args=[quote(name)])
         try:
             primitive = registry.get_resource(name)
         except PoolError as exc:  # a Redis Cluster that cannot be reached

@@ -17,6 +17,7 @@ imported from an ``AppConfig.ready()``.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -126,6 +127,14 @@ def action(
     """Register the decorated ``(primitive, data) -> message`` as action ``name``
     of ``kinds``; ``options`` are the other fields of :class:`Action`."""
     kinds = (kinds,) if isinstance(kinds, str) else tuple(kinds)
+    if not re.fullmatch(r"[-\w]+", name, re.ASCII):
+        raise ValueError(f"action name {name!r} must be a slug (letters, digits, - and _)")
+    clashing = {"primitive", "label"} & set(options.get("form", forms.Form).base_fields)
+    if clashing:
+        raise ValueError(
+            f"the form of action {name!r} has fields named {sorted(clashing)}, which its "
+            "question uses for the primitive and the label: rename them"
+        )
 
     def register(function: Callable[[Any, dict[str, Any]], str]) -> Callable[..., str]:
         for kind in kinds:

@@ -25,8 +25,14 @@ TABLES = ("available", "holders", "waiters")
 
 
 def as_datetime(seconds: float | None) -> datetime | None:
-    """Unix seconds (Redis clock) as an aware datetime, for the ``date`` filter."""
-    return None if seconds is None else datetime.fromtimestamp(seconds, tz=timezone.utc)
+    """Unix seconds (Redis clock) as an aware datetime, for the ``date`` filter;
+    None for None, and for times beyond what a datetime holds (year 9999)."""
+    if seconds is None:
+        return None
+    try:
+        return datetime.fromtimestamp(seconds, tz=timezone.utc)
+    except (ValueError, OverflowError, OSError):
+        return None
 
 
 # ------------------------------------------------------------------ overview
@@ -153,13 +159,16 @@ def lease_contents(primitive: Any, request: HttpRequest) -> dict[str, Any]:
         "snapshot": snap,
         "read_at": as_datetime(snap.now),
         "tables": {table.name: table for table in tables},
-        "found": _find(primitive, request.GET.get("find", "").strip(), snap),
+        "found": _find(primitive, request.GET.get("find", ""), snap),
     }
 
 
 def _find(primitive: Any, key: str, snap: Snapshot) -> dict[str, Any] | None:
     """What one resource (identity, holder) is now: found among any number of
-    them in one or two reads."""
+    them in one or two reads. A pool's ids have no whitespace, so it is trimmed;
+    a semaphore's identity or a lock's holder is looked up as typed."""
+    if primitive.kind == "pool":
+        key = key.strip()
     if not key:
         return None
     found: dict[str, Any] = {"key": key, "holder": None, "state": "not held"}
@@ -180,7 +189,7 @@ def _find(primitive: Any, key: str, snap: Snapshot) -> dict[str, Any] | None:
 class HoldForm(forms.Form):
     """Names one hold: what is held, and the fence the operator saw."""
 
-    resource = forms.CharField(max_length=200)
+    resource = forms.CharField(max_length=200, strip=False)  # identities may have spaces
     fence = forms.IntegerField(min_value=0)
 
 

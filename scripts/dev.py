@@ -112,6 +112,14 @@ def ensure_chromium() -> str:
     return str(DEBIAN_CHROMIUM)
 
 
+def selects_browser_tests(pytest_args: list[str]) -> bool:
+    """False only when the arguments name test files or folders and none of them
+    can hold the browser tests (``tests/test_*browser*.py``)."""
+    paths = [arg.split("::")[0] for arg in pytest_args if not arg.startswith("-")]
+    paths = [path for path in paths if path.endswith(".py") or (ROOT / path).is_dir()]
+    return not paths or any("browser" in path or (ROOT / path).is_dir() for path in paths)
+
+
 def run(cmd: list[str], env: dict[str, str] | None = None) -> int:
     """Run ``cmd`` in the repository root and return its exit code."""
     return subprocess.run(cmd, cwd=ROOT, env=env, check=False).returncode
@@ -122,7 +130,8 @@ def cmd_test(pytest_args: list[str]) -> int:
     ensure_venv("test")
     env = dict(os.environ)
     env.pop("DJANGO_SETTINGS_MODULE", None)  # the tests use tests.settings (pyproject)
-    env["CHROMIUM"] = ensure_chromium()  # read by tests/browser.py
+    if selects_browser_tests(pytest_args):
+        env["CHROMIUM"] = ensure_chromium()  # read by tests/browser.py
     say("ruff check .")
     ruff_rc = run([str(VENV_PYTHON), "-m", "ruff", "check", "."], env)
     say("pytest " + " ".join(pytest_args))
@@ -188,8 +197,8 @@ def _ensure_example_admin(python: str, env: dict[str, str]) -> None:
         check=False,
     )
     if created.returncode == 0:
-        say("created the example's admin user: admin / admin")
-    say("admin dashboard: /admin/django_redis_pool/dashboard/ (user admin, password admin)")
+        say("created the example's admin user: admin, password admin")
+    say("admin dashboard: /admin/django_redis_pool/dashboard/ (user admin)")
 
 
 def cmd_example_inner(runserver_args: list[str]) -> int:

@@ -22,6 +22,7 @@ from zoneinfo import ZoneInfo
 import pytest
 import redis
 from django import forms
+from django.contrib.admin.utils import quote
 from django.contrib.auth.models import Permission
 from django.core.management import call_command
 from django.test import Client
@@ -190,11 +191,11 @@ def dashboard_url() -> str:
 
 
 def detail_url(name: str) -> str:
-    return reverse("admin:django_redis_pool_primitive", args=[name])
+    return reverse("admin:django_redis_pool_primitive", args=[quote(name)])
 
 
 def action_url(name: str, action: str) -> str:
-    return reverse("admin:django_redis_pool_action", args=[name, action])
+    return reverse("admin:django_redis_pool_action", args=[quote(name), action])
 
 
 def expire(lease: Lease, still_held: Callable[[], bool]) -> None:
@@ -1184,6 +1185,7 @@ def test_empty_tables_say_so(configured: None, viewer: Client) -> None:
         ("redis://:s3cret@[::1]:6379/0", f"redis://:{MASK}@[::1]:6379/0"),
         ("unix://:s3cret@/run/redis.sock?db=0", f"unix://:{MASK}@/run/redis.sock?db=0"),
         ("unix:///run/redis.sock?db=0", "unix:///run/redis.sock?db=0"),
+        ("rediss://h:6380/0?ssl_password=k3y", f"rediss://h:6380/0?ssl_password={MASK}"),
     ],
 )
 def test_masked_url_hides_the_password(url: str, shown: str) -> None:
@@ -1724,3 +1726,65 @@ def test_an_action_that_fails_with_a_redis_error_is_reported_as_an_error(
 
     assert response.redirect_chain == [(detail_url("reports"), 302)]
     assert messages_of(response) == [("error", "Explode on semaphore 'reports' failed: boom")]
+
+
+# ====================================================================== odd but valid input
+
+
+def test_a_hold_expiring_beyond_the_calendar_still_renders(world: World, operator: Client) -> None:
+    far = world.pool.acquire(holder="forever-ish", lease_timeout=1e12)
+    assert far is not None
+
+    response = operator.get(detail_url("printers"))
+
+    assert response.status_code == 200
+    assert far.resource in data_rows(response, "holders")
+
+
+def test_an_identity_with_spaces_can_be_found_and_force_released(
+    world: World, operator: Client
+) -> None:
+    spaced = world.semaphore.acquire_lease(" job 2 ")
+    assert spaced is not None
+
+    found = operator.get(detail_url("reports"), {"find": " job 2 "})
+    assert "job 2 : held" in page_text(found)
+    response = confirm(
+        operator, action_url("reports", "release"), {"resource": " job 2 ", "fence": spaced.fence}
+    )
+
+    assert messages_of(response)[0][0] == "success"
+    assert not world.semaphore.is_holding(" job 2 ")
+
+
+def test_a_name_with_a_slash_or_actions_in_it_gets_its_own_pages(
+    settings: Any, redis_url: str, operator: Client
+) -> None:
+    settings.DJANGO_REDIS_POOL = {
+        "CONNECTION": {"URL": redis_url},
+        "POOLS": {"a": {}, "a/actions/gc": {"RESOURCES": ["r1"]}},
+    }
+    call_command("pool_sync", verbosity=0)
+
+    overview = operator.get(dashboard_url())
+    link = detail_url("a/actions/gc")
+    assert f'href="{link}"' in overview.content.decode()
+    detail = operator.get(link)
+
+    assert detail.status_code == 200
+    assert detail.context["title"] == "Pool a/actions/gc"
+    assert data_rows(detail, "available") == ["r1"]
+
+
+@pytest.mark.parametrize("name", ["a b", "x/y", ""])
+def test_an_action_name_must_be_a_slug(name: str) -> None:
+    with pytest.raises(ValueError, match="must be a slug"):
+        panels.action("pool", name, label="Nope")(lambda primitive, data: "")
+
+
+def test_an_action_form_may_not_shadow_the_question_names() -> None:
+    class Shadowing(forms.Form):
+        label = forms.CharField()
+
+    with pytest.raises(ValueError, match="rename them"):
+        panels.action("pool", "shadow", label="Nope", form=Shadowing)(lambda p, d: "")

@@ -464,3 +464,19 @@ def test_holders_renewing_while_an_operator_force_releases(client: Any) -> None:
     assert any(fence is None and ok for *_, fence, ok in forced)
     assert any(not ok for *_, ok in renews), "some holder found itself force-released"
     assert own >= 5
+
+
+def test_a_retried_release_never_ends_the_hold_granted_since(client: Any) -> None:
+    # redis-py re-sends a command whose reply was lost; the same request id must
+    # answer as the first run did, not end whoever holds the resource now.
+    pool = pool_of(client, "frretry", "r1")
+    first = pool.acquire(holder="A", lease_timeout=30)
+    assert first is not None
+    thread, out = in_thread(lambda: pool.acquire(holder="B", timeout=10, lease_timeout=30))
+    wait_for(lambda: pool.waiting_count() == 1, what="B to queue")
+    assert pool._engine.release("r1", request="req-1") == 1
+    second = finish(thread, out)
+    assert second is not None and second.holder == "B"
+
+    assert pool._engine.release("r1", request="req-1") == 1  # the retry: same answer
+    assert second.renew() is True, "B's hold survives the retried release"

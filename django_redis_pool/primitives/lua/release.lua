@@ -8,9 +8,13 @@
 -- Returns 1 if a live lease was ended, 2 if an rlock's count went down but it is
 -- still held, else 0 (an expired lease is reclaimed on the way).
 local RES, TOKEN, REQ, FENCE, FORCE = ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6] == '1'
+local done = remembered(REQ)
+if done then  -- a retried run: never end a hold granted since the first run
+  return tonumber(done)
+end
 local rec = lease_record(RES)
 if not rec or (TOKEN ~= '' and rec.t ~= TOKEN) or (FENCE ~= '' and rec.f ~= tonumber(FENCE)) then
-  return tonumber(remembered(REQ) or 0)
+  return 0
 end
 if rec.q == REQ then
   return 2
