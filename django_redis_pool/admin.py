@@ -26,13 +26,13 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from django.contrib import admin, messages
 from django.contrib.admin.utils import quote, unquote
-from django.core.exceptions import ImproperlyConfigured, PermissionDenied
+from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.loader import render_to_string
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
 
-from . import dashboard, registry
+from . import conf, dashboard, registry
 from .exceptions import BackendUnavailable, PoolError
 from .models import Dashboard
 
@@ -101,7 +101,7 @@ class DashboardAdmin(admin.ModelAdmin):
     def dashboard_view(self, request: HttpRequest) -> HttpResponse:
         """Every configured primitive: kind, counts and health."""
         self._require(request, self.has_view_permission)
-        config = self._config()
+        config = registry.get_config()
         rows = []
         down: str | None = None  # every primitive shares one client: fail once
         for name in config.names():
@@ -203,14 +203,8 @@ class DashboardAdmin(admin.ModelAdmin):
         if not permission(request):
             raise PermissionDenied
 
-    def _config(self) -> Any:
-        try:
-            return registry.get_config()
-        except ImproperlyConfigured as exc:  # the system checks say the same
-            raise ImproperlyConfigured(f"DJANGO_REDIS_POOL is invalid: {exc}") from exc
-
-    def _entry(self, name: str) -> Any:
-        entry = self._config().entries.get(name)
+    def _entry(self, name: str) -> conf.Entry:
+        entry = registry.get_config().entries.get(name)
         if entry is None or not entry.kind.supported:
             raise Http404(f"No primitive named {name!r} is configured.")
         return entry
