@@ -13,6 +13,7 @@ from django.http import HttpRequest
 
 from . import maintenance
 from .dashboard import ActionFailed, Summary, action, section, summary
+from .primitives._common import check_name
 from .primitives.base import Snapshot
 from .primitives.lease import Lease
 
@@ -115,7 +116,6 @@ def _holder_row(lease: Lease, snap: Snapshot) -> dict[str, Any]:
         "holder": lease.holder,
         "fence": lease.fence,
         "acquired_at": as_datetime(lease.acquired_at),
-        "expires_at": as_datetime(lease.expires_at),
         "seconds_left": snap.seconds_left(lease),
     }
 
@@ -202,8 +202,6 @@ class ResourceForm(forms.Form):
     )
 
     def clean_resource(self) -> str:
-        from .primitives._common import check_name
-
         try:
             return check_name(self.cleaned_data["resource"], "resource")
         except ValueError as exc:
