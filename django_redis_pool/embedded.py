@@ -95,7 +95,7 @@ def find_redis_binary(name: str = "redis-server") -> str:
             found = shutil.which(value)
             candidate = Path(found) if found else None
         if candidate is not None and _ensure_executable(candidate):
-            return str(candidate.resolve())
+            return str(candidate.absolute())
         raise RuntimeError(
             f"{env_var}={value!r} does not point at an executable {name} binary; "
             f"fix or unset {env_var}."
@@ -116,7 +116,7 @@ def find_redis_binary(name: str = "redis-server") -> str:
 
     found = shutil.which(name)
     if found:
-        return str(Path(found).resolve())
+        return str(Path(found).absolute())
     tried.append(f"{name!r} on PATH (not found)")
 
     raise RuntimeError(

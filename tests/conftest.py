@@ -13,10 +13,16 @@ Fixtures:
 ``cluster_client``          a flushed :class:`redis.cluster.RedisCluster` (bytes replies).
 ``client``                  parametrized: ``redis_client``, then ``cluster_client``
                             (marked ``cluster``; ``-m "not cluster"`` skips it).
+``redis_version`` (session) the server's version as a tuple, e.g. ``(6, 2, 14)``.
+
+The server binary is the embedded Redis 6.2 unless ``DJANGO_REDIS_POOL_REDIS_SERVER``
+names another (``scripts/dev.py test`` runs the suite again on Redis 7 that way);
+the report header says which one runs.
 """
 
 from __future__ import annotations
 
+import subprocess
 from collections.abc import Iterator
 from typing import Any
 
@@ -24,7 +30,7 @@ import pytest
 import redis
 from redis.cluster import RedisCluster
 
-from django_redis_pool.embedded import EmbeddedRedis, EmbeddedRedisCluster
+from django_redis_pool.embedded import EmbeddedRedis, EmbeddedRedisCluster, find_redis_binary
 
 # Browser test modules import their helpers from it (and load it as a plugin).
 pytest.register_assert_rewrite("tests.browser")
@@ -40,6 +46,23 @@ def _assert_ours(conn: redis.Redis, expected_run_id: str, where: str) -> None:
             f"{expected_run_id!r} (the harness only touches Redis servers it started)",
             pytrace=False,
         )
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    path = find_redis_binary()
+    version = subprocess.run([path, "--version"], capture_output=True, text=True, check=False)
+    return f"redis-server: {path} ({version.stdout.strip()})"
+
+
+@pytest.fixture(scope="session")
+def redis_version(redis_server: EmbeddedRedis) -> tuple[int, ...]:
+    """The version of the harness's redis-server, e.g. ``(7, 0, 15)``."""
+    conn = redis_server.client()
+    try:
+        version = conn.info("server")["redis_version"]
+    finally:
+        conn.close()
+    return tuple(int(part) for part in str(version).split("."))
 
 
 @pytest.fixture(scope="session")

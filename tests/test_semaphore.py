@@ -470,7 +470,7 @@ def test_bad_input_raises_value_error_naming_the_value(client):
     for n in (-1, 2.5, True, False, "3", None):
         _raises_naming(lambda n=n: sem.set_max_size(n), n)
         _raises_naming(lambda n=n: sem.ensure_max_size(n), n)
-    for identity in ("", None, 5, "x" * 201):
+    for identity in ("", None, 5, "x" * 201, "a\nb", "nul\x00", "tab\there"):
         shown = identity if not isinstance(identity, str) or len(identity) < 40 else None
         for call in (sem.acquire, sem.release, sem.is_holding):
             with pytest.raises(ValueError, match="identity") as info:

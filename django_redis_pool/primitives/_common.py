@@ -19,6 +19,7 @@ from ..exceptions import BackendUnavailable, PoolError
 
 MAX_NAME_LENGTH = 200
 _FORBIDDEN = re.compile(r"[{}\s]")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _LUA_DIR = Path(__file__).with_name("lua")
 _lua_cache: dict[str, str] = {}
 
@@ -49,7 +50,18 @@ def check_name(value: object, what: str = "name") -> str:
 
 
 def check_client(client: object) -> Any:
-    """Return ``client`` if it is a redis-py client, else raise ``TypeError``."""
+    """Return ``client`` if it is a redis-py client, else raise ``TypeError``.
+
+    valkey-py clients are refused here, not on their first call: they raise
+    ``valkey.exceptions`` errors that this library cannot tell apart (a lost
+    script, a lost connection). redis-py's own clients serve Valkey servers.
+    """
+    module = type(client).__module__ or ""
+    if module.split(".", 1)[0] == "valkey":
+        raise TypeError(
+            f"client {client!r} is a valkey-py client, which is not supported: build a "
+            "redis-py client instead (redis.Redis.from_url(...) connects to a Valkey server too)"
+        )
     if not hasattr(client, "register_script") or not hasattr(client, "blpop"):
         raise TypeError(
             f"client must be a redis-py client (redis.Redis or "
@@ -59,12 +71,18 @@ def check_client(client: object) -> Any:
 
 
 def check_holder(value: object, what: str = "holder") -> str:
-    """A holder label or identity: a non-empty ``str`` of at most 200 characters."""
+    """A holder label or identity: a non-empty ``str`` of at most 200 characters,
+    without control characters (spaces and any other printable text are fine)."""
     if isinstance(value, bytes):
         value = value.decode()
     if not isinstance(value, str) or not value or len(value) > MAX_NAME_LENGTH:
         raise ValueError(
             f"{what} must be a non-empty str of at most {MAX_NAME_LENGTH} characters, got {value!r}"
+        )
+    if _CONTROL.search(value):
+        raise ValueError(
+            f"{what} {value!r} contains a control character (such as a newline or NUL); "
+            "use printable text"
         )
     return value
 

@@ -159,13 +159,14 @@ class LeasedPrimitive:
         return int(available), int(held), int(waiting), int(size)
 
     def _live_leases(self) -> list[Lease]:
-        return [self._engine.lease_from_record(raw) for raw in self._read("leases") if raw]
+        return self._engine.leases(self._read("leases"))
 
     def lease_of(self, resource: str) -> Lease | None:
         """The live hold on ``resource`` (a pool's resource id, a semaphore
         holder's identity, a lock's holder), or None."""
-        raw = self._read("record", check_holder(resource, "resource"))
-        return self._engine.lease_from_record(raw) if raw else None
+        resource = check_holder(resource, "resource")
+        raw = self._read("record", resource)
+        return self._engine.lease_from_record(resource, raw) if raw else None
 
     def waiting_count(self) -> int:
         """How many callers are blocked in ``acquire``."""
@@ -207,7 +208,7 @@ class LeasedPrimitive:
             # unset: the max size a semaphore's first acquire would store, if any
             size=getattr(self, "default_max_size", None) if int(size) < 0 else int(size),
             available=[str(r) for r in available],
-            leases=[self._engine.lease_from_record(raw) for raw in leases if raw],
+            leases=self._engine.leases(leases),
             waiters=self._engine.waiters(waiters),
             available_count=int(available_count),
             held_count=int(held),

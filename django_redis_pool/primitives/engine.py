@@ -1,39 +1,38 @@
 """The lease engine: atomic grants, renewals and fair hand-off, in Lua.
 
 One :class:`LeaseEngine` drives the keys of one primitive. Every state change is
-one Lua script (``lua/engine.lua`` is prepended to each), run with EVALSHA and
-re-loaded on NOSCRIPT by redis-py. Time is the Redis server's ``TIME``.
+one Lua operation (``lua/<op>.lua`` on the helpers of ``lua/engine.lua``), run
+as a Redis 7 function or by EVALSHA (see :mod:`.scripts`). Time is the Redis
+server's ``TIME``.
 
 Blocking acquires queue in Redis, ordered by priority then arrival. A release
-hands the resource straight to the head waiter and pushes the lease onto that
+hands the resource straight to the head waiter and pushes the grant onto that
 waiter's own wake list, on which the waiter blocks with BLPOP: no polling. A
 blocked waiter also wakes when the earliest lease is due to expire (to reclaim
 it) and at least every ``wait_chunk`` seconds to prove it is alive; a waiter
 that stops checking in is skipped by the next hand-off.
 
-Every script is safe to run twice (redis-py retries commands on connection
+Every operation is safe to run twice (redis-py retries commands on connection
 errors): an acquire carries a request token, so running it again returns the
-same lease or queue place, never a second lease or a second fence.
+same lease or queue place, never a second lease or a second fence; a release
+carries a request id, so running it again answers the same and ends nothing else.
 """
 
 from __future__ import annotations
 
 import contextlib
-import hashlib
-import json
+import itertools
 import os
 import socket
 import threading
 import time
-import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from redis.exceptions import NoScriptError
-
 from ..exceptions import BackendUnavailable, NotConfigured, PoolError
-from ._common import backend_errors, key_prefix, load_lua, text, to_ms
+from ._common import backend_errors, key_prefix, text, to_ms
 from .lease import Lease
+from .scripts import ScriptRunner, runner_for
 
 __all__ = ["LeaseEngine", "Waiter", "default_holder"]
 
@@ -56,7 +55,7 @@ class Waiter:
 
 
 class LeaseEngine:
-    """Runs the lease-engine scripts against the keys of one primitive.
+    """Runs the lease-engine operations against the keys of one primitive.
 
     ``kind``/``name``/``prefix`` build the keys (all under the hash tag
     ``{kind:name}``). ``mode`` says what is leased: for a pool, the order in
@@ -78,29 +77,26 @@ class LeaseEngine:
         self.base = key_prefix(prefix, kind, name)
         self.wake_prefix = f"{self.base}:wake:"
         self.mode = mode
-        self._shas: dict[str, str] = {}
+        #: The KEYS and the mode, sent first with every operation.
+        suffixes = ("", ":avail", ":leases", ":info", ":seq", ":waitq", ":winfo", ":max")
+        self._head = (*((self.base + suffix).encode() for suffix in suffixes), mode.encode())
+        self._runner: ScriptRunner | None = None  # looked up on the first run
         self._chunk: float | None = None
         #: Semaphores: the max size an acquire stores if Redis has none ("": none).
         self.default_max = ""
 
-    # -- running scripts -------------------------------------------------------
+    # -- running operations -----------------------------------------------------
 
-    def run(self, script: str, *args: Any) -> Any:
-        """Run lease-engine script ``script`` with its own ``args`` (EVALSHA,
-        loading the script on NOSCRIPT)."""
-        sha = self._shas.get(script) or self._sha(script)
+    def run(self, op: str, *args: Any) -> Any:
+        """Run lease-engine operation ``op`` (``lua/<op>.lua``) with its own ``args``."""
+        runner = self._runner or self._first_runner()
         with backend_errors():
-            try:
-                reply = self.client.evalsha(sha, 1, self.base, self.mode, *args)
-            except NoScriptError:
-                self.client.script_load(load_lua("engine", script))
-                reply = self.client.evalsha(sha, 1, self.base, self.mode, *args)
+            reply = runner.call(op, (*self._head, *args))
         return text(reply)
 
-    def _sha(self, script: str) -> str:
-        sha = hashlib.sha1(load_lua("engine", script).encode()).hexdigest()
-        self._shas[script] = sha
-        return sha
+    def _first_runner(self) -> ScriptRunner:
+        self._runner = runner_for(self.client)
+        return self._runner
 
     # -- acquiring -------------------------------------------------------------
 
@@ -109,29 +105,29 @@ class LeaseEngine:
     ) -> Lease | None:
         """Grant a lease now, or wait up to ``timeout`` seconds (None: forever;
         0: do not wait) for one, fairly. Returns None if nothing was granted."""
-        token = uuid.uuid4().hex
-        deadline = None if timeout is None else time.monotonic() + timeout
+        token = new_token()
+        if timeout == 0:
+            wait_ms, deadline = -2, None
+        else:
+            deadline = None if timeout is None else time.monotonic() + timeout
+            wait_ms = _remaining_ms(deadline)
         chunk = self._wait_chunk()
         args = (holder, lease_ms, priority)
-        wait_ms = -2 if timeout == 0 else _remaining_ms(deadline)
         try:
-            reply = self._check(
-                self.run("acquire", token, *args, wait_ms, to_ms(chunk), self.default_max),
-                holder,
-                timeout != 0,
-            )
-            if reply[0] == "granted":
-                return self._lease(reply[1])
-            if reply[0] in ("none", "held"):
-                return None
-            return self._wait(token, args, deadline, chunk, int(reply[1]))
+            reply = self.run("acquire", token, *args, wait_ms, to_ms(chunk), self.default_max)
+            if type(reply) is list:
+                return self._lease(reply[0], reply[1])
+            if type(reply) is int:
+                return self._wait(token, args, deadline, chunk, reply)
+            self._refused(reply, holder, timeout != 0)
+            return None
         except BackendUnavailable:
             # Redis is unreachable: a queue place is dropped by the next hand-off
             # once our liveness window has passed; a grant expires with its lease.
             raise
         except BaseException:
-            # Interrupted (even between the script's run and its reply): give up
-            # our place, and anything granted or handed to us meanwhile.
+            # Interrupted (even between the operation's run and its reply): give
+            # up our place, and anything granted or handed to us meanwhile.
             with contextlib.suppress(Exception):
                 self.run("withdraw", token)
             raise
@@ -157,77 +153,80 @@ class LeaseEngine:
             if next_expiry_ms >= 0:
                 block = min(block, next_expiry_ms / 1000 + 0.001)
             with backend_errors():
-                popped = self.client.blpop([wake_key], timeout=max(block, 0.001))
+                # Never below MIN_BLOCK: Redis < 7.0.8 reads a timeout under
+                # about 1 ms as 0, which means "block forever".
+                popped = self.client.blpop([wake_key], timeout=max(block, MIN_BLOCK))
+            reply: Any
             if popped:
-                lease = self._lease(text(popped[1]))
-                if lease is not None:
-                    return lease
-                reply = ["gone"]
+                resource, raw = text(popped[1]).split("\n", 1)
+                reply = [resource, raw]
             else:
                 reply = self.run("wait", token, alive_ms)
-            if reply[0] == "granted":
-                lease = self._lease(reply[1])
+            if type(reply) is list:
+                lease = self._lease(reply[0], reply[1])
                 if lease is not None:
                     return lease
-                reply = ["gone"]
-            if reply[0] == "gone":
+                reply = "gone"
+            if reply == "gone":
                 # Our place was dropped: our deadline passed on the Redis clock
                 # (a blocking read can return up to one server tick, 1/hz s,
                 # late), we were presumed dead after a long pause, or a
                 # provisional grant lapsed. Queue again only if time is left.
                 if deadline is not None and deadline <= time.monotonic():
                     return None
-                reply = self._check(
-                    self.run(
-                        "acquire", token, *args, _remaining_ms(deadline), alive_ms, self.default_max
-                    ),
-                    args[0],
+                reply = self.run(
+                    "acquire", token, *args, _remaining_ms(deadline), alive_ms, self.default_max
                 )
-                if reply[0] == "granted":
-                    lease = self._lease(reply[1])
+                if type(reply) is list:
+                    lease = self._lease(reply[0], reply[1])
                     if lease is not None:
                         return lease
                     continue
-            next_expiry_ms = int(reply[1])
+                if type(reply) is not int:
+                    self._refused(reply, args[0], True)
+                    return None
+            next_expiry_ms = reply
 
-    def _check(self, reply: list[Any], holder: str, wait: bool = True) -> list[Any]:
-        """Raise for the replies that mean the acquire cannot be served (a
-        non-reentrant lock already held by ``holder`` is just "not granted" when
-        the caller does not ``wait``)."""
-        if reply[0] == "unconfigured":
+    def _refused(self, reply: str, holder: str, wait: bool) -> None:
+        """Raise for the acquire replies that mean it cannot be served: a
+        semaphore with no max size, a non-reentrant lock already held by
+        ``holder`` (just "not granted" when the caller does not ``wait``)."""
+        if reply == "unconfigured":
             raise NotConfigured(
                 f"{self.label} has no max size; call set_max_size(n) first "
                 "(or set MAX_SIZE in its settings)"
             )
-        if reply[0] == "held" and wait:
+        if reply == "held" and wait:
             raise PoolError(
                 f"{self.label} is already held by {holder!r} and is not reentrant: waiting "
                 "for it would wait for ourselves. Release it first, or use reentrant=True."
             )
-        return reply
 
-    def lease_from_record(self, raw: str | bytes) -> Lease:
-        """The :class:`Lease` described by a JSON lease record."""
-        return self._lease_of(json.loads(raw))
+    def lease_from_record(self, resource: str, raw: str) -> Lease:
+        """The :class:`Lease` on ``resource`` described by lease record ``raw``."""
+        return self._decode(resource, raw)[0]
 
-    def _lease_of(self, rec: dict[str, Any]) -> Lease:
-        return Lease(
+    def _decode(self, resource: str, raw: str) -> tuple[Lease, bool]:
+        """(the lease, whether it is a provisional grant) from a lease record:
+        ``token|fence|acquired|expires|lease ms|provisional|count|request|holder``."""
+        token, fence, acquired, expires, lease_ms, provisional, _, _, holder = raw.split("|", 8)
+        lease = Lease(
             self,
-            resource=str(rec["r"]),
-            holder=str(rec["h"]),
-            fence=int(rec["f"]),
-            expires_at=None if rec["e"] == -1 else rec["e"] / 1000,
-            lease_timeout=None if rec["l"] == -1 else rec["l"] / 1000,
-            token=str(rec["t"]),
-            acquired_at=rec["a"] / 1000 if "a" in rec else None,
+            resource=resource,
+            holder=holder,
+            fence=int(fence),
+            expires_at=None if expires == "-1" else int(expires) / 1000,
+            lease_timeout=None if lease_ms == "-1" else int(lease_ms) / 1000,
+            token=token,
+            acquired_at=int(acquired) / 1000 or None,
         )
+        return lease, provisional == "1"
 
-    def _lease(self, raw: str) -> Lease | None:
+    def _lease(self, resource: str, raw: str) -> Lease | None:
         """Lease granted to us; a provisional (unconfirmed no-expiry) grant is
         confirmed first. None if the grant was lost before it could be."""
-        rec = json.loads(raw)
-        lease = self._lease_of(rec)
-        if rec.get("p") and not self.renew(lease, None):
+        lease, provisional = self._decode(resource, raw)
+        if provisional and not self.renew(lease, None):
             return None
         return lease
 
@@ -259,10 +258,10 @@ class LeaseEngine:
         it); None keeps its duration. Returns the new expiry (unix seconds, None
         for none), or False if there is no such live lease."""
         lease_ms = -2 if lease_timeout is None else to_ms(lease_timeout)
-        reply = self.run("renew", resource, token, lease_ms)
-        if int(reply[0]) != 1:
+        expires = int(self.run("renew", resource, token, lease_ms))
+        if expires == -2:
             return False
-        return None if int(reply[1]) == -1 else int(reply[1]) / 1000
+        return None if expires == -1 else expires / 1000
 
     def release(
         self,
@@ -281,7 +280,7 @@ class LeaseEngine:
         ``fence``, only a lease with that fence is ended; ``force`` (an
         operator's force-release) ends a reentrant lock's hold entirely.
         """
-        request = request or uuid.uuid4().hex
+        request = request or new_token()
         fence_arg = "" if fence is None else fence
         return int(self.run("release", resource, token, request, fence_arg, int(force)))
 
@@ -295,7 +294,7 @@ class LeaseEngine:
             reclaimed, dropped, next_offset = self.run("gc", batch, offset)
             leases += self.ended_leases(reclaimed)
             waiters += self.waiters(dropped)
-            if len(reclaimed) < batch and int(next_offset) == -1:
+            if len(reclaimed) < 2 * batch and int(next_offset) == -1:
                 return leases, waiters
             offset = max(int(next_offset), 0)
 
@@ -304,29 +303,62 @@ class LeaseEngine:
         leases, waiters = self.run("read", "expired", "")
         return self.ended_leases(leases), self.waiters(waiters)
 
-    def ended_leases(self, raws: list[Any]) -> list[Lease]:
-        """Leases from the records of expired leases (a lease whose record was
-        missing has only its resource)."""
+    def leases(self, pairs: list[Any]) -> list[Lease]:
+        """Leases from a flat ``[resource, record, ...]`` list (missing records skipped)."""
         return [
-            self._lease_of({"h": "", "f": 0, "e": -1, "l": -1, "t": "", **rec})
-            for rec in self.records(raws)
+            self.lease_from_record(resource, raw)
+            for resource, raw in zip(pairs[0::2], pairs[1::2], strict=True)
+            if raw
         ]
 
-    def records(self, raws: list[Any]) -> list[dict[str, Any]]:
-        """Decode JSON records returned by a read script (missing ones skipped)."""
-        return [json.loads(raw) for raw in raws if raw]
+    def ended_leases(self, pairs: list[Any]) -> list[Lease]:
+        """Like :meth:`leases`, but a lease whose record was missing is kept
+        with only its resource."""
+        missing = "|0|0|-1|-1|0|1||"
+        return [
+            self.lease_from_record(resource, raw or missing)
+            for resource, raw in zip(pairs[0::2], pairs[1::2], strict=True)
+        ]
 
     def waiters(self, raws: list[Any]) -> list[Waiter]:
-        """Waiters from their stored records, in the order they will be served."""
-        return [
-            Waiter(
-                holder=str(w["h"]),
-                priority=int(w["p"]),
-                since=w["s"] / 1000,
-                deadline=None if w["dl"] == -1 else w["dl"] / 1000,
-            )
-            for w in self.records(raws)
-        ]
+        """Waiters from their stored records, in the order they will be served:
+        ``token|lease ms|priority|since|deadline|alive until|shares|holder``."""
+        waiters = []
+        for raw in raws:
+            if raw:
+                _, _, priority, since, deadline, _, _, holder = raw.split("|", 7)
+                waiters.append(
+                    Waiter(
+                        holder=holder,
+                        priority=int(priority),
+                        since=int(since) / 1000,
+                        deadline=None if deadline == "-1" else int(deadline) / 1000,
+                    )
+                )
+        return waiters
+
+
+#: The shortest blocking read sent to Redis, in seconds.
+MIN_BLOCK = 0.01
+
+_token_prefix = os.urandom(8).hex()
+_token_counter = itertools.count()
+
+
+def _new_token_prefix() -> None:
+    global _token_prefix, _token_counter
+    _token_prefix = os.urandom(8).hex()
+    _token_counter = itertools.count()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_new_token_prefix)
+
+
+def new_token() -> str:
+    """A request token unique across processes and hosts: a random per-process
+    prefix (new in a forked child) and a counter."""
+    return f"{_token_prefix}{next(_token_counter):x}"
 
 
 def _remaining_ms(deadline: float | None) -> int:

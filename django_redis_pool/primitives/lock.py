@@ -169,8 +169,10 @@ class Lock(LeasedPrimitive):
         """Release the lock (a reentrant one: once). Raises :class:`NotOwned` if
         the holder does not hold it, e.g. because its lease expired."""
         name = self._holder(holder)
+        known = self._leases.get(name)
+        token = known.token if known is not None and not known.lost else ""
         try:
-            result = self._engine.release(name)
+            result = self._engine.release(name, token)
         except BaseException:
             # Not known to be released (e.g. Redis unreachable): stop renewing,
             # so that the lease expires rather than being kept alive forever.

@@ -1,72 +1,100 @@
 -- acquire: grant a lease now, or queue the caller as a waiter.
--- ARGV[2] token (one per acquire call: running this again returns the same
--- lease or queue place, never a second one), ARGV[3] holder (slot modes: the
--- identity asking for a slot), ARGV[4] lease ms (-1 none), ARGV[5] priority,
--- ARGV[6] wait ms (-2 do not wait, -1 forever), ARGV[7] liveness window ms (the
--- waiter checks in at least this often), ARGV[8] the max size to store if none
+-- args[2] token (one per acquire call: running this again returns the same
+-- lease or queue place, never a second one), args[3] holder (slot modes: the
+-- identity asking for a slot), args[4] lease ms (-1 none), args[5] priority,
+-- args[6] wait ms (-2 do not wait, -1 forever), args[7] liveness window ms (the
+-- waiter checks in at least this often), args[8] the max size to store if none
 -- is stored yet ('' none; semaphores).
--- Returns {'granted', record} | {'queued', ms until next expiry} | {'none'}
--- | {'unconfigured'} (a semaphore without a max size) | {'held'} (lock: the
--- holder already holds it and the lock is not reentrant).
-local TOKEN, HOLDER = ARGV[2], ARGV[3]
-local LEASE_MS, PRIORITY = tonumber(ARGV[4]), tonumber(ARGV[5])
-local WAIT_MS, ALIVE_MS = tonumber(ARGV[6]), tonumber(ARGV[7])
-local DEFAULT_MAX = ARGV[8]
-
-local state, value = token_state(TOKEN)
-if state == 'granted' then
-  return {'granted', value}
-elseif state == 'queued' then
-  return {'queued', next_expiry_ms()}
+-- Returns {resource, record} when granted | ms until the next expiry (-1 none)
+-- when queued | 'none' | 'unconfigured' (a semaphore without a max size) |
+-- 'held' (lock: the holder already holds it and the lock is not reentrant).
+local token, holder = args[2], args[3]
+local lease_ms, priority = tonumber(args[4]), tonumber(args[5])
+local wait_ms = tonumber(args[6])
+local mine, held
+if SLOTS then
+  local got = redis.call('HMGET', K_INFO, '\0' .. token, holder)
+  mine, held = got[1], got[2]
+else
+  mine = redis.call('HGET', K_INFO, '\0' .. token)
+end
+if mine then  -- a retry of this request
+  local state, resource, raw = token_state(token, mine)
+  if state == 'queued' then
+    return next_expiry_ms()
+  elseif raw then
+    return {resource, raw}
+  end
+  return 'none'
 end
 
-reclaim(RECLAIM_LIMIT)
-pump()
+-- Expired leases are reclaimed first (bounded), so that their resources or
+-- slots go round, to the queue first.
 if SLOTS then
-  if MODE == 'sem' and not redis.call('GET', K_MAX) then
-    if DEFAULT_MAX == '' then
-      return {'unconfigured'}
+  local size = 1
+  if MODE == 'sem' then
+    size = redis.call('GET', K_MAX)
+    if not size then
+      if args[8] == '' then
+        return 'unconfigured'
+      end
+      size = args[8]
+      redis.call('SET', K_MAX, size)
     end
-    redis.call('SET', K_MAX, DEFAULT_MAX)
+    size = tonumber(size)
   end
-  local rec = live_record(HOLDER)
+  local rec = decode(held)
   if rec then
-    if MODE == 'lock' then
-      return {'held'}
+    if not is_expired(rec) then
+      if MODE == 'lock' then
+        return 'held'
+      end
+      -- Same identity again: refresh its hold, and remember this request so
+      -- that a retry does not count twice.
+      if remembered(token) then
+        return {holder, held}
+      end
+      remember(token, 1)
+      return {holder, refresh(holder, rec, lease_ms)}
     end
-    -- Same identity again: refresh its hold. Remember the reply so that a
-    -- retried request does not count twice.
-    if remembered(TOKEN) then
-      return {'granted', cjson.encode(rec)}
-    end
-    remember(TOKEN, 1)
-    return {'granted', refresh(rec, LEASE_MS)}
+    end_lease(holder, rec)  -- our own expired hold: reclaimed first
   end
-  if free_slots() > 0 then
-    return {'granted', grant_slot(HOLDER, TOKEN, LEASE_MS, false)}
+  reclaim(RECLAIM_LIMIT)
+  local free = free_slots(size)
+  local queued = free > 0 and redis.call('ZCARD', K_WAITQ) > 0
+  if queued then
+    serve_slots()  -- the queue goes first
+    free = free_slots(size)
+  end
+  if free > 0 then
+    return {holder, grant_slot(holder, token, lease_ms, false, not queued)}
   end
 else
+  reclaim(RECLAIM_LIMIT)
+  if redis.call('ZCARD', K_WAITQ) > 0 then
+    pump()  -- the queue goes first
+  end
   local resource = take_available()
   if resource then
-    return {'granted', grant(resource, TOKEN, HOLDER, LEASE_MS, false)}
+    return {resource, grant(resource, token, holder, lease_ms, false)}
   end
 end
-if WAIT_MS == -2 then
-  return {'none'}
+if wait_ms == -2 then
+  return 'none'
 end
 
 local id = string.format('%016d', redis.call('INCR', K_SEQ))
 local deadline = -1
-if WAIT_MS >= 0 then
-  deadline = NOW + WAIT_MS
+if wait_ms >= 0 then
+  deadline = NOW + wait_ms
 end
-redis.call('ZADD', K_WAITQ, -PRIORITY, id)
+redis.call('ZADD', K_WAITQ, -priority, id)
 local re = 0
 if SHARING then
   re = 1
-  redis.call('ZADD', wid_key(HOLDER), 0, id)
+  redis.call('ZADD', BASE .. ':wid:' .. holder, 0, id)
 end
-redis.call('HSET', K_WINFO, id, cjson.encode({t = TOKEN, h = HOLDER, l = LEASE_MS,
-  p = PRIORITY, s = NOW, dl = deadline, alive = NOW + ALIVE_MS + GRACE_MS, re = re}))
-redis.call('HSET', K_TOK, TOKEN, 'w:' .. id)
-return {'queued', next_expiry_ms()}
+redis.call('HSET', K_WINFO, id, encode_waiter({t = token, l = lease_ms, p = priority, s = NOW,
+  dl = deadline, alive = NOW + tonumber(args[7]) + GRACE_MS, re = re, h = holder}))
+redis.call('HSET', K_INFO, '\0' .. token, 'w' .. id)
+return next_expiry_ms()

@@ -1,46 +1,48 @@
--- Lease engine prelude, prepended to every lease-engine script.
+-- The lease engine: helpers shared by every lease-engine operation.
 --
--- KEYS[1] is the primitive's base key, ending in its hash tag (e.g.
--- "drp:{pool:printers}"); every key below is the base plus a suffix, so all of
--- them live in the base's Redis Cluster slot and one script may touch them all:
---   :avail   ZSET  resource -> sequence number (order of becoming available; pools)
---   :max     STRING the number of slots (semaphores)
---   :leases  ZSET  resource -> expiry in ms on the Redis clock ("inf" = none)
---   :info    HASH  resource -> lease record (JSON)
---   :tok     HASH  request token -> "r:<resource>" (granted) | "w:<waiter id>" (queued)
---   :seq     STRING counter: fences, availability order and waiter arrival
---   :waitq   ZSET  waiter id -> -priority (ties: the zero-padded id = arrival order)
---   :winfo   HASH  waiter id -> waiter record (JSON)
---   :wake:<token>  LIST  a waiter's own wake list (the lease handed to it)
---   :wid:<identity> ZSET the queued sharing waiters (re = 1) of one identity, so
---                  that when the identity is granted, they share the hold at once
---   :done:<id>     STRING the reply of a finished request, kept briefly so that a
---                  request re-run by redis-py's retry gets the same answer
--- ARGV[1] is the mode; a script's own arguments start at ARGV[2]. Modes:
+-- The same source serves two ways of running (see engine.py):
+--   * Redis >= 7: one function library holding every operation, loaded once
+--     (FUNCTION LOAD), so nothing here is rebuilt per call;
+--   * EVALSHA (Redis 6.2, Cluster, or where FUNCTION LOAD is refused): one
+--     script per operation, carrying only the helpers it uses (every block
+--     below that starts with an "@fn name" line is included only when the
+--     operation names it).
+-- Every call starts with begin(keys, args).
+--
+-- KEYS (all under the primitive's hash tag, so one script may touch them all
+-- in a Redis Cluster):
+--   [1] base    the prefix of the keys named at run time (below)
+--   [2] :avail  ZSET  resource -> order of becoming available (pools; Redis
+--                     time in microseconds)
+--   [3] :leases ZSET  resource -> expiry in ms on the Redis clock ("inf" = none)
+--   [4] :info   HASH  resource -> lease record; "\0" .. token -> what that
+--                     request token has: "r" .. resource (granted) or
+--                     "w" .. waiter id (queued). Holders and identities cannot
+--                     hold control characters, so the two never collide.
+--   [5] :seq    STRING counter: fences and waiter arrival order
+--   [6] :waitq  ZSET  waiter id -> -priority (ties: the zero-padded id = arrival)
+--   [7] :winfo  HASH  waiter id -> waiter record
+--   [8] :max    STRING the number of slots (semaphores)
+-- Keys named at run time from the base:
+--   :wake:<token>    LIST  a waiter's own wake list (the grant handed to it)
+--   :wid:<identity>  ZSET  the queued sharing waiters of one identity
+--   :done:<request>  STRING the reply of a finished release, kept briefly so
+--                    that a release re-run by redis-py's retry answers the same
+-- args[1] (ARGV[1]) is the mode; an operation's own arguments start at args[2]:
 --   fifo | lifo | random  a pool of named resources, handed out in that order;
---   sem                   slots: the lease's resource is the holder's identity and
+--   sem                   slots: a lease's resource is the holder's identity and
 --                         at most GET :max identities hold at once;
 --   lock | rlock          one slot, the resource is the holder; rlock counts
 --                         repeated acquires of the same holder (reentrancy).
 --
--- Lease record: r resource, t token, h holder, f fence, a acquired (ms),
--- e expires (ms, -1 = never), l lease duration (ms, -1 = none), p provisional (0/1),
--- n acquire count (rlock).
--- Waiter record: t token, h holder, l lease duration, p priority, s since (ms),
--- dl own deadline (ms, -1 = none), alive (ms: the waiter is presumed dead after it),
--- re 1 if it shares the hold of its identity (slot modes).
+-- Lease record (one string, fields split by "|", the holder last since it may
+-- hold "|"): token|fence|acquired ms|expires ms (-1 never)|lease ms (-1 none)|
+-- provisional (0/1)|acquire count (rlock)|last count-down request|holder
+-- Waiter record: token|lease ms|priority|since ms|deadline ms (-1 none)|
+-- alive until ms (presumed dead after)|shares its identity's hold (0/1)|holder
 
-local BASE, MODE = KEYS[1], ARGV[1]
-local SLOTS = MODE == 'sem' or MODE == 'lock' or MODE == 'rlock'
--- Modes in which a caller shares the hold of its identity (a reentrant lock's
--- holder acquiring again, a semaphore identity asking twice). A waiter records
--- its caller's choice (re = 1), since objects of one name may differ in it.
-local SHARING = MODE == 'sem' or MODE == 'rlock'
-local K_AVAIL, K_LEASES, K_INFO = BASE .. ':avail', BASE .. ':leases', BASE .. ':info'
-local K_MAX = BASE .. ':max'
-local K_TOK, K_SEQ = BASE .. ':tok', BASE .. ':seq'
-local K_WAITQ, K_WINFO = BASE .. ':waitq', BASE .. ':winfo'
-local WAKE_PREFIX = BASE .. ':wake:'
+local BASE, MODE, NOW, NOW_US, SLOTS, SHARING
+local K_AVAIL, K_LEASES, K_INFO, K_SEQ, K_WAITQ, K_WINFO, K_MAX
 
 local RECLAIM_LIMIT = 16     -- expired leases reclaimed per call (bounded work)
 local SKIP_LIMIT = 16        -- dead waiters dropped per hand-off
@@ -48,50 +50,81 @@ local PUMP_LIMIT = 64        -- resources handed to waiters per call
 local GRACE_MS = 1000        -- slack on a waiter's liveness window
 local PROVISIONAL_MS = 10000 -- life of an unconfirmed no-expiry grant to a waiter
 local WAKE_TTL_MS = 60000    -- an unread wake list disappears after this
-local DONE_TTL_MS = 60000    -- a finished request's reply is remembered this long
+local DONE_TTL_MS = 60000    -- a finished release's reply is remembered this long
 
-local t = redis.call('TIME')
-local NOW = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local REC_PATTERN = '^([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|(.*)$'
+local REC_FORMAT = '%s|%d|%d|%d|%d|%d|%d|%s|%s'
+local WAITER_PATTERN = '^([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|(.*)$'
+local WAITER_FORMAT = '%s|%d|%d|%d|%d|%d|%d|%s'
 
-local function wake_key(token)
-  return WAKE_PREFIX .. token
+local function begin(keys, args)
+  BASE, K_AVAIL, K_LEASES, K_INFO = keys[1], keys[2], keys[3], keys[4]
+  K_SEQ, K_WAITQ, K_WINFO, K_MAX = keys[5], keys[6], keys[7], keys[8]
+  MODE = args[1]
+  SLOTS = MODE == 'sem' or MODE == 'lock' or MODE == 'rlock'
+  -- Modes in which a caller shares the hold of its identity (a reentrant
+  -- lock's holder acquiring again, a semaphore identity asking twice).
+  SHARING = MODE == 'sem' or MODE == 'rlock'
+  local t = redis.call('TIME')
+  NOW = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  NOW_US = tonumber(t[1]) * 1000000 + tonumber(t[2])
 end
 
-local function lease_record(resource)
-  local raw = redis.call('HGET', K_INFO, resource)
+-- @fn decode
+-- A lease record as a table (nil for nil).
+local function decode(raw)
   if not raw then
     return nil
   end
-  return cjson.decode(raw), raw
+  local t, f, a, e, l, p, n, q, h = string.match(raw, REC_PATTERN)
+  return {t = t, f = tonumber(f), a = tonumber(a), e = tonumber(e), l = tonumber(l),
+    p = tonumber(p), n = tonumber(n), q = q, h = h}
 end
 
+-- @fn encode
+local function encode(rec)
+  return string.format(REC_FORMAT, rec.t, rec.f, rec.a, rec.e, rec.l, rec.p, rec.n, rec.q, rec.h)
+end
+
+-- @fn decode_waiter
+local function decode_waiter(raw)
+  if not raw then
+    return nil
+  end
+  local t, l, p, s, dl, alive, re, h = string.match(raw, WAITER_PATTERN)
+  return {t = t, l = tonumber(l), p = tonumber(p), s = tonumber(s), dl = tonumber(dl),
+    alive = tonumber(alive), re = tonumber(re), h = h}
+end
+
+-- @fn encode_waiter
+local function encode_waiter(w)
+  return string.format(WAITER_FORMAT, w.t, w.l, w.p, w.s, w.dl, w.alive, w.re, w.h)
+end
+
+-- @fn is_expired
 local function is_expired(rec)
   return rec.e ~= -1 and rec.e <= NOW
 end
 
--- The live lease record of `resource`, or nil.
+-- @fn live_record
+-- The live lease record of `resource` (table, raw), or nil.
 local function live_record(resource)
-  local rec = lease_record(resource)
+  local raw = redis.call('HGET', K_INFO, resource)
+  local rec = decode(raw)
   if rec and not is_expired(rec) then
-    return rec
+    return rec, raw
   end
   return nil
 end
 
--- A finished request's reply, remembered for a retry of the same request.
-local function remember(id, reply)
-  redis.call('SET', BASE .. ':done:' .. id, reply, 'PX', DONE_TTL_MS)
-end
-
-local function remembered(id)
-  return redis.call('GET', BASE .. ':done:' .. id)
-end
-
--- Store `rec` with a lease of `lease_ms` from now (-1: none); returns its JSON.
--- A no-expiry lease that is `provisional` (made on a waiter's behalf, not yet
--- confirmed) expires after PROVISIONAL_MS unless the waiter confirms it (renew),
--- so a waiter that died before reading its wake list never keeps the resource.
-local function set_lease(rec, lease_ms, provisional)
+-- @fn set_lease
+-- Store `rec` (of `resource`) with a lease of `lease_ms` from now (-1: none);
+-- returns the record string. A no-expiry lease that is `provisional` (made on
+-- a waiter's behalf, not yet confirmed) expires after PROVISIONAL_MS unless
+-- the waiter confirms it (renew), so a waiter that died before reading its wake
+-- list never keeps the resource. `extra` (optional): a field and value written
+-- to :info in the same HSET.
+local function set_lease(resource, rec, lease_ms, provisional, extra_field, extra_value)
   local score = 'inf'
   rec.e, rec.l, rec.p = -1, lease_ms, 0
   if lease_ms >= 0 then
@@ -101,52 +134,57 @@ local function set_lease(rec, lease_ms, provisional)
     rec.e, rec.p = NOW + PROVISIONAL_MS, 1
     score = rec.e
   end
-  local raw = cjson.encode(rec)
-  redis.call('ZADD', K_LEASES, score, rec.r)
-  redis.call('HSET', K_INFO, rec.r, raw)
+  local raw = encode(rec)
+  redis.call('ZADD', K_LEASES, score, resource)
+  if extra_field then
+    redis.call('HSET', K_INFO, resource, raw, extra_field, extra_value)
+  else
+    redis.call('HSET', K_INFO, resource, raw)
+  end
   return raw
 end
 
+-- @fn refresh
 -- Slot modes: an identity that already holds a slot asks again. Its lease is
--- refreshed (rlock: its acquire count goes up; the count n matters to rlock
--- releases only) and its record returned. An unconfirmed grant stays unconfirmed.
-local function refresh(rec, lease_ms)
-  rec.n = (rec.n or 1) + 1
-  return set_lease(rec, lease_ms, rec.p == 1)
+-- refreshed (rlock: its acquire count goes up; the count matters to rlock
+-- releases only). An unconfirmed grant stays unconfirmed. Returns the record.
+local function refresh(identity, rec, lease_ms)
+  rec.n = rec.n + 1
+  return set_lease(identity, rec, lease_ms, rec.p == 1)
 end
 
--- Record a new lease of `resource` for `token`; returns the record as JSON.
+-- @fn grant
+-- Record a new lease of `resource` for `token`; returns the record string.
 local function grant(resource, token, holder, lease_ms, provisional)
-  local rec = {r = resource, t = token, h = holder, f = redis.call('INCR', K_SEQ), a = NOW}
-  redis.call('HSET', K_TOK, token, 'r:' .. resource)
-  return set_lease(rec, lease_ms, provisional)
+  local rec = {t = token, h = holder, f = redis.call('INCR', K_SEQ), a = NOW, n = 1, q = ''}
+  return set_lease(resource, rec, lease_ms, provisional, '\0' .. token, 'r' .. resource)
 end
 
+-- @fn waiter_alive
 local function waiter_alive(w)
   return w.alive >= NOW and (w.dl == -1 or w.dl > NOW)
 end
 
-local function wid_key(identity)
-  return BASE .. ':wid:' .. identity
-end
-
+-- @fn unqueue
 -- Take waiter `id` (record `w`, if known) off the queue.
 local function unqueue(id, w)
   redis.call('ZREM', K_WAITQ, id)
   redis.call('HDEL', K_WINFO, id)
   if w and w.re == 1 then
-    redis.call('ZREM', wid_key(w.h), id)
+    redis.call('ZREM', BASE .. ':wid:' .. w.h, id)
   end
 end
 
+-- @fn drop_waiter
 local function drop_waiter(id, w)
   unqueue(id, w)
   if w then
-    redis.call('HDEL', K_TOK, w.t)
-    redis.call('DEL', wake_key(w.t))
+    redis.call('HDEL', K_INFO, '\0' .. w.t)
+    redis.call('DEL', BASE .. ':wake:' .. w.t)
   end
 end
 
+-- @fn next_waiter
 -- Take the head live waiter (priority desc, then arrival) off the queue; dead or
 -- timed-out waiters met on the way are dropped (at most SKIP_LIMIT). nil if none.
 local function next_waiter()
@@ -155,8 +193,7 @@ local function next_waiter()
     if not head then
       return nil
     end
-    local raw = redis.call('HGET', K_WINFO, head)
-    local w = raw and cjson.decode(raw)
+    local w = decode_waiter(redis.call('HGET', K_WINFO, head))
     if w and waiter_alive(w) then
       unqueue(head, w)
       return w
@@ -166,57 +203,70 @@ local function next_waiter()
   return nil
 end
 
--- Push a lease record onto waiter `w`'s own wake list (it BLPOPs it).
-local function wake(w, rec)
-  local wk = wake_key(w.t)
-  redis.call('RPUSH', wk, rec)
+-- @fn wake
+-- Push a grant (resource, record) onto waiter `w`'s own wake list (it BLPOPs it).
+local function wake(w, resource, raw)
+  local wk = BASE .. ':wake:' .. w.t
+  redis.call('RPUSH', wk, resource .. '\n' .. raw)
   redis.call('PEXPIRE', wk, WAKE_TTL_MS)
 end
 
+-- @fn hand_to_waiter
 -- Pools: hand `resource` to the head live waiter. True if a waiter got it.
 local function hand_to_waiter(resource)
   local w = next_waiter()
   if not w then
     return false
   end
-  wake(w, grant(resource, w.t, w.h, w.l, true))
+  wake(w, resource, grant(resource, w.t, w.h, w.l, true))
   return true
 end
 
+-- @fn free_slots
 -- Slot modes: how many more identities may hold a slot now (the max may have
--- been lowered below the number of holders: never negative).
-local function free_slots()
-  local size = 1
-  if MODE == 'sem' then
-    size = tonumber(redis.call('GET', K_MAX) or '0')
+-- been lowered below the number of holders: never negative). `size`: the
+-- number of slots if already read.
+local function free_slots(size)
+  if not size then
+    size = 1
+    if MODE == 'sem' then
+      size = tonumber(redis.call('GET', K_MAX) or '0')
+    end
   end
   return math.max(0, size - redis.call('ZCARD', K_LEASES))
 end
 
+-- @fn share_hold
 -- Slot modes: `identity` holds a slot; its queued waiters (other callers with
 -- the same identity) share that hold at once, taking no second slot.
 local function share_hold(identity)
-  for _, id in ipairs(redis.call('ZRANGE', wid_key(identity), 0, -1)) do
-    local raw = redis.call('HGET', K_WINFO, id)
-    local w = raw and cjson.decode(raw)
+  local wid = BASE .. ':wid:' .. identity
+  for _, id in ipairs(redis.call('ZRANGE', wid, 0, -1)) do
+    local w = decode_waiter(redis.call('HGET', K_WINFO, id))
     if w and waiter_alive(w) then
       unqueue(id, w)
-      redis.call('HDEL', K_TOK, w.t)
-      wake(w, refresh(lease_record(identity), w.l))
+      redis.call('HDEL', K_INFO, '\0' .. w.t)
+      wake(w, identity, refresh(identity, decode(redis.call('HGET', K_INFO, identity)), w.l))
     else
       drop_waiter(id, w)
-      redis.call('ZREM', wid_key(identity), id)
+      redis.call('ZREM', wid, id)
     end
   end
 end
 
--- Slot modes: grant a slot to `identity` (and share it with its waiters).
-local function grant_slot(identity, token, lease_ms, provisional)
-  local rec = grant(identity, token, identity, lease_ms, provisional)
-  share_hold(identity)
-  return rec
+-- @fn grant_slot
+-- Slot modes: grant a slot to `identity`, and share it with its waiters unless
+-- `no_waiters` says that the queue is empty. (Whether callers share is each
+-- waiter's own choice: the caller granted now may not share.)
+local function grant_slot(identity, token, lease_ms, provisional, no_waiters)
+  local raw = grant(identity, token, identity, lease_ms, provisional)
+  if not no_waiters then
+    share_hold(identity)
+  end
+  return raw
 end
 
+-- @fn serve_slots
 -- Slot modes: give free slots to queued waiters, in queue order.
 local function serve_slots()
   for _ = 1, PUMP_LIMIT do
@@ -228,46 +278,56 @@ local function serve_slots()
       return
     end
     -- (A waiter whose identity got a slot meanwhile was served by share_hold.)
-    wake(w, grant_slot(w.h, w.t, w.l, true))
+    wake(w, w.h, grant_slot(w.h, w.t, w.l, true))
   end
 end
 
+-- @fn make_available
+-- Pools: put `resource` into avail, behind everything already there.
+local function make_available(resource)
+  redis.call('ZADD', K_AVAIL, NOW_US, resource)
+end
+
+-- @fn put_back
 -- Make `resource` available: straight to the head waiter, else into avail
 -- (slot modes: its slot goes to the queue).
 local function put_back(resource)
   if SLOTS then
     serve_slots()
   elseif not hand_to_waiter(resource) then
-    redis.call('ZADD', K_AVAIL, redis.call('INCR', K_SEQ), resource)
+    make_available(resource)
   end
 end
 
+-- @fn end_lease
 -- Remove the lease on `resource` (record `rec`) and make the resource available.
 local function end_lease(resource, rec)
   redis.call('ZREM', K_LEASES, resource)
-  redis.call('HDEL', K_TOK, rec.t)
-  redis.call('HDEL', K_INFO, resource)
+  redis.call('HDEL', K_INFO, resource, '\0' .. rec.t)
   put_back(resource)
 end
 
--- Reclaim up to `limit` expired leases; returns their records (JSON; a lease
--- whose record is missing is returned as {"r": resource}).
+-- @fn reclaim
+-- Reclaim up to `limit` expired leases; returns {resource, record, ...} (a
+-- lease whose record is missing has an empty record).
 local function reclaim(limit)
   local expired = redis.call('ZRANGEBYSCORE', K_LEASES, '-inf', NOW, 'LIMIT', 0, limit)
   local ended = {}
-  for i, resource in ipairs(expired) do
-    local rec, raw = lease_record(resource)
-    if rec then
-      end_lease(resource, rec)
+  for _, resource in ipairs(expired) do
+    local raw = redis.call('HGET', K_INFO, resource)
+    if raw then
+      end_lease(resource, decode(raw))
     else
       redis.call('ZREM', K_LEASES, resource)
       put_back(resource)
     end
-    ended[i] = raw or cjson.encode({r = resource})
+    ended[#ended + 1] = resource
+    ended[#ended + 1] = raw or ''
   end
   return ended
 end
 
+-- @fn take_available
 local function take_available()
   if MODE == 'lifo' then
     return redis.call('ZPOPMAX', K_AVAIL)[1]
@@ -281,7 +341,9 @@ local function take_available()
   return redis.call('ZPOPMIN', K_AVAIL)[1]
 end
 
--- Serve queued waiters from avail or free slots (after a reclaim or a lost wake-up).
+-- @fn pump
+-- Serve queued waiters from avail or free slots (after a reclaim, a change of
+-- size, or a hand-off that gave up on a run of dead waiters).
 local function pump()
   if SLOTS then
     return serve_slots()
@@ -295,12 +357,13 @@ local function pump()
       return
     end
     if not hand_to_waiter(r) then
-      redis.call('ZADD', K_AVAIL, redis.call('INCR', K_SEQ), r)
+      make_available(r)
       return
     end
   end
 end
 
+-- @fn next_expiry_ms
 -- Milliseconds until the earliest lease expires (-1 if none does): a waiter
 -- wakes up then to reclaim it, so a crashed holder's resource reaches waiters
 -- without any polling.
@@ -312,15 +375,28 @@ local function next_expiry_ms()
   return math.max(0, tonumber(first[2]) - NOW)
 end
 
--- What a request token currently has: ('granted', record JSON), ('queued', id) or nil.
-local function token_state(token)
-  local s = redis.call('HGET', K_TOK, token)
+-- @fn token_state
+-- What a request token has: ('granted', resource, record string or nil),
+-- ('queued', waiter id) or nil. `s` is the token's entry if already read.
+local function token_state(token, s)
+  s = s or redis.call('HGET', K_INFO, '\0' .. token)
   if not s then
     return nil
   end
-  if string.sub(s, 1, 2) == 'r:' then
-    local _, raw = lease_record(string.sub(s, 3))
-    return 'granted', raw
+  if string.sub(s, 1, 1) == 'r' then
+    local resource = string.sub(s, 2)
+    return 'granted', resource, redis.call('HGET', K_INFO, resource)
   end
-  return 'queued', string.sub(s, 3)
+  return 'queued', string.sub(s, 2)
+end
+
+-- @fn remember
+-- A finished release's reply, remembered for a retry of the same request.
+local function remember(id, reply)
+  redis.call('SET', BASE .. ':done:' .. id, reply, 'PX', DONE_TTL_MS)
+end
+
+-- @fn remembered
+local function remembered(id)
+  return redis.call('GET', BASE .. ':done:' .. id)
 end

@@ -1,9 +1,13 @@
--- associate: add a resource to the pool (straight to the head waiter if any).
--- ARGV[2] resource. Returns 1 if added, 0 if already in the pool.
-local RES = ARGV[2]
-if redis.call('ZSCORE', K_AVAIL, RES) or redis.call('ZSCORE', K_LEASES, RES) then
-  return 0
+-- pool_associate: add resources to the pool (each straight to the head waiter
+-- if any). args[2..] resource ids. Returns how many were added (ids already in
+-- the pool are left alone).
+local added = 0
+for i = 2, #args do
+  local res = args[i]
+  if not (redis.call('ZSCORE', K_AVAIL, res) or redis.call('ZSCORE', K_LEASES, res)) then
+    redis.call('HDEL', K_INFO, res)
+    put_back(res)
+    added = added + 1
+  end
 end
-redis.call('HDEL', K_INFO, RES)
-put_back(RES)
-return 1
+return added

@@ -1,15 +1,20 @@
--- Consistent reads of a primitive, on the Redis clock: a lease past its expiry
--- counts as ended even before it is reclaimed. ARGV[2] what, ARGV[3] resource.
-local WHAT, RES = ARGV[2], ARGV[3]
+-- read: consistent reads of a primitive, on the Redis clock: a lease past its
+-- expiry counts as ended even before it is reclaimed. args[2] what, args[3]
+-- resource. Lease records come back as flat {resource, record, ...} lists.
+local WHAT, RES = args[2], args[3]
 local live = '(' .. NOW
 
--- HGET every member of `ids` from `hash`, in slices that fit Lua's stack.
-local function hmget_all(hash, ids)
+-- HGET every member of `ids` from `hash`, in slices that fit Lua's stack;
+-- returns the values, or with `paired` {id, value, ...}.
+local function hmget_all(hash, ids, paired)
   local out = {}
   for i = 1, #ids, 1000 do
     local vals = redis.call('HMGET', hash, unpack(ids, i, math.min(i + 999, #ids)))
-    for _, v in ipairs(vals) do
-      table.insert(out, v)
+    for j, v in ipairs(vals) do
+      if paired then
+        out[#out + 1] = ids[i + j - 1]
+      end
+      out[#out + 1] = v or ''
     end
   end
   return out
@@ -42,8 +47,8 @@ elseif WHAT == 'state' then
   end
   return 2
 elseif WHAT == 'record' then
-  local rec = live_record(RES)
-  return rec and cjson.encode(rec)
+  local _, raw = live_record(RES)
+  return raw
 elseif WHAT == 'available' then
   local out = redis.call('ZRANGE', K_AVAIL, 0, -1)
   for _, r in ipairs(redis.call('ZRANGEBYSCORE', K_LEASES, '-inf', NOW)) do
@@ -51,19 +56,19 @@ elseif WHAT == 'available' then
   end
   return out
 elseif WHAT == 'leases' then
-  return hmget_all(K_INFO, redis.call('ZRANGEBYSCORE', K_LEASES, live, '+inf'))
+  return hmget_all(K_INFO, redis.call('ZRANGEBYSCORE', K_LEASES, live, '+inf'), true)
 elseif WHAT == 'waiters' then
   return hmget_all(K_WINFO, redis.call('ZRANGE', K_WAITQ, 0, -1))
 elseif WHAT == 'snapshot' then
-  -- One page of everything: ARGV[3] page size (-1: all), ARGV[4..6] offsets
+  -- One page of everything: args[3] page size (-1: all), args[4..6] offsets
   -- into the available ids (pools), the live leases (soonest expiry first) and
   -- the waiters (serving order). Returns {now ms, size (slots: -1 unset; pools:
   -- available + held), available total, available ids, held total, lease
   -- records, waiting total, waiter records, expired leases awaiting gc}.
   -- A page size of 0 reads only the counts.
   -- Bounded by the page size: ZRANGE by rank and ZRANGEBYSCORE ... LIMIT.
-  local limit = tonumber(ARGV[3])
-  local a_off, h_off, w_off = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
+  local limit = tonumber(args[3])
+  local a_off, h_off, w_off = tonumber(args[4]), tonumber(args[5]), tonumber(args[6])
   -- ZRANGE (ZREVRANGE if `reverse`) of one page of `key` from rank `offset`
   -- (limit 0: none)
   local function page(key, offset, reverse)
@@ -95,19 +100,18 @@ elseif WHAT == 'snapshot' then
     size = avail_total + held
   end
   local waiters = hmget_all(K_WINFO, page(K_WAITQ, w_off))
-  return {NOW, size, avail_total, available, held, hmget_all(K_INFO, lease_ids), waiting, waiters,
+  return {NOW, size, avail_total, available, held, hmget_all(K_INFO, lease_ids, true), waiting, waiters,
     expired}
 elseif WHAT == 'expired' then
   -- What gc would reclaim now: {expired lease records, dead waiter records}.
-  local expired = {}
-  for _, r in ipairs(redis.call('ZRANGEBYSCORE', K_LEASES, '-inf', NOW)) do
-    table.insert(expired, redis.call('HGET', K_INFO, r) or cjson.encode({r = r}))
-  end
+  local expired = hmget_all(K_INFO, redis.call('ZRANGEBYSCORE', K_LEASES, '-inf', NOW), true)
   local dead = {}
   for _, id in ipairs(redis.call('ZRANGE', K_WAITQ, 0, -1)) do
     local raw = redis.call('HGET', K_WINFO, id)
-    if not raw or not waiter_alive(cjson.decode(raw)) then
-      table.insert(dead, raw or cjson.encode({h = id, p = 0, s = 0, dl = -1}))
+    local w = decode_waiter(raw)
+    if not w or not waiter_alive(w) then
+      dead[#dead + 1] = raw or encode_waiter({t = '', l = -1, p = 0, s = 0, dl = -1, alive = 0,
+        re = 0, h = id})
     end
   end
   return {expired, dead}

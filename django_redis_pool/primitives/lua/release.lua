@@ -1,33 +1,37 @@
 -- release: end a lease and hand the resource to the head waiter (or to avail).
--- ARGV[2] resource, ARGV[3] the lease's token, or '' for whoever holds it,
--- ARGV[4] request id (a retried request gets the first run's answer: an ended
--- lease's is remembered briefly, an rlock's count-down is marked in its record),
--- ARGV[5] a fence, or '': only the lease with that fence is ended, ARGV[6] '1'
--- for an operator's force-release, which ends the hold entirely (no rlock
--- count-down).
+-- args[2] resource, args[3] the lease's token, or '' for whoever holds it,
+-- args[4] request id (a retried request gets the first run's answer), args[5]
+-- a fence, or '': only the lease with that fence is ended, args[6] '1' for an
+-- operator's force-release, which ends the hold entirely (no rlock count-down).
 -- Returns 1 if a live lease was ended, 2 if an rlock's count went down but it is
 -- still held, else 0 (an expired lease is reclaimed on the way).
-local RES, TOKEN, REQ, FENCE, FORCE = ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6] == '1'
-local done = remembered(REQ)
-if done then  -- a retried run: never end a hold granted since the first run
-  return tonumber(done)
+local res, token, req, fence = args[2], args[3], args[4], args[5]
+local rec = decode(redis.call('HGET', K_INFO, res))
+local mine = rec and (token == '' or rec.t == token) and (fence == '' or rec.f == tonumber(fence))
+-- A lease found under its own token is this request's first run (a run that
+-- ended it would have removed it). Anything else may be a retry: never end a
+-- hold granted since the first run, answer as it did.
+if not mine or token == '' then
+  local done = remembered(req)
+  if done then
+    return tonumber(done)
+  end
 end
-local rec = lease_record(RES)
-if not rec or (TOKEN ~= '' and rec.t ~= TOKEN) or (FENCE ~= '' and rec.f ~= tonumber(FENCE)) then
+if not mine then
   return 0
 end
-if rec.q == REQ then
+if rec.q == req then
   return 2
 end
 if is_expired(rec) then
-  end_lease(RES, rec)
+  end_lease(res, rec)
   return 0
 end
-if MODE == 'rlock' and not FORCE and (rec.n or 1) > 1 then
-  rec.n, rec.q = rec.n - 1, REQ
-  redis.call('HSET', K_INFO, RES, cjson.encode(rec))
+if MODE == 'rlock' and args[6] ~= '1' and rec.n > 1 then
+  rec.n, rec.q = rec.n - 1, req
+  redis.call('HSET', K_INFO, res, encode(rec))
   return 2
 end
-end_lease(RES, rec)
-remember(REQ, 1)
+end_lease(res, rec)
+remember(req, 1)
 return 1

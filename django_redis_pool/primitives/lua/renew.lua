@@ -1,17 +1,18 @@
--- renew: extend a live lease. ARGV[2] resource, ARGV[3] token ('' for whoever
--- holds it), ARGV[4] lease ms (-1 no expiry, -2 keep the lease's own duration).
--- Returns {1, expires ms (-1 none)} or {0} when the lease is lost.
-local RES, TOKEN, LEASE_MS = ARGV[2], ARGV[3], tonumber(ARGV[4])
-local rec = lease_record(RES)
-if not rec or (TOKEN ~= '' and rec.t ~= TOKEN) then
-  return {0}
+-- renew: extend a live lease (and confirm a provisional grant). args[2]
+-- resource, args[3] token ('' for whoever holds it), args[4] lease ms (-1 no
+-- expiry, -2 keep the lease's own duration).
+-- Returns the new expiry in ms (-1 none), or -2 when the lease is lost.
+local res, token, lease_ms = args[2], args[3], tonumber(args[4])
+local rec = decode(redis.call('HGET', K_INFO, res))
+if not rec or (token ~= '' and rec.t ~= token) then
+  return -2
 end
 if is_expired(rec) then
-  end_lease(RES, rec)
-  return {0}
+  end_lease(res, rec)
+  return -2
 end
-if LEASE_MS == -2 then
-  LEASE_MS = rec.l
+if lease_ms == -2 then
+  lease_ms = rec.l
 end
-set_lease(rec, LEASE_MS)
-return {1, rec.e}
+set_lease(res, rec, lease_ms)
+return rec.e

@@ -1,12 +1,11 @@
--- set_max_size: ARGV[2] the number of slots, ARGV[3] '1' to set it only if none
+-- sem_set_max: args[2] the number of slots, args[3] '1' to set it only if none
 -- is set yet. A larger size serves queued waiters at once; a smaller one evicts
 -- nobody (new acquires wait until the holders are below it).
 -- Returns 1 if the size was set.
-local SIZE, ONLY_IF_UNSET = ARGV[2], ARGV[3] == '1'
-if ONLY_IF_UNSET and redis.call('GET', K_MAX) then
+if args[3] == '1' and redis.call('GET', K_MAX) then
   return 0
 end
-redis.call('SET', K_MAX, SIZE)
+redis.call('SET', K_MAX, args[2])
 reclaim(RECLAIM_LIMIT)
 pump()
 return 1

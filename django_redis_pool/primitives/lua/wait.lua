@@ -1,25 +1,26 @@
 -- wait: a queued waiter checks in after its blocking read timed out. Reclaims
 -- expired leases (a crashed holder's resource goes to the head waiter), then
 -- returns the caller's grant if it has one, else renews its liveness window.
--- ARGV[2] token, ARGV[3] liveness window ms.
--- Returns {'granted', record} | {'queued', ms until next expiry} | {'gone'}.
-local TOKEN, ALIVE_MS = ARGV[2], tonumber(ARGV[3])
-
+-- args[2] token, args[3] liveness window ms.
+-- Returns {resource, record} | ms until the next expiry (-1 none) | 'gone'.
+local token = args[2]
 reclaim(RECLAIM_LIMIT)
 pump()
-local state, value = token_state(TOKEN)
+local state, value, raw = token_state(token)
 if state == 'granted' then
-  redis.call('DEL', wake_key(TOKEN))
-  return {'granted', value}
+  redis.call('DEL', BASE .. ':wake:' .. token)
+  if raw then
+    return {value, raw}
+  end
+  return 'gone'
 elseif not state then
-  return {'gone'}
+  return 'gone'
 end
-local raw = redis.call('HGET', K_WINFO, value)
-if not raw then
-  redis.call('HDEL', K_TOK, TOKEN)
-  return {'gone'}
+local w = decode_waiter(redis.call('HGET', K_WINFO, value))
+if not w then
+  redis.call('HDEL', K_INFO, '\0' .. token)
+  return 'gone'
 end
-local w = cjson.decode(raw)
-w.alive = NOW + ALIVE_MS + GRACE_MS
-redis.call('HSET', K_WINFO, value, cjson.encode(w))
-return {'queued', next_expiry_ms()}
+w.alive = NOW + tonumber(args[3]) + GRACE_MS
+redis.call('HSET', K_WINFO, value, encode_waiter(w))
+return next_expiry_ms()

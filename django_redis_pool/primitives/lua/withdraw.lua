@@ -1,20 +1,17 @@
 -- withdraw: a waiter gives up (timeout, interrupt). If a resource was handed to
 -- it in the meantime, the resource goes straight to the next waiter or back to
--- avail, so nothing is lost. ARGV[2] token. Returns 1 if something was given back.
-local TOKEN = ARGV[2]
-local state, value = token_state(TOKEN)
-redis.call('DEL', wake_key(TOKEN))
+-- avail, so nothing is lost. args[2] token. Returns 1 if something was given back.
+local token = args[2]
+local state, value, raw = token_state(token)
+redis.call('DEL', BASE .. ':wake:' .. token)
 if state == 'queued' then
-  local raw = redis.call('HGET', K_WINFO, value)
-  drop_waiter(value, raw and cjson.decode(raw))
-  redis.call('HDEL', K_TOK, TOKEN)
-  return 0
-elseif state == 'granted' and value then
-  local rec = cjson.decode(value)
-  if rec.t == TOKEN then
-    end_lease(rec.r, rec)
+  drop_waiter(value, decode_waiter(redis.call('HGET', K_WINFO, value)))
+elseif state == 'granted' and raw then
+  local rec = decode(raw)
+  if rec.t == token then
+    end_lease(value, rec)
     return 1
   end
 end
-redis.call('HDEL', K_TOK, TOKEN)
+redis.call('HDEL', K_INFO, '\0' .. token)
 return 0

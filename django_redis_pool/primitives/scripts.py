@@ -1,0 +1,173 @@
+"""How the lease engine's Lua runs: one function library on Redis >= 7, else EVALSHA.
+
+``lua/engine.lua`` holds the helpers, each operation its own ``lua/<op>.lua``.
+Two ways of running them share the same source, keys and semantics, so
+clients on either path may serve one primitive together:
+
+* **Function library** (Redis >= 7, standalone): every operation in one
+  library, loaded once with ``FUNCTION LOAD`` and called with ``FCALL``; the
+  helpers are built when the library loads, not on every call. The library's
+  name carries a digest of its source (``drp_<digest>``), so two versions of
+  this package on one Redis (a rolling upgrade) each call their own code and
+  never load over each other.
+* **EVALSHA** (Redis 6.2, Redis Cluster, or a server or ACL that refuses
+  ``FUNCTION LOAD``): one script per operation, holding only the helpers it
+  uses, run through redis-py's :class:`~redis.commands.core.Script` (which
+  loads it again on ``NOSCRIPT``).
+
+Which path a client takes is found out on its first call and remembered per
+client object. Nothing here imports Django.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import threading
+import weakref
+from functools import cache
+from typing import Any
+
+from redis.exceptions import NoPermissionError, ResponseError
+
+from ._common import load_lua
+
+__all__ = ["LIBRARY_NAME", "NUM_KEYS", "OPERATIONS", "ScriptRunner", "library_source", "runner_for"]
+
+#: Every lease-engine operation, one ``lua/<name>.lua`` each.
+OPERATIONS = (
+    "acquire",
+    "release",
+    "renew",
+    "wait",
+    "withdraw",
+    "gc",
+    "read",
+    "pool_associate",
+    "pool_disassociate",
+    "sem_set_max",
+)
+#: The KEYS every operation receives (see ``engine.lua``).
+NUM_KEYS = 8
+
+_BLOCK = re.compile(r"^-- @fn (\w+)\n", re.M)
+_COMMENT = re.compile(r"--[^\n]*")
+
+
+@cache
+def _parts() -> tuple[str, dict[str, str]]:
+    """``engine.lua`` split into its header and its ``@fn`` blocks (in order)."""
+    source = load_lua("engine")
+    pieces = _BLOCK.split(source)
+    header, rest = pieces[0], pieces[1:]
+    return header, dict(zip(rest[0::2], rest[1::2], strict=True))
+
+
+def _uses(code: str, names: list[str]) -> set[str]:
+    """The helper names that ``code`` mentions outside comments."""
+    words = set(re.findall(r"\b\w+\b", _COMMENT.sub("", code)))
+    return {name for name in names if name in words}
+
+
+def _body(op: str) -> str:
+    """Operation ``op`` as a local function of its arguments."""
+    return f"local function op_{op}(args)\n{load_lua(op)}\nend\n"
+
+
+@cache
+def script_source(op: str) -> str:
+    """The EVALSHA script of ``op``: the header, the helpers it needs, its body."""
+    header, blocks = _parts()
+    names = list(blocks)
+    body = _body(op)
+    needed = _uses(body, names)
+    pending = list(needed)
+    while pending:  # helpers used by needed helpers
+        for name in _uses(blocks[pending.pop()], names) - needed:
+            needed.add(name)
+            pending.append(name)
+    helpers = "".join(blocks[name] for name in names if name in needed)
+    return f"{header}{helpers}{body}begin(KEYS, ARGV)\nreturn op_{op}(ARGV)\n"
+
+
+@cache
+def library_source() -> str:
+    """The function library: every helper and operation, registered under
+    names that carry the source's digest."""
+    header, blocks = _parts()
+    code = header + "".join(blocks.values()) + "".join(_body(op) for op in OPERATIONS)
+    name = "drp_" + hashlib.sha1(code.encode()).hexdigest()[:12]
+    registered = "".join(
+        f"redis.register_function('{name}_{op}', function(keys, args)\n"
+        f"  begin(keys, args)\n  return op_{op}(args)\nend)\n"
+        for op in OPERATIONS
+    )
+    return f"#!lua name={name}\n{code}{registered}"
+
+
+#: The function library's name (``drp_<digest of its source>``).
+LIBRARY_NAME = library_source().split("name=", 1)[1].split("\n", 1)[0]
+
+
+class ScriptRunner:
+    """Runs lease-engine operations on one client, by FCALL or by EVALSHA.
+
+    ``functions`` is None until the first call finds out whether the server
+    serves the function library (True) or not (False: EVALSHA from then on).
+    A library lost since (e.g. a restart without persistence) is loaded again.
+    """
+
+    def __init__(self, client: Any) -> None:
+        self.client = client
+        self.functions: bool | None = None
+        if not callable(getattr(client, "fcall", None)) or hasattr(client, "nodes_manager"):
+            self.functions = False  # Redis Cluster: EVALSHA (loaded on every primary)
+        self._scripts: dict[str, Any] = {}
+
+    def call(self, op: str, keys_and_args: tuple[Any, ...]) -> Any:
+        """Run ``op`` with ``NUM_KEYS`` keys followed by its arguments."""
+        if self.functions is not False:
+            try:
+                return self.client.fcall(f"{LIBRARY_NAME}_{op}", NUM_KEYS, *keys_and_args)
+            except ResponseError as exc:
+                if not self._load_library(exc):
+                    return self.call(op, keys_and_args)
+                return self.client.fcall(f"{LIBRARY_NAME}_{op}", NUM_KEYS, *keys_and_args)
+        script = self._scripts.get(op)
+        if script is None:
+            script = self._scripts[op] = self.client.register_script(script_source(op))
+        return script(keys_and_args[:NUM_KEYS], keys_and_args[NUM_KEYS:])
+
+    def _load_library(self, exc: ResponseError) -> bool:
+        """After FCALL failed with ``exc``: load the library and return True, or
+        return False (switching to EVALSHA) if this server or user cannot
+        have it. Any other error is raised."""
+        message = str(exc).lower()
+        if "unknown command" in message or isinstance(exc, NoPermissionError):
+            self.functions = False
+            return False
+        if "function not found" not in message:
+            raise exc
+        try:
+            self.client.function_load(library_source())
+        except ResponseError as load_exc:
+            if "already exists" not in str(load_exc).lower():
+                self.functions = False  # refused (ACL, read-only replica...): EVALSHA
+                return False
+        self.functions = True
+        return True
+
+
+_runners: weakref.WeakKeyDictionary[Any, ScriptRunner] = weakref.WeakKeyDictionary()
+_runners_lock = threading.Lock()
+
+
+def runner_for(client: Any) -> ScriptRunner:
+    """The :class:`ScriptRunner` of ``client`` (one per client object)."""
+    runner = _runners.get(client)
+    if runner is None:
+        with _runners_lock:
+            runner = _runners.get(client)
+            if runner is None:
+                runner = _runners[client] = ScriptRunner(client)
+    return runner
