@@ -124,7 +124,7 @@ def test_unix_socket_server_starts_and_stops_cleanly():
 def test_find_redis_binary_honours_and_validates_the_env_var(monkeypatch, tmp_path):
     real = find_redis_binary("redis-server")
     monkeypatch.setenv("DJANGO_REDIS_POOL_REDIS_SERVER", real)
-    assert find_redis_binary("redis-server") == str(Path(real).resolve())
+    assert find_redis_binary("redis-server") == str(Path(real).absolute())
     monkeypatch.setenv("DJANGO_REDIS_POOL_REDIS_SERVER", str(tmp_path / "nope"))
     with pytest.raises(RuntimeError, match="DJANGO_REDIS_POOL_REDIS_SERVER"):
         find_redis_binary("redis-server")

@@ -128,11 +128,13 @@ class ScriptRunner:
         """Run ``op`` with ``NUM_KEYS`` keys followed by its arguments."""
         if self.functions is not False:
             try:
-                return self.client.fcall(f"{LIBRARY_NAME}_{op}", NUM_KEYS, *keys_and_args)
+                reply = self.client.fcall(f"{LIBRARY_NAME}_{op}", NUM_KEYS, *keys_and_args)
             except ResponseError as exc:
                 if not self._load_library(exc):
                     return self.call(op, keys_and_args)
                 return self.client.fcall(f"{LIBRARY_NAME}_{op}", NUM_KEYS, *keys_and_args)
+            self.functions = True
+            return reply
         script = self._scripts.get(op)
         if script is None:
             script = self._scripts[op] = self.client.register_script(script_source(op))

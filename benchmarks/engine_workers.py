@@ -1,0 +1,288 @@
+"""Worker processes for ``bench_engine.py``: aggregate throughput and hand-offs.
+
+A :class:`Gang` spawns its worker processes once per server (start method
+``spawn``: nothing inherited but the arguments), each with its own redis-py
+clients, and then hands them jobs:
+
+* ``throughput``: run one case's acquire + release loop for a fixed time,
+  started together with the other workers and the parent by a
+  ``multiprocessing.Barrier``; reply (cycles, seconds);
+* ``handoff``: workers 0 and 1 play ping-pong over a pipe of their own, in
+  turn holding the token while the other waits for it; reply the release and
+  acquire times of each hand-off.
+
+Every wait is bounded: a worker gives up on a barrier or its peer after
+``STEP_LIMIT`` seconds, and exits when its parent is gone or sends ``None``.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import queue
+import threading
+import time
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+import redis
+
+import engine_cases as cases
+
+#: Seconds any single wait may take (a barrier, the peer, a result).
+STEP_LIMIT = 60.0
+#: Cycles each worker runs before the barrier (scripts loaded, connection open).
+WARMUP = 20
+#: Hand-offs dropped at the start of each ping-pong.
+HANDOFF_WARMUP = 2
+
+
+def client_name(index: int) -> str:
+    return f"bench-worker-{index}"
+
+
+# -- inside a worker ------------------------------------------------------------------
+
+
+def worker_main(
+    index: int, url: str, inbox: Any, results: Any, barriers: dict[int, Any], peer: Any
+) -> None:
+    """A worker's loop: run jobs from ``inbox`` until ``None`` or the parent is gone."""
+    client = redis.Redis.from_url(url, client_name=client_name(index))
+    dclient = redis.Redis.from_url(url, decode_responses=True)
+    parent = multiprocessing.parent_process()
+    while True:
+        try:
+            job = inbox.get(timeout=1.0)
+        except queue.Empty:
+            if parent is not None and not parent.is_alive():
+                return
+            continue
+        if job is None:
+            return
+        kind, *args = job
+        try:
+            if kind == "throughput":
+                out = throughput(index, client, dclient, barriers, *args)
+            elif kind == "ping":
+                out = client.ping()
+            elif kind == "handoff":
+                out = handoff_player(index, client, peer, *args)
+            else:
+                raise ValueError(kind)
+            results.put((index, "ok", out))
+        except BaseException:
+            results.put((index, "error", traceback.format_exc()))
+
+
+def throughput(
+    index: int,
+    client: redis.Redis,
+    dclient: redis.Redis,
+    barriers: dict[int, Any],
+    case: str,
+    name: str,
+    processes: int,
+    duration: float,
+) -> tuple[int, float]:
+    barrier = barriers[processes]
+    try:
+        cycle = cases.cycle(case, client, dclient, name, f"w{index}", new_identity=False)
+        for _ in range(WARMUP):
+            cycle()
+    except BaseException:
+        barrier.abort()  # the others and the parent stop waiting at once
+        raise
+    barrier.wait(timeout=STEP_LIMIT)
+    count = 0
+    started = time.perf_counter()
+    deadline = started + duration
+    while True:
+        cycle()
+        count += 1
+        if time.perf_counter() >= deadline:
+            break
+    return count, time.perf_counter() - started
+
+
+def _expect(peer: Any, message: Any) -> None:
+    if not peer.poll(STEP_LIMIT):
+        raise RuntimeError(f"ping-pong: no {message!r} from the peer within {STEP_LIMIT} s")
+    got = peer.recv()
+    if got != message:
+        raise RuntimeError(f"ping-pong out of step: expected {message!r}, got {got!r}")
+
+
+def _wait_until(what: str, check: Callable[[], bool]) -> None:
+    limit = time.monotonic() + STEP_LIMIT
+    while not check():
+        if time.monotonic() > limit:
+            raise RuntimeError(f"gave up after {STEP_LIMIT} s waiting for: {what}")
+
+
+def blocked_in_blpop(client: redis.Redis, name: str) -> bool:
+    """True if the connection named ``name`` is blocked in BLPOP on the server."""
+    return any(
+        c.get("name") == name and c.get("cmd") == "blpop" and "b" in c.get("flags", "")
+        for c in client.client_list()
+    )
+
+
+def handoff_player(
+    index: int, client: redis.Redis, peer: Any, case: str, name: str, total: int
+) -> tuple[dict[int, int], dict[int, int]]:
+    """One side of the ping-pong; hand-off ``i`` goes from role ``i % 2`` to the other.
+
+    The waiter says ("wait", i) before it acquires and ("got", i) once it holds
+    the token. The holder releases only once the waiter is really blocked: for
+    ours, ``waiting_count() == 1``; for every case, ``CLIENT LIST`` shows the
+    waiter's connection blocked in BLPOP. The holder does not ask for the token
+    again before "got" (python-redis-lock is not fair: a releaser asking at once
+    would usually win). Returns ({i: ns before release}, {i: ns after acquire})
+    on ``time.monotonic_ns()`` (CLOCK_MONOTONIC, shared by all processes)."""
+    role = index
+    other = client_name(1 - role)
+    token = cases.baton(case, client, name, role)
+    primitive = getattr(token, "primitive", None)
+    released: dict[int, int] = {}
+    acquired: dict[int, int] = {}
+    if role == 0:  # holds it first; the peer starts only once it does
+        if not token.acquire():
+            raise RuntimeError("the first acquire failed")
+        peer.send("held")
+    else:
+        _expect(peer, "held")
+    for i in range(total):
+        if i % 2 == role:
+            _expect(peer, ("wait", i))
+            if primitive is not None:
+                _wait_until("waiting_count() == 1", lambda: primitive.waiting_count() == 1)
+            _wait_until(f"{other} blocked in BLPOP", lambda: blocked_in_blpop(client, other))
+            released[i] = time.monotonic_ns()
+            token.release()
+            _expect(peer, ("got", i))
+        else:
+            peer.send(("wait", i))
+            if not token.acquire():
+                raise RuntimeError("a blocking acquire returned False")
+            acquired[i] = time.monotonic_ns()
+            peer.send(("got", i))
+    if total % 2 == role:  # the last waiter holds it now
+        token.release()
+    return released, acquired
+
+
+# -- in the parent --------------------------------------------------------------------
+
+
+class Gang:
+    """``size`` spawned workers on one server; ``counts`` are the numbers of
+    workers that may run a throughput job together (one barrier each, the
+    parent being one more party)."""
+
+    def __init__(self, url: str, size: int, counts: list[int]) -> None:
+        self.url, self.size, self.counts = url, max(size, 2), counts
+        self._start()
+
+    def _start(self) -> None:
+        ctx = multiprocessing.get_context("spawn")
+        self.results = ctx.Queue()
+        self.barriers = {n: ctx.Barrier(n + 1) for n in self.counts}
+        ends = ctx.Pipe()
+        self.inboxes = [ctx.Queue() for _ in range(self.size)]
+        self.processes = [
+            ctx.Process(
+                target=worker_main,
+                args=(
+                    i,
+                    self.url,
+                    self.inboxes[i],
+                    self.results,
+                    self.barriers,
+                    ends[i] if i < 2 else None,
+                ),
+                name=client_name(i),
+                daemon=True,
+            )
+            for i in range(self.size)
+        ]
+        for p in self.processes:
+            p.start()
+
+    def stop(self) -> None:
+        for inbox in self.inboxes:
+            inbox.put(None)
+        for p in self.processes:
+            p.join(timeout=10)
+            if p.is_alive():
+                p.terminate()
+                p.join(timeout=5)
+
+    def restart(self) -> None:
+        """After a failed job: new workers (no stale messages, barriers or pipes)."""
+        for p in self.processes:
+            if p.is_alive():
+                p.terminate()
+            p.join(timeout=5)
+        self._start()
+
+    def ready(self) -> None:
+        """Return once every worker has started and reached the server."""
+        for inbox in self.inboxes:
+            inbox.put(("ping",))
+        self._collect(self.size, STEP_LIMIT)
+
+    def _collect(self, n: int, limit: float) -> list[Any]:
+        """Results of ``n`` workers (by index); raises if any failed."""
+        out: dict[int, Any] = {}
+        errors: list[str] = []
+        deadline = time.monotonic() + limit
+        while len(out) + len(errors) < n:
+            try:
+                index, status, value = self.results.get(
+                    timeout=max(0.1, deadline - time.monotonic())
+                )
+            except queue.Empty:
+                errors.append(f"{n - len(out) - len(errors)} worker(s) sent no result")
+                break
+            if status == "ok":
+                out[index] = value
+            else:
+                errors.append(f"worker {index}:\n{value}")
+        if errors:
+            self.restart()
+            raise RuntimeError("\n".join(errors))
+        return [out[i] for i in sorted(out)]
+
+    def throughput(
+        self, case: str, name: str, processes: int, duration: float, on_start: Callable[[], Any]
+    ) -> tuple[list[tuple[int, float]], Any, Any]:
+        """Run ``case`` in ``processes`` workers at once for ``duration`` s.
+
+        Returns ([(cycles, seconds)] per worker, ``on_start()`` called as the
+        barrier opens, ``on_start()`` called again after ``duration``)."""
+        for i in range(processes):
+            self.inboxes[i].put(("throughput", case, name, processes, duration))
+        barrier = self.barriers[processes]
+        try:
+            barrier.wait(timeout=STEP_LIMIT)
+        except threading.BrokenBarrierError:
+            self._collect(processes, STEP_LIMIT)  # raises with the workers' errors
+            raise
+        before = on_start()
+        time.sleep(duration)
+        after = on_start()
+        return self._collect(processes, STEP_LIMIT + duration), before, after
+
+    def handoffs(self, case: str, name: str, n: int) -> list[float]:
+        """Latencies in ms of ``n`` hand-offs between workers 0 and 1 (after
+        ``HANDOFF_WARMUP`` dropped ones)."""
+        total = n + HANDOFF_WARMUP
+        for role in (0, 1):
+            self.inboxes[role].put(("handoff", case, name, total))
+        released: dict[int, int] = {}
+        acquired: dict[int, int] = {}
+        for rel, acq in self._collect(2, STEP_LIMIT + total):
+            released.update(rel)
+            acquired.update(acq)
+        return [(acquired[i] - released[i]) / 1e6 for i in range(HANDOFF_WARMUP, total)]

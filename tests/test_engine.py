@@ -1,0 +1,371 @@
+"""The lease engine itself: how its Lua runs (function library or EVALSHA) on
+either Redis line, retries that change nothing twice, waits that never block
+forever, and the clients it accepts."""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from typing import Any
+
+import pytest
+import redis
+
+from django_redis_pool import Lock, ResourcePool, Semaphore
+from django_redis_pool.primitives.base import LeasedPrimitive
+from django_redis_pool.primitives.scripts import LIBRARY_NAME, library_source, runner_for
+
+from .primitive_helpers import expire_now, finish, in_thread, pool_of
+from .waiting import wait_for
+
+# -- raw state, with what moves with the clock blanked out ----------------------------
+
+
+def state_of(client: Any, primitive: LeasedPrimitive) -> dict[bytes, Any]:
+    """Every key of ``primitive`` with its contents. Expiry times (lease scores,
+    the expiry field of lease records) and waiters' liveness times are blanked:
+    they move with the clock whether or not anything else changes."""
+    base = primitive._engine.base
+    state: dict[bytes, Any] = {}
+    for key in client.scan_iter(match=f"{base}*"):
+        kind = client.type(key)
+        if kind == b"zset":
+            pairs = client.zrange(key, 0, -1, withscores=True)
+            scored = key.endswith(b":leases")
+            state[key] = [(m, "t" if scored and s != float("inf") else s) for m, s in pairs]
+        elif kind == b"hash":
+            fields = client.hgetall(key)
+            if key.endswith(b":info"):
+                fields = {f: v if f.startswith(b"\0") else _blank(v, 3) for f, v in fields.items()}
+            elif key.endswith(b":winfo"):
+                fields = {f: _blank(v, 5) for f, v in fields.items()}
+            state[key] = fields
+        elif kind == b"list":
+            state[key] = client.lrange(key, 0, -1)
+        else:
+            state[key] = client.get(key)
+    return state
+
+
+def _blank(record: bytes, field: int) -> bytes:
+    parts = record.split(b"|")
+    parts[field] = b"*"
+    return b"|".join(parts)
+
+
+def twice(client: Any, primitive: LeasedPrimitive, op: str, *args: Any) -> Any:
+    """Run ``op`` twice with the same arguments (what redis-py's retry after a
+    dropped connection does); assert that the second run changed nothing and
+    answered like the first. Returns the answer."""
+    engine = primitive._engine
+    first = engine.run(op, *args)
+    after_first = state_of(client, primitive)
+    again = engine.run(op, *args)
+    assert state_of(client, primitive) == after_first, f"a second {op} changed the state"
+    return first, again
+
+
+# -- retries: every state-changing operation, run twice -------------------------------
+
+
+def test_a_retried_acquire_returns_the_same_grant(client: Any) -> None:
+    pool = pool_of(client, "retry-acquire", "r1", "r2")
+    first, again = twice(client, pool, "acquire", "tok-1", "h", 30000, 0, -2, 2000, "")
+    assert first == again and isinstance(first, list)
+    assert pool.available_count() == 1, "one resource granted, not two"
+
+
+def test_a_retried_queued_acquire_keeps_one_place(client: Any) -> None:
+    pool = pool_of(client, "retry-queue", "r1")
+    assert pool.acquire(holder="holder")
+    first, again = twice(client, pool, "acquire", "tok-q", "w", 30000, 0, 60000, 2000, "")
+    assert isinstance(first, int) and isinstance(again, int)
+    assert pool.waiting_count() == 1
+
+
+@pytest.mark.parametrize("kind", ["semaphore", "rlock"])
+def test_a_retried_reacquire_by_the_same_identity_counts_once(client: Any, kind: str) -> None:
+    primitive: LeasedPrimitive
+    if kind == "semaphore":
+        primitive = Semaphore(client, "retry-sem")
+        primitive.set_max_size(2)
+        assert primitive.acquire("me")
+    else:
+        primitive = Lock(client, "retry-rlock", reentrant=True, holder="me")
+        assert primitive.acquire()
+    first, again = twice(client, primitive, "acquire", "tok-2", "me", 30000, 0, -2, 2000, "")
+    assert first == again
+    if kind == "rlock":
+        assert isinstance(primitive, Lock)
+        primitive.release()  # two acquisitions, two releases
+        assert primitive.locked()
+        primitive.release()
+        assert not primitive.locked()
+
+
+def queue(primitive: LeasedPrimitive, token: str, holder: str) -> None:
+    """Queue a waiter as ``LeaseEngine.acquire`` does, without blocking on its
+    wake list (so that nothing but the operation under test changes state)."""
+    reply = primitive._engine.run("acquire", token, holder, 30000, 0, 60000, 2000, "")
+    assert isinstance(reply, int), reply
+
+
+def test_a_retried_release_answers_the_same_and_ends_nothing_else(client: Any) -> None:
+    pool = pool_of(client, "retry-release", "r1")
+    lease = pool.acquire(holder="a")
+    assert lease is not None
+    queue(pool, "tok-b", "b")
+    # the first run hands r1 to b; the retry must neither end b's hold nor say 0
+    first, again = twice(client, pool, "release", "r1", lease.token, "req-1", "", 0)
+    assert (first, again) == (1, 1)
+    handed = pool.lease_of("r1")
+    assert handed is not None and handed.holder == "b" and handed.fence > lease.fence
+    assert client.llen(f"{pool._engine.wake_prefix}tok-b") == 1, "b was woken once"
+
+
+def test_a_retried_release_by_identity_never_ends_the_next_hold(client: Any) -> None:
+    sem = Semaphore(client, "retry-identity")
+    sem.set_max_size(1)
+    assert sem.acquire("a")
+    queue(sem, "tok-b", "b")
+    first, again = twice(client, sem, "release", "a", "", "req-2", "", 0)
+    assert (first, again) == (1, 1)
+    assert [lease.holder for lease in sem.holders()] == ["b"]
+
+
+def test_a_retried_reentrant_count_down_counts_down_once(client: Any) -> None:
+    lock = Lock(client, "retry-down", reentrant=True, holder="h")
+    assert lock.acquire() and lock.acquire()
+    first, again = twice(client, lock, "release", "h", "", "req-3", "", 0)
+    assert (first, again) == (2, 2)
+    lock.release()
+    assert not lock.locked()
+
+
+def test_a_retried_force_release_answers_the_same(client: Any) -> None:
+    pool = pool_of(client, "retry-force", "r1")
+    lease = pool.acquire(holder="a")
+    assert lease is not None
+    first, again = twice(client, pool, "release", "r1", "", "req-4", lease.fence, 1)
+    assert (first, again) == (1, 1)
+
+
+def test_a_retried_renew_and_wait_and_withdraw_change_nothing_more(client: Any) -> None:
+    pool = pool_of(client, "retry-misc", "r1")
+    lease = pool.acquire(holder="a", lease_timeout=30)
+    assert lease is not None
+    first, again = twice(client, pool, "renew", "r1", lease.token, 60000)
+    assert first > 0 and again > 0
+    pool._engine.run("acquire", "tok-w", "w", 30000, 0, 60000, 2000, "")
+    first, again = twice(client, pool, "wait", "tok-w", 2000)
+    assert isinstance(first, int) and isinstance(again, int)
+    assert twice(client, pool, "withdraw", "tok-w") == (0, 0)
+    assert pool.waiting_count() == 0
+
+
+def test_retried_gc_associate_disassociate_and_set_max_change_nothing_more(client: Any) -> None:
+    pool = pool_of(client, "retry-admin", "r1")
+    lease = pool.acquire(holder="a", lease_timeout=30)
+    assert lease is not None
+    expire_now(lease)
+    reclaimed, again = twice(client, pool, "gc", 100, 0)
+    assert len(reclaimed[0]) == 2 and again[0] == []
+    assert twice(client, pool, "pool_associate", "r2", "r3") == (2, 0)
+    assert twice(client, pool, "pool_disassociate", "r2") == (1, 0)
+    sem = Semaphore(client, "retry-max")
+    assert twice(client, sem, "sem_set_max", 3, 0) == (1, 1)
+    assert sem.get_max_size() == 3
+
+
+# -- waits never block forever --------------------------------------------------------
+
+
+def test_a_wait_with_a_millisecond_left_returns(redis_server: Any, redis_client: Any) -> None:
+    # Redis < 7.0.8 reads a blocking timeout of ~1 ms as 0: "block forever". With
+    # no socket timeout, a wait that sent one would never return.
+    client = redis.Redis.from_url(redis_server.url, socket_timeout=None)
+    holder = Lock(redis_client, "tiny")
+    assert holder.acquire()
+    for timeout in (0.001, 0.0015, 0.002, 0.0005):
+        thread, out = in_thread(lambda t=timeout: Lock(client, "tiny").acquire(timeout=t))
+        assert finish(thread, out) is False
+    client.close()
+
+
+def test_many_short_waits_all_return(redis_server: Any, redis_client: Any) -> None:
+    # Blocking reads may return up to a millisecond early, leaving ~1 ms: every
+    # wait must still end (here: 12 threads, 20-200 ms timeouts, for 3 s).
+    client = redis.Redis.from_url(redis_server.url, socket_timeout=None)
+    assert Lock(redis_client, "busy").acquire()
+    until = time.monotonic() + 3
+    counts: list[int] = []
+
+    def waits() -> None:
+        rng = random.Random()
+        n = 0
+        while time.monotonic() < until:
+            assert Lock(client, "busy").acquire(timeout=rng.uniform(0.02, 0.2)) is False
+            n += 1
+        counts.append(n)
+
+    threads = [threading.Thread(target=waits, daemon=True) for _ in range(12)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert not any(thread.is_alive() for thread in threads), "a wait never returned"
+    assert len(counts) == 12 and min(counts) > 0
+    client.close()
+
+
+# -- how the Lua runs: function library (Redis >= 7) or EVALSHA ------------------------
+
+
+@pytest.fixture
+def redis7(redis_version: tuple[int, ...]) -> None:
+    if redis_version < (7,):
+        pytest.skip("functions need Redis >= 7 (scripts/dev.py test runs the suite on Redis 7)")
+
+
+def library_names(client: Any) -> set[bytes]:
+    """Names of the function libraries loaded in ``client``'s server."""
+    return {
+        dict(zip(lib[0::2], lib[1::2], strict=True))[b"library_name"]
+        for lib in client.function_list()
+    }
+
+
+def _cycle(pool: ResourcePool) -> None:
+    lease = pool.acquire(timeout=0)
+    assert lease is not None
+    assert lease.release()
+
+
+def test_redis7_clients_run_the_function_library(redis7: None, redis_client: Any) -> None:
+    pool = pool_of(redis_client, "fn", "r1")
+    _cycle(pool)
+    libraries = library_names(redis_client)
+    assert LIBRARY_NAME.encode() in libraries
+    assert runner_for(redis_client).functions is True
+    redis_client.config_resetstat()
+    _cycle(pool)
+    stats = redis_client.info("commandstats")
+    assert stats["cmdstat_fcall"]["calls"] == 2 and "cmdstat_evalsha" not in stats
+
+
+def test_redis62_clients_run_scripts(redis_version: tuple[int, ...], redis_client: Any) -> None:
+    if redis_version >= (7,):
+        pytest.skip("this run's Redis has functions (the Redis 6.2 run checks EVALSHA)")
+    _cycle(pool_of(redis_client, "evalsha", "r1"))
+    assert runner_for(redis_client).functions is False
+
+
+def test_the_cluster_runs_scripts(cluster_client: Any) -> None:
+    _cycle(pool_of(cluster_client, "cluster-evalsha", "r1"))
+    assert runner_for(cluster_client).functions is False
+
+
+def _user_client(redis_server: Any, client: Any, name: str, rules: list[str]) -> redis.Redis:
+    client.acl_setuser(name, enabled=True, nopass=True, keys=["*"], channels=["*"], commands=rules)
+    return redis.Redis(host="127.0.0.1", port=redis_server.port, username=name)
+
+
+@pytest.mark.parametrize(
+    "rules",
+    [["+@all", "-function"], ["+@all", "-function", "-fcall", "-fcall_ro"]],
+    ids=["load-refused", "functions-refused"],
+)
+def test_clients_on_evalsha_and_on_functions_share_one_pool(
+    redis7: None, redis_server: Any, redis_client: Any, rules: list[str]
+) -> None:
+    redis_client.function_flush()  # (FLUSHALL leaves functions loaded)
+    scripted = _user_client(redis_server, redis_client, "scripted", rules)
+    try:
+        # The refused client comes first, so the library is not there to call.
+        by_script = pool_of(scripted, "mixed", "r1", "r2")
+        by_function = ResourcePool(redis_client, "mixed")
+        first = by_script.acquire(holder="s")
+        second = by_function.acquire(holder="f")
+        assert first and second and {first.resource, second.resource} == {"r1", "r2"}
+        assert runner_for(scripted).functions is False
+        assert runner_for(redis_client).functions is not False
+        # a waiter on one path is handed the resource released on the other
+        waiter, out = in_thread(lambda: by_script.acquire(holder="s2", timeout=10))
+        wait_for(lambda: by_function.waiting_count() == 1, what="the scripted waiter")
+        assert second.release()
+        handed = finish(waiter, out)
+        assert handed is not None and handed.resource == second.resource
+        assert handed.fence > max(first.fence, second.fence)
+        waiter, out = in_thread(lambda: by_function.acquire(holder="f2", timeout=10))
+        wait_for(lambda: by_script.waiting_count() == 1, what="the function waiter")
+        assert first.release()
+        assert finish(waiter, out).resource == first.resource
+    finally:
+        scripted.close()
+        redis_client.acl_deluser("scripted")
+
+
+def test_two_versions_of_the_library_never_load_over_each_other(
+    redis7: None, redis_client: Any
+) -> None:
+    # Another version of the package: other code, so another digest, another name.
+    other_name = "drp_000000000000"
+    other = library_source().replace(LIBRARY_NAME, other_name)
+    redis_client.function_load(other)
+    _cycle(pool_of(redis_client, "versions", "r1"))
+    libraries = library_names(redis_client)
+    assert {LIBRARY_NAME.encode(), other_name.encode()} <= libraries
+    assert library_source().startswith(f"#!lua name={LIBRARY_NAME}\n")
+
+
+def test_a_lost_library_is_loaded_again(redis7: None, redis_client: Any) -> None:
+    pool = pool_of(redis_client, "lost-library", "r1")
+    _cycle(pool)
+    redis_client.function_flush()  # e.g. a restart without persistence
+    _cycle(pool)
+    assert runner_for(redis_client).functions is True
+
+
+# -- clients ------------------------------------------------------------------------
+
+
+def test_valkey_clients_are_refused_naming_the_fix(redis_server: Any) -> None:
+    import valkey
+
+    client = valkey.Valkey(host="127.0.0.1", port=redis_server.port)
+    try:
+        for build in (
+            lambda: ResourcePool(client, "v"),
+            lambda: Semaphore(client, "v"),
+            lambda: Lock(client, "v"),
+        ):
+            with pytest.raises(TypeError, match=r"valkey-py client.*redis\.Redis\.from_url"):
+                build()
+    finally:
+        client.close()
+
+
+def test_request_tokens_are_unique_and_safe_in_records() -> None:
+    from django_redis_pool.primitives.engine import new_token
+
+    tokens = {new_token() for _ in range(10_000)}
+    assert len(tokens) == 10_000
+    assert all(token.isalnum() for token in tokens)
+
+
+def test_a_forked_child_makes_tokens_of_its_own() -> None:
+    import os
+
+    from django_redis_pool.primitives.engine import new_token
+
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: send a token, exit at once
+        os.write(write, new_token().encode())
+        os._exit(0)
+    os.close(write)
+    os.waitpid(pid, 0)
+    child = os.read(read, 100).decode()
+    os.close(read)
+    assert child[:16] != new_token()[:16], "a child never repeats its parent's tokens"
