@@ -21,10 +21,11 @@ Redis: only these are flushed. On each server, in this order:
    resource is ever held twice at once.
 
 Cases within a section are interleaved round by round (A, B, C, ..., then
-again), and the median and the min–max over rounds are reported. Markdown tables
+again), and the median and the min-max over rounds are reported. Markdown tables
 go to stdout; ``--write-docs`` also writes ``docs/performance-engine.md``
-(generated: replaced whole) and ``docs/img/bench-*.png``. ``--quick`` shrinks
-everything (a CI smoke run: under a minute for both servers).
+(generated: replaced whole) and ``docs/img/bench-*.png`` (``--docs-dir``
+elsewhere). ``--quick`` shrinks everything (a CI smoke run: about 20 s for
+both servers on a 2-core VM); the full run takes about 7 minutes.
 
 Needs the ``bench`` extra (matplotlib, redis-allocator 0.7.0, python-redis-lock).
 """
@@ -33,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import hashlib
 import importlib.util
 import os
 import platform
@@ -47,18 +49,16 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
-import redis
-
 import engine_cases as cases
 import engine_report as report
+import redis
+from engine_workers import STEP_LIMIT, Gang
+
 from django_redis_pool import ResourcePool
 from django_redis_pool.embedded import EmbeddedRedis
-from engine_workers import STEP_LIMIT, Gang
 
 ROOT = Path(__file__).resolve().parent.parent
 DEBIAN_REDIS = "/usr/bin/redis-server"
-#: Cycles run before each measured round, after its setup.
-WARMUP = 20
 COMMAND = ".venv/bin/python benchmarks/bench_engine.py"
 
 
@@ -103,6 +103,17 @@ def server_binary(label: str) -> str | None:
     return label if os.access(label, os.X_OK) else None
 
 
+def binary_version(binary: str) -> str:
+    """``redis-server --version``'s ``v=...``."""
+    try:
+        out = subprocess.run(
+            [binary, "--version"], capture_output=True, text=True, timeout=10, check=False
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return "?"
+    return next((w[2:] for w in out.split() if w.startswith("v=")), out.strip() or "?")
+
+
 def package_version(name: str) -> str:
     try:
         return version(name)
@@ -122,6 +133,20 @@ def git_revision() -> str:
     except (OSError, subprocess.SubprocessError):
         return "?"
     return rev or "?"
+
+
+def source_digest() -> str:
+    """A digest of the installed package's Python and Lua sources (to tell, at the
+    end, whether they were edited during the run: spawned workers load them anew)."""
+    import django_redis_pool
+
+    root = Path(django_redis_pool.__file__).resolve().parent
+    digest = hashlib.sha1()
+    for path in sorted([*root.rglob("*.py"), *root.rglob("*.lua")]):
+        digest.update(str(path.relative_to(root)).encode())
+        with contextlib.suppress(OSError):
+            digest.update(path.read_bytes())
+    return digest.hexdigest()[:12]
 
 
 def cpu_model() -> str:
@@ -196,7 +221,7 @@ def single_section(srv: EmbeddedRedis, run: report.ServerRun, s: Settings) -> No
                 client.flushall()
                 cases.setup(case, client, dclient, "single")
                 cycle = cases.cycle(case, client, dclient, "single", "main")
-                for _ in range(WARMUP):
+                for _ in range(cases.WARMUP):
                     cycle()
                 rnd, stats = measure(case, client, cycle, s.cycles)
                 run.single.setdefault(case, []).append(rnd)
@@ -208,9 +233,7 @@ def single_section(srv: EmbeddedRedis, run: report.ServerRun, s: Settings) -> No
                 run.single.pop(case, None)
 
 
-def aggregate_section(
-    srv: EmbeddedRedis, run: report.ServerRun, s: Settings, gang: Gang
-) -> None:
+def aggregate_section(srv: EmbeddedRedis, run: report.ServerRun, s: Settings, gang: Gang) -> None:
     client, dclient = srv.client(), srv.client(decode_responses=True)
     failed: set[tuple[str, int]] = set()
     for _ in range(s.agg_rounds):
@@ -290,13 +313,16 @@ def scaling_section(srv: EmbeddedRedis, run: report.ServerRun, s: Settings) -> N
 
             def job(n: int = n) -> None:
                 cycle = cases.cycle("pool", client, dclient, f"scale-{n}", "main")
-                for _ in range(WARMUP):
+                for _ in range(cases.WARMUP):
                     cycle()
                 run.scaling.setdefault(n, []).append(measure("pool", client, cycle, s.cycles)[0])
 
             if not attempt(run, f"4. scaling: {n:,}", job):
                 failed.add(n)
                 run.scaling.pop(n, None)
+    for n in sizes:  # released leases leave keys behind (e.g. done markers with a TTL)
+        pattern = f"drp:{{pool:scale-{n}}}*"
+        run.scaling_keys_after[n] = sum(1 for _ in client.scan_iter(match=pattern, count=1000))
 
 
 def contention_round(srv: EmbeddedRedis, s: Settings) -> dict[str, Any]:
@@ -372,7 +398,8 @@ def contention_section(srv: EmbeddedRedis, run: report.ServerRun, s: Settings) -
 
 
 def bench_server(label: str, binary: str, s: Settings) -> report.ServerRun:
-    run = report.ServerRun(label=label, binary=binary)
+    shown = os.path.relpath(binary, ROOT) if binary.startswith(f"{ROOT}{os.sep}") else binary
+    run = report.ServerRun(label=label, binary=shown)
     with EmbeddedRedis(executable=binary) as srv:
         client = srv.client()
         run.version = str(client.info("server")["redis_version"])
@@ -420,16 +447,21 @@ def main() -> None:
     s = Settings.preset(args.quick)
     started = time.perf_counter()
 
+    labels = [x.strip() for x in args.servers.split(",") if x.strip()]
+    binaries = {label: server_binary(label) for label in labels}
     facts = machine_facts()
+    digest = source_digest()
     print("# Lease engine benchmark" + (" (--quick)" if args.quick else "") + "\n")
     for key, value in facts.items():
         print(f"* {key}: {value}")
+    for label, binary in binaries.items():
+        found = f"Redis {binary_version(binary)} ({binary})" if binary else "not on this machine"
+        print(f"* server {label}: {found}")
     print(f"* settings: {s}", flush=True)
 
     runs: list[report.ServerRun] = []
     skipped: list[str] = []
-    for label in [x.strip() for x in args.servers.split(",") if x.strip()]:
-        binary = server_binary(label)
+    for label, binary in binaries.items():
         if binary is None:
             skipped.append(label)
             print(f"\n(server {label!r} skipped: no such redis-server here)", flush=True)
@@ -443,6 +475,13 @@ def main() -> None:
 
     elapsed = time.perf_counter() - started
     print(f"\nTotal: {elapsed:.0f} s", flush=True)
+    if source_digest() != digest:
+        warning = (
+            "django_redis_pool's sources changed during the run: processes started at "
+            "different times ran different code, so these results mix versions"
+        )
+        facts["WARNING"] = warning
+        print(f"\nWARNING: {warning}", flush=True)
     if args.write_docs:
         images = report.plots(runs, args.docs_dir / "img", s.processes)
         page = args.docs_dir / "performance-engine.md"

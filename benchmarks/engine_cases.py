@@ -31,12 +31,14 @@ LEASE = 30
 POOL_SIZE = 1000
 #: Ids per ``pool_associate`` call when filling a pool.
 FILL_CHUNK = 10_000
+#: Unmeasured cycles before every measurement, after its setup.
+WARMUP = 20
 
 Cycle = Callable[[], None]
 
 #: case -> label, in report order. "ours" are the package's primitives.
 CASES: dict[str, str] = {
-    "floor": "floor: 2 × EVALSHA `return 1`",
+    "floor": "floor: 2 x EVALSHA `return 1`",
     "pool": "ours: ResourcePool",
     "semaphore": "ours: Semaphore",
     "lock": "ours: Lock",
@@ -45,32 +47,6 @@ CASES: dict[str, str] = {
     "redis_lock": "python-redis-lock",
     "seed000": "seed 000 pool",
     "seed002": "seed 002 semaphore",
-}
-OURS = ("pool", "semaphore", "lock")
-
-#: What one cycle of each case is, in the single-client section.
-CYCLE_TEXT: dict[str, str] = {
-    "floor": "two EVALSHA of `return 1` on one key (the least two calls can cost)",
-    "pool": f"`pool.acquire(timeout=0)` + `lease.release()`, pool of {POOL_SIZE:,} resources",
-    "semaphore": (
-        f"`sem.acquire(identity, timeout=0)` + `sem.release(identity)`, max size "
-        f"{POOL_SIZE:,}, a new identity every cycle"
-    ),
-    "lock": f"`Lock(client, name, lease_timeout={LEASE})`: `acquire()` + `release()`",
-    "allocator": (
-        f"redis-allocator 0.7.0 `RedisAllocator(shared=False)` of {POOL_SIZE:,} keys: "
-        f"`malloc_key(timeout={LEASE})` + `free_keys(key)`"
-    ),
-    "redis-py": f"`client.lock(name, timeout={LEASE})`: `acquire()` + `release()`",
-    "redis_lock": f"`redis_lock.Lock(client, name, expire={LEASE})`: `acquire()` + `release()`",
-    "seed000": (
-        f"seed 000's pool, {POOL_SIZE:,} resources: WATCH, SRANDMEMBER, MULTI/SMOVE/EXEC; "
-        "release SMOVE"
-    ),
-    "seed002": (
-        f"seed 002's semaphore, max {POOL_SIZE:,}, a new identity every cycle: WATCH, SCARD, "
-        "GET, MULTI/SADD/EXEC; release SREM"
-    ),
 }
 
 #: Commands each case sends itself per cycle, besides scripts (EVALSHA/FCALL),

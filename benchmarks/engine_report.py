@@ -39,6 +39,7 @@ class ServerRun:
     scaling: dict[int, list[Round]] = field(default_factory=dict)
     scaling_memory: dict[int, tuple[float, int]] = field(default_factory=dict)  # bytes/res, keys
     scaling_fill: dict[int, float] = field(default_factory=dict)  # seconds
+    scaling_keys_after: dict[int, int] = field(default_factory=dict)  # pool keys after rounds
     contention: list[dict[str, Any]] = field(default_factory=list)
     errors: dict[str, str] = field(default_factory=dict)  # "section: case" -> error
     seconds: dict[str, float] = field(default_factory=dict)  # section -> wall seconds
@@ -56,17 +57,17 @@ def pct(values: list[float], q: float) -> float:
 
 def num(value: float, digits: int = 0) -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "–"
+        return "-"
     return f"{value:,.{digits}f}"
 
 
 def spread(values: list[float]) -> str:
-    return f"{min(values):,.0f}–{max(values):,.0f}" if values else "–"
+    return f"{min(values):,.0f}-{max(values):,.0f}" if values else "-"
 
 
 def ratio(value: float, base: float) -> str:
     if math.isnan(value) or math.isnan(base) or not base:
-        return "–"
+        return "-"
     return f"{value / base:.2f}x"
 
 
@@ -96,7 +97,7 @@ def single_table(run: ServerRun) -> str:
                 num(rate),
                 spread([r.rate for r in rounds]),
                 ratio(rate, base),
-                num(lua, 1) if lua else "–",
+                num(lua, 1) if lua else "-",
                 num(median([r.server for r in rounds]), 1),
                 num(median([r.cpu for r in rounds]), 1),
                 num(median([r.sent for r in rounds]), 0),
@@ -105,7 +106,7 @@ def single_table(run: ServerRun) -> str:
     header = [
         "case",
         "cycles/s (median)",
-        "rounds min–max",
+        "rounds min-max",
         "vs redis-allocator",
         "Lua µs/cycle",
         "server µs/cycle",
@@ -143,7 +144,7 @@ def aggregate_table(run: ServerRun, counts: list[int]) -> str:
         "processes",
         "case",
         "cycles/s, all processes (median)",
-        "rounds min–max",
+        "rounds min-max",
         "vs redis-allocator",
         "Redis CPU %",
     ]
@@ -185,17 +186,19 @@ def scaling_table(run: ServerRun) -> str:
                 num(median([r.cpu for r in rounds]), 1),
                 num(memory, 1),
                 str(keys),
+                num(run.scaling_keys_after.get(n, math.nan)),
             ]
         )
     header = [
         "resources",
         "fill s",
         "cycles/s (median)",
-        "rounds min–max",
+        "rounds min-max",
         "Lua µs/cycle",
         "Redis CPU µs/cycle",
         "bytes per idle resource",
-        "keys",
+        "keys (idle)",
+        "keys after the rounds",
     ]
     return table(header, rows)
 
@@ -223,7 +226,7 @@ def contention_table(run: ServerRun) -> str:
         "threads",
         "resources",
         "cycles/s, all threads (median)",
-        "rounds min–max",
+        "rounds min-max",
         "vs one uncontended client",
         "cycles checked",
         "violations",
@@ -234,10 +237,7 @@ def contention_table(run: ServerRun) -> str:
 
 
 def server_heading(run: ServerRun) -> str:
-    return (
-        f"Redis {run.version} ({run.binary}, hz {run.hz}); "
-        f"our Lua ran as {run.path}"
-    )
+    return f"Redis {run.version} ({run.binary}, hz {run.hz}); our Lua ran as {run.path}"
 
 
 def server_report(run: ServerRun, counts: list[int], level: str = "###") -> str:
@@ -294,7 +294,7 @@ def plots(runs: list[ServerRun], img_dir: Path, counts: list[int]) -> list[Path]
         ax.barh(ys, meds, height=width, xerr=[lows, highs], label=f"Redis {run.version}")
     ax.set_yticks(range(len(labels)), labels)
     ax.invert_yaxis()
-    ax.set_xlabel("acquire + release cycles/s, one client (median; bars: rounds min–max)")
+    ax.set_xlabel("acquire + release cycles/s, one client (median; bars: rounds min-max)")
     ax.legend()
     save(fig, "bench-single.png")
 
@@ -319,7 +319,7 @@ def plots(runs: list[ServerRun], img_dir: Path, counts: list[int]) -> list[Path]
 
     # aggregate cycles/s vs processes
     fig, axes = plt.subplots(1, len(runs), figsize=(6 * len(runs), 4.5), squeeze=False)
-    for ax, run in zip(axes[0], runs):
+    for ax, run in zip(axes[0], runs, strict=True):
         for case in AGGREGATE_CASES:
             ys = [median([r for r, _ in run.aggregate.get((case, n), [])]) for n in counts]
             ax.plot(counts, ys, marker="o", label=cases.CASES[case])
@@ -345,7 +345,9 @@ def plots(runs: list[ServerRun], img_dir: Path, counts: list[int]) -> list[Path]
         mem = sorted(run.scaling_memory)
         axes[2].plot(mem, [run.scaling_memory[n][0] for n in mem], "o-", label=label)
     for ax, ylabel in zip(
-        axes, ("cycles/s, one client (median)", "Lua µs per cycle", "bytes per idle resource")
+        axes,
+        ("cycles/s, one client (median)", "Lua µs per cycle", "bytes per idle resource"),
+        strict=True,
     ):
         ax.set_xscale("log")
         ax.set_xlabel("resources in the pool")
@@ -355,3 +357,176 @@ def plots(runs: list[ServerRun], img_dir: Path, counts: list[int]) -> list[Path]
     fig.suptitle("ResourcePool: acquire(timeout=0) + release vs pool size")
     save(fig, "bench-scaling.png")
     return written
+
+
+# -- the docs page ---------------------------------------------------------------------
+
+METHOD = """\
+Every case runs against a private `redis-server` started by the benchmark on
+loopback, one server at a time; nothing else uses it while it runs (other
+processes on the machine may, see the load average above). Within a section
+the cases are interleaved round by round (A, B, C, ..., then A, B, C again);
+tables give the median round and the slowest and fastest round. Before each
+round of sections 1 and 2 the server is flushed (`FLUSHALL`) and the case's
+state is created again, so every round starts from the same state.
+
+**The cases.** *Ours*: `ResourcePool(client, name, lease_timeout=30)`,
+`Semaphore(client, name, lease_timeout=30)` and `Lock(client, name,
+lease_timeout=30)`. *Peers*: redis-allocator 0.7.0 (`RedisAllocator(client,
+prefix, shared=False)`, on a client with `decode_responses=True`, filled
+with `extend()`; a cycle is `malloc_key(timeout=30)` + `free_keys(key)`),
+redis-py's `client.lock(name, timeout=30)` and python-redis-lock's
+`redis_lock.Lock(client, name, expire=30)`. *Seeds*: the WATCH/MULTI
+resource pool of seed 000 (two sets; acquire = WATCH, SRANDMEMBER, then
+MULTI/SMOVE/EXEC; release = SMOVE) and the counting semaphore with identities
+of seed 002 (acquire = WATCH, SCARD, GET, then MULTI/SADD/EXEC; release =
+SREM), reimplemented in `benchmarks/engine_cases.py` from the seeds' text.
+*Floor*: two EVALSHA of `return 1` on one key, the least any two-call acquire
++ release can cost. Pools, allocators and semaphores have 1,000 resources,
+keys or slots.
+
+1. **One client.** One process, one client, one thread: acquire (never
+   waiting) + release in a loop, {cycles:,} cycles per round, {rounds} rounds,
+   after {warmup} unmeasured cycles. Semaphores take a new identity every cycle.
+   * *Lua µs/cycle*: the `usec` of `cmdstat_evalsha` + `cmdstat_fcall` in
+     `INFO commandstats` (reset before the round) per cycle. A script's time
+     already includes the commands it runs.
+   * *server µs/cycle*: Lua µs plus the time of the commands the case sends
+     itself. `INFO commandstats` does not tell a command sent by the client
+     from the same command run inside a script or an EXEC, so each case
+     declares which commands it sends itself, and how many per cycle
+     (redis-py Lock: SET; python-redis-lock: GET and SET; seed 000: WATCH,
+     SRANDMEMBER, MULTI, EXEC, SMOVE; seed 002: WATCH, SCARD, GET, MULTI,
+     EXEC, SREM; ours, redis-allocator and the floor: none). Such a command
+     counts for the share of its calls the case sent (e.g. python-redis-lock's
+     GET: 1 of 2 per cycle; its release script runs the other); the rest ran
+     inside a script or an EXEC, whose time already includes it.
+   * *Redis CPU µs/cycle*: `used_cpu_user` + `used_cpu_sys` of `INFO cpu`,
+     before and after the round, per cycle: everything the server spent,
+     including reading requests and writing replies.
+   * *commands/cycle*: top-level commands the server ran per cycle (scripts +
+     the commands above; commands queued in MULTI run inside EXEC).
+   * *vs redis-allocator*: cycles/s against redis-allocator's median.
+2. **Aggregate.** {processes} processes (started with `spawn` once per server,
+   each with its own client), {agg_rounds} round(s) of {duration:g} s: each
+   process sets up its case and runs {warmup} cycles, then all of them
+   and the parent meet at a `multiprocessing.Barrier`; each counts its cycles
+   until {duration:g} s have passed; the aggregate is the sum of each
+   process's cycles/s. Pool: one shared pool of 1,000; semaphore: one shared
+   semaphore of max 1,000, each process its own identity; lock: each process
+   its own lock name (a shared lock would measure contention); redis-allocator:
+   one shared allocator of 1,000 keys. *Redis CPU %*: server CPU over the
+   window, per wall second (100 % = one core busy; Redis runs commands on one).
+3. **Hand-off.** Two of those processes play ping-pong: in turn one holds the
+   token while the other waits for it (`acquire` with no timeout). The waiter
+   says it is about to acquire; the holder waits until it really is blocked
+   (ours: `waiting_count() == 1`; every case: `CLIENT LIST` shows the waiter's
+   connection blocked in BLPOP), then releases at once. Latency runs from
+   just before `release()` to just after the waiter's `acquire()` returns,
+   both on `time.monotonic_ns()` (CLOCK_MONOTONIC, one clock for all processes
+   on Linux). The holder never asks again before the waiter has it
+   (python-redis-lock is not fair). {handoffs:,} hand-offs per case split over
+   {rounds} ping-pongs, each with its first {handoff_warmup} dropped;
+   percentiles are nearest-rank. Pool: 1 resource; semaphore: max 1, one
+   identity per process; floor: an RPUSH in one process waking a BLPOP in the
+   other. redis-py's Lock is not here: its waiter polls (`sleep`, 0.1 s by
+   default) and is never blocked.
+4. **Scaling.** Pools of {sizes} resources, filled with the engine's
+   `pool_associate` (10,000 ids per call; *fill s* is the whole fill), then
+   measured as in section 1. *bytes per idle resource*: `MEMORY USAGE key
+   SAMPLES 0` (exact) summed over every key of the pool, found by `SCAN MATCH`
+   on its hash-tagged prefix `drp:{{pool:NAME}}`, right after the fill (no lease
+   granted yet), divided by the number of resources. *keys after the rounds*:
+   the pool's keys once every round is over and every lease released (what
+   a release leaves behind for a while, such as the `:done:` markers that
+   let a retried release answer the same).
+5. **Contention.** {threads} threads of one process share one `ResourcePool`
+   of {resources} resources (and one client); each runs
+   `acquire(timeout=None)` + `release()` for {contention_duration:g} s
+   ({contention_rounds} round(s)). Right after an acquire returns, the thread
+   records the resource in a dict shared by all threads, under a
+   `threading.Lock`, and removes it just before releasing: a resource already
+   in the dict would be held by two threads at once (a *violation*; must be
+   0). *most held at once*: the most resources in that dict at any moment
+   (at most {resources}); *releases that returned False*: leases found gone at
+   release (must be 0: leases live 30 s). *vs one uncontended client*: against
+   section 1's ResourcePool median.
+"""
+
+
+def docs_page(
+    runs: list[ServerRun],
+    facts: dict[str, str],
+    settings: Any,
+    command: str,
+    skipped: list[str],
+    seconds: float,
+) -> str:
+    from engine_workers import HANDOFF_WARMUP
+
+    quick = settings.cycles < 1000
+    lines = [
+        "# Performance: the lease engine next to its peers",
+        "",
+        "<!-- Generated by `benchmarks/bench_engine.py --write-docs`: do not edit, "
+        "run it again. -->",
+        "",
+        f"Generated by `{command} --write-docs` in {seconds / 60:.1f} min.",
+    ]
+    if quick:
+        lines += [
+            "",
+            "**This page comes from a `--quick` run: too few rounds and cycles for the "
+            "numbers to mean much. Run it without `--quick` for real figures.**",
+        ]
+    lines += ["", "## The machine", ""]
+    lines += [f"* {key}: {value}" for key, value in facts.items()]
+    for run in runs:
+        lines.append(f"* {server_heading(run)}")
+    for label in skipped:
+        lines.append(f"* server `{label}`: not run (no such redis-server on this machine)")
+    lines += [
+        "",
+        "Compare ratios and server-side figures, not absolute rates: on a small VM "
+        "most of a cycle is the loopback round trip and the Python client.",
+        "",
+        "## What is measured",
+        "",
+        METHOD.format(
+            cycles=settings.cycles,
+            rounds=settings.rounds,
+            warmup=cases.WARMUP,
+            processes=", ".join(map(str, settings.processes)),
+            agg_rounds=settings.agg_rounds,
+            duration=settings.duration,
+            handoffs=settings.handoffs,
+            handoff_warmup=HANDOFF_WARMUP,
+            sizes=", ".join(f"{n:,}" for n in settings.sizes),
+            threads=settings.threads,
+            resources=settings.contention_resources,
+            contention_duration=settings.contention_duration,
+            contention_rounds=settings.contention_rounds,
+        ),
+    ]
+    for run in runs:
+        lines += [
+            f"## Redis {run.version}",
+            "",
+            f"Server: {server_heading(run)}.",
+            "",
+            server_report(run, settings.processes),
+            "",
+        ]
+    lines += [
+        "## Plots",
+        "",
+        "![One client: cycles/s by case](img/bench-single.png)",
+        "",
+        "![Lua µs and Redis CPU µs per cycle by case](img/bench-lua.png)",
+        "",
+        "![Aggregate cycles/s vs processes](img/bench-aggregate.png)",
+        "",
+        "![ResourcePool scaling with its size](img/bench-scaling.png)",
+        "",
+    ]
+    return "\n".join(lines)

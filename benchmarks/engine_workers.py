@@ -19,20 +19,18 @@ from __future__ import annotations
 
 import multiprocessing
 import queue
+import signal
 import threading
 import time
 import traceback
 from collections.abc import Callable
 from typing import Any
 
-import redis
-
 import engine_cases as cases
+import redis
 
 #: Seconds any single wait may take (a barrier, the peer, a result).
 STEP_LIMIT = 60.0
-#: Cycles each worker runs before the barrier (scripts loaded, connection open).
-WARMUP = 20
 #: Hand-offs dropped at the start of each ping-pong.
 HANDOFF_WARMUP = 2
 
@@ -48,6 +46,7 @@ def worker_main(
     index: int, url: str, inbox: Any, results: Any, barriers: dict[int, Any], peer: Any
 ) -> None:
     """A worker's loop: run jobs from ``inbox`` until ``None`` or the parent is gone."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
     client = redis.Redis.from_url(url, client_name=client_name(index))
     dclient = redis.Redis.from_url(url, decode_responses=True)
     parent = multiprocessing.parent_process()
@@ -88,7 +87,7 @@ def throughput(
     barrier = barriers[processes]
     try:
         cycle = cases.cycle(case, client, dclient, name, f"w{index}", new_identity=False)
-        for _ in range(WARMUP):
+        for _ in range(cases.WARMUP):
             cycle()
     except BaseException:
         barrier.abort()  # the others and the parent stop waiting at once

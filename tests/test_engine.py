@@ -71,7 +71,7 @@ def twice(client: Any, primitive: LeasedPrimitive, op: str, *args: Any) -> Any:
 
 def test_a_retried_acquire_returns_the_same_grant(client: Any) -> None:
     pool = pool_of(client, "retry-acquire", "r1", "r2")
-    first, again = twice(client, pool, "acquire", "tok-1", "h", 30000, 0, -2, 2000, "")
+    first, again = twice(client, pool, "acquire", "tok-1", 30000, 0, -2, 2000, "", "h")
     assert first == again and isinstance(first, list)
     assert pool.available_count() == 1, "one resource granted, not two"
 
@@ -79,7 +79,7 @@ def test_a_retried_acquire_returns_the_same_grant(client: Any) -> None:
 def test_a_retried_queued_acquire_keeps_one_place(client: Any) -> None:
     pool = pool_of(client, "retry-queue", "r1")
     assert pool.acquire(holder="holder")
-    first, again = twice(client, pool, "acquire", "tok-q", "w", 30000, 0, 60000, 2000, "")
+    first, again = twice(client, pool, "acquire", "tok-q", 30000, 0, 60000, 2000, "", "w")
     assert isinstance(first, int) and isinstance(again, int)
     assert pool.waiting_count() == 1
 
@@ -94,7 +94,7 @@ def test_a_retried_reacquire_by_the_same_identity_counts_once(client: Any, kind:
     else:
         primitive = Lock(client, "retry-rlock", reentrant=True, holder="me")
         assert primitive.acquire()
-    first, again = twice(client, primitive, "acquire", "tok-2", "me", 30000, 0, -2, 2000, "")
+    first, again = twice(client, primitive, "acquire", "tok-2", 30000, 0, -2, 2000, "", "me")
     assert first == again
     if kind == "rlock":
         assert isinstance(primitive, Lock)
@@ -107,7 +107,7 @@ def test_a_retried_reacquire_by_the_same_identity_counts_once(client: Any, kind:
 def queue(primitive: LeasedPrimitive, token: str, holder: str) -> None:
     """Queue a waiter as ``LeaseEngine.acquire`` does, without blocking on its
     wake list (so that nothing but the operation under test changes state)."""
-    reply = primitive._engine.run("acquire", token, holder, 30000, 0, 60000, 2000, "")
+    reply = primitive._engine.run("acquire", token, 30000, 0, 60000, 2000, "", holder)
     assert isinstance(reply, int), reply
 
 
@@ -117,7 +117,7 @@ def test_a_retried_release_answers_the_same_and_ends_nothing_else(client: Any) -
     assert lease is not None
     queue(pool, "tok-b", "b")
     # the first run hands r1 to b; the retry must neither end b's hold nor say 0
-    first, again = twice(client, pool, "release", "r1", lease.token, "req-1", "", 0)
+    first, again = twice(client, pool, "release", lease.token, "req-1", "", 0, "r1")
     assert (first, again) == (1, 1)
     handed = pool.lease_of("r1")
     assert handed is not None and handed.holder == "b" and handed.fence > lease.fence
@@ -129,7 +129,7 @@ def test_a_retried_release_by_identity_never_ends_the_next_hold(client: Any) -> 
     sem.set_max_size(1)
     assert sem.acquire("a")
     queue(sem, "tok-b", "b")
-    first, again = twice(client, sem, "release", "a", "", "req-2", "", 0)
+    first, again = twice(client, sem, "release", "", "req-2", "", 0, "a")
     assert (first, again) == (1, 1)
     assert [lease.holder for lease in sem.holders()] == ["b"]
 
@@ -137,7 +137,7 @@ def test_a_retried_release_by_identity_never_ends_the_next_hold(client: Any) -> 
 def test_a_retried_reentrant_count_down_counts_down_once(client: Any) -> None:
     lock = Lock(client, "retry-down", reentrant=True, holder="h")
     assert lock.acquire() and lock.acquire()
-    first, again = twice(client, lock, "release", "h", "", "req-3", "", 0)
+    first, again = twice(client, lock, "release", "", "req-3", "", 0, "h")
     assert (first, again) == (2, 2)
     lock.release()
     assert not lock.locked()
@@ -147,7 +147,7 @@ def test_a_retried_force_release_answers_the_same(client: Any) -> None:
     pool = pool_of(client, "retry-force", "r1")
     lease = pool.acquire(holder="a")
     assert lease is not None
-    first, again = twice(client, pool, "release", "r1", "", "req-4", lease.fence, 1)
+    first, again = twice(client, pool, "release", "", "req-4", lease.fence, 1, "r1")
     assert (first, again) == (1, 1)
 
 
@@ -155,9 +155,9 @@ def test_a_retried_renew_and_wait_and_withdraw_change_nothing_more(client: Any) 
     pool = pool_of(client, "retry-misc", "r1")
     lease = pool.acquire(holder="a", lease_timeout=30)
     assert lease is not None
-    first, again = twice(client, pool, "renew", "r1", lease.token, 60000)
+    first, again = twice(client, pool, "renew", lease.token, 60000, "r1")
     assert first > 0 and again > 0
-    pool._engine.run("acquire", "tok-w", "w", 30000, 0, 60000, 2000, "")
+    pool._engine.run("acquire", "tok-w", 30000, 0, 60000, 2000, "", "w")
     first, again = twice(client, pool, "wait", "tok-w", 2000)
     assert isinstance(first, int) and isinstance(again, int)
     assert twice(client, pool, "withdraw", "tok-w") == (0, 0)
@@ -176,6 +176,21 @@ def test_retried_gc_associate_disassociate_and_set_max_change_nothing_more(clien
     sem = Semaphore(client, "retry-max")
     assert twice(client, sem, "sem_set_max", 3, 0) == (1, 1)
     assert sem.get_max_size() == 3
+
+
+def test_remembered_replies_are_bounded_per_primitive(redis_client: Any) -> None:
+    # Retries need the replies of recent releases; thousands of releases must
+    # not leave thousands of keys (or an ever-growing hash) behind.
+    pool = pool_of(redis_client, "many-releases", "r1")
+    for _ in range(2500):
+        lease = pool.acquire(timeout=0)
+        assert lease is not None and lease.release()
+    base = pool._engine.base
+    keys = set(redis_client.scan_iter(match=f"{base}*"))
+    assert keys <= {f"{base}:{s}".encode() for s in ("avail", "seq", "done", "done:old")}
+    assert redis_client.hlen(f"{base}:done") <= 1000
+    assert redis_client.hlen(f"{base}:done:old") <= 1001
+    assert 0 < redis_client.pttl(f"{base}:done") <= 60_000, "and they expire"
 
 
 # -- waits never block forever --------------------------------------------------------

@@ -78,8 +78,9 @@ class LeaseEngine:
         self.wake_prefix = f"{self.base}:wake:"
         self.mode = mode
         #: The KEYS and the mode, sent first with every operation.
-        suffixes = ("", ":avail", ":leases", ":info", ":seq", ":waitq", ":winfo", ":max")
-        self._head = (*((self.base + suffix).encode() for suffix in suffixes), mode.encode())
+        #: What every operation is sent first: its one key (the base; the
+        #: scripts name the others from it) and the mode.
+        self._head = (self.base.encode(), mode.encode())
         self._runner: ScriptRunner | None = None  # looked up on the first run
         self._chunk: float | None = None
         #: Semaphores: the max size an acquire stores if Redis has none ("": none).
@@ -88,7 +89,11 @@ class LeaseEngine:
     # -- running operations -----------------------------------------------------
 
     def run(self, op: str, *args: Any) -> Any:
-        """Run lease-engine operation ``op`` (``lua/<op>.lua``) with its own ``args``."""
+        """Run lease-engine operation ``op`` (``lua/<op>.lua``) with its own
+        ``args``; those of the operations in ``PACKED`` are sent joined by "|"
+        as one argument (the last one may hold "|")."""
+        if op in PACKED:
+            args = ("|".join(map(str, args)).encode(),)
         runner = self._runner or self._first_runner()
         with backend_errors():
             reply = runner.call(op, (*self._head, *args))
@@ -112,9 +117,18 @@ class LeaseEngine:
             deadline = None if timeout is None else time.monotonic() + timeout
             wait_ms = _remaining_ms(deadline)
         chunk = self._wait_chunk()
-        args = (holder, lease_ms, priority)
+        args = (lease_ms, priority, holder)
         try:
-            reply = self.run("acquire", token, *args, wait_ms, to_ms(chunk), self.default_max)
+            reply = self.run(
+                "acquire",
+                token,
+                lease_ms,
+                priority,
+                wait_ms,
+                to_ms(chunk),
+                self.default_max,
+                holder,
+            )
             if type(reply) is list:
                 return self._lease(reply[0], reply[1])
             if type(reply) is int:
@@ -135,7 +149,7 @@ class LeaseEngine:
     def _wait(
         self,
         token: str,
-        args: tuple[str, int, int],
+        args: tuple[int, int, str],
         deadline: float | None,
         chunk: float,
         next_expiry_ms: int,
@@ -174,8 +188,16 @@ class LeaseEngine:
                 # provisional grant lapsed. Queue again only if time is left.
                 if deadline is not None and deadline <= time.monotonic():
                     return None
+                lease_ms, priority, holder = args
                 reply = self.run(
-                    "acquire", token, *args, _remaining_ms(deadline), alive_ms, self.default_max
+                    "acquire",
+                    token,
+                    lease_ms,
+                    priority,
+                    _remaining_ms(deadline),
+                    alive_ms,
+                    self.default_max,
+                    holder,
                 )
                 if type(reply) is list:
                     lease = self._lease(reply[0], reply[1])
@@ -183,7 +205,7 @@ class LeaseEngine:
                         return lease
                     continue
                 if type(reply) is not int:
-                    self._refused(reply, args[0], True)
+                    self._refused(reply, holder, True)
                     return None
             next_expiry_ms = reply
 
@@ -258,7 +280,7 @@ class LeaseEngine:
         it); None keeps its duration. Returns the new expiry (unix seconds, None
         for none), or False if there is no such live lease."""
         lease_ms = -2 if lease_timeout is None else to_ms(lease_timeout)
-        expires = int(self.run("renew", resource, token, lease_ms))
+        expires = int(self.run("renew", token, lease_ms, resource))
         if expires == -2:
             return False
         return None if expires == -1 else expires / 1000
@@ -282,7 +304,7 @@ class LeaseEngine:
         """
         request = request or new_token()
         fence_arg = "" if fence is None else fence
-        return int(self.run("release", resource, token, request, fence_arg, int(force)))
+        return int(self.run("release", token, request, fence_arg, int(force), resource))
 
     def gc(self, batch: int = 1000) -> tuple[list[Lease], list[Waiter]]:
         """Reclaim every expired lease and drop dead waiters; returns the
@@ -337,6 +359,9 @@ class LeaseEngine:
                 )
         return waiters
 
+
+#: The operations whose arguments are sent packed into one (see ``engine.lua``).
+PACKED = frozenset({"acquire", "release", "renew", "wait", "withdraw"})
 
 #: The shortest blocking read sent to Redis, in seconds.
 MIN_BLOCK = 0.01

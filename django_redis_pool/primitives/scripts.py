@@ -47,8 +47,8 @@ OPERATIONS = (
     "pool_disassociate",
     "sem_set_max",
 )
-#: The KEYS every operation receives (see ``engine.lua``).
-NUM_KEYS = 8
+#: The KEYS every operation receives: the primitive's base key (``engine.lua``).
+NUM_KEYS = 1
 
 _BLOCK = re.compile(r"^-- @fn (\w+)\n", re.M)
 _COMMENT = re.compile(r"--[^\n]*")

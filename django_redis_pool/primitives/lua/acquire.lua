@@ -1,16 +1,16 @@
 -- acquire: grant a lease now, or queue the caller as a waiter.
--- args[2] token (one per acquire call: running this again returns the same
--- lease or queue place, never a second one), args[3] holder (slot modes: the
--- identity asking for a slot), args[4] lease ms (-1 none), args[5] priority,
--- args[6] wait ms (-2 do not wait, -1 forever), args[7] liveness window ms (the
--- waiter checks in at least this often), args[8] the max size to store if none
--- is stored yet ('' none; semaphores).
+-- args[2] (packed): token (one per acquire call: running this again returns the
+-- same lease or queue place, never a second one) | lease ms (-1 none) |
+-- priority | wait ms (-2 do not wait, -1 forever) | liveness window ms (the
+-- waiter checks in at least this often) | the max size to store if none is
+-- stored yet ('' none; semaphores) | holder (slot modes: the identity asking
+-- for a slot).
 -- Returns {resource, record} when granted | ms until the next expiry (-1 none)
 -- when queued | 'none' | 'unconfigured' (a semaphore without a max size) |
 -- 'held' (lock: the holder already holds it and the lock is not reentrant).
-local token, holder = args[2], args[3]
-local lease_ms, priority = tonumber(args[4]), tonumber(args[5])
-local wait_ms = tonumber(args[6])
+local token, lease_ms, priority, wait_ms, alive_ms, default_max, holder =
+  string.match(args[2], '^([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|(.*)$')
+lease_ms, priority, wait_ms = tonumber(lease_ms), tonumber(priority), tonumber(wait_ms)
 local mine, held
 if SLOTS then
   local got = redis.call('HMGET', K_INFO, '\0' .. token, holder)
@@ -35,10 +35,10 @@ if SLOTS then
   if MODE == 'sem' then
     size = redis.call('GET', K_MAX)
     if not size then
-      if args[8] == '' then
+      if default_max == '' then
         return 'unconfigured'
       end
-      size = args[8]
+      size = default_max
       redis.call('SET', K_MAX, size)
     end
     size = tonumber(size)
@@ -95,6 +95,6 @@ if SHARING then
   redis.call('ZADD', BASE .. ':wid:' .. holder, 0, id)
 end
 redis.call('HSET', K_WINFO, id, encode_waiter({t = token, l = lease_ms, p = priority, s = NOW,
-  dl = deadline, alive = NOW + tonumber(args[7]) + GRACE_MS, re = re, h = holder}))
+  dl = deadline, alive = NOW + tonumber(alive_ms) + GRACE_MS, re = re, h = holder}))
 redis.call('HSET', K_INFO, '\0' .. token, 'w' .. id)
 return next_expiry_ms()

@@ -9,26 +9,32 @@
 --     operation names it).
 -- Every call starts with begin(keys, args).
 --
--- KEYS (all under the primitive's hash tag, so one script may touch them all
--- in a Redis Cluster):
---   [1] base    the prefix of the keys named at run time (below)
---   [2] :avail  ZSET  resource -> order of becoming available (pools; Redis
---                     time in microseconds)
---   [3] :leases ZSET  resource -> expiry in ms on the Redis clock ("inf" = none)
---   [4] :info   HASH  resource -> lease record; "\0" .. token -> what that
---                     request token has: "r" .. resource (granted) or
---                     "w" .. waiter id (queued). Holders and identities cannot
---                     hold control characters, so the two never collide.
---   [5] :seq    STRING counter: fences and waiter arrival order
---   [6] :waitq  ZSET  waiter id -> -priority (ties: the zero-padded id = arrival)
---   [7] :winfo  HASH  waiter id -> waiter record
---   [8] :max    STRING the number of slots (semaphores)
--- Keys named at run time from the base:
+-- KEYS[1] is the base key, ending in the hash tag; every key is the base plus
+-- a suffix, so all of them live in the base's Redis Cluster slot:
+--   :avail  ZSET  resource -> order of becoming available (pools; Redis time
+--                 in microseconds)
+--   :leases ZSET  resource -> expiry in ms on the Redis clock ("inf" = none)
+--   :info   HASH  resource -> lease record; "\0" .. token -> what that request
+--                 token has: "r" .. resource (granted) or "w" .. waiter id
+--                 (queued). Holders and identities cannot hold control
+--                 characters, so the two never collide.
+--   :seq    STRING counter: fences and waiter arrival order
+--   :waitq  ZSET  waiter id -> -priority (ties: the zero-padded id = arrival)
+--   :winfo  HASH  waiter id -> waiter record
+--   :max    STRING the number of slots (semaphores)
 --   :wake:<token>    LIST  a waiter's own wake list (the grant handed to it)
 --   :wid:<identity>  ZSET  the queued sharing waiters of one identity
---   :done:<request>  STRING the reply of a finished release, kept briefly so
---                    that a release re-run by redis-py's retry answers the same
--- args[1] (ARGV[1]) is the mode; an operation's own arguments start at args[2]:
+--   :done   HASH  request id -> reply of a finished release (or refresh),
+--                 so that a request re-run by redis-py's retry answers the
+--                 same. Bounded: it lives DONE_TTL_MS from its first entry,
+--                 and past DONE_LIMIT entries it becomes :done:old (replacing
+--                 the one before), so the last DONE_LIMIT..2*DONE_LIMIT
+--                 replies are always known, and an idle primitive keeps none.
+-- args[1] (ARGV[1]) is the mode; an operation's own arguments start at args[2].
+-- The operations run on every acquire and release (acquire, release, renew,
+-- wait, withdraw) take theirs packed into args[2], joined by "|" with the one
+-- that may hold "|" (a holder or a resource) last: one argument to send and
+-- one pattern match to read, instead of one per value. The modes:
 --   fifo | lifo | random  a pool of named resources, handed out in that order;
 --   sem                   slots: a lease's resource is the holder's identity and
 --                         at most GET :max identities hold at once;
@@ -50,7 +56,8 @@ local PUMP_LIMIT = 64        -- resources handed to waiters per call
 local GRACE_MS = 1000        -- slack on a waiter's liveness window
 local PROVISIONAL_MS = 10000 -- life of an unconfirmed no-expiry grant to a waiter
 local WAKE_TTL_MS = 60000    -- an unread wake list disappears after this
-local DONE_TTL_MS = 60000    -- a finished release's reply is remembered this long
+local DONE_TTL_MS = 60000    -- a generation of remembered replies lives this long
+local DONE_LIMIT = 1000      -- remembered replies per generation
 
 local REC_PATTERN = '^([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|(.*)$'
 local REC_FORMAT = '%s|%d|%d|%d|%d|%d|%d|%s|%s'
@@ -58,8 +65,9 @@ local WAITER_PATTERN = '^([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)
 local WAITER_FORMAT = '%s|%d|%d|%d|%d|%d|%d|%s'
 
 local function begin(keys, args)
-  BASE, K_AVAIL, K_LEASES, K_INFO = keys[1], keys[2], keys[3], keys[4]
-  K_SEQ, K_WAITQ, K_WINFO, K_MAX = keys[5], keys[6], keys[7], keys[8]
+  BASE = keys[1]
+  K_AVAIL, K_LEASES, K_INFO = BASE .. ':avail', BASE .. ':leases', BASE .. ':info'
+  K_SEQ, K_WAITQ, K_WINFO, K_MAX = BASE .. ':seq', BASE .. ':waitq', BASE .. ':winfo', BASE .. ':max'
   MODE = args[1]
   SLOTS = MODE == 'sem' or MODE == 'lock' or MODE == 'rlock'
   -- Modes in which a caller shares the hold of its identity (a reentrant
@@ -214,6 +222,9 @@ end
 -- @fn hand_to_waiter
 -- Pools: hand `resource` to the head live waiter. True if a waiter got it.
 local function hand_to_waiter(resource)
+  if redis.call('ZCARD', K_WAITQ) == 0 then
+    return false
+  end
   local w = next_waiter()
   if not w then
     return false
@@ -391,12 +402,20 @@ local function token_state(token, s)
 end
 
 -- @fn remember
--- A finished release's reply, remembered for a retry of the same request.
+-- A finished request's reply, remembered for a retry of the same request.
 local function remember(id, reply)
-  redis.call('SET', BASE .. ':done:' .. id, reply, 'PX', DONE_TTL_MS)
+  local done = BASE .. ':done'
+  redis.call('HSET', done, id, reply)
+  local size = redis.call('HLEN', done)
+  if size == 1 then
+    redis.call('PEXPIRE', done, DONE_TTL_MS)
+  elseif size > DONE_LIMIT then
+    redis.call('RENAME', done, done .. ':old')
+  end
 end
 
 -- @fn remembered
 local function remembered(id)
-  return redis.call('GET', BASE .. ':done:' .. id)
+  local done = BASE .. ':done'
+  return redis.call('HGET', done, id) or redis.call('HGET', done .. ':old', id)
 end

@@ -1,11 +1,12 @@
 -- release: end a lease and hand the resource to the head waiter (or to avail).
--- args[2] resource, args[3] the lease's token, or '' for whoever holds it,
--- args[4] request id (a retried request gets the first run's answer), args[5]
--- a fence, or '': only the lease with that fence is ended, args[6] '1' for an
--- operator's force-release, which ends the hold entirely (no rlock count-down).
+-- args[2] (packed): the lease's token, or '' for whoever holds it | request id
+-- (a retried request gets the first run's answer) | a fence, or '': only the
+-- lease with that fence is ended | '1' for an operator's force-release, which
+-- ends the hold entirely (no rlock count-down) | resource.
 -- Returns 1 if a live lease was ended, 2 if an rlock's count went down but it is
 -- still held, else 0 (an expired lease is reclaimed on the way).
-local res, token, req, fence = args[2], args[3], args[4], args[5]
+local token, req, fence, force, res =
+  string.match(args[2], '^([^|]*)|([^|]*)|([^|]*)|([^|]*)|(.*)$')
 local rec = decode(redis.call('HGET', K_INFO, res))
 local mine = rec and (token == '' or rec.t == token) and (fence == '' or rec.f == tonumber(fence))
 -- A lease found under its own token is this request's first run (a run that
@@ -27,7 +28,7 @@ if is_expired(rec) then
   end_lease(res, rec)
   return 0
 end
-if MODE == 'rlock' and args[6] ~= '1' and rec.n > 1 then
+if MODE == 'rlock' and force ~= '1' and rec.n > 1 then
   rec.n, rec.q = rec.n - 1, req
   redis.call('HSET', K_INFO, res, encode(rec))
   return 2

@@ -1,8 +1,9 @@
 -- renew: extend a live lease (and confirm a provisional grant). args[2]
--- resource, args[3] token ('' for whoever holds it), args[4] lease ms (-1 no
--- expiry, -2 keep the lease's own duration).
+-- (packed): token ('' for whoever holds it) | lease ms (-1 no expiry, -2 keep
+-- the lease's own duration) | resource.
 -- Returns the new expiry in ms (-1 none), or -2 when the lease is lost.
-local res, token, lease_ms = args[2], args[3], tonumber(args[4])
+local token, lease_ms, res = string.match(args[2], '^([^|]*)|([^|]*)|(.*)$')
+lease_ms = tonumber(lease_ms)
 local rec = decode(redis.call('HGET', K_INFO, res))
 if not rec or (token ~= '' and rec.t ~= token) then
   return -2

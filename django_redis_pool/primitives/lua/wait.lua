@@ -1,9 +1,9 @@
 -- wait: a queued waiter checks in after its blocking read timed out. Reclaims
 -- expired leases (a crashed holder's resource goes to the head waiter), then
 -- returns the caller's grant if it has one, else renews its liveness window.
--- args[2] token, args[3] liveness window ms.
+-- args[2] (packed): token | liveness window ms.
 -- Returns {resource, record} | ms until the next expiry (-1 none) | 'gone'.
-local token = args[2]
+local token, alive_ms = string.match(args[2], '^([^|]*)|(.*)$')
 reclaim(RECLAIM_LIMIT)
 pump()
 local state, value, raw = token_state(token)
@@ -21,6 +21,6 @@ if not w then
   redis.call('HDEL', K_INFO, '\0' .. token)
   return 'gone'
 end
-w.alive = NOW + tonumber(args[3]) + GRACE_MS
+w.alive = NOW + tonumber(alive_ms) + GRACE_MS
 redis.call('HSET', K_WINFO, value, encode_waiter(w))
 return next_expiry_ms()
