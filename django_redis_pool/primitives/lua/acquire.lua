@@ -59,7 +59,7 @@ if SLOTS then
     end
     end_lease(holder, rec)  -- our own expired hold: reclaimed first
   end
-  reclaim(RECLAIM_LIMIT)
+  reclaim_due()
   local free = free_slots(size)
   local queued = free > 0 and redis.call('ZCARD', K_WAITQ) > 0
   if queued then
@@ -70,7 +70,7 @@ if SLOTS then
     return {holder, grant_slot(holder, token, lease_ms, false, not queued)}
   end
 else
-  reclaim(RECLAIM_LIMIT)
+  reclaim_due()
   if redis.call('ZCARD', K_WAITQ) > 0 then
     pump()  -- the queue goes first
   end

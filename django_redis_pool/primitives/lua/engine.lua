@@ -338,6 +338,16 @@ local function reclaim(limit)
   return ended
 end
 
+-- @fn reclaim_due
+-- Reclaim expired leases (at most RECLAIM_LIMIT) if the earliest one is due:
+-- one cheap read when none is.
+local function reclaim_due()
+  local first = redis.call('ZRANGE', K_LEASES, 0, 0, 'WITHSCORES')[2]
+  if first and first ~= 'inf' and tonumber(first) <= NOW then
+    reclaim(RECLAIM_LIMIT)
+  end
+end
+
 -- @fn take_available
 local function take_available()
   if MODE == 'lifo' then
