@@ -36,10 +36,12 @@ import argparse
 import contextlib
 import hashlib
 import importlib.util
+import json
 import os
 import platform
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import traceback
@@ -179,23 +181,68 @@ def measure(
     case: str, client: redis.Redis, cycle: cases.Cycle, n: int
 ) -> tuple[report.Round, dict[str, tuple[int, int]]]:
     """Run ``n`` cycles; the round and the raw ``INFO commandstats``."""
-    client.config_resetstat()
-    cpu = cases.redis_cpu(client)
-    started = time.perf_counter()
-    for _ in range(n):
-        cycle()
-    elapsed = time.perf_counter() - started
-    cpu = cases.redis_cpu(client) - cpu
-    stats = cases.command_stats(client)
-    server, sent = cases.server_usec(case, stats, n)
-    rnd = report.Round(
-        rate=n / elapsed,
-        lua=cases.lua_usec(stats) / n,
-        server=server / n,
-        cpu=cpu * 1e6 / n,
-        sent=sent / n,
-    )
-    return rnd, stats
+    row, stats = cases.measure(case, client, cycle, n)
+    return report.Round(**row), stats
+
+
+class Before:
+    """Our primitives from another revision (``--before REF``): a git worktree of
+    REF, and one ``engine_before.py`` process per server that imports the
+    package from it and measures a case on demand."""
+
+    def __init__(self, ref: str) -> None:
+        self.ref = ref
+        self.tree = Path(tempfile.mkdtemp(prefix="drp-before-"))
+        subprocess.run(
+            ["git", "worktree", "add", "--detach", str(self.tree), ref],
+            cwd=ROOT,
+            check=True,
+            capture_output=True,
+        )
+        self.proc: subprocess.Popen[str] | None = None
+
+    def start(self, url: str) -> None:
+        env = dict(
+            os.environ, PYTHONPATH=os.pathsep.join([str(self.tree), str(ROOT / "benchmarks")])
+        )
+        worker = str(ROOT / "benchmarks" / "engine_before.py")
+        self.proc = subprocess.Popen(
+            [sys.executable, worker, url],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            env=env,
+            cwd=self.tree,
+        )
+        package = json.loads(self.readline())["package"]
+        if not package.startswith(str(self.tree)):
+            raise RuntimeError(f"--before {self.ref} imported {package}, not the worktree")
+
+    def readline(self) -> str:
+        assert self.proc is not None and self.proc.stdout is not None
+        line = self.proc.stdout.readline()
+        if not line:
+            raise RuntimeError(f"the --before {self.ref} worker died")
+        return line
+
+    def measure(self, case: str, n: int) -> report.Round:
+        assert self.proc is not None and self.proc.stdin is not None
+        self.proc.stdin.write(f"{case} {n}\n")
+        self.proc.stdin.flush()
+        return report.Round(**json.loads(self.readline()))
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            with contextlib.suppress(Exception):
+                self.proc.stdin.close()  # type: ignore[union-attr]
+                self.proc.wait(10)
+            self.proc = None
+
+    def remove(self) -> None:
+        self.stop()
+        subprocess.run(
+            ["git", "worktree", "remove", "--force", str(self.tree)], cwd=ROOT, check=False
+        )
 
 
 def attempt(run: report.ServerRun, where: str, job: Callable[[], Any]) -> bool:
@@ -209,15 +256,25 @@ def attempt(run: report.ServerRun, where: str, job: Callable[[], Any]) -> bool:
     return True
 
 
-def single_section(srv: EmbeddedRedis, run: report.ServerRun, s: Settings) -> None:
+def single_section(
+    srv: EmbeddedRedis, run: report.ServerRun, s: Settings, before: Before | None
+) -> None:
     client, dclient = srv.client(), srv.client(decode_responses=True)
     failed: set[str] = set()
+    if before is not None:
+        before.start(srv.url)
     for _ in range(s.rounds):
         for case in cases.CASES:
             if case in failed:
                 continue
 
             def job(case: str = case) -> None:
+                if case.startswith("before:"):
+                    assert before is not None
+                    run.single.setdefault(case, []).append(
+                        before.measure(case.removeprefix("before:"), s.cycles)
+                    )
+                    return
                 client.flushall()
                 cases.setup(case, client, dclient, "single")
                 cycle = cases.cycle(case, client, dclient, "single", "main")
@@ -231,6 +288,8 @@ def single_section(srv: EmbeddedRedis, run: report.ServerRun, s: Settings) -> No
             if not attempt(run, f"1. one client: {case}", job):
                 failed.add(case)
                 run.single.pop(case, None)
+    if before is not None:
+        before.stop()
 
 
 def aggregate_section(srv: EmbeddedRedis, run: report.ServerRun, s: Settings, gang: Gang) -> None:
@@ -329,7 +388,8 @@ def contention_round(srv: EmbeddedRedis, s: Settings) -> dict[str, Any]:
     """``s.threads`` threads share one ResourcePool (and one client) of
     ``s.contention_resources`` resources: acquire(timeout=None) + release in a
     loop for ``s.contention_duration`` s. A shared dict, under a lock, says who
-    holds what: a resource found already held is a violation."""
+    holds what, from the grant until just before the release, with a yield to
+    the other threads in between: a resource found already held is a violation."""
     client = srv.client()
     client.flushall()
     pool = ResourcePool(client, "contention", lease_timeout=cases.LEASE)
@@ -356,6 +416,7 @@ def contention_round(srv: EmbeddedRedis, s: Settings) -> dict[str, Any]:
                         tally["violations"] += 1
                     held[lease.resource] = i
                     tally["max_held"] = max(tally["max_held"], len(held))
+                time.sleep(0)  # hold it while the other threads run
                 with mutex:
                     if held.get(lease.resource) == i:
                         del held[lease.resource]
@@ -397,7 +458,7 @@ def contention_section(srv: EmbeddedRedis, run: report.ServerRun, s: Settings) -
             return
 
 
-def bench_server(label: str, binary: str, s: Settings) -> report.ServerRun:
+def bench_server(label: str, binary: str, s: Settings, before: Before | None) -> report.ServerRun:
     shown = os.path.relpath(binary, ROOT) if binary.startswith(f"{ROOT}{os.sep}") else binary
     run = report.ServerRun(label=label, binary=shown)
     with EmbeddedRedis(executable=binary) as srv:
@@ -409,7 +470,7 @@ def bench_server(label: str, binary: str, s: Settings) -> report.ServerRun:
         try:
             gang.ready()
             sections: list[tuple[str, Callable[[], None]]] = [
-                ("1. one client", lambda: single_section(srv, run, s)),
+                ("1. one client", lambda: single_section(srv, run, s, before)),
                 ("2. aggregate", lambda: aggregate_section(srv, run, s, gang)),
                 ("3. hand-off", lambda: handoff_section(srv, run, s, gang)),
                 ("4. scaling", lambda: scaling_section(srv, run, s)),
@@ -443,8 +504,19 @@ def main() -> None:
     parser.add_argument(
         "--docs-dir", type=Path, default=ROOT / "docs", help="where --write-docs writes"
     )
+    parser.add_argument(
+        "--before",
+        metavar="REF",
+        help="also measure our primitives (one client) at git revision REF, side by side",
+    )
     args = parser.parse_args()
     s = Settings.preset(args.quick)
+    before = Before(args.before) if args.before else None
+    if before is not None:
+        for case in cases.BEFORE_CASES:
+            label = cases.CASES[case].removeprefix("ours: ")
+            cases.CASES[f"before:{case}"] = f"before ({args.before}): {label}"
+            cases.DIRECT[f"before:{case}"] = {}
     started = time.perf_counter()
 
     labels = [x.strip() for x in args.servers.split(",") if x.strip()]
@@ -466,10 +538,17 @@ def main() -> None:
             skipped.append(label)
             print(f"\n(server {label!r} skipped: no such redis-server here)", flush=True)
             continue
-        run = bench_server(label, binary, s)
+        try:
+            run = bench_server(label, binary, s, before)
+        except BaseException:
+            if before is not None:
+                before.remove()
+            raise
         runs.append(run)
         print()
         print(report.server_report(run, s.processes))
+    if before is not None:
+        before.remove()
     if not runs:
         sys.exit("no server could be started")
 
@@ -486,6 +565,8 @@ def main() -> None:
         images = report.plots(runs, args.docs_dir / "img", s.processes)
         page = args.docs_dir / "performance-engine.md"
         command = COMMAND + (" --quick" if args.quick else "") + f" --servers {args.servers}"
+        if args.before:
+            command += f" --before {args.before}"
         page.write_text(report.docs_page(runs, facts, s, command, skipped, elapsed))
         for path in [page, *images]:
             print(f"wrote {path}")

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -66,6 +67,10 @@ DIRECT: dict[str, dict[str, int]] = {
     "seed000": {"watch": 1, "srandmember": 1, "multi": 1, "exec": 1, "smove": 1},
     "seed002": {"watch": 1, "scard": 1, "get": 1, "multi": 1, "exec": 1, "srem": 1},
 }
+
+#: Our primitives, measured again from an earlier revision with ``--before REF``
+#: (as cases ``before:<case>``, run by ``engine_before.py``).
+BEFORE_CASES = ("pool", "semaphore", "lock")
 
 #: Commands that run (or contain) other commands and whose time includes theirs.
 SCRIPT_COMMANDS = ("evalsha", "eval", "fcall", "evalsha_ro", "eval_ro", "fcall_ro")
@@ -383,6 +388,28 @@ def command_stats(client: redis.Redis) -> dict[str, tuple[int, int]]:
 def lua_usec(stats: dict[str, tuple[int, int]]) -> float:
     """Microseconds spent in scripts (EVALSHA, FCALL...), nested commands included."""
     return float(sum(stats[c][1] for c in SCRIPT_COMMANDS if c in stats))
+
+
+def measure(case: str, client: redis.Redis, cycle: Cycle, n: int) -> tuple[dict[str, float], Any]:
+    """Run ``n`` cycles; per cycle: rate (cycles/s), lua, server and cpu (µs),
+    sent (commands). Also returns the raw ``INFO commandstats``."""
+    client.config_resetstat()
+    cpu = redis_cpu(client)
+    started = time.perf_counter()
+    for _ in range(n):
+        cycle()
+    elapsed = time.perf_counter() - started
+    cpu = redis_cpu(client) - cpu
+    stats = command_stats(client)
+    server, sent = server_usec(case, stats, n)
+    row = {
+        "rate": n / elapsed,
+        "lua": lua_usec(stats) / n,
+        "server": server / n,
+        "cpu": cpu * 1e6 / n,
+        "sent": sent / n,
+    }
+    return row, stats
 
 
 def server_usec(case: str, stats: dict[str, tuple[int, int]], cycles: int) -> tuple[float, float]:
