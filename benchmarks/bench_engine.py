@@ -22,10 +22,11 @@ Redis: only these are flushed. On each server, in this order:
 
 Cases within a section are interleaved round by round (A, B, C, ..., then
 again), and the median and the min-max over rounds are reported. Markdown tables
-go to stdout; ``--write-docs`` also writes ``docs/performance-engine.md``
-(generated: replaced whole) and ``docs/img/bench-*.png`` (``--docs-dir``
-elsewhere). ``--quick`` shrinks everything (a CI smoke run: about 20 s for
-both servers on a 2-core VM); the full run takes about 7 minutes.
+go to stdout; ``--write-docs`` also writes them into ``docs/performance.md``
+(between its ``bench_engine`` markers; the rest of the page is left alone) and
+the plots into ``docs/img/bench-*.png`` (``--docs-dir`` elsewhere).
+``--quick`` shrinks everything (a CI smoke run: about 20 s for both servers on
+a 2-core VM); the full run takes about 8 minutes.
 
 Needs the ``bench`` extra (matplotlib, redis-allocator 0.7.0, python-redis-lock).
 """
@@ -563,11 +564,14 @@ def main() -> None:
         print(f"\nWARNING: {warning}", flush=True)
     if args.write_docs:
         images = report.plots(runs, args.docs_dir / "img", s.processes)
-        page = args.docs_dir / "performance-engine.md"
+        page = args.docs_dir / "performance.md"
         command = COMMAND + (" --quick" if args.quick else "") + f" --servers {args.servers}"
         if args.before:
             command += f" --before {args.before}"
-        page.write_text(report.docs_page(runs, facts, s, command, skipped, elapsed))
+        generated = report.docs_page(runs, facts, s, command, skipped, elapsed)
+        page.write_text(
+            report.replace_generated(page.read_text() if page.exists() else "", generated)
+        )
         for path in [page, *images]:
             print(f"wrote {path}")
 
