@@ -14,7 +14,7 @@ import redis
 
 from django_redis_pool import Lock, ResourcePool, Semaphore
 from django_redis_pool.primitives.base import LeasedPrimitive
-from django_redis_pool.primitives.scripts import LIBRARY_NAME, library_source, runner_for
+from django_redis_pool.primitives.scripts import FAST, LIBRARY_NAME, library_source, runner_for
 
 from .primitive_helpers import expire_now, finish, in_thread, pool_of
 from .waiting import wait_for
@@ -191,6 +191,139 @@ def test_remembered_replies_are_bounded_per_primitive(redis_client: Any) -> None
     assert redis_client.hlen(f"{base}:done") <= 1000
     assert redis_client.hlen(f"{base}:done:old") <= 1001
     assert 0 < redis_client.pttl(f"{base}:done") <= 60_000, "and they expire"
+
+
+# -- the EVALSHA path's common-case scripts agree with the whole operations ---------
+
+
+def _normalized(client: Any, primitive: LeasedPrimitive) -> dict[bytes, Any]:
+    """``state_of`` with the primitive's name taken out of the keys and the
+    times (acquired, available since) blanked, to compare two primitives."""
+    base = primitive._engine.base.encode()
+    state = {}
+    for key, value in state_of(client, primitive).items():
+        if key.endswith(b":avail"):
+            value = [member for member, _ in value]  # the order, not the times
+        elif key.endswith(b":info"):  # tokens and times blanked
+            value = (
+                sorted((f, _blank(_blank(v, 0), 2)) for f, v in value.items() if f[:1] != b"\0"),
+                sorted(v for f, v in value.items() if f[:1] == b"\0"),
+            )
+        state[key.replace(base, b"")] = value
+    return state
+
+
+def _fast_and_full(client: Any, kind: str, setup: Any, op: str, *args: Any) -> bool:
+    """Build two identical primitives with ``setup``; run ``op``'s common-case
+    script on one and the whole operation on the other: the fast one either
+    answers and changes exactly what the whole one does, or says 'slow' and
+    changes nothing. True if it answered."""
+    made = []
+    for name in ("fast", "full"):
+        primitive: LeasedPrimitive
+        if kind == "pool":
+            primitive = pool_of(client, f"{kind}-{name}", "r1", "r2")
+        elif kind == "semaphore":
+            primitive = Semaphore(client, f"{kind}-{name}")
+            primitive.set_max_size(2)
+        else:
+            primitive = Lock(client, f"{kind}-{name}", reentrant=kind == "rlock", holder="h")
+        setup(primitive)
+        made.append(primitive)
+    fast, full = made
+    engine = fast._engine
+    packed = "|".join(map(str, args)).encode()
+    before = _normalized(client, fast)
+    script = runner_for(client)._script(FAST[op])
+    answer = script(engine._head[:1], (engine._head[1], packed))
+    if answer == b"slow":
+        assert _normalized(client, fast) == before, "'slow' changed something"
+        return False
+    expected = full._engine.run(op, *args)
+    if isinstance(answer, list):
+        answer = [part.decode() for part in answer]
+        answer[1] = _blank(_blank(answer[1].encode(), 2), 3)
+        expected[1] = _blank(_blank(expected[1].encode(), 2), 3)
+    elif isinstance(answer, bytes):
+        answer = answer.decode()
+    assert answer == expected
+    assert _normalized(client, fast) == _normalized(client, full)
+    return True
+
+
+def _nothing(primitive: LeasedPrimitive) -> None:
+    pass
+
+
+def _exhaust(primitive: LeasedPrimitive) -> None:
+    if isinstance(primitive, Semaphore):
+        assert primitive.acquire("x") and primitive.acquire("y")
+    elif isinstance(primitive, Lock):
+        assert primitive.acquire(holder="other")
+    else:
+        assert primitive.acquire(holder="x") and primitive.acquire(holder="y")
+
+
+def _hold(primitive: LeasedPrimitive) -> None:
+    primitive._engine.run("acquire", "held-tok", 30000, 0, -2, 2000, "", "h")
+
+
+def _hold_and_queue(primitive: LeasedPrimitive) -> None:
+    _exhaust(primitive)
+    primitive._engine.run("acquire", "queued-tok", 30000, 0, 60000, 2000, "", "w")
+
+
+@pytest.mark.parametrize("kind", ["pool", "semaphore", "lock", "rlock"])
+@pytest.mark.parametrize(
+    ("setup", "wait_ms", "token"),
+    [
+        (_nothing, -2, "new"),  # granted
+        (_exhaust, -2, "new"),  # none (or held)
+        (_exhaust, 60000, "new"),  # would queue: slow
+        (_hold, -2, "held-tok"),  # a retried request: slow
+        (_hold, -2, "new"),  # the holder asking again: held, or slow (a refresh)
+        (_hold_and_queue, -2, "new"),  # somebody queued: slow
+    ],
+    ids=["free", "exhausted", "wait", "retry", "again", "queued"],
+)
+def test_the_fast_acquire_agrees_with_acquire(
+    client: Any, kind: str, setup: Any, wait_ms: int, token: str
+) -> None:
+    answered = _fast_and_full(
+        client, kind, setup, "acquire", token, 30000, 0, wait_ms, 2000, "", "h"
+    )
+    if setup in (_nothing, _exhaust) and wait_ms == -2:
+        assert answered, "the common case is the fast script's to answer"
+
+
+@pytest.mark.parametrize("kind", ["pool", "semaphore", "lock", "rlock"])
+@pytest.mark.parametrize(
+    ("setup", "token", "fence", "force"),
+    [
+        (_hold, "held-tok", "", 0),  # released
+        (_hold, "", "", 0),  # by whoever holds it
+        (_hold, "other-tok", "", 0),  # not that lease: slow
+        (_hold, "held-tok", 1, 0),  # fenced: slow
+        (_hold, "", "", 1),  # force: slow
+        (_nothing, "held-tok", "", 0),  # nothing held: slow
+    ],
+    ids=["token", "whoever", "other", "fenced", "forced", "nothing"],
+)
+def test_the_fast_release_agrees_with_release(
+    client: Any, kind: str, setup: Any, token: str, fence: Any, force: int
+) -> None:
+    resource = "r1" if kind == "pool" else "h"
+    answered = _fast_and_full(client, kind, setup, "release", token, "req", fence, force, resource)
+    if token in ("held-tok", "") and fence == "" and not force and setup is _hold:
+        assert answered, "the common case is the fast script's to answer"
+
+
+def test_the_fast_release_leaves_a_waiter_to_the_whole_release(client: Any) -> None:
+    def held_with_waiter(primitive: LeasedPrimitive) -> None:
+        _hold(primitive)
+        primitive._engine.run("acquire", "w-tok", 30000, 0, 60000, 2000, "", "w")
+
+    _fast_and_full(client, "lock", held_with_waiter, "release", "held-tok", "req", "", 0, "h")
 
 
 # -- waits never block forever --------------------------------------------------------

@@ -13,7 +13,10 @@ clients on either path may serve one primitive together:
 * **EVALSHA** (Redis 6.2, Redis Cluster, or a server or ACL that refuses
   ``FUNCTION LOAD``): one script per operation, holding only the helpers it
   uses, run through redis-py's :class:`~redis.commands.core.Script` (which
-  loads it again on ``NOSCRIPT``).
+  loads it again on ``NOSCRIPT``). A script defines its helpers on every run,
+  which costs as much as the work of an uncontended acquire, so acquire and
+  release first run a small script for their common case (``FAST``), and the
+  whole operation only when that one answers ``slow``.
 
 Which path a client takes is found out on its first call and remembered per
 client object. Nothing here imports Django.
@@ -47,6 +50,10 @@ OPERATIONS = (
     "pool_disassociate",
     "sem_set_max",
 )
+#: On the EVALSHA path: operation -> the script of its common case, run first.
+FAST = {"acquire": "acquire_fast", "release": "release_fast"}
+_SLOW = (b"slow", "slow")
+
 #: The KEYS every operation receives: the primitive's base key (``engine.lua``).
 NUM_KEYS = 1
 
@@ -135,10 +142,20 @@ class ScriptRunner:
                 return self.client.fcall(f"{LIBRARY_NAME}_{op}", NUM_KEYS, *keys_and_args)
             self.functions = True
             return reply
+        keys, args = keys_and_args[:NUM_KEYS], keys_and_args[NUM_KEYS:]
+        fast = FAST.get(op)
+        if fast is not None:
+            reply = self._script(fast)(keys, args)
+            if reply not in _SLOW:
+                return reply
+        return self._script(op)(keys, args)
+
+    def _script(self, op: str) -> Any:
+        """The registered :class:`~redis.commands.core.Script` of ``op``."""
         script = self._scripts.get(op)
         if script is None:
             script = self._scripts[op] = self.client.register_script(script_source(op))
-        return script(keys_and_args[:NUM_KEYS], keys_and_args[NUM_KEYS:])
+        return script
 
     def _load_library(self, exc: ResponseError) -> bool:
         """After FCALL failed with ``exc``: load the library and return True, or

@@ -1,0 +1,47 @@
+-- acquire_fast: acquire's common case, for the EVALSHA path. A script defines
+-- every helper it carries on each run (a function library does so once), and
+-- acquire carries them all; this one carries three. It answers exactly as
+-- acquire would when the request is new, nobody is queued and no lease is due
+-- to be reclaimed: a grant, or 'none' / 'held' for a caller that does not wait.
+-- Anything else returns 'slow' having changed nothing, and the caller runs
+-- acquire itself. args[2]: as acquire's.
+local token, lease_ms, _, wait_ms, _, _, holder =
+  string.match(args[2], '^([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|(.*)$')
+local mine, held
+if SLOTS then
+  local got = redis.call('HMGET', K_INFO, '\0' .. token, holder)
+  mine, held = got[1], got[2]
+else
+  mine = redis.call('HGET', K_INFO, '\0' .. token)
+end
+if mine or redis.call('ZCARD', K_WAITQ) > 0 then
+  return 'slow'
+end
+local first = redis.call('ZRANGE', K_LEASES, 0, 0, 'WITHSCORES')[2]
+if first and first ~= 'inf' and tonumber(first) <= NOW then
+  return 'slow'
+end
+-- (Nothing is due, so every lease, `held` included, is live.)
+lease_ms = tonumber(lease_ms)
+if SLOTS then
+  local size = 1
+  if MODE == 'sem' then
+    size = tonumber(redis.call('GET', K_MAX))
+  end
+  if not size or (held and MODE ~= 'lock') then
+    return 'slow'  -- a max size to store, or an identity asking again
+  elseif held then
+    return 'held'
+  elseif size > redis.call('ZCARD', K_LEASES) then
+    return {holder, grant(holder, token, holder, lease_ms, false)}
+  end
+else
+  local resource = take_available()
+  if resource then
+    return {resource, grant(resource, token, holder, lease_ms, false)}
+  end
+end
+if wait_ms == '-2' then
+  return 'none'
+end
+return 'slow'
