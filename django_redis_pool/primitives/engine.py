@@ -77,7 +77,6 @@ class LeaseEngine:
         self.base = key_prefix(prefix, kind, name)
         self.wake_prefix = f"{self.base}:wake:"
         self.mode = mode
-        #: The KEYS and the mode, sent first with every operation.
         #: What every operation is sent first: its one key (the base; the
         #: scripts name the others from it) and the mode.
         self._head = (self.base.encode(), mode.encode())
