@@ -81,6 +81,7 @@ class LeaseEngine:
         #: scripts name the others from it) and the mode.
         self._head = (self.base.encode(), mode.encode())
         self._runner: ScriptRunner | None = None  # looked up on the first run
+        self._streaks: dict[str, int] = {}  # see ScriptRunner.call
         self._chunk: float | None = None
         #: Semaphores: the max size an acquire stores if Redis has none ("": none).
         self.default_max = ""
@@ -95,7 +96,7 @@ class LeaseEngine:
             args = ("|".join(map(str, args)).encode(),)
         runner = self._runner or self._first_runner()
         with backend_errors():
-            reply = runner.call(op, (*self._head, *args))
+            reply = runner.call(op, (*self._head, *args), self._streaks)
         return text(reply)
 
     def _first_runner(self) -> ScriptRunner:

@@ -16,7 +16,10 @@ clients on either path may serve one primitive together:
   loads it again on ``NOSCRIPT``). A script defines its helpers on every run,
   which costs as much as the work of an uncontended acquire, so acquire and
   release first run a small script for their common case (``FAST``), and the
-  whole operation only when that one answers ``slow``.
+  whole operation only when that one answers ``slow``. A primitive whose
+  common case just failed (it is contended: callers queue, releases hand
+  over) goes straight to the whole operation for its next ``SLOW_STREAK``
+  calls, rather than paying a second round trip each time.
 
 Which path a client takes is found out on its first call and remembered per
 client object. Nothing here imports Django.
@@ -52,6 +55,8 @@ OPERATIONS = (
 )
 #: On the EVALSHA path: operation -> the script of its common case, run first.
 FAST = {"acquire": "acquire_fast", "release": "release_fast"}
+#: Calls of an operation that skip its common-case script after it said 'slow'.
+SLOW_STREAK = 8
 _SLOW = (b"slow", "slow")
 
 #: The KEYS every operation receives: the primitive's base key (``engine.lua``).
@@ -131,23 +136,32 @@ class ScriptRunner:
             self.functions = False  # Redis Cluster: EVALSHA (loaded on every primary)
         self._scripts: dict[str, Any] = {}
 
-    def call(self, op: str, keys_and_args: tuple[Any, ...]) -> Any:
-        """Run ``op`` with ``NUM_KEYS`` keys followed by its arguments."""
+    def call(
+        self, op: str, keys_and_args: tuple[Any, ...], streaks: dict[str, int] | None = None
+    ) -> Any:
+        """Run ``op`` with ``NUM_KEYS`` keys followed by its arguments.
+        ``streaks`` (one per primitive, kept by the caller) counts the calls
+        left that skip the common-case script on the EVALSHA path."""
         if self.functions is not False:
             try:
                 reply = self.client.fcall(f"{LIBRARY_NAME}_{op}", NUM_KEYS, *keys_and_args)
             except ResponseError as exc:
                 if not self._load_library(exc):
-                    return self.call(op, keys_and_args)
+                    return self.call(op, keys_and_args, streaks)
                 return self.client.fcall(f"{LIBRARY_NAME}_{op}", NUM_KEYS, *keys_and_args)
             self.functions = True
             return reply
         keys, args = keys_and_args[:NUM_KEYS], keys_and_args[NUM_KEYS:]
         fast = FAST.get(op)
         if fast is not None:
-            reply = self._script(fast)(keys, args)
-            if reply not in _SLOW:
-                return reply
+            if streaks is not None and streaks.get(op):
+                streaks[op] -= 1
+            else:
+                reply = self._script(fast)(keys, args)
+                if reply not in _SLOW:
+                    return reply
+                if streaks is not None:
+                    streaks[op] = SLOW_STREAK
         return self._script(op)(keys, args)
 
     def _script(self, op: str) -> Any:
