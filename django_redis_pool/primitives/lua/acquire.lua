@@ -8,16 +8,8 @@
 -- Returns {resource, record} when granted | ms until the next expiry (-1 none)
 -- when queued | 'none' | 'unconfigured' (a semaphore without a max size) |
 -- 'held' (lock: the holder already holds it and the lock is not reentrant).
-local token, lease_ms, priority, wait_ms, alive_ms, default_max, holder =
-  string.match(args[2], '^([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|(.*)$')
-lease_ms, priority, wait_ms = tonumber(lease_ms), tonumber(priority), tonumber(wait_ms)
-local mine, held
-if SLOTS then
-  local got = redis.call('HMGET', K_INFO, '\0' .. token, holder)
-  mine, held = got[1], got[2]
-else
-  mine = redis.call('HGET', K_INFO, '\0' .. token)
-end
+local token, lease_ms, priority, wait_ms, alive_ms, default_max, holder, mine, held =
+  acquire_request(args[2])
 if mine then  -- a retry of this request
   local state, resource, raw = token_state(token, mine)
   if state == 'queued' then
@@ -95,6 +87,6 @@ if SHARING then
   redis.call('ZADD', BASE .. ':wid:' .. holder, 0, id)
 end
 redis.call('HSET', K_WINFO, id, encode_waiter({t = token, l = lease_ms, p = priority, s = NOW,
-  dl = deadline, alive = NOW + tonumber(alive_ms) + GRACE_MS, re = re, h = holder}))
+  dl = deadline, alive = NOW + alive_ms + GRACE_MS, re = re, h = holder}))
 redis.call('HSET', K_INFO, '\0' .. token, 'w' .. id)
 return next_expiry_ms()

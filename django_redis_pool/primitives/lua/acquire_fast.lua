@@ -5,15 +5,7 @@
 -- to be reclaimed: a grant, or 'none' / 'held' for a caller that does not wait.
 -- Anything else returns 'slow' having changed nothing, and the caller runs
 -- acquire itself. args[2]: as acquire's.
-local token, lease_ms, _, wait_ms, _, _, holder =
-  string.match(args[2], '^([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|(.*)$')
-local mine, held
-if SLOTS then
-  local got = redis.call('HMGET', K_INFO, '\0' .. token, holder)
-  mine, held = got[1], got[2]
-else
-  mine = redis.call('HGET', K_INFO, '\0' .. token)
-end
+local token, lease_ms, _, wait_ms, _, _, holder, mine, held = acquire_request(args[2])
 if mine or redis.call('ZCARD', K_WAITQ) > 0 then
   return 'slow'
 end
@@ -22,7 +14,6 @@ if first and first ~= 'inf' and tonumber(first) <= NOW then
   return 'slow'
 end
 -- (Nothing is due, so every lease, `held` included, is live.)
-lease_ms = tonumber(lease_ms)
 if SLOTS then
   local size = 1
   if MODE == 'sem' then
@@ -41,7 +32,7 @@ else
     return {resource, grant(resource, token, holder, lease_ms, false)}
   end
 end
-if wait_ms == '-2' then
+if wait_ms == -2 then
   return 'none'
 end
 return 'slow'

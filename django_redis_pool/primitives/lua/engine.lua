@@ -411,6 +411,24 @@ local function token_state(token, s)
   return 'queued', string.sub(s, 2)
 end
 
+-- @fn acquire_request
+-- An acquire's packed arguments (see acquire.lua), numbers converted, then
+-- what Redis holds for it: the token's entry (set if this is a retry) and, in
+-- slot modes, the holder's own lease record.
+local function acquire_request(packed)
+  local token, lease_ms, priority, wait_ms, alive_ms, default_max, holder =
+    string.match(packed, '^([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|(.*)$')
+  local mine, held
+  if SLOTS then
+    local got = redis.call('HMGET', K_INFO, '\0' .. token, holder)
+    mine, held = got[1], got[2]
+  else
+    mine = redis.call('HGET', K_INFO, '\0' .. token)
+  end
+  return token, tonumber(lease_ms), tonumber(priority), tonumber(wait_ms), tonumber(alive_ms),
+    default_max, holder, mine, held
+end
+
 -- @fn remember
 -- A finished request's reply, remembered for a retry of the same request.
 local function remember(id, reply)
