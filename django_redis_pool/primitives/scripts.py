@@ -14,12 +14,12 @@ clients on either path may serve one primitive together:
   ``FUNCTION LOAD``): one script per operation, holding only the helpers it
   uses, run through redis-py's :class:`~redis.commands.core.Script` (which
   loads it again on ``NOSCRIPT``). A script defines its helpers on every run,
-  which costs as much as the work of an uncontended acquire, so acquire and
-  release first run a small script for their common case (``FAST``), and the
-  whole operation only when that one answers ``slow``. A primitive whose
-  common case just failed (it is contended: callers queue, releases hand
-  over) goes straight to the whole operation for its next ``SLOW_STREAK``
-  calls, rather than paying a second round trip each time.
+  which costs as much as the work of an uncontended acquire, so acquire,
+  release and renew first run a small script for their common case
+  (``FAST``), and the whole operation only when that one answers ``slow``.
+  A primitive whose common case just failed (it is contended: callers queue,
+  releases hand over) goes straight to the whole operation for its next
+  ``SLOW_STREAK`` calls, rather than paying a second round trip each time.
 
 Which path a client takes is found out on its first call and remembered per
 client object. Nothing here imports Django.
@@ -54,7 +54,7 @@ OPERATIONS = (
     "sem_set_max",
 )
 #: On the EVALSHA path: operation -> the script of its common case, run first.
-FAST = {"acquire": "acquire_fast", "release": "release_fast"}
+FAST = {"acquire": "acquire_fast", "release": "release_fast", "renew": "renew_fast"}
 #: Calls of an operation that skip its common-case script after it said 'slow'.
 SLOW_STREAK = 8
 _SLOW = (b"slow", "slow")

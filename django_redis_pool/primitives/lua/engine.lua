@@ -429,6 +429,29 @@ local function acquire_request(packed)
     default_max, holder, mine, held
 end
 
+-- @fn renew_request
+-- A renew's packed arguments (see renew.lua): the resource, the lease ms, and
+-- its lease record if it is held under the token ('' = whoever holds it).
+local function renew_request(packed)
+  local token, lease_ms, res = string.match(packed, '^([^|]*)|([^|]*)|(.*)$')
+  local rec = decode(redis.call('HGET', K_INFO, res))
+  if rec and token ~= '' and rec.t ~= token then
+    rec = nil
+  end
+  return res, tonumber(lease_ms), rec
+end
+
+-- @fn extend
+-- Extend the live lease `rec` on `res` by `lease_ms` (-2: its own duration);
+-- returns the new expiry in ms (-1 none).
+local function extend(res, rec, lease_ms)
+  if lease_ms == -2 then
+    lease_ms = rec.l
+  end
+  set_lease(res, rec, lease_ms)
+  return rec.e
+end
+
 -- @fn remember
 -- A finished request's reply, remembered for a retry of the same request.
 local function remember(id, reply)

@@ -1,19 +1,14 @@
 -- renew: extend a live lease (and confirm a provisional grant). args[2]
 -- (packed): token ('' for whoever holds it) | lease ms (-1 no expiry, -2 keep
 -- the lease's own duration) | resource.
--- Returns the new expiry in ms (-1 none), or -2 when the lease is lost.
-local token, lease_ms, res = string.match(args[2], '^([^|]*)|([^|]*)|(.*)$')
-lease_ms = tonumber(lease_ms)
-local rec = decode(redis.call('HGET', K_INFO, res))
-if not rec or (token ~= '' and rec.t ~= token) then
+-- Returns the new expiry in ms (-1 none), or -2 when the lease is lost (an
+-- expired one is reclaimed on the way).
+local res, lease_ms, rec = renew_request(args[2])
+if not rec then
   return -2
 end
 if is_expired(rec) then
   end_lease(res, rec)
   return -2
 end
-if lease_ms == -2 then
-  lease_ms = rec.l
-end
-set_lease(res, rec, lease_ms)
-return rec.e
+return extend(res, rec, lease_ms)
