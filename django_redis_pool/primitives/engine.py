@@ -119,16 +119,7 @@ class LeaseEngine:
         chunk = self._wait_chunk()
         args = (lease_ms, priority, holder)
         try:
-            reply = self.run(
-                "acquire",
-                token,
-                lease_ms,
-                priority,
-                wait_ms,
-                to_ms(chunk),
-                self.default_max,
-                holder,
-            )
+            reply = self._request(token, args, wait_ms, to_ms(chunk))
             if type(reply) is list:
                 return self._lease(reply[0], reply[1])
             if type(reply) is int:
@@ -188,26 +179,24 @@ class LeaseEngine:
                 # provisional grant lapsed. Queue again only if time is left.
                 if deadline is not None and deadline <= time.monotonic():
                     return None
-                lease_ms, priority, holder = args
-                reply = self.run(
-                    "acquire",
-                    token,
-                    lease_ms,
-                    priority,
-                    _remaining_ms(deadline),
-                    alive_ms,
-                    self.default_max,
-                    holder,
-                )
+                reply = self._request(token, args, _remaining_ms(deadline), alive_ms)
                 if type(reply) is list:
                     lease = self._lease(reply[0], reply[1])
                     if lease is not None:
                         return lease
                     continue
                 if type(reply) is not int:
-                    self._refused(reply, holder, True)
+                    self._refused(reply, args[2], True)
                     return None
             next_expiry_ms = reply
+
+    def _request(self, token: str, args: tuple[int, int, str], wait_ms: int, alive_ms: int) -> Any:
+        """Run the acquire operation for ``token``; ``args`` is (lease ms,
+        priority, holder)."""
+        lease_ms, priority, holder = args
+        return self.run(
+            "acquire", token, lease_ms, priority, wait_ms, alive_ms, self.default_max, holder
+        )
 
     def _refused(self, reply: str, holder: str, wait: bool) -> None:
         """Raise for the acquire replies that mean it cannot be served: a

@@ -38,7 +38,17 @@ from redis.exceptions import NoPermissionError, ResponseError
 
 from ._common import load_lua
 
-__all__ = ["LIBRARY_NAME", "NUM_KEYS", "OPERATIONS", "ScriptRunner", "library_source", "runner_for"]
+__all__ = [
+    "FAST",
+    "LIBRARY_NAME",
+    "NUM_KEYS",
+    "OPERATIONS",
+    "SLOW_STREAK",
+    "ScriptRunner",
+    "library_source",
+    "runner_for",
+    "script_source",
+]
 
 #: Every lease-engine operation, one ``lua/<name>.lua`` each.
 OPERATIONS = (
@@ -103,9 +113,9 @@ def script_source(op: str) -> str:
 
 
 @cache
-def library_source() -> str:
-    """The function library: every helper and operation, registered under
-    names that carry the source's digest."""
+def _library() -> tuple[str, str]:
+    """(name, source) of the function library: every helper and operation,
+    registered under names that carry the digest of their code."""
     header, blocks = _parts()
     code = header + "".join(blocks.values()) + "".join(_body(op) for op in OPERATIONS)
     name = "drp_" + hashlib.sha1(code.encode()).hexdigest()[:12]
@@ -114,11 +124,16 @@ def library_source() -> str:
         f"  begin(keys, args)\n  return op_{op}(args)\nend)\n"
         for op in OPERATIONS
     )
-    return f"#!lua name={name}\n{code}{registered}"
+    return name, f"#!lua name={name}\n{code}{registered}"
 
 
-#: The function library's name (``drp_<digest of its source>``).
-LIBRARY_NAME = library_source().split("name=", 1)[1].split("\n", 1)[0]
+def library_source() -> str:
+    """The function library's source, as ``FUNCTION LOAD`` takes it."""
+    return _library()[1]
+
+
+#: The function library's name (``drp_<digest of its code>``).
+LIBRARY_NAME = _library()[0]
 
 
 class ScriptRunner:
