@@ -126,8 +126,8 @@ def main() -> None:
         from django.core.management import call_command
         from django.test import Client
 
-        from django_redis_pool import registry
-        from django_redis_pool.lease_panels import PAGE_SIZE
+        from django_redis_pool import get_pool, registry
+        from django_redis_pool.kinds.leases import PAGE_SIZE
 
         call_command("migrate", verbosity=0)
         browser = Client()
@@ -135,11 +135,11 @@ def main() -> None:
         print(f"{'case':<14}" + "".join(f"{n:>22,}" for n in SIZES))
         rows: dict[str, list[str]] = {}
         for n in SIZES:
-            pool = registry.get_pool(f"pool-{n}")
+            pool = get_pool(f"pool-{n}")
             fill(pool, n)
         sent = count_commands(registry.get_connection())
         for n in SIZES:
-            pool = registry.get_pool(f"pool-{n}")
+            pool = get_pool(f"pool-{n}")
             base = f"/admin/django_redis_pool/dashboard/pool-{n}/"
             last = -(-(n - n // 10) // PAGE_SIZE)
 

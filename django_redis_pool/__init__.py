@@ -2,8 +2,8 @@
 
 The Redis primitives (:class:`ResourcePool`, :class:`Semaphore`, :class:`Lock`,
 ...) work with a bare redis-py client and never import Django. The ``get_*`` accessors read the
-``DJANGO_REDIS_POOL`` setting; they are imported lazily so that importing this
-package does not require configured Django settings.
+``DJANGO_REDIS_POOL`` setting; they and ``with_resource`` are imported lazily so
+that importing this package does not require configured Django settings.
 """
 
 from __future__ import annotations
@@ -23,7 +23,11 @@ from .primitives.pool import ResourcePool
 from .primitives.semaphore import Semaphore
 
 if TYPE_CHECKING:
-    from .registry import get_lock, get_pool, get_resource, get_semaphore
+    from .decorators import with_resource
+    from .kinds.lock import get_lock
+    from .kinds.pool import get_pool
+    from .kinds.semaphore import get_semaphore
+    from .registry import get_resource
 
 __version__ = "0.1.0.dev0"
 
@@ -41,14 +45,22 @@ __all__ = [
     "get_pool",
     "get_resource",
     "get_semaphore",
+    "with_resource",
 ]
 
-_REGISTRY_NAMES = {"get_lock", "get_pool", "get_resource", "get_semaphore"}
+#: What needs configured settings (or Django) is imported on first use.
+_LAZY = {
+    "get_lock": "django_redis_pool.kinds.lock.get_lock",
+    "get_pool": "django_redis_pool.kinds.pool.get_pool",
+    "get_resource": "django_redis_pool.registry.get_resource",
+    "get_semaphore": "django_redis_pool.kinds.semaphore.get_semaphore",
+    "with_resource": "django_redis_pool.decorators.with_resource",
+}
 
 
 def __getattr__(name: str) -> Any:
-    if name in _REGISTRY_NAMES:
-        from . import registry
+    if name in _LAZY:
+        from django.utils.module_loading import import_string
 
-        return getattr(registry, name)
+        return import_string(_LAZY[name])
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

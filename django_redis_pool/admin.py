@@ -32,7 +32,7 @@ from django.template.loader import render_to_string
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
 
-from . import conf, dashboard, registry
+from . import conf, dashboard, kinds, registry
 from .exceptions import BackendUnavailable, PoolError
 from .models import Dashboard
 
@@ -124,6 +124,7 @@ class DashboardAdmin(admin.ModelAdmin):
             "rows": rows,
             "connection": connection_label(config.connection),
             "key_prefix": config.key_prefix,
+            "kinds": kinds.plurals(),
         }
         return TemplateResponse(request, "admin/django_redis_pool/dashboard.html", context)
 

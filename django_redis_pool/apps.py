@@ -7,8 +7,8 @@ from django.apps import AppConfig
 
 class DjangoRedisPoolConfig(AppConfig):
     """Registers the system checks, the settings-change receiver, the
-    listener that turns lost leases into the ``lease_lost`` signal and the
-    admin dashboard's panels of the lease-engine kinds.
+    listener that turns lost leases into the ``lease_lost`` signal, and loads
+    the kinds (which register their admin dashboard panels).
 
     ``ready()`` does no Redis I/O: connections are made on first use.
     """
@@ -21,13 +21,14 @@ class DjangoRedisPoolConfig(AppConfig):
         from django.core import checks as django_checks
         from django.core.signals import setting_changed
 
-        from . import checks, holds, lease_panels, registry  # noqa: F401 (panels register)
+        from . import checks, kinds, registry, signals
         from .primitives import lease
 
         django_checks.register(checks.check_settings, checks.TAG)
         django_checks.register(checks.check_view_resources, checks.TAG, django_checks.Tags.urls)
-        if holds.on_lease_lost not in lease.lost_listeners:
-            lease.lost_listeners.append(holds.on_lease_lost)
+        kinds.all_kinds()
+        if signals.on_lease_lost not in lease.lost_listeners:
+            lease.lost_listeners.append(signals.on_lease_lost)
         setting_changed.connect(
             registry.on_setting_changed, dispatch_uid="django_redis_pool.registry"
         )

@@ -25,15 +25,15 @@ ID                    Problem
 ``E010``              Unknown key in ``CONNECTION``.
 ``E011``              Bad ``CLUSTER``, ``SENTINELS`` or ``SERVICE_NAME`` value.
 ``E012``              ``KEY_PREFIX`` is not a valid name.
-``E013``              A kind mapping (``POOLS``, ``SEMAPHORES``, ...) is not a dict.
+``E013``              A kind's mapping of entries is not a dict.
 ``E014``              An entry name is not a valid name (non-empty str, at most 200
                       characters, no braces or whitespace).
 ``E015``              An entry is not a dict of options.
 ``E016``              A name is used by more than one kind (names are unique across
                       kinds).
 ``E017``              Unknown option key in an entry (close matches are suggested).
-``E018``              Bad option value (``ORDER``, ``LEASE_TIMEOUT``, ``RESOURCES``,
-                      ``MAX_SIZE``, ``REENTRANT``, ``AUTO_RENEW``, ``TIMEOUT``).
+``E018``              Bad option value (each kind's options are documented with the
+                      kind).
 ``E019``              ``MIDDLEWARE`` is not a list.
 ``E020``              A ``MIDDLEWARE`` rule is invalid (not a dict, unknown or missing
                       key, bad regex, unconfigured ``RESOURCE``, bad ``METHODS``,
@@ -60,8 +60,8 @@ from urllib.parse import urlsplit
 
 from django.core import checks
 
-from . import conf
-from .primitives._common import check_name
+from . import conf, kinds
+from .primitives.validators import check_name
 
 __all__ = ["TAG", "check_settings", "check_view_resources", "validate"]
 
@@ -149,7 +149,7 @@ def check_view_resources(app_configs: Any = None, **kwargs: Any) -> list[checks.
                     f"{view} is decorated with @with_resource({guard.name!r}), but "
                     f"{guard.name!r} is not configured in {conf.SETTING_NAME}.",
                     hint=f"Fix the name, or configure it, e.g. in "
-                    f"{conf.setting_path('POOLS')}. Configured: "
+                    f"{conf.setting_path(kinds.example_key())}. Configured: "
                     f"{', '.join(map(repr, sorted(usable))) or 'none'}.",
                     obj=view,
                     id=f"{_PREFIX}.E023",
@@ -188,16 +188,16 @@ def validate(raw: Any, caches: Any) -> list[checks.CheckMessage]:
             1,
             f"{conf.SETTING_NAME} must be a dict, got {type(raw).__name__}.",
             f'Set {conf.SETTING_NAME} = {{"CONNECTION": {{"URL": "redis://..."}}, '
-            '"POOLS": {...}}.',
+            f'"{kinds.example_key()}": {{...}}}}.',
         )
         return report.messages
     for key in raw:
-        if key not in conf.TOP_LEVEL_KEYS:
+        if key not in conf.top_level_keys():
             report.error(
                 2,
                 f"{conf.setting_path(key)} is not a known key.",
-                f"{_did_you_mean(key, conf.TOP_LEVEL_KEYS)}"
-                f"Known keys: {', '.join(conf.TOP_LEVEL_KEYS)}.",
+                f"{_did_you_mean(key, conf.top_level_keys())}"
+                f"Known keys: {', '.join(conf.top_level_keys())}.",
             )
     if "CONNECTION" in raw:
         _check_connection(raw["CONNECTION"], caches, report)
@@ -382,10 +382,10 @@ def _check_sentinels(connection: dict[str, Any], report: _Report) -> None:
 # --------------------------------------------------------------- kinds, entries
 
 
-def _check_kinds(raw: dict[str, Any], report: _Report) -> dict[str, conf.Kind]:
+def _check_kinds(raw: dict[str, Any], report: _Report) -> dict[str, kinds.Kind]:
     """Check every kind mapping; returns the usable names (supported kinds)."""
-    kinds_of_name: dict[str, list[conf.Kind]] = {}
-    for kind in conf.KINDS:
+    kinds_of_name: dict[str, list[kinds.Kind]] = {}
+    for kind in kinds.all_kinds():
         if kind.setting_key not in raw:
             continue
         path = conf.setting_path(kind.setting_key)
@@ -401,9 +401,9 @@ def _check_kinds(raw: dict[str, Any], report: _Report) -> dict[str, conf.Kind]:
         if entries and not kind.supported:
             report.warning(
                 1,
-                f"{path} ({kind.label}s) is not supported by this version yet; its entries "
+                f"{path} ({kind.plural}) is not supported by this version yet; its entries "
                 f"({', '.join(map(repr, entries))}) cannot be used.",
-                f"Remove {path}, or upgrade django-redis-pool to a version with {kind.label}s.",
+                f"Remove {path}, or upgrade django-redis-pool to a version with {kind.plural}.",
             )
         for name, entry in entries.items():
             try:
@@ -428,18 +428,18 @@ def _check_kinds(raw: dict[str, Any], report: _Report) -> dict[str, conf.Kind]:
                 continue
             if kind.supported:
                 _check_options(kind, name, entry, report)
-    for name, kinds in kinds_of_name.items():
-        if len(kinds) > 1:
-            paths = " and ".join(conf.setting_path(k.setting_key, name) for k in kinds)
+    for name, owners in kinds_of_name.items():
+        if len(owners) > 1:
+            paths = " and ".join(conf.setting_path(k.setting_key, name) for k in owners)
             report.error(
                 16,
                 f"The name {name!r} is used by {paths}; a name must be unique across all kinds.",
                 "Rename all but one of them.",
             )
-    return {name: kinds[0] for name, kinds in kinds_of_name.items() if kinds[0].supported}
+    return {name: owners[0] for name, owners in kinds_of_name.items() if owners[0].supported}
 
 
-def _check_options(kind: conf.Kind, name: str, entry: Mapping[Any, Any], report: _Report) -> None:
+def _check_options(kind: kinds.Kind, name: str, entry: Mapping[Any, Any], report: _Report) -> None:
     for key, value in entry.items():
         path = conf.setting_path(kind.setting_key, name, key)
         option = kind.options.get(key)

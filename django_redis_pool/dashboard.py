@@ -2,17 +2,18 @@
 
 The dashboard's views (:mod:`.admin`) know no kind: each kind brings
 
-- one **summary** (``@summary("pool")``): the counts and health of one row of
-  the overview, read in one round trip;
-- **sections** of its detail page (``@section("pool", title=..., template=...)``):
-  a function ``(primitive, request) -> context`` and the template that renders it;
-- **actions** (``@action("pool", "add", label=..., form=...)``): a function
+- one **summary** (``@summary(kind_name)``): the counts and health of one row
+  of the overview, read in one round trip;
+- **sections** of its detail page (``@section(kind_name, title=...,
+  template=...)``): a function ``(primitive, request) -> context`` and the
+  template that renders it;
+- **actions** (``@action(kind_name, "add", label=..., form=...)``): a function
   ``(primitive, data) -> message`` run by a POST from a confirmation page, for
   operators with the change permission.
 
-The pools, semaphores and locks register theirs in :mod:`.lease_panels`, which
-the app config imports when Django starts; a later kind adds a module like it,
-imported from an ``AppConfig.ready()``.
+Each kind registers its own from its module of :mod:`.kinds`, which the app
+config loads when Django starts; a project adds a section or an action to a
+kind from a module imported by an ``AppConfig.ready()``.
 """
 
 from __future__ import annotations

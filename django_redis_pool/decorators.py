@@ -9,7 +9,7 @@ from typing import Any, TypeVar
 from asgiref.sync import iscoroutinefunction
 from django.http import HttpRequest
 
-from .holds import Guard, _on_event_loop
+from .guard import Guard, on_event_loop
 
 __all__ = ["with_resource"]
 
@@ -27,17 +27,19 @@ def with_resource(
 ) -> Callable[[View], View]:
     """Hold the configured primitive ``name`` while the decorated view runs.
 
-    Before the view, acquire: a pool gives a :class:`Lease`, a semaphore a
-    :class:`Lease` on a slot for ``identity(request)`` (default: a unique id per
-    request), a lock a :class:`Lock` held by the request. The hold is
+    Before the view, acquire what the primitive's kind holds for a request
+    (:meth:`Kind.hold <django_redis_pool.kinds.Kind.hold>`; the kind's docs say
+    what: a :class:`Lease`, or an object of the request's own), as the holder
+    ``identity(request)`` (default: a unique id per request). The hold is
     ``request.resources[name]``. It is released once the response is closed (for a
     streaming or file response: after its last chunk), or at once if the view
     raises.
 
-    ``timeout``: how long to wait (None: a lock's ``TIMEOUT``, else forever; 0: do
-    not wait). ``lease_timeout``: the hold's lease (None: the primitive's default).
-    ``identity``: a function of the request (or its dotted path) naming the holder;
-    for a semaphore, requests with the same identity share one slot.
+    ``timeout``: how long to wait (None: the primitive's own ``TIMEOUT`` if its
+    kind has one, else forever; 0: do not wait). ``lease_timeout``: the hold's
+    lease (None: the primitive's default). ``identity``: a function of the request
+    (or its dotted path) naming the holder; where holds are per identity (slots),
+    requests with the same identity share one.
 
     When nothing is granted in time, the response has ``status`` and a
     ``Retry-After`` header of ``retry_after`` seconds (default: the ceiling of
@@ -71,7 +73,7 @@ def with_resource(
 
             @functools.wraps(view)
             def sync_wrapped(request: HttpRequest, *args: Any, **kwargs: Any) -> Any:
-                if _on_event_loop():  # e.g. dispatch() of an async class-based view
+                if on_event_loop():  # e.g. dispatch() of an async class-based view
                     return guard.acall(request, view, args, kwargs)
                 return guard.call(request, view, args, kwargs)
 

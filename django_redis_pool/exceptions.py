@@ -8,12 +8,18 @@ still handles them sensibly.
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+
+import redis.exceptions
+
 __all__ = [
     "BackendUnavailable",
     "NotConfigured",
     "NotOwned",
     "PoolError",
     "ResourceUnavailable",
+    "backend_errors",
 ]
 
 
@@ -36,3 +42,26 @@ class NotConfigured(PoolError, TypeError):
 
 class BackendUnavailable(PoolError, ConnectionError):
     """Redis could not be reached. The redis-py error is the ``__cause__``."""
+
+
+@contextlib.contextmanager
+def backend_errors() -> Iterator[None]:
+    """Translate redis-py errors into this library's errors.
+
+    Connection problems become :class:`BackendUnavailable` (with the redis-py
+    error as ``__cause__``); any other Redis error becomes :class:`PoolError`.
+    """
+    try:
+        yield
+    except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
+        raise BackendUnavailable(f"Redis could not be reached: {exc}") from exc
+    except redis.exceptions.RedisError as exc:
+        if type(exc).__name__ in {
+            "BusyLoadingError",
+            "ClusterDownError",
+            "MasterDownError",
+            "ReadOnlyError",  # a failover left us on a replica
+            "TryAgainError",
+        }:
+            raise BackendUnavailable(f"Redis could not be reached: {exc}") from exc
+        raise PoolError(f"Redis rejected the operation: {exc}") from exc

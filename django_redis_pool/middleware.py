@@ -17,7 +17,7 @@ from asgiref.sync import iscoroutinefunction, markcoroutinefunction
 from django.http import HttpRequest
 
 from . import conf, registry
-from .holds import Guard
+from .guard import Guard
 
 __all__ = ["ResourceMiddleware"]
 

@@ -2,7 +2,7 @@
 a place in the admin index and the app its own permissions.
 
 No table is created. ``django_redis_pool.view_dashboard`` lets staff open the
-dashboard; ``django_redis_pool.change_dashboard`` lets them act on the pools.
+dashboard; ``django_redis_pool.change_dashboard`` lets them act on the primitives.
 """
 
 from __future__ import annotations

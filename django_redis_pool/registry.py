@@ -1,4 +1,5 @@
-"""Configured primitives by name: ``get_pool("printers")``.
+"""Configured primitives by name: ``get_resource("printers")``, and
+:func:`get` for the typed accessors of the kinds (``get_pool``).
 
 Everything is built lazily on first use from ``settings.DJANGO_REDIS_POOL`` and
 cached per process: one Redis client (:func:`get_connection`) and one primitive per
@@ -19,21 +20,16 @@ from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
 
-from . import conf
-from .exceptions import BackendUnavailable, NotConfigured
-from .primitives._common import backend_errors
-from .primitives.lock import Lock
-from .primitives.pool import ResourcePool
-from .primitives.semaphore import Semaphore
+from . import conf, kinds
+from .exceptions import BackendUnavailable, NotConfigured, backend_errors
+from .kinds import Kind
 
 __all__ = [
     "clear_caches",
+    "get",
     "get_config",
     "get_connection",
-    "get_lock",
-    "get_pool",
     "get_resource",
-    "get_semaphore",
 ]
 
 _lock = threading.RLock()
@@ -60,7 +56,7 @@ def on_setting_changed(*, setting: str, **kwargs: Any) -> None:
 def get_config() -> conf.Config:
     """The parsed ``DJANGO_REDIS_POOL`` setting (validated like the system checks)."""
     global _config
-    config = _config  # fast path, no lock: a global read is atomic
+    config = _config  # fast path, unsynchronised: a global read is atomic
     if config is not None:
         return config
     with _lock:
@@ -160,12 +156,12 @@ def _entry(name: str) -> conf.Entry:
         configured = ", ".join(map(repr, config.names())) or "none"
         raise NotConfigured(
             f"{name!r} is not configured in {conf.SETTING_NAME} (configured names: "
-            f"{configured}). Add it, e.g. to {conf.setting_path('POOLS')}."
+            f"{configured}). Add it, e.g. to {conf.setting_path(kinds.example_key())}."
         )
     if not entry.kind.supported:
         raise NotConfigured(
             f"{name!r} is configured in {conf.setting_path(entry.kind.setting_key)}, but "
-            f"{entry.kind.label}s are not supported by this version yet."
+            f"{entry.kind.plural} are not supported by this version yet."
         )
     return entry
 
@@ -174,33 +170,31 @@ def _build(entry: conf.Entry) -> Any:
     with _lock:
         resource = _resources.get(entry.name)
         if resource is None:
-            assert entry.kind.factory is not None
-            resource = entry.kind.factory(
+            resource = entry.kind.build(
                 get_connection(), entry.name, get_config().key_prefix, entry.options
             )
             _resources[entry.name] = resource
         return resource
 
 
-def _get(kind_name: str, name: str) -> Any:
-    built = _resources.get(name)  # fast path, no lock: a dict read is atomic
-    if built is not None and built.kind == kind_name:
+def get(kind: Kind, name: str) -> Any:
+    """The configured primitive ``name``, which must be of ``kind``: what each
+    kind's accessor (``get_pool``) returns. Raises :class:`NotConfigured`
+    listing the names of that kind."""
+    built = _resources.get(name)  # fast path, unsynchronised: a dict read is atomic
+    if built is not None and built.kind == kind.name:
         return built
     with _lock:  # one consistent configuration for the lookup and the build
-        return _get_locked(conf.KINDS_BY_NAME[kind_name], name)
-
-
-def _get_locked(kind: conf.Kind, name: str) -> Any:
-    config = get_config()
-    entry = config.entries.get(name) if isinstance(name, str) else None
-    if entry is None or entry.kind is not kind:
-        configured = ", ".join(map(repr, config.names(kind))) or "none"
-        found = f" (it is a {entry.kind.label})" if entry is not None else ""
-        raise NotConfigured(
-            f"No {kind.label} named {name!r} in {conf.setting_path(kind.setting_key)}"
-            f"{found}; configured {kind.label}s: {configured}. Add it there."
-        )
-    return _build(_entry(name))
+        config = get_config()
+        entry = config.entries.get(name) if isinstance(name, str) else None
+        if entry is None or entry.kind is not kind:
+            configured = ", ".join(map(repr, config.names(kind))) or "none"
+            found = f" (it is a {entry.kind.label})" if entry is not None else ""
+            raise NotConfigured(
+                f"No {kind.label} named {name!r} in {conf.setting_path(kind.setting_key)}"
+                f"{found}; configured {kind.plural}: {configured}. Add it there."
+            )
+        return _build(_entry(name))
 
 
 def get_resource(name: str) -> Any:
@@ -209,38 +203,8 @@ def get_resource(name: str) -> Any:
     Raises :class:`NotConfigured` if no kind has that name (or its kind is not
     supported yet) and ``ImproperlyConfigured`` if the setting is invalid.
     """
-    built = _resources.get(name) if isinstance(name, str) else None  # fast path, no lock
+    built = _resources.get(name) if isinstance(name, str) else None  # fast path, unsynchronised
     if built is not None:
         return built
     with _lock:
         return _build(_entry(name))
-
-
-def get_pool(name: str) -> ResourcePool:
-    """The :class:`ResourcePool` configured in ``DJANGO_REDIS_POOL["POOLS"][name]``."""
-    pool: ResourcePool = _get("pool", name)
-    return pool
-
-
-def get_semaphore(name: str) -> Semaphore:
-    """The :class:`Semaphore` configured in ``DJANGO_REDIS_POOL["SEMAPHORES"][name]``.
-
-    Its ``MAX_SIZE`` is stored in Redis by the first acquire that finds no max
-    size there (``manage.py pool_sync`` overwrites it). Building it does no I/O.
-    """
-    semaphore: Semaphore = _get("semaphore", name)
-    return semaphore
-
-
-def get_lock(name: str) -> Lock:
-    """The :class:`Lock` configured in ``DJANGO_REDIS_POOL["LOCKS"][name]``.
-
-    One Lock object per process: its default holder is still unique per thread.
-    """
-    lock: Lock = _get("lock", name)
-    return lock
-
-
-# Accessors of the kinds reserved in ``conf.KINDS`` go here once their factory exists,
-# one line each like get_pool (and into __all__ and the package's lazy exports):
-# get_allocator ("allocator"), get_queue ("queue"), get_object_pool ("object_pool").

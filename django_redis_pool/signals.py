@@ -1,9 +1,9 @@
 """Signals sent by django-redis-pool.
 
-Every signal's ``sender`` is the primitive's class (:class:`ResourcePool`,
-:class:`Semaphore`, :class:`Lock`) and carries the primitive's configured
-``name``. Receivers run in the thread that sent the signal (for an async view,
-a worker thread): keep them quick, and never let them raise.
+Every signal's ``sender`` is the primitive's class (its kind's ``primitive``)
+and carries the primitive's configured ``name``. Receivers run in the thread
+that sent the signal (for an async view, a worker thread): keep them quick, and
+never let them raise.
 
 =========================  ===============================================================
 Signal                     Keyword arguments
@@ -25,7 +25,12 @@ Signal                     Keyword arguments
 
 from __future__ import annotations
 
+import logging
+from typing import Any
+
 from django.dispatch import Signal
+
+from .primitives.lease import Lease
 
 __all__ = [
     "lease_lost",
@@ -33,10 +38,30 @@ __all__ = [
     "resource_acquired",
     "resource_released",
     "resource_unavailable",
+    "send",
 ]
+
+logger = logging.getLogger("django_redis_pool")
 
 resource_acquired = Signal()
 resource_released = Signal()
 resource_unavailable = Signal()
 lease_lost = Signal()
 lease_reclaimed = Signal()
+
+
+def send(signal: Signal, sender: Any, **kwargs: Any) -> None:
+    """Send ``signal``; a receiver that raises is logged, never breaks a request."""
+    for receiver, result in signal.send_robust(sender, **kwargs):
+        if isinstance(result, Exception):
+            logger.error("signal receiver %r failed", receiver, exc_info=result)
+
+
+def on_lease_lost(lease: Lease) -> None:
+    """Sends ``lease_lost`` (added to the primitives' lost-lease listeners by
+    the app config); the sender is the class of the primitive that lost it."""
+    from .kinds import by_name
+
+    kind = by_name().get(lease.primitive_kind)
+    sender = kind.primitive if kind is not None and kind.primitive is not None else Lease
+    send(lease_lost, sender, name=lease.primitive_name, lease=lease)

@@ -17,7 +17,7 @@ import pytest
 from django.core.management import call_command
 from playwright.sync_api import Page, Response, expect
 
-from django_redis_pool import registry
+import django_redis_pool
 from tests.browser import admin_login, screenshot
 from tests.waiting import wait_for
 
@@ -83,12 +83,12 @@ def configured(settings: Any, redis_url: str) -> Iterator[None]:
         "LOCKS": {"nightly-import": {"LEASE_TIMEOUT": 60}},
     }
     call_command("pool_sync", verbosity=0)
-    printers = registry.get_pool("printers")
+    printers = django_redis_pool.get_pool("printers")
     printers.acquire(holder="web-1:4711:worker-3")
     printers.acquire(holder="web-2:815:worker-1", lease_timeout=90)
-    registry.get_semaphore("reports").acquire("user-42")
-    registry.get_lock("nightly-import").for_holder("cron@batch-1").acquire()
-    licences = registry.get_pool("licences")
+    django_redis_pool.get_semaphore("reports").acquire("user-42")
+    django_redis_pool.get_lock("nightly-import").for_holder("cron@batch-1").acquire()
+    licences = django_redis_pool.get_pool("licences")
     licences.acquire(holder="web-3:77:worker-2")
     # Someone waits for a licence, so the dashboard shows a waiter and a warning.
     waiter = threading.Thread(
@@ -110,7 +110,7 @@ def test_an_operator_force_releases_a_hold_from_the_dashboard(
 ) -> None:
     django_user_model.objects.create_superuser("admin", "admin@example.com", "s3cret-pass")
     shots = shots_dir(tmp_path)
-    printers = registry.get_pool("printers")
+    printers = django_redis_pool.get_pool("printers")
     held = {lease.resource: lease for lease in printers.leases()}
     target = held["printer-1"]
 

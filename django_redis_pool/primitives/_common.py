@@ -1,136 +1,17 @@
-"""Helpers shared by every Redis primitive: argument validation, key naming,
-Lua script loading and translation of redis-py errors.
+"""Helpers shared by every Redis primitive: milliseconds, key naming and Lua
+script loading (argument validation is in :mod:`.validators`, translation of
+redis-py errors in :mod:`..exceptions`).
 
 Nothing here imports Django.
 """
 
 from __future__ import annotations
 
-import contextlib
-import math
-import re
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import redis.exceptions
-
-from ..exceptions import BackendUnavailable, PoolError
-
-MAX_NAME_LENGTH = 200
-_FORBIDDEN = re.compile(r"[{}\s]")
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _LUA_DIR = Path(__file__).with_name("lua")
 _lua_cache: dict[str, str] = {}
-
-
-def check_name(value: object, what: str = "name") -> str:
-    """Return ``value`` if it is a valid primitive name or resource id.
-
-    A valid value is a non-empty ``str`` of at most 200 characters without
-    ``{``, ``}`` or whitespace. Anything else raises ``ValueError`` naming it.
-    """
-    if isinstance(value, bytes):
-        value = value.decode()
-    if not isinstance(value, str):
-        raise ValueError(f"{what} must be a non-empty str, got {value!r} ({type(value).__name__})")
-    if not value:
-        raise ValueError(f"{what} must be a non-empty str, got {value!r}")
-    if len(value) > MAX_NAME_LENGTH:
-        raise ValueError(
-            f"{what} {value[:40]!r}... is {len(value)} characters long; "
-            f"the limit is {MAX_NAME_LENGTH}"
-        )
-    if _FORBIDDEN.search(value):
-        raise ValueError(
-            f"{what} {value!r} contains '{{', '}}' or whitespace, which are not allowed "
-            "(braces would break the Redis Cluster hash tag)"
-        )
-    return value
-
-
-def check_client(client: object) -> Any:
-    """Return ``client`` if it is a redis-py client, else raise ``TypeError``.
-
-    valkey-py clients are refused here, not on their first call: they raise
-    ``valkey.exceptions`` errors that this library cannot tell apart (a lost
-    script, a lost connection). redis-py's own clients serve Valkey servers.
-    """
-    module = type(client).__module__ or ""
-    if module.split(".", 1)[0] == "valkey":
-        raise TypeError(
-            f"client {client!r} is a valkey-py client, which is not supported: build a "
-            "redis-py client instead (redis.Redis.from_url(...) connects to a Valkey server too)"
-        )
-    if not hasattr(client, "register_script") or not hasattr(client, "blpop"):
-        raise TypeError(
-            f"client must be a redis-py client (redis.Redis or "
-            f"redis.cluster.RedisCluster), got {client!r}"
-        )
-    return client
-
-
-def check_holder(value: object, what: str = "holder") -> str:
-    """A holder label or identity: a non-empty ``str`` of at most 200 characters,
-    without control characters (spaces and any other printable text are fine)."""
-    if isinstance(value, bytes):
-        value = value.decode()
-    if not isinstance(value, str) or not value or len(value) > MAX_NAME_LENGTH:
-        raise ValueError(
-            f"{what} must be a non-empty str of at most {MAX_NAME_LENGTH} characters, got {value!r}"
-        )
-    if _CONTROL.search(value):
-        raise ValueError(
-            f"{what} {value!r} contains a control character (such as a newline or NUL); "
-            "use printable text"
-        )
-    return value
-
-
-def check_timeout(value: object, what: str = "timeout") -> float | None:
-    """A wait: seconds >= 0 (0: do not wait), or None / infinity for "forever"."""
-    seconds = check_seconds(value, what)
-    return None if seconds == math.inf else seconds
-
-
-def check_seconds(value: object, what: str, *, allow_none: bool = True) -> float | None:
-    """Validate a duration in seconds (``int``/``float`` >= 0, or None if allowed)."""
-    if value is None and allow_none:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ValueError(
-            f"{what} must be a number of seconds{' or None' if allow_none else ''}, got {value!r}"
-        )
-    if math.isnan(value) or value < 0:
-        raise ValueError(f"{what} must be >= 0 seconds, got {value!r}")
-    return float(value)
-
-
-def check_lease_timeout(value: object, what: str = "lease_timeout") -> float | None:
-    """A lease duration: None (no expiry) or a number of seconds > 0."""
-    seconds = check_seconds(value, what)
-    if seconds is not None and (seconds < 0.001 or math.isinf(seconds)):
-        raise ValueError(
-            f"{what} must be at least 0.001 seconds and finite (None means no expiry), "
-            f"got {value!r}"
-        )
-    return seconds
-
-
-def check_priority(value: object) -> int:
-    """Waiter priority: an int; larger is served first."""
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ValueError(f"priority must be an int, got {value!r}")
-    if abs(value) > 2**52:
-        raise ValueError(f"priority must be between -2**52 and 2**52, got {value!r}")
-    return value
-
-
-def check_count(value: object, what: str, *, minimum: int = 0) -> int:
-    """A count, offset or fence: an int from ``minimum`` to 2**52."""
-    if isinstance(value, bool) or not isinstance(value, int) or not minimum <= value <= 2**52:
-        raise ValueError(f"{what} must be an int from {minimum} to 2**52, got {value!r}")
-    return value
 
 
 def to_ms(seconds: float | None) -> int:
@@ -166,26 +47,3 @@ def load_lua(*names: str) -> str:
             _lua_cache[name] = (_LUA_DIR / f"{name}.lua").read_text()
         parts.append(_lua_cache[name])
     return "\n".join(parts)
-
-
-@contextlib.contextmanager
-def backend_errors() -> Iterator[None]:
-    """Translate redis-py errors into this library's errors.
-
-    Connection problems become :class:`BackendUnavailable` (with the redis-py
-    error as ``__cause__``); any other Redis error becomes :class:`PoolError`.
-    """
-    try:
-        yield
-    except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
-        raise BackendUnavailable(f"Redis could not be reached: {exc}") from exc
-    except redis.exceptions.RedisError as exc:
-        if type(exc).__name__ in {
-            "BusyLoadingError",
-            "ClusterDownError",
-            "MasterDownError",
-            "ReadOnlyError",  # a failover left us on a replica
-            "TryAgainError",
-        }:
-            raise BackendUnavailable(f"Redis could not be reached: {exc}") from exc
-        raise PoolError(f"Redis rejected the operation: {exc}") from exc

@@ -8,11 +8,12 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from ..exceptions import ResourceUnavailable
-from ._common import check_client, check_count, check_holder, check_name
 from .engine import LeaseEngine, Waiter
 from .lease import Lease
+from .validators import check_client, check_count, check_holder, check_name
 
 __all__ = [
+    "DEFAULT_KEY_PREFIX",
     "Collected",
     "LeasedPrimitive",
     "Snapshot",
@@ -20,6 +21,10 @@ __all__ = [
     "lease_as_dict",
     "waiter_as_dict",
 ]
+
+
+#: First part of every key name: ``<prefix>:{<kind>:<name>}:...``.
+DEFAULT_KEY_PREFIX = "drp"
 
 
 @contextlib.contextmanager

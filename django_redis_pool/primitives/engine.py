@@ -29,8 +29,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from ..exceptions import BackendUnavailable, NotConfigured, PoolError
-from ._common import backend_errors, key_prefix, text, to_ms
+from ..exceptions import BackendUnavailable, NotConfigured, PoolError, backend_errors
+from ._common import key_prefix, text, to_ms
 from .lease import Lease
 from .scripts import ScriptRunner, runner_for
 

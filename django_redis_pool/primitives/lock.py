@@ -10,10 +10,11 @@ from types import TracebackType
 from typing import Any
 
 from ..exceptions import NotOwned, ResourceUnavailable
-from ._common import check_holder, check_lease_timeout, check_timeout, to_ms
-from .base import LeasedPrimitive
+from ._common import to_ms
+from .base import DEFAULT_KEY_PREFIX, LeasedPrimitive
 from .engine import default_holder
 from .lease import Lease
+from .validators import check_holder, check_lease_timeout, check_timeout
 
 __all__ = ["Lock"]
 
@@ -53,7 +54,7 @@ class Lock(LeasedPrimitive):
         timeout: float | None = None,
         holder: str | None = None,
         on_lost: Callable[[Lease], None] | None = None,
-        key_prefix: str = "drp",
+        key_prefix: str = DEFAULT_KEY_PREFIX,
     ) -> None:
         super().__init__(client, name, key_prefix=key_prefix, mode="rlock" if reentrant else "lock")
         self.lease_timeout = check_lease_timeout(lease_timeout)
@@ -94,8 +95,8 @@ class Lock(LeasedPrimitive):
     def for_holder(self, holder: str, *, lease_timeout: float | None = None) -> Lock:
         """A Lock on the same name with the same options, acting as ``holder``
         in every thread (e.g. one per web request). ``lease_timeout`` replaces
-        this lock's own if given. Does no I/O."""
-        lock = Lock(
+        this lock's own if given. Of this lock's class. Does no I/O."""
+        lock = type(self)(
             self.client,
             self.name,
             lease_timeout=self.lease_timeout if lease_timeout is None else lease_timeout,

@@ -6,18 +6,17 @@ import contextlib
 from collections.abc import Iterator
 from typing import Any
 
-from ._common import (
+from ._common import text, to_ms
+from .base import DEFAULT_KEY_PREFIX, LeasedPrimitive, holding
+from .engine import default_holder
+from .lease import Lease
+from .validators import (
     check_holder,
     check_lease_timeout,
     check_name,
     check_priority,
     check_timeout,
-    text,
-    to_ms,
 )
-from .base import LeasedPrimitive, holding
-from .engine import default_holder
-from .lease import Lease
 
 __all__ = ["ORDERS", "ResourcePool"]
 
@@ -47,7 +46,7 @@ class ResourcePool(LeasedPrimitive):
         *,
         lease_timeout: float | None = None,
         order: str = "fifo",
-        key_prefix: str = "drp",
+        key_prefix: str = DEFAULT_KEY_PREFIX,
     ) -> None:
         if order not in ORDERS:
             raise ValueError(f"order must be one of {', '.join(ORDERS)}; got {order!r}")

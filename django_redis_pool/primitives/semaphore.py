@@ -7,18 +7,18 @@ import uuid
 from collections.abc import Iterator
 from typing import Any
 
-from ._common import (
-    backend_errors,
+from ..exceptions import backend_errors
+from ._common import to_ms
+from .base import DEFAULT_KEY_PREFIX, LeasedPrimitive, holding
+from .engine import default_holder
+from .lease import Lease
+from .validators import (
     check_count,
     check_holder,
     check_lease_timeout,
     check_priority,
     check_timeout,
-    to_ms,
 )
-from .base import LeasedPrimitive, holding
-from .engine import default_holder
-from .lease import Lease
 
 __all__ = ["Semaphore", "check_max_size"]
 
@@ -47,7 +47,7 @@ class Semaphore(LeasedPrimitive):
         *,
         lease_timeout: float | None = None,
         default_max_size: int | None = None,
-        key_prefix: str = "drp",
+        key_prefix: str = DEFAULT_KEY_PREFIX,
     ) -> None:
         super().__init__(client, name, key_prefix=key_prefix, mode="sem")
         self.lease_timeout = check_lease_timeout(lease_timeout)

@@ -1,5 +1,6 @@
-"""What the pool_* management commands share: choosing primitives by name and
-turning configuration and Redis errors into ``CommandError`` (exit status 1)."""
+"""What the pool_* management commands share: choosing primitives by name,
+reaching each one's kind, and turning configuration and Redis errors into
+``CommandError`` (exit status 1)."""
 
 from __future__ import annotations
 
@@ -11,8 +12,8 @@ from typing import Any
 from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from ... import conf, maintenance
-from ...exceptions import BackendUnavailable, NotConfigured
+from ... import conf, kinds, registry
+from ...exceptions import BackendUnavailable
 
 
 class PoolCommand(BaseCommand):
@@ -28,12 +29,34 @@ class PoolCommand(BaseCommand):
         )
 
     def primitives(self, names: list[str] | None) -> list[Any]:
-        """The configured primitives named (all when ``names`` is empty)."""
+        """The configured primitives of the supported kinds, sorted by name
+        (only ``names``, in their order, if given)."""
         with self.command_errors():
-            try:
-                return maintenance.configured(names or None)
-            except NotConfigured as exc:
-                raise CommandError(f"{exc} Fix --name or add it to {conf.SETTING_NAME}.") from exc
+            config = registry.get_config()
+            usable = [name for name in config.names() if config.entries[name].kind.supported]
+            wanted = list(dict.fromkeys(names)) if names else usable
+            unknown = [name for name in wanted if name not in usable]
+            if unknown:
+                raise CommandError(
+                    f"Not configured: {', '.join(map(repr, unknown))} (configured: "
+                    f"{', '.join(map(repr, usable)) or 'none'}). Fix --name or add it to "
+                    f"{conf.SETTING_NAME}."
+                )
+            return [registry.get_resource(name) for name in wanted]
+
+    @staticmethod
+    def kind_of(primitive: Any) -> kinds.Kind:
+        """The kind of ``primitive``."""
+        return kinds.by_name()[primitive.kind]
+
+    def say_none_configured(self) -> None:
+        """Warn that there is nothing to act on."""
+        self.stdout.write(self.style.WARNING(f"No {kinds.plurals()} are configured."))
+
+    def write_outcome(self, line: str, style: str) -> None:
+        """``line``, coloured by an :class:`~django_redis_pool.kinds.Outcome` style."""
+        styled = {"success": self.style.SUCCESS, "warning": self.style.WARNING}
+        self.stdout.write(styled[style](line) if style in styled else line)
 
     @contextlib.contextmanager
     def command_errors(self) -> Iterator[None]:

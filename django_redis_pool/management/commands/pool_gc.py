@@ -1,8 +1,10 @@
-"""``manage.py pool_gc``: reclaim expired holds and dead waiters now.
+"""``manage.py pool_gc``: reclaim what crashed holders left behind, now.
 
-Expired holds are also reclaimed lazily by every acquire; this command reclaims
-them for primitives nobody is acquiring from, so that holds, counts and the admin
-stay exact, and sends ``lease_reclaimed`` for each. ``--dry-run`` only reports
+For the kinds on the lease engine that is expired holds and dead waiters
+(:meth:`Kind.collect <...kinds.Kind.collect>`). Expired holds are also reclaimed
+lazily by every acquire; this command reclaims them for primitives nobody is
+acquiring from, so that holds, counts and the admin stay exact, and sends
+``lease_reclaimed`` for each. ``--dry-run`` only reports
 what would be reclaimed. ``--loop`` keeps running, every ``--interval`` seconds,
 until SIGINT or SIGTERM (a long-running reaper; Redis errors are reported and
 the next pass retries). ``--json`` prints one JSON document per pass.
@@ -18,7 +20,6 @@ from typing import Any
 
 from django.core.management.base import CommandError, CommandParser
 
-from ... import maintenance
 from ...exceptions import BackendUnavailable, PoolError
 from ._base import PoolCommand
 
@@ -35,8 +36,8 @@ def _positive_seconds(value: str) -> float:
 
 class Command(PoolCommand):
     help = (
-        "Reclaim expired holds and drop dead waiters of every configured pool, "
-        "semaphore and lock. --dry-run reports only; --loop runs every --interval s."
+        "Reclaim expired holds and drop dead waiters of every configured primitive. "
+        "--dry-run reports only; --loop runs every --interval s."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -62,7 +63,7 @@ class Command(PoolCommand):
             with self.command_errors():
                 self.run_pass(primitives, options)
             return
-        stopped: list[int] = []  # a signal handler only appends (no locks)
+        stopped: list[int] = []  # a signal handler only appends (never blocks)
         restore = self._stop_on_signals(stopped)
         try:
             if options["verbosity"] >= 1 and not options["json"]:
@@ -98,40 +99,26 @@ class Command(PoolCommand):
     def run_pass(self, primitives: list[Any], options: dict[str, Any], quiet: bool = False) -> None:
         """Collect every primitive once and report it."""
         dry_run = options["dry_run"]
-        results = [(p, maintenance.collect(p, dry_run=dry_run)) for p in primitives]
+        outcomes = [self.kind_of(p).collect(p, dry_run=dry_run) for p in primitives]
         if options["json"]:
+            totals = {"reclaimed": 0, "dropped": 0}
+            for outcome in outcomes:
+                for key, count in outcome.counts.items():
+                    totals[key] = totals.get(key, 0) + count
             self.write_json(
-                {
-                    "dry_run": dry_run,
-                    "reclaimed": sum(len(c.reclaimed) for _, c in results),
-                    "dropped": sum(len(c.dropped) for _, c in results),
-                    "primitives": [
-                        {"kind": p.kind, "name": p.name, **c.as_dict()} for p, c in results
-                    ],
-                }
+                {"dry_run": dry_run, **totals, "primitives": [dict(o.data) for o in outcomes]}
             )
             return
         verbosity = options["verbosity"]
-        would = "would be " if dry_run else ""
-        for primitive, collected in results:
-            if not collected.reclaimed and not collected.dropped:
+        for outcome in outcomes:
+            if not outcome.changed:
                 if verbosity >= 2 or (verbosity >= 1 and not quiet):
-                    self.stdout.write(f"{primitive.name}: nothing to reclaim")
+                    self.stdout.write(outcome.line)
                 continue
             if verbosity >= 1:
-                self.stdout.write(
-                    self.style.WARNING(
-                        f"{primitive.name}: {len(collected.reclaimed)} expired holds {would}"
-                        f"reclaimed, {len(collected.dropped)} dead waiters {would}dropped"
-                        + (" (dry run, nothing changed)" if dry_run else "")
-                    )
-                )
+                self.write_outcome(outcome.line, outcome.style)
             if verbosity >= 2:
-                for lease in collected.reclaimed:
-                    self.stdout.write(
-                        f"  {lease.resource}  held by {lease.holder}  fence {lease.fence}"
-                    )
-                for waiter in collected.dropped:
-                    self.stdout.write(f"  waiter {waiter.holder}  priority {waiter.priority}")
+                for line in outcome.details:
+                    self.stdout.write(line)
         if verbosity >= 1 and not quiet and not primitives:
-            self.stdout.write(self.style.WARNING("No pools, semaphores or locks are configured."))
+            self.say_none_configured()

@@ -1,11 +1,12 @@
 """``manage.py pool_status``: what every configured primitive holds right now.
 
-A table of counts (held, free, waiting, size) per primitive, then the holders
-(resource, holder, fence, seconds left) and the waiters of each. ``--json``
-prints the same as one JSON document: ``{"primitives": [...]}`` with, for each,
-``kind``, ``name``, ``time``, ``size``, ``free``, ``held``, ``waiting``,
-``available``, ``holders`` and ``waiters``. Reads only; one round trip per
-primitive.
+A table of counts (held, free, waiting, size) per primitive, then what each
+kind details (:meth:`Kind.status <...kinds.Kind.status>`; for the kinds on the
+lease engine: the holders with fence and seconds left, and the waiters).
+``--json`` prints the same as one JSON document: ``{"primitives": [...]}`` with,
+for each, ``kind``, ``name``, the counts and the details (for the lease-engine
+kinds: ``time``, ``available``, ``holders``, ``waiters``). Reads only; one round
+trip per primitive.
 """
 
 from __future__ import annotations
@@ -17,14 +18,10 @@ from django.core.management.base import CommandParser
 from ._base import PoolCommand
 
 
-def _seconds(value: float | None) -> str:
-    return "no expiry" if value is None else f"{value:.1f} s left"
-
-
 class Command(PoolCommand):
     help = (
-        "Show every configured pool, semaphore and lock: counts, holders (with fence "
-        "and time left) and waiters. --json for machine-readable output."
+        "Show every configured primitive: counts, holders (with fence and time left) "
+        "and waiters. --json for machine-readable output."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -34,39 +31,33 @@ class Command(PoolCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         primitives = self.primitives(options["names"])
         with self.command_errors():
-            snapshots = [primitive.snapshot() for primitive in primitives]
+            outcomes = [self.kind_of(primitive).status(primitive) for primitive in primitives]
         if options["json"]:
-            self.write_json({"primitives": [snapshot.as_dict() for snapshot in snapshots]})
+            self.write_json({"primitives": [dict(outcome.data) for outcome in outcomes]})
             return
-        if not snapshots:
-            self.stdout.write(self.style.WARNING("No pools, semaphores or locks are configured."))
+        if not outcomes:
+            self.say_none_configured()
             return
-        width = max(len("NAME"), *(len(s.name) for s in snapshots))
+        width = max(len("NAME"), *(len(p.name) for p in primitives))
         header = f"{'NAME':<{width}}  {'KIND':<9}  {'HELD':>4}  {'FREE':>4}  {'WAITING':>7}  SIZE"
         self.stdout.write(self.style.MIGRATE_HEADING(header))
-        for s in snapshots:
-            size = "unset" if s.size is None else str(s.size)
-            row = (
-                f"{s.name:<{width}}  {s.kind:<9}  {len(s.leases):>4}  {s.free:>4}  "
-                f"{len(s.waiters):>7}  {size}"
+        for primitive, outcome in zip(primitives, outcomes, strict=True):
+            counts = {key: outcome.data.get(key) for key in ("held", "free", "waiting", "size")}
+            held, free, waiting = (
+                "-" if counts[key] is None else counts[key] for key in ("held", "free", "waiting")
             )
-            busy = s.free == 0 and (s.leases or s.waiters)
-            self.stdout.write(self.style.WARNING(row) if busy else row)
+            size = "unset" if counts["size"] is None else str(counts["size"])
+            row = (
+                f"{primitive.name:<{width}}  {primitive.kind:<9}  {held:>4}  {free:>4}  "
+                f"{waiting:>7}  {size}"
+            )
+            self.stdout.write(self.style.WARNING(row) if outcome.changed else row)
         if options["verbosity"] < 1:
             return
-        for s in snapshots:
-            if not s.leases and not s.waiters:
+        for primitive, outcome in zip(primitives, outcomes, strict=True):
+            if not outcome.details:
                 continue
             self.stdout.write("")
-            self.stdout.write(self.style.MIGRATE_LABEL(f"{s.name} ({s.kind})"))
-            for lease in s.leases:
-                what = "" if lease.resource == lease.holder else f"{lease.resource}  "
-                self.stdout.write(
-                    f"  {what}held by {lease.holder}  fence {lease.fence}  "
-                    f"{_seconds(s.seconds_left(lease))}"
-                )
-            for position, waiter in enumerate(s.waiters, 1):
-                self.stdout.write(
-                    f"  waiting #{position}: {waiter.holder}  priority {waiter.priority}  "
-                    f"for {max(0.0, s.now - waiter.since):.1f} s"
-                )
+            self.stdout.write(self.style.MIGRATE_LABEL(f"{primitive.name} ({primitive.kind})"))
+            for line in outcome.details:
+                self.stdout.write(line)

@@ -1,14 +1,11 @@
 """Holding a configured primitive while one request is served.
 
 :class:`Guard` is the part shared by ``@with_resource`` and ``ResourceMiddleware``:
-it acquires before the view, exposes the hold as ``request.resources[name]``,
-releases once the response is closed (after its last chunk) or when the view
-raises, and answers "nothing granted in time" with a response carrying
-``Retry-After`` (never a 500).
-
-How a request holds each kind of primitive is registered in :data:`HOLDS` with
-:func:`holds`: a function ``(primitive, *, holder, timeout, lease_timeout) -> Held |
-None``. A later kind (allocators, object pools) plugs in by registering one.
+it acquires before the view (through the primitive's kind, :meth:`Kind.hold
+<.kinds.Kind.hold>`), exposes the hold as ``request.resources[name]``, releases
+once the response is closed (after its last chunk) or when the view raises, and
+answers "nothing granted in time" with the response of :mod:`.refusals` (never
+a 500). Async views wait on threads of their own (:data:`WAITING_THREADS`).
 """
 
 from __future__ import annotations
@@ -26,104 +23,23 @@ import uuid
 import weakref
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-from asgiref.sync import async_to_sync, iscoroutinefunction, sync_to_async
-from django.http import HttpRequest, HttpResponse
+from asgiref.sync import sync_to_async
+from django.http import HttpRequest
 from django.http.response import HttpResponseBase
 
-from . import conf, registry, signals
-from .exceptions import (
-    BackendUnavailable,
-    NotConfigured,
-    NotOwned,
-    PoolError,
-    ResourceUnavailable,
-)
-from .primitives._common import check_holder, check_lease_timeout, check_name, check_timeout
-from .primitives.lease import Lease
+from . import conf, kinds, refusals, registry, signals
+from .exceptions import BackendUnavailable, NotConfigured, PoolError, ResourceUnavailable
+from .kinds import Held
+from .primitives.validators import check_holder, check_lease_timeout, check_name, check_timeout
 
-__all__ = ["HOLDS", "Guard", "Held", "holds", "send_signal", "sender_of"]
+__all__ = ["WAITING_THREADS", "Guard", "Refusal", "on_event_loop"]
 
 logger = logging.getLogger("django_redis_pool")
 
 _HOST = socket.gethostname()
-
-
-@dataclass
-class Held:
-    """A hold taken for one request."""
-
-    hold: Any  #: what the view sees as ``request.resources[name]``
-    lease: Lease | None  #: the lease behind it (fence, expiry), for signals and logs
-    release: Callable[[], bool]  #: gives it back; False if it was already gone
-    granted_at: float = field(default_factory=time.monotonic)
-    primitive: Any = None  #: what was held (set by the guard)
-
-
-#: ``(primitive, *, holder, timeout, lease_timeout) -> Held | None`` (None: nothing
-#: granted within ``timeout``; None timeout: wait forever).
-AcquireHold = Callable[..., "Held | None"]
-
-#: How a request holds a primitive, by kind name.
-HOLDS: dict[str, AcquireHold] = {}
-
-
-def holds(kind: str) -> Callable[[AcquireHold], AcquireHold]:
-    """Register the decorated function as how a request holds a ``kind``."""
-
-    def register(acquire: AcquireHold) -> AcquireHold:
-        HOLDS[kind] = acquire
-        return acquire
-
-    return register
-
-
-@holds("pool")
-def _hold_pool(
-    pool: Any, *, holder: str, timeout: float | None, lease_timeout: float | None
-) -> Held | None:
-    lease = pool.acquire(timeout=timeout, lease_timeout=lease_timeout, holder=holder)
-    return None if lease is None else Held(lease, lease, lease.release)
-
-
-@holds("semaphore")
-def _hold_semaphore(
-    semaphore: Any, *, holder: str, timeout: float | None, lease_timeout: float | None
-) -> Held | None:
-    lease = semaphore.acquire_lease(holder, timeout=timeout, lease_timeout=lease_timeout)
-    return None if lease is None else Held(lease, lease, lease.release)
-
-
-@holds("lock")
-def _hold_lock(
-    lock: Any, *, holder: str, timeout: float | None, lease_timeout: float | None
-) -> Held | None:
-    if not lock.reentrant:
-        # Requests sharing an identity take turns on a plain lock, rather than
-        # one of them failing as if it waited for itself.
-        holder = f"{holder[:187]}:{uuid.uuid4().hex[:12]}"
-    # A Lock object of its own, held by the request in whichever thread runs it.
-    held = lock.for_holder(holder, lease_timeout=lease_timeout)
-    if not held.acquire(timeout=timeout):
-        return None
-
-    lease = held.lease
-
-    def release() -> bool:
-        try:
-            held.release()
-        except NotOwned:
-            return False
-        finally:
-            # A reentrant hold shared with another request stays held (and
-            # renewed by that request), but this request renews it no more.
-            if lease is not None:
-                lease.stop_auto_renew()
-        return True
-
-    return Held(held, lease, release)
 
 
 @dataclass
@@ -133,7 +49,8 @@ class Refusal:
     error: PoolError
 
 
-def _on_event_loop() -> bool:
+def on_event_loop() -> bool:
+    """Whether this thread runs an asyncio event loop now."""
     try:
         asyncio.get_running_loop()
     except RuntimeError:
@@ -191,13 +108,7 @@ class Guard:
         primitive: Any = None
         try:
             primitive = registry.get_resource(self.name)  # a Cluster client connects here
-            acquire = HOLDS.get(primitive.kind)
-            if acquire is None:
-                raise NotConfigured(
-                    f"{primitive.kind} {self.name!r} cannot be held by a request: no hold "
-                    f"is registered for {primitive.kind}s"
-                )
-            held = acquire(
+            held = kinds.by_name()[primitive.kind].hold(
                 primitive,
                 holder=holder or self.holder_of(request),
                 timeout=self.wait_of(primitive),
@@ -247,7 +158,7 @@ class Guard:
             held.lease.fence if held.lease else None,
             waited * 1000,
         )
-        send_signal(
+        signals.send(
             signals.resource_acquired,
             type(primitive),
             name=self.name,
@@ -270,7 +181,7 @@ class Guard:
         else:
             entry = registry.get_config().entries.get(self.name)
             sender = (entry.kind.primitive if entry else None) or object
-        send_signal(
+        signals.send(
             signals.resource_unavailable,
             sender,
             name=self.name,
@@ -282,7 +193,7 @@ class Guard:
 
     def wait_of(self, primitive: Any) -> float | None:
         """How long to wait for ``primitive``: ``timeout``, else the primitive's
-        own wait (a lock's ``TIMEOUT``), else forever (None)."""
+        own wait (its ``timeout``, from a ``TIMEOUT`` option), else forever (None)."""
         return self.timeout if self.timeout is not None else getattr(primitive, "timeout", None)
 
     def retry_after_for(self, primitive: Any) -> int:
@@ -319,7 +230,7 @@ class Guard:
             held_for * 1000,
             "" if ok else " (it was already gone)",
         )
-        send_signal(
+        signals.send(
             signals.resource_released,
             type(held.primitive),
             name=self.name,
@@ -348,65 +259,12 @@ class Guard:
     def _exit_off_loop(self, request: HttpRequest, held: Held) -> None:
         """:meth:`exit`, in a thread of its own when called on an event loop's
         thread (an async response closed there, or collected there unclosed)."""
-        if _on_event_loop():
+        if on_event_loop():
             threading.Thread(
                 target=self.exit, args=(request, held), name="drp-release", daemon=True
             ).start()
         else:
             self.exit(request, held)
-
-    # -- refusing --------------------------------------------------------------
-
-    def refusal_response(self, request: HttpRequest, refusal: Refusal) -> HttpResponseBase:
-        """The response for a request that got nothing (``UNAVAILABLE_VIEW``'s,
-        or a plain one), with a ``Retry-After`` header."""
-        view = _unavailable_view()
-        response = None
-        if view is not None:
-            try:
-                if iscoroutinefunction(view):
-                    response = async_to_sync(view)(request, refusal.error)
-                else:
-                    response = view(request, refusal.error)
-            except Exception:
-                logger.exception("UNAVAILABLE_VIEW %r failed; sending the default answer", view)
-        return self._with_retry_after(self._checked(view, response, refusal), refusal)
-
-    async def arefusal_response(self, request: HttpRequest, refusal: Refusal) -> HttpResponseBase:
-        """:meth:`refusal_response` for async code."""
-        view = _unavailable_view()
-        response = None
-        if view is not None:
-            try:
-                if iscoroutinefunction(view):
-                    response = await view(request, refusal.error)
-                else:
-                    response = await sync_to_async(view)(request, refusal.error)
-            except Exception:
-                logger.exception("UNAVAILABLE_VIEW %r failed; sending the default answer", view)
-        return self._with_retry_after(self._checked(view, response, refusal), refusal)
-
-    def _checked(self, view: Any, response: Any, refusal: Refusal) -> HttpResponseBase:
-        """``response`` if the unavailable view gave one, else the default."""
-        if isinstance(response, HttpResponseBase):
-            return response
-        if view is not None and response is not None:
-            logger.error("UNAVAILABLE_VIEW %r returned %r, not a response", view, response)
-        return self._default_response(refusal)
-
-    def _default_response(self, refusal: Refusal) -> HttpResponse:
-        seconds = refusal.error.retry_after  # type: ignore[attr-defined]
-        return HttpResponse(
-            f"Temporarily unavailable, please retry in {seconds} s.\n",
-            status=self.status,
-            content_type="text/plain; charset=utf-8",
-        )
-
-    @staticmethod
-    def _with_retry_after(response: HttpResponseBase, refusal: Refusal) -> HttpResponseBase:
-        if not response.has_header("Retry-After"):
-            response["Retry-After"] = str(refusal.error.retry_after)  # type: ignore[attr-defined]
-        return response
 
     # -- running a view --------------------------------------------------------
 
@@ -414,7 +272,7 @@ class Guard:
         """Run the sync ``view`` holding the primitive."""
         outcome = self.enter(request)
         if isinstance(outcome, Refusal):
-            return self.refusal_response(request, outcome)
+            return refusals.respond(request, outcome.error)
         try:
             response = view(request, *args, **kwargs)
         except BaseException:
@@ -430,7 +288,7 @@ class Guard:
         primitive; Redis is only called from worker threads."""
         outcome = await self._aenter(request)
         if isinstance(outcome, Refusal):
-            return await self.arefusal_response(request, outcome)
+            return await refusals.arespond(request, outcome.error)
         try:
             response = view(request, *args, **kwargs)
             if inspect.isawaitable(response):
@@ -480,7 +338,7 @@ class Guard:
 
 
 #: Most async requests of one process that may wait for a hold at once; more
-#: queue for a thread. Their own pool, so that waiting requests never starve the
+#: wait for a thread. Their own executor, so that waiting requests never starve the
 #: event loop's default executor (used by sync_to_async everywhere else).
 WAITING_THREADS = 512
 _waiting: ThreadPoolExecutor | None = None
@@ -501,27 +359,3 @@ def _resources_of(request: HttpRequest) -> dict[str, Any]:
         resources = {}
         request.resources = resources  # type: ignore[attr-defined]
     return resources
-
-
-def _unavailable_view() -> Callable[..., Any] | None:
-    view = registry.get_config().unavailable_view
-    if view is None:
-        return None
-    return conf.import_callable(view, conf.setting_path("UNAVAILABLE_VIEW"))
-
-
-def sender_of(lease: Lease) -> type:
-    kind = conf.KINDS_BY_NAME.get(lease.primitive_kind)
-    return kind.primitive if kind is not None and kind.primitive is not None else Lease
-
-
-def send_signal(signal: Any, sender: type, **kwargs: Any) -> None:
-    """Send ``signal``; a receiver that raises is logged, never breaks a request."""
-    for receiver, result in signal.send_robust(sender, **kwargs):
-        if isinstance(result, Exception):
-            logger.error("signal receiver %r failed", receiver, exc_info=result)
-
-
-def on_lease_lost(lease: Lease) -> None:
-    """Sends ``lease_lost`` (added to the primitives' lost-lease listeners)."""
-    send_signal(signals.lease_lost, sender_of(lease), name=lease.primitive_name, lease=lease)

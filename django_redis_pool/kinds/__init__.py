@@ -1,0 +1,86 @@
+"""The kinds of primitive the Django layer knows, one module each.
+
+Each module of :data:`BUILTIN` holds one kind's whole Django integration (its
+options, builder, request hold, management-command steps and admin panels) as
+a :class:`~.base.Kind` named ``KIND``, plus its typed accessor (``get_pool``).
+The kinds of :data:`RESERVED` are accepted in the setting for a later version.
+The modules are imported on first use, so that importing this package needs
+no configured settings and makes no import cycle.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+
+from django.utils.module_loading import import_string
+
+from .base import Held, Kind, Option, Outcome, ReservedKind
+
+__all__ = [
+    "BUILTIN",
+    "RESERVED",
+    "Held",
+    "Kind",
+    "Option",
+    "Outcome",
+    "ReservedKind",
+    "all_kinds",
+    "by_name",
+    "by_setting_key",
+    "example_key",
+    "plurals",
+    "supported",
+]
+
+#: Dotted paths of the supported kinds, in the order settings and pages list them.
+BUILTIN = (
+    "django_redis_pool.kinds.pool.KIND",
+    "django_redis_pool.kinds.semaphore.KIND",
+    "django_redis_pool.kinds.lock.KIND",
+)
+#: Kinds of a later version: turning one into a module of BUILTIN enables it.
+RESERVED = (
+    ReservedKind("allocator", "ALLOCATORS"),
+    ReservedKind("queue", "QUEUES"),
+    ReservedKind("object_pool", "OBJECT_POOLS"),
+)
+
+_loaded: tuple[Kind, ...] | None = None
+_loading = threading.Lock()
+
+
+def all_kinds() -> tuple[Kind, ...]:
+    """Every kind, supported ones first (imports their modules once)."""
+    global _loaded
+    if _loaded is None:
+        with _loading:
+            if _loaded is None:
+                _loaded = (*(import_string(path) for path in BUILTIN), *RESERVED)
+    return _loaded
+
+
+def by_name() -> Mapping[str, Kind]:
+    """Every kind by its name ("pool")."""
+    return {kind.name: kind for kind in all_kinds()}
+
+
+def by_setting_key() -> Mapping[str, Kind]:
+    """Every kind by the key of its mapping in the setting ("POOLS")."""
+    return {kind.setting_key: kind for kind in all_kinds()}
+
+
+def supported() -> tuple[Kind, ...]:
+    """The kinds this version can build."""
+    return tuple(kind for kind in all_kinds() if kind.supported)
+
+
+def example_key() -> str:
+    """The setting key of the first supported kind, for examples in messages."""
+    return supported()[0].setting_key
+
+
+def plurals(kinds: tuple[Kind, ...] | None = None) -> str:
+    """ "pools, semaphores or locks": the supported kinds, for messages."""
+    names = [kind.plural for kind in (supported() if kinds is None else kinds)]
+    return ", ".join(names[:-1]) + f" or {names[-1]}" if len(names) > 1 else "".join(names)

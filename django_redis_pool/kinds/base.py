@@ -1,0 +1,137 @@
+"""What the Django layer needs of a kind of primitive: :class:`Kind`.
+
+A kind is one module of :mod:`django_redis_pool.kinds` holding one subclass of
+:class:`Kind` (and an instance of it, ``KIND``). The core of the Django layer
+(settings, checks, registry, request guard, commands, admin views, templates)
+only ever calls the methods below, so it names no kind: a new kind is a new
+module, listed in :data:`django_redis_pool.kinds.BUILTIN`. See
+``docs/adding-a-kind.md``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Literal
+
+from ..exceptions import NotConfigured
+from ..primitives.lease import Lease
+
+__all__ = ["Held", "Kind", "Option", "Outcome", "ReservedKind", "Validator"]
+
+#: ``validate(value, setting_path) -> normalised value``; raises ``ValueError`` whose
+#: message names ``setting_path``.
+Validator = Callable[[Any, str], Any]
+
+
+@dataclass(frozen=True)
+class Option:
+    """One per-entry option: how to validate it, its default, how to fix it."""
+
+    validate: Validator
+    default: Any
+    hint: str  #: the system check's hint when the value is invalid
+
+
+@dataclass
+class Held:
+    """A hold taken for one request (see :meth:`Kind.hold`)."""
+
+    hold: Any  #: what the view sees as ``request.resources[name]``
+    lease: Lease | None  #: the lease behind it (fence, expiry), for signals and logs
+    release: Callable[[], bool]  #: gives it back; False if it was already gone
+    granted_at: float = field(default_factory=time.monotonic)
+    primitive: Any = None  #: what was held (set by the guard)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What a management command reports for one primitive (``pool_sync``,
+    ``pool_gc``, ``pool_status``)."""
+
+    line: str  #: the one-line report, e.g. "printers: 2 added, 1 already there"
+    #: Whether something changed (or, in a dry run, would): ``pool_gc --loop``
+    #: prints only such lines; ``pool_status`` highlights a busy primitive.
+    changed: bool = False
+    style: Literal["", "success", "warning"] = ""  #: how the line is coloured
+    details: tuple[str, ...] = ()  #: further lines (shown at higher verbosity)
+    data: Mapping[str, Any] = field(default_factory=dict)  #: its part of ``--json``
+    counts: Mapping[str, int] = field(default_factory=dict)  #: summed across primitives
+
+
+class Kind:
+    """One kind of primitive, as the Django layer sees it.
+
+    Subclasses set the class attributes and override what their primitive
+    supports; the defaults describe a kind with no configured state in Redis,
+    nothing to collect, and no request hold.
+    """
+
+    name: ClassVar[str]  #: "pool": what ``primitive.kind`` says, and key names use
+    setting_key: ClassVar[str]  #: "POOLS": the mapping of the setting holding its entries
+    #: Its per-entry options, by setting key (parsing, checks and docs use them).
+    options: ClassVar[Mapping[str, Option]] = {}
+    primitive: ClassVar[type | None] = None  #: the class :meth:`build` makes (signals' sender)
+    supported: ClassVar[bool] = True  #: False: reserved for a later version
+
+    @property
+    def label(self) -> str:
+        """Human name of the kind, e.g. "object pool"."""
+        return self.name.replace("_", " ")
+
+    @property
+    def plural(self) -> str:
+        """Human name of several, e.g. "object pools"."""
+        return f"{self.label}s"
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.name!r}>"
+
+    # -- settings --------------------------------------------------------------
+
+    def build(self, client: Any, name: str, key_prefix: str, options: Mapping[str, Any]) -> Any:
+        """The primitive ``name`` on ``client``; ``options`` holds every option
+        of the kind, validated, defaults filled in. Does no I/O."""
+        raise NotImplementedError
+
+    # -- requests --------------------------------------------------------------
+
+    def hold(
+        self, primitive: Any, *, holder: str, timeout: float | None, lease_timeout: float | None
+    ) -> Held | None:
+        """Take ``primitive`` for one request as ``holder``, waiting up to
+        ``timeout`` seconds (None: forever); None if nothing was granted."""
+        raise NotConfigured(
+            f"{self.label} {primitive.name!r} cannot be held by a request: {self.plural} "
+            "have no request hold"
+        )
+
+    # -- management commands ---------------------------------------------------
+
+    def sync(
+        self, primitive: Any, options: Mapping[str, Any], *, prune: bool, dry_run: bool
+    ) -> Outcome:
+        """``pool_sync``: make Redis hold what ``options`` configure."""
+        return Outcome(f"{primitive.name}: a {self.label}, nothing to sync")
+
+    def collect(self, primitive: Any, *, dry_run: bool) -> Outcome:
+        """``pool_gc`` (and the admin's gc action): reclaim what crashed holders
+        left behind now."""
+        return Outcome(f"{primitive.name}: nothing to reclaim")
+
+    def status(self, primitive: Any) -> Outcome:
+        """``pool_status``: its counts (``data`` has ``held``, ``free``,
+        ``waiting`` and ``size``, None where they do not apply) and details."""
+        return Outcome(primitive.name, data={"kind": self.name, "name": primitive.name})
+
+
+class ReservedKind(Kind):
+    """A kind a later version supports: its setting key is accepted and its entry
+    names are checked, but its entries cannot be used yet."""
+
+    supported = False
+
+    def __init__(self, name: str, setting_key: str) -> None:
+        self.name = name  # type: ignore[misc]
+        self.setting_key = setting_key  # type: ignore[misc]

@@ -1,0 +1,97 @@
+"""Locks in Django: the ``LOCKS`` setting, ``get_lock``, and a request's own
+:class:`Lock` (a lock keeps no configured state in Redis)."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+from .. import registry
+from ..exceptions import NotOwned
+from ..primitives.lock import Lock
+from ..primitives.validators import check_timeout
+from .base import Held, Option
+from .leases import LeaseKind, lease_timeout_option
+
+__all__ = ["KIND", "LockKind", "get_lock"]
+
+
+def _validate_bool(value: Any, path: str) -> bool:
+    if not isinstance(value, bool):
+        raise ValueError(f"{path} must be True or False, got {value!r}")
+    return value
+
+
+class LockKind(LeaseKind):
+    """A :class:`Lock`: one holder at a time (reentrant if ``REENTRANT``)."""
+
+    name = "lock"
+    setting_key = "LOCKS"
+    primitive = Lock
+    options = {
+        "LEASE_TIMEOUT": lease_timeout_option(30.0),
+        "REENTRANT": Option(_validate_bool, False, "Use True or False."),
+        "AUTO_RENEW": Option(_validate_bool, False, "Use True or False."),
+        "TIMEOUT": Option(
+            check_timeout,
+            None,
+            "Use how many seconds `with lock:` waits, as a number >= 0, or None to wait forever.",
+        ),
+    }
+    holder_column = False
+
+    def build(self, client: Any, name: str, key_prefix: str, options: Mapping[str, Any]) -> Lock:
+        return Lock(
+            client,
+            name,
+            lease_timeout=options["LEASE_TIMEOUT"],
+            reentrant=options["REENTRANT"],
+            auto_renew=options["AUTO_RENEW"],
+            timeout=options["TIMEOUT"],
+            key_prefix=key_prefix,
+        )
+
+    def hold(
+        self,
+        primitive: Any,
+        *,
+        holder: str,
+        timeout: float | None,
+        lease_timeout: float | None,
+    ) -> Held | None:
+        """A :class:`Lock` of the request's own, usable from any thread."""
+        if not primitive.reentrant:
+            # Requests sharing an identity take turns on a plain lock, rather than
+            # one of them failing as if it waited for itself.
+            holder = f"{holder[:187]}:{uuid.uuid4().hex[:12]}"
+        held = primitive.for_holder(holder, lease_timeout=lease_timeout)
+        if not held.acquire(timeout=timeout):
+            return None
+        lease = held.lease
+
+        def release() -> bool:
+            try:
+                held.release()
+            except NotOwned:
+                return False
+            finally:
+                # A reentrant hold shared with another request stays held (and
+                # renewed by that request), but this request renews it no more.
+                if lease is not None:
+                    lease.stop_auto_renew()
+            return True
+
+        return Held(held, lease, release)
+
+
+KIND = LockKind()
+
+
+def get_lock(name: str) -> Lock:
+    """The :class:`Lock` configured in ``DJANGO_REDIS_POOL["LOCKS"][name]``.
+
+    One Lock object per process: its default holder is still unique per thread.
+    """
+    lock: Lock = registry.get(KIND, name)
+    return lock

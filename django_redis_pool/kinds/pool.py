@@ -1,0 +1,188 @@
+"""Resource pools in Django: the ``POOLS`` setting, ``get_pool``, a request's
+lease, ``pool_sync`` of ``RESOURCES``, and the add and remove actions."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from django import forms
+
+from .. import registry
+from ..dashboard import ActionFailed, action
+from ..primitives.pool import ORDERS, ResourcePool
+from ..primitives.validators import check_name
+from .base import Held, Option, Outcome
+from .leases import LEASE_TIMEOUT, LeaseKind
+
+__all__ = ["KIND", "PoolKind", "get_pool"]
+
+
+def _validate_resources(value: Any, path: str) -> tuple[str, ...]:
+    if not isinstance(value, (list, tuple)):
+        raise ValueError(f"{path} must be a list of resource ids, got {value!r}")
+    ids: dict[str, None] = {}  # insertion-ordered set: linear for any length
+    duplicates: dict[str, None] = {}
+    for index, item in enumerate(value):
+        resource = check_name(item, f"{path}[{index}]")
+        if resource in ids:
+            duplicates[resource] = None
+        ids[resource] = None
+    if duplicates:
+        listed = ", ".join(repr(d) for d in duplicates)
+        raise ValueError(f"{path} lists {listed} more than once")
+    return tuple(ids)
+
+
+def _validate_order(value: Any, path: str) -> str:
+    if value not in ORDERS:
+        raise ValueError(f"{path} must be one of {', '.join(map(repr, ORDERS))}, got {value!r}")
+    return str(value)
+
+
+class ResourceForm(forms.Form):
+    """Names one resource of a pool."""
+
+    resource = forms.CharField(
+        max_length=200,
+        help_text="Up to 200 characters, without braces or whitespace.",
+    )
+
+    def clean_resource(self) -> str:
+        try:
+            return check_name(self.cleaned_data["resource"], "resource")
+        except ValueError as exc:
+            raise forms.ValidationError(str(exc)) from exc
+
+
+class PoolKind(LeaseKind):
+    """A :class:`ResourcePool` of the resource ids in ``RESOURCES``."""
+
+    name = "pool"
+    setting_key = "POOLS"
+    primitive = ResourcePool
+    options = {
+        "RESOURCES": Option(
+            _validate_resources,
+            (),
+            'Give a list of distinct resource ids, e.g. ["printer-1", "printer-2"]; '
+            "an id is a non-empty str without braces or whitespace.",
+        ),
+        "LEASE_TIMEOUT": LEASE_TIMEOUT,
+        "ORDER": Option(
+            _validate_order,
+            "fifo",
+            'Use "fifo" (longest available first), "lifo" (most recently released '
+            'first) or "random".',
+        ),
+    }
+    size_word = "resources"
+    held_label = "Resource"
+    find_label = "Resource id"
+    counts_slots = False
+
+    def build(
+        self, client: Any, name: str, key_prefix: str, options: Mapping[str, Any]
+    ) -> ResourcePool:
+        return ResourcePool(
+            client,
+            name,
+            lease_timeout=options["LEASE_TIMEOUT"],
+            order=options["ORDER"],
+            key_prefix=key_prefix,
+        )
+
+    def hold(
+        self,
+        primitive: Any,
+        *,
+        holder: str,
+        timeout: float | None,
+        lease_timeout: float | None,
+    ) -> Held | None:
+        """A lease on one resource."""
+        return self.held(
+            primitive.acquire(timeout=timeout, lease_timeout=lease_timeout, holder=holder)
+        )
+
+    def sync(
+        self, primitive: Any, options: Mapping[str, Any], *, prune: bool, dry_run: bool
+    ) -> Outcome:
+        """Associate each configured id (ids already there, available or leased,
+        are left alone); ``prune`` also removes the ids no longer configured,
+        leased ones included (their holders' later release returns False)."""
+        configured: tuple[str, ...] = options["RESOURCES"]
+        added: list[str] = []
+        present: list[str] = []
+        for resource in configured:
+            is_new = not primitive.has(resource) if dry_run else primitive.associate(resource)
+            (added if is_new else present).append(resource)
+        removed: list[str] = []
+        if prune:
+            in_redis = set(primitive.available()) | {lease.resource for lease in primitive.leases()}
+            for resource in sorted(in_redis - set(configured)):
+                if dry_run or primitive.disassociate(resource):
+                    removed.append(resource)
+        would = "would be " if dry_run else ""
+        line = f"{primitive.name}: {len(added)} {would}added, {len(present)} already there"
+        if prune:
+            line += f", {len(removed)} {would}removed"
+        if dry_run:
+            line += " (dry run, nothing changed)"
+        details = [f"  {would}added: {resource}" for resource in added] + [
+            f"  already there: {resource}" for resource in present
+        ]
+        details += [f"  {would}removed: {resource}" for resource in removed]
+        return Outcome(
+            line,
+            changed=bool(added or removed),
+            style="warning" if dry_run or removed else "success",
+            details=tuple(details),
+        )
+
+    def find(self, primitive: Any, key: str) -> str:
+        return "available" if primitive.has(key) else "not in the pool"
+
+    def register_actions(self) -> None:
+        action(
+            self.name,
+            "add",
+            label="Add a resource",
+            form=ResourceForm,
+            question="Add {resource!r} to pool {primitive.name!r}?",
+        )(add_resource)
+        action(
+            self.name,
+            "remove",
+            label="Remove",
+            form=ResourceForm,
+            placement="row",
+            dangerous=True,
+            question="Remove {resource!r} from pool {primitive.name!r}? If it is held, the "
+            "hold ends now and its holder finds its lease lost at its next renewal or "
+            "release. Resources listed in the settings come back with the next manage.py "
+            "pool_sync.",
+        )(remove_resource)
+
+
+def add_resource(pool: Any, data: dict[str, Any]) -> str:
+    """Associate a resource with the pool (a waiter gets it at once)."""
+    if not pool.associate(data["resource"]):
+        raise ActionFailed(f"{data['resource']!r} is already in pool {pool.name!r}.")
+    return f"Added {data['resource']!r} to pool {pool.name!r}."
+
+
+def remove_resource(pool: Any, data: dict[str, Any]) -> str:
+    """Disassociate a resource, available or held."""
+    if not pool.disassociate(data["resource"]):
+        raise ActionFailed(f"{data['resource']!r} is not in pool {pool.name!r}.")
+    return f"Removed {data['resource']!r} from pool {pool.name!r}."
+
+
+KIND = PoolKind()
+
+
+def get_pool(name: str) -> ResourcePool:
+    """The :class:`ResourcePool` configured in ``DJANGO_REDIS_POOL["POOLS"][name]``."""
+    pool: ResourcePool = registry.get(KIND, name)
+    return pool

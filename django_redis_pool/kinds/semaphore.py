@@ -1,0 +1,123 @@
+"""Counting semaphores in Django: the ``SEMAPHORES`` setting, ``get_semaphore``,
+a request's slot, ``pool_sync`` of ``MAX_SIZE``, and the set-max-size action."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from django import forms
+
+from .. import registry
+from ..dashboard import action
+from ..primitives.semaphore import Semaphore, check_max_size
+from .base import Held, Option, Outcome
+from .leases import LEASE_TIMEOUT, LeaseKind
+
+__all__ = ["KIND", "SemaphoreKind", "get_semaphore"]
+
+
+def _validate_max_size(value: Any, path: str) -> int | None:
+    return None if value is None else check_max_size(value, path)
+
+
+class MaxSizeForm(forms.Form):
+    """A semaphore's new number of slots."""
+
+    max_size = forms.IntegerField(
+        min_value=0,
+        max_value=2**52,
+        help_text="Holders beyond it keep their slots; new ones wait until enough are freed.",
+    )
+
+
+class SemaphoreKind(LeaseKind):
+    """A :class:`Semaphore` of ``MAX_SIZE`` slots, one per identity."""
+
+    name = "semaphore"
+    setting_key = "SEMAPHORES"
+    primitive = Semaphore
+    options = {
+        "MAX_SIZE": Option(
+            _validate_max_size,
+            None,
+            "Use the number of slots as an int >= 0, e.g. 3. It is stored in Redis on "
+            "first use (if Redis has none) and by manage.py pool_sync.",
+        ),
+        "LEASE_TIMEOUT": LEASE_TIMEOUT,
+    }
+    held_label = "Identity"
+    find_label = "Identity"
+
+    def build(
+        self, client: Any, name: str, key_prefix: str, options: Mapping[str, Any]
+    ) -> Semaphore:
+        return Semaphore(
+            client,
+            name,
+            lease_timeout=options["LEASE_TIMEOUT"],
+            default_max_size=options["MAX_SIZE"],  # stored on first acquire if Redis has none
+            key_prefix=key_prefix,
+        )
+
+    def hold(
+        self,
+        primitive: Any,
+        *,
+        holder: str,
+        timeout: float | None,
+        lease_timeout: float | None,
+    ) -> Held | None:
+        """A slot for the identity ``holder`` (requests sharing it share the slot)."""
+        return self.held(
+            primitive.acquire_lease(holder, timeout=timeout, lease_timeout=lease_timeout)
+        )
+
+    def sync(
+        self, primitive: Any, options: Mapping[str, Any], *, prune: bool, dry_run: bool
+    ) -> Outcome:
+        """Store ``MAX_SIZE`` (a smaller one evicts no holder; a larger one
+        serves waiting callers at once)."""
+        name, size = primitive.name, options["MAX_SIZE"]
+        if size is None:
+            return Outcome(f"{name}: no MAX_SIZE configured, max size left as it is")
+        before = primitive.get_max_size()
+        if before == size:
+            return Outcome(f"{name}: max size {size} already set", style="success")
+        if not dry_run:
+            primitive.set_max_size(size)
+        would = "would be " if dry_run else ""
+        note = " (dry run, nothing changed)" if dry_run else ""
+        return Outcome(
+            f"{name}: max size {would}set to {size} (was {before}){note}",
+            changed=True,
+            style="warning",
+        )
+
+    def register_actions(self) -> None:
+        action(
+            self.name,
+            "max-size",
+            label="Set max size",
+            form=MaxSizeForm,
+            question="Set the max size of semaphore {primitive.name!r} to {max_size}?",
+        )(set_max_size)
+
+
+def set_max_size(semaphore: Any, data: dict[str, Any]) -> str:
+    """Store a new number of slots (waiters are served at once if it grew)."""
+    semaphore.set_max_size(data["max_size"])
+    return f"The max size of semaphore {semaphore.name!r} is now {data['max_size']}."
+
+
+KIND = SemaphoreKind()
+
+
+def get_semaphore(name: str) -> Semaphore:
+    """The :class:`Semaphore` configured in ``DJANGO_REDIS_POOL["SEMAPHORES"][name]``.
+
+    Its ``MAX_SIZE`` is stored in Redis by the first acquire that finds no max
+    size there (``manage.py pool_sync`` overwrites it). Building it does no I/O.
+    """
+    semaphore: Semaphore = registry.get(KIND, name)
+    return semaphore

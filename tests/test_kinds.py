@@ -1,0 +1,181 @@
+"""The kinds: the Django layer's core names none of them, and a kind added as
+one module (``tests/gate_kind.py``) works in the settings, the checks, the
+registry, the decorator, the commands and the admin without touching the core."""
+
+from __future__ import annotations
+
+import importlib
+import io
+import json
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.core.management import call_command
+from django.test import RequestFactory
+
+from django_redis_pool import dashboard, kinds, registry
+from django_redis_pool.checks import check_settings
+from django_redis_pool.decorators import with_resource
+from django_redis_pool.kinds import Kind
+
+from . import gate_kind
+
+PACKAGE = Path(__file__).resolve().parent.parent / "django_redis_pool"
+#: English that happens to contain a kind's word: the package's own name, the
+#: app's label ("Redis pools") and the package of the kinds.
+ALLOWED = re.compile(r"django[-_]redis[-_]pool|Redis pools|\.kinds\b|\bkinds\b")
+
+
+def core_files() -> list[Path]:
+    """The Django layer's core: every module and template outside the kinds and
+    the primitives (the package's ``__init__`` re-exports the primitives, and
+    ``exceptions`` belongs to them)."""
+    skipped = {"kinds", "primitives", "migrations"}
+    return sorted(
+        path
+        for path in PACKAGE.rglob("*")
+        if path.suffix in (".py", ".html")
+        and not skipped & set(path.relative_to(PACKAGE).parts)
+        and (path.name not in ("__init__.py", "exceptions.py") or "management" in path.parts)
+    )
+
+
+def words_of(kind: Kind) -> re.Pattern[str]:
+    """A kind's name, label and plural (any case), setting key and class name."""
+    spoken = {kind.name, kind.label, kind.plural}
+    exact = {kind.setting_key}
+    if kind.primitive is not None:
+        exact.add(kind.primitive.__name__)
+    alternatives = [f"(?i:{re.escape(w)})" for w in spoken] + [re.escape(w) for w in exact]
+    return re.compile(r"(?<![\w.])(?:" + "|".join(alternatives) + r")(?!\w)")
+
+
+def test_the_core_of_the_django_layer_names_no_kind() -> None:
+    files = core_files()
+    assert len(files) > 15, files  # the scan sees the whole core
+    found = []
+    for kind in kinds.all_kinds():
+        pattern = words_of(kind)
+        for path in files:
+            for number, line in enumerate(path.read_text().splitlines(), 1):
+                for match in pattern.finditer(ALLOWED.sub("", line)):
+                    found.append(f"{path.relative_to(PACKAGE)}:{number}: {match[0]!r}: {line}")
+    assert found == []
+
+
+def test_every_supported_kind_is_whole() -> None:
+    import django_redis_pool
+
+    for kind in kinds.supported():
+        module = type(kind).__module__
+        assert module == f"django_redis_pool.kinds.{kind.name}"
+        assert kind.options and kind.primitive is not None
+        assert kind.primitive.kind == kind.name
+        assert dashboard.SUMMARIES[kind.name] and dashboard.SECTIONS[kind.name]
+        assert {"release", "gc"} <= set(dashboard.ACTIONS[kind.name])
+        accessor = getattr(django_redis_pool, f"get_{kind.name}")
+        assert accessor.__module__ == module
+
+
+def test_reserved_kinds_are_accepted_but_not_supported() -> None:
+    reserved = [kind for kind in kinds.all_kinds() if not kind.supported]
+    assert [kind.setting_key for kind in reserved] == ["ALLOCATORS", "QUEUES", "OBJECT_POOLS"]
+    assert kinds.plurals() == "pools, semaphores or locks"
+
+
+@pytest.fixture
+def gates(settings: Any, redis_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """The gate kind added to the kinds, and one gate configured beside a pool."""
+    registries = (dashboard.SUMMARIES, dashboard.SECTIONS, dashboard.ACTIONS)
+    saved = [dict(r) for r in registries]
+    importlib.reload(gate_kind)  # a fresh KIND registers its panels again
+    monkeypatch.setattr(kinds, "BUILTIN", (*kinds.BUILTIN, "tests.gate_kind.KIND"))
+    monkeypatch.setattr(kinds, "_loaded", None)
+    settings.DJANGO_REDIS_POOL = {
+        "CONNECTION": {"URL": redis_url},
+        "POOLS": {"printers": {"RESOURCES": ["p1"]}},
+        "GATES": {"front-door": {"LEASE_TIMEOUT": 5}},
+    }
+    yield
+    monkeypatch.setattr(kinds, "_loaded", None)
+    for registry_, before in zip(registries, saved, strict=True):
+        registry_.clear()
+        registry_.update(before)  # type: ignore[attr-defined]
+    registry.clear_caches()
+
+
+def run(command: str, *args: str) -> str:
+    out = io.StringIO()
+    call_command(command, *args, stdout=out, no_color=True)
+    return out.getvalue()
+
+
+@pytest.mark.django_db  # closing a response closes old database connections
+def test_a_kind_added_as_one_module_is_checked_built_and_held(gates: None) -> None:
+    from tests.gate_kind import Gate, get_gate
+
+    assert [m for m in check_settings() if m.is_serious()] == []
+    gate = get_gate("front-door")
+    assert isinstance(gate, Gate) and registry.get_resource("front-door") is gate
+
+    @with_resource("front-door", timeout=0)
+    def view(request: Any) -> Any:
+        from django.http import HttpResponse
+
+        hold = request.resources["front-door"]
+        return HttpResponse(f"{type(hold).__name__} {hold.locked()}")
+
+    response = view(RequestFactory().get("/"))
+    assert response.content == b"Gate True"
+    response.close()
+    assert gate.locked() is False
+
+
+def test_a_kind_added_as_one_module_has_its_options_checked(gates: None, settings: Any) -> None:
+    settings.DJANGO_REDIS_POOL["GATES"]["front-door"] = {"LEASE_TIMOUT": 5}
+    messages = check_settings()
+    assert [m.id for m in messages] == ["django_redis_pool.E017"]
+    assert 'DJANGO_REDIS_POOL["GATES"]["front-door"]["LEASE_TIMOUT"]' in messages[0].msg
+    assert "Did you mean 'LEASE_TIMEOUT'?" in messages[0].hint
+
+
+def test_a_kind_added_as_one_module_is_run_by_the_commands(gates: None) -> None:
+    from tests.gate_kind import get_gate
+
+    assert "front-door: a gate, nothing to sync" in run("pool_sync")
+    get_gate("front-door").for_holder("night-shift").acquire()
+    status = run("pool_status")
+    assert re.search(r"front-door\s+gate\s+1\s+0\s+0\s+1", status), status
+    assert "held by night-shift" in status
+    data = json.loads(run("pool_status", "--json"))
+    assert {p["name"]: p["kind"] for p in data["primitives"]} == {
+        "front-door": "gate",
+        "printers": "pool",
+    }
+    assert "front-door: nothing to reclaim" in run("pool_gc")
+
+
+def test_a_kind_added_as_one_module_has_its_admin_panels(gates: None) -> None:
+    from tests.gate_kind import get_gate
+
+    gate = get_gate("front-door")
+    assert dashboard.SUMMARIES["gate"](gate).size == 1
+    assert list(dashboard.ACTIONS["gate"]) == ["release", "open-wide", "gc"]
+    assert (
+        dashboard.ACTIONS["gate"]["open-wide"].run(gate, {}) == "gate 'front-door' stays as it is"
+    )
+
+
+def test_every_option_of_every_kind_is_documented() -> None:
+    pages = [p for p in (PACKAGE.parent / "docs").glob("*.md") if p.name != "adding-a-kind.md"]
+    text = "\n".join(page.read_text() for page in pages)
+    missing = [
+        f"{kind.setting_key}.{key}"
+        for kind in kinds.supported()
+        for key in kind.options
+        if f'"{key}"' not in text and f"`{key}`" not in text
+    ]
+    assert missing == []
