@@ -17,6 +17,7 @@ from .exceptions import (
     PoolError,
     ResourceUnavailable,
 )
+from .primitives.allocator import AllocatedKey, Allocator, AllocatorObject
 from .primitives.lease import Lease
 from .primitives.lock import Lock
 from .primitives.pool import ResourcePool
@@ -24,6 +25,7 @@ from .primitives.semaphore import Semaphore
 
 if TYPE_CHECKING:
     from .decorators import with_resource
+    from .kinds.allocator import get_allocator
     from .kinds.lock import get_lock
     from .kinds.pool import get_pool
     from .kinds.semaphore import get_semaphore
@@ -32,6 +34,9 @@ if TYPE_CHECKING:
 __version__ = "0.1.0.dev0"
 
 __all__ = [
+    "AllocatedKey",
+    "Allocator",
+    "AllocatorObject",
     "BackendUnavailable",
     "Lease",
     "Lock",
@@ -41,6 +46,7 @@ __all__ = [
     "ResourcePool",
     "ResourceUnavailable",
     "Semaphore",
+    "get_allocator",
     "get_lock",
     "get_pool",
     "get_resource",
@@ -50,6 +56,7 @@ __all__ = [
 
 #: What needs configured settings (or Django) is imported on first use.
 _LAZY = {
+    "get_allocator": "django_redis_pool.kinds.allocator.get_allocator",
     "get_lock": "django_redis_pool.kinds.lock.get_lock",
     "get_pool": "django_redis_pool.kinds.pool.get_pool",
     "get_resource": "django_redis_pool.registry.get_resource",

@@ -108,12 +108,14 @@ class Guard:
         primitive: Any = None
         try:
             primitive = registry.get_resource(self.name)  # a Cluster client connects here
-            held = kinds.by_name()[primitive.kind].hold(
-                primitive,
-                holder=holder or self.holder_of(request),
+            holder = holder or self.holder_of(request)
+            ask = kinds.Ask(
+                holder=holder,
+                identity=None if self._identity is None else holder,
                 timeout=self.wait_of(primitive),
                 lease_timeout=self.lease_timeout,
             )
+            held = kinds.by_name()[primitive.kind].hold(primitive, ask)
         except NotConfigured:
             raise  # a configuration error, not a busy resource
         except PoolError as exc:  # Redis unreachable, or refusing (OOM, ...)

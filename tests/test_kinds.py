@@ -82,8 +82,8 @@ def test_every_supported_kind_is_whole() -> None:
 
 def test_reserved_kinds_are_accepted_but_not_supported() -> None:
     reserved = [kind for kind in kinds.all_kinds() if not kind.supported]
-    assert [kind.setting_key for kind in reserved] == ["ALLOCATORS", "QUEUES", "OBJECT_POOLS"]
-    assert kinds.plurals() == "pools, semaphores or locks"
+    assert [kind.setting_key for kind in reserved] == ["QUEUES", "OBJECT_POOLS"]
+    assert kinds.plurals() == "pools, semaphores, locks or allocators"
 
 
 @pytest.fixture

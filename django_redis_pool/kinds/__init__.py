@@ -15,11 +15,12 @@ from collections.abc import Mapping
 
 from django.utils.module_loading import import_string
 
-from .base import Held, Kind, Option, Outcome, ReservedKind
+from .base import Ask, Held, Kind, Option, Outcome, ReservedKind
 
 __all__ = [
     "BUILTIN",
     "RESERVED",
+    "Ask",
     "Held",
     "Kind",
     "Option",
@@ -38,10 +39,10 @@ BUILTIN = (
     "django_redis_pool.kinds.pool.KIND",
     "django_redis_pool.kinds.semaphore.KIND",
     "django_redis_pool.kinds.lock.KIND",
+    "django_redis_pool.kinds.allocator.KIND",
 )
 #: Kinds of a later version: turning one into a module of BUILTIN enables it.
 RESERVED = (
-    ReservedKind("allocator", "ALLOCATORS"),
     ReservedKind("queue", "QUEUES"),
     ReservedKind("object_pool", "OBJECT_POOLS"),
 )

@@ -18,7 +18,7 @@ from typing import Any, ClassVar, Literal
 from ..exceptions import NotConfigured
 from ..primitives.lease import Lease
 
-__all__ = ["Held", "Kind", "Option", "Outcome", "ReservedKind", "Validator"]
+__all__ = ["Ask", "Held", "Kind", "Option", "Outcome", "ReservedKind", "Validator"]
 
 #: ``validate(value, setting_path) -> normalised value``; raises ``ValueError`` whose
 #: message names ``setting_path``.
@@ -43,6 +43,16 @@ class Held:
     release: Callable[[], bool]  #: gives it back; False if it was already gone
     granted_at: float = field(default_factory=time.monotonic)
     primitive: Any = None  #: what was held (set by the guard)
+
+
+@dataclass(frozen=True)
+class Ask:
+    """What one request asks of a kind's :meth:`Kind.hold`."""
+
+    holder: str  #: who holds: ``identity(request)``, else a unique id of the request
+    identity: str | None  #: ``identity(request)`` if the view names one, else None
+    timeout: float | None  #: how long to wait (None: forever; 0: do not wait)
+    lease_timeout: float | None  #: the hold's lease (None: the primitive's default)
 
 
 @dataclass(frozen=True)
@@ -97,11 +107,9 @@ class Kind:
 
     # -- requests --------------------------------------------------------------
 
-    def hold(
-        self, primitive: Any, *, holder: str, timeout: float | None, lease_timeout: float | None
-    ) -> Held | None:
-        """Take ``primitive`` for one request as ``holder``, waiting up to
-        ``timeout`` seconds (None: forever); None if nothing was granted."""
+    def hold(self, primitive: Any, ask: Ask) -> Held | None:
+        """Take ``primitive`` for one request, as ``ask`` says; None if nothing
+        was granted in time."""
         raise NotConfigured(
             f"{self.label} {primitive.name!r} cannot be held by a request: {self.plural} "
             "have no request hold"

@@ -19,10 +19,20 @@ from .. import signals
 from ..dashboard import ActionFailed, Summary, action, section, summary
 from ..primitives.base import Snapshot
 from ..primitives.lease import Lease
-from ..primitives.validators import check_lease_timeout
+from ..primitives.validators import check_lease_timeout, check_name
 from .base import Held, Kind, Option, Outcome
 
-__all__ = ["LEASE_TIMEOUT", "MAX_PAGE", "PAGE_SIZE", "LeaseKind", "as_datetime"]
+__all__ = [
+    "LEASE_TIMEOUT",
+    "MAX_PAGE",
+    "PAGE_SIZE",
+    "LeaseKind",
+    "ResourceForm",
+    "as_datetime",
+    "lease_timeout_option",
+    "page_number",
+    "paged_table",
+]
 
 logger = logging.getLogger("django_redis_pool")
 
@@ -241,14 +251,14 @@ class Table:
     next_query: str | None
 
 
-def _page_number(request: HttpRequest, table: str) -> int:
+def page_number(request: HttpRequest, table: str) -> int:
     try:
         return min(max(1, int(request.GET.get(f"{table}_page", "1"))), MAX_PAGE)
     except ValueError:
         return 1
 
 
-def _table(
+def paged_table(
     request: HttpRequest, name: str, rows: list[dict[str, Any]], count: int, number: int
 ) -> Table:
     num_pages = max(1, math.ceil(count / PAGE_SIZE))
@@ -297,24 +307,26 @@ def _waiter_rows(snap: Snapshot) -> list[dict[str, Any]]:
 def lease_contents(primitive: Any, request: HttpRequest) -> dict[str, Any]:
     """One page of each table (available, holders, waiters) in one round trip."""
     kind = kind_of(primitive)
-    numbers = {table: _page_number(request, table) for table in TABLES}
+    numbers = {table: page_number(request, table) for table in TABLES}
     snap = primitive.snapshot(
         limit=PAGE_SIZE,
         **{f"{table}_offset": (numbers[table] - 1) * PAGE_SIZE for table in TABLES},
     )
     tables = [
-        _table(
+        paged_table(
             request,
             "holders",
             [_holder_row(lease, snap) for lease in snap.leases],
             snap.held_count,
             numbers["holders"],
         ),
-        _table(request, "waiters", _waiter_rows(snap), snap.waiting_count, numbers["waiters"]),
+        paged_table(request, "waiters", _waiter_rows(snap), snap.waiting_count, numbers["waiters"]),
     ]
     if not kind.counts_slots:
         rows = [{"resource": resource} for resource in snap.available]
-        available = _table(request, "available", rows, snap.available_count, numbers["available"])
+        available = paged_table(
+            request, "available", rows, snap.available_count, numbers["available"]
+        )
         tables.insert(0, available)
     return {
         "kind": kind,
@@ -353,6 +365,21 @@ class HoldForm(forms.Form):
 
     resource = forms.CharField(max_length=200, strip=False)  # identities may have spaces
     fence = forms.IntegerField(min_value=0)
+
+
+class ResourceForm(forms.Form):
+    """Names one resource (or key) of the primitive."""
+
+    resource = forms.CharField(
+        max_length=200,
+        help_text="Up to 200 characters, without braces or whitespace.",
+    )
+
+    def clean_resource(self) -> str:
+        try:
+            return check_name(self.cleaned_data["resource"], "resource")
+        except ValueError as exc:
+            raise forms.ValidationError(str(exc)) from exc
 
 
 def force_release(primitive: Any, data: dict[str, Any]) -> str:

@@ -11,7 +11,7 @@ from .. import registry
 from ..exceptions import NotOwned
 from ..primitives.lock import Lock
 from ..primitives.validators import check_timeout
-from .base import Held, Option
+from .base import Ask, Held, Option
 from .leases import LeaseKind, lease_timeout_option
 
 __all__ = ["KIND", "LockKind", "get_lock"]
@@ -52,21 +52,15 @@ class LockKind(LeaseKind):
             key_prefix=key_prefix,
         )
 
-    def hold(
-        self,
-        primitive: Any,
-        *,
-        holder: str,
-        timeout: float | None,
-        lease_timeout: float | None,
-    ) -> Held | None:
+    def hold(self, primitive: Any, ask: Ask) -> Held | None:
         """A :class:`Lock` of the request's own, usable from any thread."""
+        holder = ask.holder
         if not primitive.reentrant:
             # Requests sharing an identity take turns on a plain lock, rather than
             # one of them failing as if it waited for itself.
             holder = f"{holder[:187]}:{uuid.uuid4().hex[:12]}"
-        held = primitive.for_holder(holder, lease_timeout=lease_timeout)
-        if not held.acquire(timeout=timeout):
+        held = primitive.for_holder(holder, lease_timeout=ask.lease_timeout)
+        if not held.acquire(timeout=ask.timeout):
             return None
         lease = held.lease
 

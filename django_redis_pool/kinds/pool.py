@@ -6,14 +6,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from django import forms
-
 from .. import registry
 from ..dashboard import ActionFailed, action
 from ..primitives.pool import ORDERS, ResourcePool
 from ..primitives.validators import check_name
-from .base import Held, Option, Outcome
-from .leases import LEASE_TIMEOUT, LeaseKind
+from .base import Ask, Held, Option, Outcome
+from .leases import LEASE_TIMEOUT, LeaseKind, ResourceForm
 
 __all__ = ["KIND", "PoolKind", "get_pool"]
 
@@ -38,21 +36,6 @@ def _validate_order(value: Any, path: str) -> str:
     if value not in ORDERS:
         raise ValueError(f"{path} must be one of {', '.join(map(repr, ORDERS))}, got {value!r}")
     return str(value)
-
-
-class ResourceForm(forms.Form):
-    """Names one resource of a pool."""
-
-    resource = forms.CharField(
-        max_length=200,
-        help_text="Up to 200 characters, without braces or whitespace.",
-    )
-
-    def clean_resource(self) -> str:
-        try:
-            return check_name(self.cleaned_data["resource"], "resource")
-        except ValueError as exc:
-            raise forms.ValidationError(str(exc)) from exc
 
 
 class PoolKind(LeaseKind):
@@ -92,17 +75,12 @@ class PoolKind(LeaseKind):
             key_prefix=key_prefix,
         )
 
-    def hold(
-        self,
-        primitive: Any,
-        *,
-        holder: str,
-        timeout: float | None,
-        lease_timeout: float | None,
-    ) -> Held | None:
+    def hold(self, primitive: Any, ask: Ask) -> Held | None:
         """A lease on one resource."""
         return self.held(
-            primitive.acquire(timeout=timeout, lease_timeout=lease_timeout, holder=holder)
+            primitive.acquire(
+                timeout=ask.timeout, lease_timeout=ask.lease_timeout, holder=ask.holder
+            )
         )
 
     def sync(
@@ -112,14 +90,13 @@ class PoolKind(LeaseKind):
         are left alone); ``prune`` also removes the ids no longer configured,
         leased ones included (their holders' later release returns False)."""
         configured: tuple[str, ...] = options["RESOURCES"]
-        added: list[str] = []
-        present: list[str] = []
-        for resource in configured:
-            is_new = not primitive.has(resource) if dry_run else primitive.associate(resource)
-            (added if is_new else present).append(resource)
+        in_redis = set(primitive.available()) | {lease.resource for lease in primitive.leases()}
+        added = [resource for resource in configured if resource not in in_redis]
+        present = [resource for resource in configured if resource in in_redis]
+        if not dry_run:
+            primitive.associate_many(added)  # batched: one round trip per 1,000 ids
         removed: list[str] = []
         if prune:
-            in_redis = set(primitive.available()) | {lease.resource for lease in primitive.leases()}
             for resource in sorted(in_redis - set(configured)):
                 if dry_run or primitive.disassociate(resource):
                     removed.append(resource)

@@ -11,7 +11,7 @@ from django import forms
 from .. import registry
 from ..dashboard import action
 from ..primitives.semaphore import Semaphore, check_max_size
-from .base import Held, Option, Outcome
+from .base import Ask, Held, Option, Outcome
 from .leases import LEASE_TIMEOUT, LeaseKind
 
 __all__ = ["KIND", "SemaphoreKind", "get_semaphore"]
@@ -60,17 +60,12 @@ class SemaphoreKind(LeaseKind):
             key_prefix=key_prefix,
         )
 
-    def hold(
-        self,
-        primitive: Any,
-        *,
-        holder: str,
-        timeout: float | None,
-        lease_timeout: float | None,
-    ) -> Held | None:
+    def hold(self, primitive: Any, ask: Ask) -> Held | None:
         """A slot for the identity ``holder`` (requests sharing it share the slot)."""
         return self.held(
-            primitive.acquire_lease(holder, timeout=timeout, lease_timeout=lease_timeout)
+            primitive.acquire_lease(
+                ask.holder, timeout=ask.timeout, lease_timeout=ask.lease_timeout
+            )
         )
 
     def sync(

@@ -68,7 +68,7 @@ class Snapshot:
     @property
     def free(self) -> int:
         """How many more holds could be granted now."""
-        if self.kind == "pool":
+        if self.kind in ("pool", "allocator"):  # named resources, not slots
             return self.available_count
         return max(0, (self.size or 0) - self.held_count)
 

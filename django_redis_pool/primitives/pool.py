@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from ._common import text, to_ms
@@ -63,6 +63,15 @@ class ResourcePool(LeasedPrimitive):
         """Add ``resource`` to the pool; False if it is already there (available
         or leased). A waiter blocked on the pool gets it at once."""
         return int(self._engine.run("pool_associate", check_name(resource, "resource"))) == 1
+
+    def associate_many(self, resources: Iterable[str]) -> int:
+        """Add ``resources`` (one atomic step per 1,000); returns how many were
+        new. Waiters blocked on the pool get them at once."""
+        ids = list(dict.fromkeys(check_name(r, "resource") for r in resources))
+        return sum(
+            int(self._engine.run("pool_associate", *ids[start : start + 1000]))
+            for start in range(0, len(ids), 1000)
+        )
 
     def disassociate(self, resource: str) -> bool:
         """Remove ``resource``, available or leased (its holder's later release

@@ -62,6 +62,13 @@ OPERATIONS = (
     "pool_associate",
     "pool_disassociate",
     "sem_set_max",
+    "alloc_extend",
+    "alloc_shrink",
+    "alloc_malloc",
+    "alloc_health",
+    "alloc_bind",
+    "alloc_gc",
+    "alloc_read",
 )
 #: On the EVALSHA path: operation -> the script of its common case, run first.
 FAST = {"acquire": "acquire_fast", "release": "release_fast", "renew": "renew_fast"}

@@ -22,6 +22,11 @@
 --   :waitq  ZSET  waiter id -> -priority (ties: the zero-padded id = arrival)
 --   :winfo  HASH  waiter id -> waiter record
 --   :max    STRING the number of slots (semaphores)
+--   Allocators also keep (all bounded by the number of keys or bindings):
+--   :keys   HASH  key -> "priority|expires ms" (-1: stays for ever): membership
+--   :kexp   ZSET  key -> when it leaves the allocator (keys with a lifetime)
+--   :sick   ZSET  key -> end of its cooldown (out of rotation until then)
+--   :bind   HASH  soft-binding name -> key;  :bindexp ZSET name -> its expiry
 --   :wake:<token>    LIST  a waiter's own wake list (the grant handed to it)
 --   :wid:<identity>  ZSET  the queued sharing waiters of one identity
 --   :done   HASH  request id -> reply of a finished release (or refresh),
@@ -39,7 +44,10 @@
 --   sem                   slots: a lease's resource is the holder's identity and
 --                         at most GET :max identities hold at once;
 --   lock | rlock          one slot, the resource is the holder; rlock counts
---                         repeated acquires of the same holder (reentrancy).
+--                         repeated acquires of the same holder (reentrancy);
+--   alloc | shared        an allocator's keys: :avail ordered by priority, then
+--                         by when they became free; "alloc" leases a key to one
+--                         holder, "shared" hands keys out in turn, unleased.
 --
 -- Lease record (one string, fields split by "|", the holder last since it may
 -- hold "|"): token|fence|acquired ms|expires ms (-1 never)|lease ms (-1 none)|
@@ -47,7 +55,7 @@
 -- Waiter record: token|lease ms|priority|since ms|deadline ms (-1 none)|
 -- alive until ms (presumed dead after)|shares its identity's hold (0/1)|holder
 
-local BASE, MODE, NOW, NOW_US, SLOTS, SHARING
+local BASE, MODE, NOW, NOW_US, SLOTS, SHARING, ALLOC
 local K_AVAIL, K_LEASES, K_INFO, K_SEQ, K_WAITQ, K_WINFO, K_MAX
 
 local RECLAIM_LIMIT = 16     -- expired leases reclaimed per call (bounded work)
@@ -73,6 +81,7 @@ local function begin(keys, args)
   -- Modes in which a caller shares the hold of its identity (a reentrant
   -- lock's holder acquiring again, a semaphore identity asking twice).
   SHARING = MODE == 'sem' or MODE == 'rlock'
+  ALLOC = MODE == 'alloc' or MODE == 'shared'
   local t = redis.call('TIME')
   NOW = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
   NOW_US = tonumber(t[1]) * 1000000 + tonumber(t[2])
@@ -295,8 +304,72 @@ end
 
 -- @fn make_available
 -- Pools: put `resource` into avail, behind everything already there.
+-- Allocators: before every key of lower priority and behind its equals that
+-- became free earlier (in :seq order, so also within one millisecond); a key
+-- removed meanwhile stays out, and an unhealthy one waits out its cooldown in
+-- :sick. Returns the :seq number it took (nil if it stayed out).
 local function make_available(resource)
-  redis.call('ZADD', K_AVAIL, NOW_US, resource)
+  if not ALLOC then
+    redis.call('ZADD', K_AVAIL, NOW_US, resource)
+    return
+  end
+  local meta = redis.call('HGET', BASE .. ':keys', resource)
+  if not meta then
+    return
+  end
+  local sick = redis.call('ZSCORE', BASE .. ':sick', resource)
+  if sick and tonumber(sick) > NOW then
+    return
+  end
+  -- priority bands of 2^32 (|priority| <= 2^20 keeps the score exact); within
+  -- one, the sequence number modulo 2^32
+  local priority = tonumber(string.match(meta, '^([^|]*)'))
+  local turn = redis.call('INCR', K_SEQ)
+  redis.call('ZADD', K_AVAIL, -priority * 4294967296 + turn % 4294967296, resource)
+  return turn
+end
+
+-- @fn drop_key
+-- Allocators: remove `key` altogether (a lease on it ends; its holder's renew
+-- or free finds it gone). Returns 1 if it was a key.
+local function drop_key(key)
+  local rec = decode(redis.call('HGET', K_INFO, key))
+  redis.call('ZREM', K_AVAIL, key)
+  redis.call('ZREM', BASE .. ':kexp', key)
+  redis.call('ZREM', BASE .. ':sick', key)
+  if redis.call('ZREM', K_LEASES, key) == 1 and rec then
+    redis.call('HDEL', K_INFO, key, '\0' .. rec.t)
+  end
+  return redis.call('HDEL', BASE .. ':keys', key)
+end
+
+-- @fn due
+-- Members of ZSET `zset` whose score is due now, at most `limit` (one cheap
+-- read when the earliest is not due).
+local function due(zset, limit)
+  local first = redis.call('ZRANGE', zset, 0, 0, 'WITHSCORES')[2]
+  if not first or tonumber(first) > NOW then
+    return {}
+  end
+  return redis.call('ZRANGEBYSCORE', zset, '-inf', NOW, 'LIMIT', 0, limit)
+end
+
+-- @fn tend_keys
+-- Allocators: drop up to `limit` keys whose lifetime ended, and bring back up
+-- to `limit` whose cooldown ended. Returns how many of each.
+local function tend_keys(limit)
+  local expired = due(BASE .. ':kexp', limit)
+  for _, key in ipairs(expired) do
+    drop_key(key)
+  end
+  local healed = due(BASE .. ':sick', limit)
+  for _, key in ipairs(healed) do
+    redis.call('ZREM', BASE .. ':sick', key)
+    if not redis.call('ZSCORE', K_LEASES, key) then
+      make_available(key)
+    end
+  end
+  return #expired, #healed
 end
 
 -- @fn put_back

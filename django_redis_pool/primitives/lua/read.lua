@@ -32,7 +32,8 @@ if WHAT == 'counts' then
     return {math.max(0, size - held), held, waiting, size}
   end
   local available = redis.call('ZCARD', K_AVAIL) + redis.call('ZCOUNT', K_LEASES, '-inf', NOW)
-  return {available, held, waiting, available + held}
+  -- an allocator's size also counts its keys out of rotation
+  return {available, held, waiting, ALLOC and redis.call('HLEN', BASE .. ':keys') or available + held}
 elseif WHAT == 'state' then
   -- 1 available, 2 leased, 0 not in the pool
   if redis.call('ZSCORE', K_AVAIL, RES) then
@@ -97,7 +98,7 @@ elseif WHAT == 'snapshot' then
         table.insert(available, r)
       end
     end
-    size = avail_total + held
+    size = ALLOC and redis.call('HLEN', BASE .. ':keys') or avail_total + held
   end
   local waiters = hmget_all(K_WINFO, page(K_WAITQ, w_off))
   return {NOW, size, avail_total, available, held, hmget_all(K_INFO, lease_ids, true), waiting, waiters,

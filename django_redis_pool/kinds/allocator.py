@@ -1,0 +1,367 @@
+"""Allocators in Django: the ``ALLOCATORS`` setting, ``get_allocator``, a key
+per request (bound to the request's identity), ``pool_sync`` of ``KEYS``, the
+``HEALTH_CHECK`` run by ``pool_gc``, and the admin's keys, health and soft
+bindings."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from django import forms
+
+from .. import conf, registry
+from ..dashboard import ActionFailed, action, section
+from ..primitives.allocator import MAX_KEY_PRIORITY, Allocator
+from ..primitives.validators import check_name, check_seconds
+from .base import Ask, Held, Option, Outcome
+from .leases import (
+    PAGE_SIZE,
+    LeaseKind,
+    ResourceForm,
+    as_datetime,
+    lease_timeout_option,
+    page_number,
+    paged_table,
+)
+
+__all__ = ["KIND", "AllocatorKind", "get_allocator"]
+
+logger = logging.getLogger("django_redis_pool")
+
+#: Longest a ``pool_gc`` pass spends in one allocator's ``HEALTH_CHECK``; the
+#: next pass goes on with the keys it did not reach.
+HEALTH_BUDGET = 5.0
+
+
+def _validate_keys(value: Any, path: str) -> tuple[tuple[str, int], ...]:
+    """A list of keys (priority 0), or a dict of key -> priority."""
+    if isinstance(value, dict):
+        pairs = list(value.items())
+    elif isinstance(value, (list, tuple)):
+        pairs = [(key, 0) for key in value]
+    else:
+        raise ValueError(
+            f"{path} must be a list of keys or a dict of key -> priority, got {value!r}"
+        )
+    seen: dict[str, int] = {}
+    for index, (key, priority) in enumerate(pairs):
+        where = f"{path}[{key!r}]" if isinstance(value, dict) else f"{path}[{index}]"
+        key = check_name(key, where)
+        if isinstance(priority, bool) or not isinstance(priority, int):
+            raise ValueError(f"{where} must be an int priority, got {priority!r}")
+        if abs(priority) > MAX_KEY_PRIORITY:
+            raise ValueError(f"{where} = {priority} is beyond +-{MAX_KEY_PRIORITY}")
+        if key in seen:
+            raise ValueError(f"{path} lists {key!r} more than once")
+        seen[key] = priority
+    return tuple(seen.items())
+
+
+def _validate_bool(value: Any, path: str) -> bool:
+    if not isinstance(value, bool):
+        raise ValueError(f"{path} must be True or False, got {value!r}")
+    return value
+
+
+def _validate_seconds(value: Any, path: str) -> float:
+    seconds = check_seconds(value, path, allow_none=False)
+    if not seconds or seconds == float("inf"):
+        raise ValueError(f"{path} must be a number of seconds > 0, got {value!r}")
+    return seconds
+
+
+def _validate_check(value: Any, path: str) -> Any:
+    if value is not None:
+        conf.import_callable(value, path)
+    return value
+
+
+class AllocatorKind(LeaseKind):
+    """An :class:`Allocator` of the keys in ``KEYS``."""
+
+    name = "allocator"
+    setting_key = "ALLOCATORS"
+    primitive = Allocator
+    options = {
+        "KEYS": Option(
+            _validate_keys,
+            (),
+            'Give a list of distinct keys, e.g. ["proxy-1", "proxy-2"], or a dict of key '
+            '-> priority (an int, larger first), e.g. {"fast-proxy": 10, "proxy-2": 0}.',
+        ),
+        "SHARED": Option(
+            _validate_bool, False, "Use False (a key is locked to one holder) or True."
+        ),
+        "LEASE_TIMEOUT": lease_timeout_option(120.0),
+        "SOFT_BIND_TIMEOUT": Option(
+            _validate_seconds, 3600.0, "Use how long a name stays bound to its key, e.g. 3600."
+        ),
+        "HEALTH_CHECK": Option(
+            _validate_check,
+            None,
+            "Use the dotted path of a function taking a key and returning False (or "
+            'raising) when the key is unhealthy, e.g. "myapp.proxies.probe", or None.',
+        ),
+        "HEALTH_COOLDOWN": Option(
+            _validate_seconds,
+            60.0,
+            "Use how many seconds a key that failed HEALTH_CHECK stays out of rotation.",
+        ),
+    }
+    size_word = "keys"
+    held_label = "Key"
+    find_label = "Key"
+    counts_slots = False
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._next_probe: dict[str, int] = {}  # allocator name -> first key of the next pass
+        section(self.name, title="Health and soft bindings", template=TEMPLATE)(health_section)
+
+    def build(
+        self, client: Any, name: str, key_prefix: str, options: Mapping[str, Any]
+    ) -> Allocator:
+        return Allocator(
+            client,
+            name,
+            shared=options["SHARED"],
+            lease_timeout=options["LEASE_TIMEOUT"],
+            soft_bind_timeout=options["SOFT_BIND_TIMEOUT"],
+            key_prefix=key_prefix,
+        )
+
+    def hold(self, primitive: Any, ask: Ask) -> Held | None:
+        """A key at once (an allocator never waits), bound to the request's
+        identity if the view names one: the same user keeps the same key while
+        it is free."""
+        key = primitive.malloc_key(timeout=ask.lease_timeout, name=ask.identity, holder=ask.holder)
+        if key is None:
+            return None
+        if key.lease is None:  # shared: nothing to give back
+            return Held(key, None, lambda: True)
+        return Held(key, key.lease, lambda: primitive.free_keys(key) == 1)
+
+    def sync(
+        self, primitive: Any, options: Mapping[str, Any], *, prune: bool, dry_run: bool
+    ) -> Outcome:
+        """Add the configured keys with their priorities (one round trip per
+        1,000 keys); ``prune`` removes the keys no longer configured, held ones
+        included."""
+        configured = dict(options["KEYS"])
+        in_redis = set(primitive.keys())
+        added = [key for key in configured if key not in in_redis]
+        present = [key for key in configured if key in in_redis]
+        removed = sorted(in_redis - set(configured)) if prune else []
+        if not dry_run:
+            for priority in sorted(set(configured.values())):
+                primitive.extend(
+                    [k for k, p in configured.items() if p == priority], priority=priority
+                )
+            primitive.shrink(removed)
+        would = "would be " if dry_run else ""
+        line = f"{primitive.name}: {len(added)} {would}added, {len(present)} already there"
+        if prune:
+            line += f", {len(removed)} {would}removed"
+        if dry_run:
+            line += " (dry run, nothing changed)"
+        details = [f"  {would}added: {key}" for key in added]
+        details += [f"  already there: {key}" for key in present]
+        details += [f"  {would}removed: {key}" for key in removed]
+        return Outcome(
+            line,
+            changed=bool(added or removed),
+            style="warning" if dry_run or removed else "success",
+            details=tuple(details),
+        )
+
+    def collect(self, primitive: Any, *, dry_run: bool) -> Outcome:
+        """Reclaim expired locks and keys, then probe keys with ``HEALTH_CHECK``
+        (for at most ``HEALTH_BUDGET`` seconds; the next pass goes on from there)."""
+        outcome = super().collect(primitive, dry_run=dry_run)
+        check = registry.get_config().entries[primitive.name].options["HEALTH_CHECK"]
+        if check is None:
+            return outcome
+        probed, failed = self._probe(
+            primitive, conf.import_callable(check, "HEALTH_CHECK"), dry_run
+        )
+        note = f"health check: {len(failed)} of {probed} keys failed"
+        if dry_run:
+            note += " (dry run, nothing changed)"
+        return Outcome(
+            f"{outcome.line}; {note}",
+            changed=outcome.changed or bool(failed),
+            style="warning",
+            details=(*outcome.details, *(f"  unhealthy: {key}" for key in failed)),
+            data={**outcome.data, "unhealthy": failed},
+            counts={**outcome.counts, "unhealthy": len(failed)},
+        )
+
+    def _probe(
+        self, allocator: Allocator, check: Callable[[str], Any], dry_run: bool
+    ) -> tuple[int, list[str]]:
+        """Run ``check`` on keys in turn until the budget is spent."""
+        keys = allocator.keys()
+        if not keys:
+            return 0, []
+        cooldown = registry.get_config().entries[allocator.name].options["HEALTH_COOLDOWN"]
+        start = self._next_probe.get(allocator.name, 0) % len(keys)
+        deadline = time.monotonic() + HEALTH_BUDGET
+        probed, failed = 0, []
+        while probed < len(keys) and time.monotonic() < deadline:
+            key = keys[(start + probed) % len(keys)]
+            probed += 1
+            try:
+                healthy = bool(check(key))
+            except Exception as exc:
+                logger.warning("HEALTH_CHECK of %r in %r failed: %s", key, allocator.name, exc)
+                healthy = False
+            if not healthy:
+                failed.append(key)
+                if not dry_run:
+                    allocator.report_unhealthy(key, cooldown=cooldown)
+        self._next_probe[allocator.name] = start + probed
+        return probed, failed
+
+    def find(self, primitive: Any, key: str) -> str:
+        state = primitive.state(key)
+        return {"free": "available", "unhealthy": "out of rotation"}.get(state, "not a key")
+
+    def register_actions(self) -> None:
+        action(
+            self.name,
+            "add",
+            label="Add a key",
+            form=KeyForm,
+            question="Add key {resource!r} (priority {priority}) to allocator {primitive.name!r}?",
+        )(add_key)
+        action(
+            self.name,
+            "remove",
+            label="Remove",
+            form=ResourceForm,
+            placement="row",
+            dangerous=True,
+            question="Remove key {resource!r} from allocator {primitive.name!r}? If it is "
+            "held, its holder finds it gone at its next update or free. Keys listed in the "
+            "settings come back with the next manage.py pool_sync.",
+        )(remove_key)
+        action(
+            self.name,
+            "unhealthy",
+            label="Mark unhealthy",
+            form=CooldownForm,
+            question="Take key {resource!r} of allocator {primitive.name!r} out of rotation "
+            "for {cooldown} s?",
+        )(mark_unhealthy)
+        action(
+            self.name,
+            "healthy",
+            label="Mark healthy",
+            form=ResourceForm,
+            placement="row",
+            question="Put key {resource!r} of allocator {primitive.name!r} back in rotation now?",
+        )(mark_healthy)
+        action(
+            self.name,
+            "unbind",
+            label="Unbind",
+            form=BindingForm,
+            placement="row",
+            question="Forget that {binding!r} is bound to a key of allocator {primitive.name!r}?",
+        )(unbind)
+
+
+TEMPLATE = "admin/django_redis_pool/kinds/allocator_health.html"
+
+
+def health_section(allocator: Any, request: Any) -> dict[str, Any]:
+    """One page of the keys out of rotation and one of the soft bindings."""
+    sick_page, binds_page = page_number(request, "unhealthy"), page_number(request, "bindings")
+    sick_total, sick = allocator.unhealthy(offset=(sick_page - 1) * PAGE_SIZE, limit=PAGE_SIZE)
+    binds_total, binds = allocator.soft_binds(offset=(binds_page - 1) * PAGE_SIZE, limit=PAGE_SIZE)
+    return {
+        "unhealthy": paged_table(
+            request,
+            "unhealthy",
+            [{"resource": key, "until": as_datetime(until)} for key, until in sick],
+            sick_total,
+            sick_page,
+        ),
+        "bindings": paged_table(
+            request,
+            "bindings",
+            [
+                {"binding": name, "resource": key, "expires": as_datetime(expiry)}
+                for name, key, expiry in binds
+            ],
+            binds_total,
+            binds_page,
+        ),
+    }
+
+
+class KeyForm(ResourceForm):
+    """A key to add, with its priority."""
+
+    priority = forms.IntegerField(
+        min_value=-MAX_KEY_PRIORITY, max_value=MAX_KEY_PRIORITY, initial=0
+    )
+
+
+class CooldownForm(ResourceForm):
+    """A key to take out of rotation, and for how long."""
+
+    cooldown = forms.FloatField(min_value=0.001, initial=60, help_text="Seconds.")
+
+
+class BindingForm(forms.Form):
+    """A soft binding's name."""
+
+    binding = forms.CharField(max_length=200, strip=False)
+
+
+def add_key(allocator: Any, data: dict[str, Any]) -> str:
+    """Add a key (free at once)."""
+    if not allocator.extend([data["resource"]], priority=data["priority"]):
+        raise ActionFailed(f"{data['resource']!r} is already a key of {allocator.name!r}.")
+    return f"Added key {data['resource']!r} to allocator {allocator.name!r}."
+
+
+def remove_key(allocator: Any, data: dict[str, Any]) -> str:
+    """Remove a key, free or held."""
+    if not allocator.shrink([data["resource"]]):
+        raise ActionFailed(f"{data['resource']!r} is not a key of {allocator.name!r}.")
+    return f"Removed key {data['resource']!r} from allocator {allocator.name!r}."
+
+
+def mark_unhealthy(allocator: Any, data: dict[str, Any]) -> str:
+    """Take a key out of rotation for a cooldown."""
+    if not allocator.report_unhealthy(data["resource"], cooldown=data["cooldown"]):
+        raise ActionFailed(f"{data['resource']!r} is not a key of {allocator.name!r}.")
+    return f"Key {data['resource']!r} is out of rotation for {data['cooldown']:g} s."
+
+
+def mark_healthy(allocator: Any, data: dict[str, Any]) -> str:
+    """End a key's cooldown now."""
+    if not allocator.report_healthy(data["resource"]):
+        raise ActionFailed(f"{data['resource']!r} is not a key of {allocator.name!r}.")
+    return f"Key {data['resource']!r} is back in rotation."
+
+
+def unbind(allocator: Any, data: dict[str, Any]) -> str:
+    """Forget one soft binding."""
+    if not allocator.unbind_soft_bind(data["binding"]):
+        raise ActionFailed(f"{data['binding']!r} is not bound (any more).")
+    return f"{data['binding']!r} is no longer bound to a key."
+
+
+KIND = AllocatorKind()
+
+
+def get_allocator(name: str) -> Allocator:
+    """The :class:`Allocator` configured in ``DJANGO_REDIS_POOL["ALLOCATORS"][name]``."""
+    allocator: Allocator = registry.get(KIND, name)
+    return allocator

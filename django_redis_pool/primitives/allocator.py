@@ -1,0 +1,370 @@
+"""Allocator: named keys handed out at once, exclusively or in turn (seed 003's
+RedisAllocator, on the lease engine)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from types import TracebackType
+from typing import Any
+
+from ._common import to_ms
+from .base import DEFAULT_KEY_PREFIX, Collected, LeasedPrimitive
+from .engine import default_holder, new_token
+from .lease import Lease
+from .validators import check_count, check_holder, check_lease_timeout, check_name, check_seconds
+
+__all__ = ["MAX_KEY_PRIORITY", "AllocatedKey", "Allocator", "AllocatorObject"]
+
+#: Key priorities range from -MAX_KEY_PRIORITY to MAX_KEY_PRIORITY.
+MAX_KEY_PRIORITY = 2**20
+#: Keys sent per script call by extend, shrink and assign.
+CHUNK = 1000
+
+
+class AllocatedKey(str):
+    """A key handed out by :meth:`Allocator.malloc_key`: a ``str`` (it compares
+    and hashes as the key) that also carries this allocation's ``fence`` and
+    ``holder``. Freeing it frees the key only while this allocation holds it."""
+
+    fence: int
+    holder: str
+    lease: Lease | None  #: the exclusive lock behind it (None in a shared allocator)
+
+    def __new__(cls, key: str, *, fence: int, holder: str, lease: Lease | None) -> AllocatedKey:
+        allocated = super().__new__(cls, key)
+        allocated.fence, allocated.holder, allocated.lease = fence, holder, lease
+        return allocated
+
+    def __repr__(self) -> str:
+        return f"AllocatedKey({str(self)!r}, fence={self.fence}, holder={self.holder!r})"
+
+
+class AllocatorObject:
+    """What :meth:`Allocator.malloc` hands out: ``key`` (an :class:`AllocatedKey`)
+    with the ``params`` it was configured with, and the object it was made for.
+    ``update(timeout)`` extends the key's lock; ``close()`` (or leaving a
+    ``with`` block) frees the key."""
+
+    def __init__(
+        self, allocator: Allocator, key: AllocatedKey, params: Any = None, obj: Any = None
+    ) -> None:
+        self.allocator = allocator
+        self.key = key
+        self.params = params
+        self.obj = obj
+        self.closed = False
+
+    def update(self, timeout: float | None = None) -> bool:
+        """Extend the key's lock by ``timeout`` seconds from now (None: the
+        lock's own duration). False once the lock is lost (or shared)."""
+        lease = self.key.lease
+        return lease is not None and not self.closed and lease.renew(timeout)
+
+    def close(self) -> bool:
+        """Free the key (once); False if this allocation no longer held it."""
+        if self.closed:
+            return False
+        self.closed = True
+        return self.allocator.free_keys(self.key) == 1
+
+    def __enter__(self) -> AllocatorObject:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<AllocatorObject {str(self.key)!r} of {self.allocator.name!r}>"
+
+
+class Allocator(LeasedPrimitive):
+    """Named keys (proxies, accounts, API tokens...) handed out at once, never
+    waited for, shared by every process on the same Redis, ``name`` and
+    ``key_prefix``.
+
+    Exclusive (default): a key handed out is locked to its holder for
+    ``timeout`` seconds (``lease_timeout`` by default; None: until freed), and
+    comes back when freed or when the lock expires. ``shared=True``: keys are
+    handed out in turn and never locked. Higher-priority keys go first, and
+    within one priority the key free the longest; keys reported unhealthy sit
+    out their cooldown. A soft binding remembers which key a name got, so that
+    the name gets it again while it is free. Building one does no I/O.
+    """
+
+    kind = "allocator"
+
+    def __init__(
+        self,
+        client: Any,
+        name: str,
+        *,
+        shared: bool = False,
+        lease_timeout: float | None = 120,
+        soft_bind_timeout: float = 3600,
+        key_prefix: str = DEFAULT_KEY_PREFIX,
+    ) -> None:
+        if not isinstance(shared, bool):
+            raise ValueError(f"shared must be True or False, got {shared!r}")
+        super().__init__(client, name, key_prefix=key_prefix, mode="shared" if shared else "alloc")
+        self.shared = shared
+        self.lease_timeout = check_lease_timeout(lease_timeout)
+        self.soft_bind_timeout = _check_bind_timeout(soft_bind_timeout, "soft_bind_timeout")
+
+    def __repr__(self) -> str:
+        mode = "shared" if self.shared else f"lease_timeout={self.lease_timeout}"
+        return f"<Allocator {self.name!r} {mode}>"
+
+    # -- keys ---------------------------------------------------------------------
+
+    def extend(
+        self, keys: Iterable[str], *, timeout: float | None = None, priority: int = 0
+    ) -> int:
+        """Add ``keys`` (or update them): each stays in the allocator for
+        ``timeout`` seconds (None: for ever) and is handed out by ``priority``
+        (larger first). A held key keeps its holder's lock. Returns how many
+        keys were new."""
+        lifetime = check_lease_timeout(timeout, "timeout")
+        priority = _check_priority(priority)
+        added = 0
+        for chunk in _chunks(_check_keys(keys)):
+            added += int(self._engine.run("alloc_extend", to_ms(lifetime), priority, *chunk))
+        return added
+
+    def shrink(self, keys: Iterable[str]) -> int:
+        """Remove ``keys``, free or held (a holder then finds its key gone at its
+        next update or free). Returns how many were keys."""
+        removed = 0
+        for chunk in _chunks(_check_keys(keys)):
+            removed += int(self._engine.run("alloc_shrink", *chunk))
+        return removed
+
+    def assign(
+        self, keys: Iterable[str], *, timeout: float | None = None, priority: int = 0
+    ) -> None:
+        """Make ``keys`` the whole set: the others are removed (held or not),
+        these added or updated as by :meth:`extend`. Done in chunks of
+        ``CHUNK`` keys, each one atomic step."""
+        wanted = _check_keys(keys)
+        self.extend(wanted, timeout=timeout, priority=priority)
+        self.shrink(set(self.keys()) - set(wanted))
+
+    def keys(self) -> list[str]:
+        """Every key, free, held or out of rotation (read in pages)."""
+        found: list[str] = []
+        cursor = "0"
+        while True:
+            cursor, page = self._engine.run("alloc_read", "keys", cursor, CHUNK)
+            found += page
+            if str(cursor) == "0":
+                return sorted(set(found))
+
+    def __len__(self) -> int:
+        return int(self._engine.run("alloc_read", "len"))
+
+    def __contains__(self, key: object) -> bool:
+        return isinstance(key, str) and int(self._engine.run("alloc_read", "has", key)) == 1
+
+    def state(self, key: str) -> str:
+        """What ``key`` is now: "held", "free", "unhealthy" (out of rotation)
+        or "absent" (not a key)."""
+        meta, sick, raw = self._engine.run("alloc_read", "key", check_name(key, "key"))
+        if not meta:
+            return "absent"
+        return "held" if raw else "unhealthy" if sick else "free"
+
+    def is_locked(self, key: str) -> bool:
+        """Whether ``key`` is held by a live lock now."""
+        return self.lease_of(check_name(key, "key")) is not None
+
+    # -- handing out --------------------------------------------------------------
+
+    def malloc_key(
+        self,
+        *,
+        timeout: float | None = None,
+        name: str | None = None,
+        cache_timeout: float | None = None,
+        holder: str | None = None,
+    ) -> AllocatedKey | None:
+        """A key now, or None if none is free (it never waits).
+
+        Exclusive: the key is locked to ``holder`` (default ``host:pid:thread``)
+        for ``timeout`` seconds (None: the allocator's ``lease_timeout``).
+        Shared: the next key in turn, not locked. With ``name``: the key last
+        bound to it if that key is free, else another, and ``name`` is bound to
+        the key handed out for ``cache_timeout`` seconds (None:
+        ``soft_bind_timeout``).
+        """
+        lease_timeout = check_lease_timeout(timeout, "timeout")
+        if lease_timeout is None:
+            lease_timeout = self.lease_timeout
+        bind = "" if name is None else check_holder(name, "name")
+        bind_timeout = self._bind_timeout(cache_timeout)
+        holder = default_holder() if holder is None else check_holder(holder)
+        token = new_token()
+        packed = f"{token}|{to_ms(lease_timeout)}|{to_ms(bind_timeout)}"
+        reply = self._engine.run("alloc_malloc", packed, bind, holder)
+        if not isinstance(reply, list):
+            return None
+        key, detail = str(reply[0]), reply[1]
+        if self.shared:
+            return AllocatedKey(key, fence=int(detail), holder=holder, lease=None)
+        lease = self._engine.lease_from_record(key, str(detail))
+        return AllocatedKey(key, fence=lease.fence, holder=lease.holder, lease=lease)
+
+    def malloc(
+        self,
+        *,
+        timeout: float | None = None,
+        obj: Any = None,
+        params: Any = None,
+        cache_timeout: float | None = None,
+    ) -> AllocatorObject | None:
+        """:meth:`malloc_key` wrapped in an :class:`AllocatorObject`. ``obj``'s
+        ``name`` attribute (if any) is the soft-binding name, and its
+        ``set_config(key, params)`` (if any) is called with the key."""
+        name = getattr(obj, "name", None)
+        key = self.malloc_key(timeout=timeout, name=name, cache_timeout=cache_timeout)
+        if key is None:
+            return None
+        configure = getattr(obj, "set_config", None)
+        if callable(configure):
+            configure(key, params)
+        return AllocatorObject(self, key, params, obj)
+
+    def free_keys(self, *keys: str) -> int:
+        """Free ``keys``. An :class:`AllocatedKey` is freed only while its own
+        allocation holds it (a holder whose lock expired never frees the next
+        holder's key); a plain ``str`` is freed whoever holds it (an operator's
+        action). Returns how many were freed (always 0 when shared)."""
+        freed = 0
+        for key in keys:
+            if isinstance(key, AllocatedKey):
+                freed += key.lease is not None and key.lease.release()
+            elif not self.shared:
+                freed += self._engine.release(check_name(key, "key"), force=True) != 0
+        return freed
+
+    def free(self, obj: AllocatorObject | AllocatedKey | str) -> bool:
+        """Free what :meth:`malloc` (or :meth:`malloc_key`) handed out."""
+        if isinstance(obj, AllocatorObject):
+            return obj.close()
+        return self.free_keys(obj) == 1
+
+    # -- soft bindings ------------------------------------------------------------
+
+    def update_soft_bind(self, name: str, key: str, *, timeout: float | None = None) -> None:
+        """Bind ``name`` to ``key`` for ``timeout`` seconds (None:
+        ``soft_bind_timeout``)."""
+        name, key = check_holder(name, "name"), check_name(key, "key")
+        ms = to_ms(self._bind_timeout(timeout))
+        self._engine.run("alloc_bind", "set", name, key, ms)
+
+    def unbind_soft_bind(self, name: str) -> bool:
+        """Forget ``name``'s binding; False if it had none."""
+        return int(self._engine.run("alloc_bind", "unset", check_holder(name, "name"))) == 1
+
+    def get_soft_bind(self, name: str) -> str | None:
+        """The key bound to ``name`` (None if none, or its binding expired)."""
+        key = self._engine.run("alloc_bind", "get", check_holder(name, "name"))
+        return None if key is None else str(key)
+
+    def soft_binds(
+        self, *, offset: int = 0, limit: int = 50
+    ) -> tuple[int, list[tuple[str, str, float]]]:
+        """(how many live bindings, one page of (name, key, expiry in unix
+        seconds on the Redis clock)), the longest-lived first."""
+        _, total, flat = self._engine.run(
+            "alloc_read", "binds", check_count(offset, "offset"), check_count(limit, "limit")
+        )
+        rows = [
+            (str(name), str(key), int(expiry) / 1000)
+            for name, key, expiry in zip(flat[0::3], flat[1::3], flat[2::3], strict=True)
+        ]
+        return int(total), rows
+
+    # -- health -------------------------------------------------------------------
+
+    def report_unhealthy(self, key: str, *, cooldown: float) -> bool:
+        """Take ``key`` out of rotation for ``cooldown`` seconds (a holder keeps
+        it until freed). False if it is not a key."""
+        seconds = check_lease_timeout(cooldown, "cooldown")
+        if seconds is None:
+            raise ValueError("cooldown must be a number of seconds > 0, got None")
+        return int(self._engine.run("alloc_health", check_name(key, "key"), to_ms(seconds))) == 1
+
+    def report_healthy(self, key: str) -> bool:
+        """End ``key``'s cooldown now. False if it is not a key."""
+        return int(self._engine.run("alloc_health", check_name(key, "key"), 0)) == 1
+
+    def unhealthy(self, *, offset: int = 0, limit: int = 50) -> tuple[int, list[tuple[str, float]]]:
+        """(how many keys are out of rotation, one page of (key, end of its
+        cooldown in unix seconds)), the soonest back first."""
+        total, flat = self._engine.run(
+            "alloc_read", "sick", check_count(offset, "offset"), check_count(limit, "limit")
+        )
+        rows = [(str(k), int(u) / 1000) for k, u in zip(flat[0::2], flat[1::2], strict=True)]
+        return int(total), rows
+
+    # -- upkeep -------------------------------------------------------------------
+
+    def gc(self, count: int = 10) -> int:  # type: ignore[override]
+        """Reclaim expired locks and remove keys whose lifetime ended, checking
+        at most ``count`` of each (also done lazily by malloc); returns how
+        many it reclaimed. Also brings back keys whose cooldown ended and drops
+        expired bindings."""
+        reclaimed, expired, _, _ = self._gc(check_count(count, "count", minimum=1))
+        return len(reclaimed) + expired
+
+    def _gc(self, count: int) -> tuple[list[Lease], int, int, int]:
+        reclaimed, expired, healed, unbound = self._engine.run("alloc_gc", count)
+        return self._engine.ended_leases(reclaimed), int(expired), int(healed), int(unbound)
+
+    def collect(self, *, dry_run: bool = False) -> Collected:
+        """Everything :meth:`gc` does, until nothing is left (in bounded steps);
+        returns the reclaimed locks."""
+        if dry_run:
+            return super().collect(dry_run=True)
+        leases: list[Lease] = []
+        while True:
+            reclaimed, *rest = self._gc(CHUNK)
+            leases += reclaimed
+            if len(reclaimed) < CHUNK and max(rest) < CHUNK:
+                return Collected(reclaimed=leases, dropped=[])
+
+    def _bind_timeout(self, seconds: float | None) -> float:
+        if seconds is None:
+            return self.soft_bind_timeout
+        return _check_bind_timeout(seconds, "cache_timeout")
+
+
+def _check_bind_timeout(value: object, what: str) -> float:
+    seconds = check_seconds(value, what, allow_none=False)
+    if seconds is None or not 0.001 <= seconds < float("inf"):
+        raise ValueError(f"{what} must be a number of seconds >= 0.001, got {value!r}")
+    return seconds
+
+
+def _check_priority(value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or abs(value) > MAX_KEY_PRIORITY:
+        raise ValueError(
+            f"priority must be an int from -{MAX_KEY_PRIORITY} to {MAX_KEY_PRIORITY}, got {value!r}"
+        )
+    return value
+
+
+def _check_keys(keys: Iterable[str]) -> list[str]:
+    if isinstance(keys, (str, bytes)):
+        raise ValueError(f"keys must be a list of keys, not one str: use [{keys!r}]")
+    checked = [check_name(key, "key") for key in keys]
+    return list(dict.fromkeys(checked))
+
+
+def _chunks(keys: list[str]) -> Iterable[list[str]]:
+    for start in range(0, len(keys), CHUNK):
+        yield keys[start : start + CHUNK]

@@ -1,0 +1,21 @@
+-- alloc_extend: add keys to an allocator, or update the ones already there.
+-- args[2] lifetime ms (-1: they stay for ever), args[3] priority, args[4..]
+-- keys. A free key moves to its new priority; a held key keeps its lease and
+-- an unhealthy one its cooldown. Returns how many keys were new.
+local life, priority = tonumber(args[2]), tonumber(args[3])
+local expires = life < 0 and -1 or NOW + life
+local meta = priority .. '|' .. expires
+local added = 0
+for i = 4, #args do
+  local key = args[i]
+  added = added + redis.call('HSET', BASE .. ':keys', key, meta)
+  if expires == -1 then
+    redis.call('ZREM', BASE .. ':kexp', key)
+  else
+    redis.call('ZADD', BASE .. ':kexp', expires, key)
+  end
+  if not redis.call('ZSCORE', K_LEASES, key) then
+    make_available(key)
+  end
+end
+return added
