@@ -24,7 +24,7 @@ import redis_lock
 from redis.exceptions import WatchError
 from redis_allocator import RedisAllocator
 
-from django_redis_pool import Lock, ResourcePool, Semaphore
+from django_redis_pool import Allocator, Lock, ResourcePool, Semaphore
 
 #: Seconds every lease, lock or allocation lives; never reached in a run.
 LEASE = 30
@@ -43,6 +43,7 @@ CASES: dict[str, str] = {
     "pool": "ours: ResourcePool",
     "semaphore": "ours: Semaphore",
     "lock": "ours: Lock",
+    "our-allocator": "ours: Allocator",
     "allocator": "redis-allocator",
     "redis-py": "redis-py Lock",
     "redis_lock": "python-redis-lock",
@@ -59,6 +60,7 @@ DIRECT: dict[str, dict[str, int]] = {
     "pool": {},
     "semaphore": {},
     "lock": {},
+    "our-allocator": {},
     "allocator": {},
     "redis-py": {"set": 1},  # acquire: SET NX PX; release: EVALSHA (GET, DEL)
     # acquire: GET (its `_held` check), SET NX EX; release: EVALSHA (GET, DEL...)
@@ -161,14 +163,25 @@ def allocator(dclient: redis.Redis, name: str) -> RedisAllocator:
     return RedisAllocator(dclient, f"bench-{name}", shared=False)
 
 
-def setup(case: str, client: redis.Redis, dclient: redis.Redis, name: str) -> None:
-    """Create the state ``case`` needs under ``name`` (shared by all its users)."""
+def setup(
+    case: str, client: redis.Redis, dclient: redis.Redis, name: str, size: int = POOL_SIZE
+) -> None:
+    """Create the state ``case`` needs under ``name`` (shared by all its users);
+    ``size``: keys of an allocator."""
+    if case == "our-allocator":
+        keys = resource_ids(size)
+        for start in range(0, size, FILL_CHUNK):
+            Allocator(client, name).extend(keys[start : start + FILL_CHUNK])
+        return
+    if case == "allocator":
+        keys = resource_ids(size)
+        for start in range(0, size, FILL_CHUNK):
+            allocator(dclient, name).extend(keys[start : start + FILL_CHUNK])
+        return
     if case == "pool":
         fill_pool(ResourcePool(client, name, lease_timeout=LEASE), POOL_SIZE)
     elif case == "semaphore":
         Semaphore(client, name, lease_timeout=LEASE).set_max_size(POOL_SIZE)
-    elif case == "allocator":
-        allocator(dclient, name).extend(resource_ids(POOL_SIZE))
     elif case == "seed000":
         Seed000Pool(client, name).associate_many(resource_ids(POOL_SIZE))
     elif case == "seed002":
@@ -250,6 +263,17 @@ def cycle(
             lock.release()
 
         return lock_cycle
+    if case == "our-allocator":
+        ours = Allocator(client, name, lease_timeout=LEASE)
+
+        def our_alloc_cycle() -> None:
+            key = ours.malloc_key()
+            if key is None:
+                raise _failed(case)
+            if ours.free_keys(key) != 1:
+                raise RuntimeError(f"{case}: a free freed nothing")
+
+        return our_alloc_cycle
     if case == "allocator":
         alloc = allocator(dclient, name)
 

@@ -116,7 +116,7 @@ def single_table(run: ServerRun) -> str:
     return table(header, rows)
 
 
-AGGREGATE_CASES = ("floor", "pool", "semaphore", "lock", "allocator")
+AGGREGATE_CASES = ("floor", "pool", "semaphore", "lock", "our-allocator", "allocator")
 
 
 def aggregate_table(run: ServerRun, counts: list[int]) -> str:

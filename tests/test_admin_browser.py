@@ -160,3 +160,55 @@ def test_an_operator_force_releases_a_hold_from_the_dashboard(
     page.goto(f"{live_server.url}/admin/django_redis_pool/dashboard/licences/")
     expect(page.locator("#waiters tbody tr")).to_contain_text("web-4:12:worker-9")
     screenshot(page, shots / "admin-waiters.png")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_operator_puts_an_allocator_key_back_and_unbinds_a_name(
+    settings: Any,
+    redis_url: str,
+    live_server: Any,
+    page: Page,
+    django_user_model: Any,
+    tmp_path: Path,
+) -> None:
+    settings.DJANGO_REDIS_POOL = {
+        "CONNECTION": {"URL": redis_url},
+        "ALLOCATORS": {"proxies": {"KEYS": {"proxy-fast": 5, "proxy-a": 0, "proxy-b": 0}}},
+    }
+    call_command("pool_sync", verbosity=0)
+    proxies = django_redis_pool.get_allocator("proxies")
+    held = proxies.malloc_key(name="ann", holder="crawler-1")
+    proxies.report_unhealthy("proxy-b", cooldown=600)
+    django_user_model.objects.create_superuser("admin", "admin@example.com", "s3cret-pass")
+    shots = shots_dir(tmp_path)
+
+    admin_login(page, live_server.url, "admin", "s3cret-pass")
+    page.goto(f"{live_server.url}/admin/django_redis_pool/dashboard/")
+    row = page.locator("tr[data-name=proxies]")
+    expect(row).to_contain_text("allocator")
+    expect(row.locator("td").nth(1)).to_have_text("3")  # keys
+    expect(row.locator("td").nth(2)).to_have_text("1")  # free: one held, one out
+    with page.expect_navigation():
+        row.locator("a", has_text="proxies").click()
+    expect(page.locator("#content h1")).to_have_text("Allocator proxies")
+    expect(page.locator(f"#holders tr[data-resource={held}]")).to_contain_text("crawler-1")
+    expect(page.locator("#bindings tr[data-binding=ann]")).to_contain_text(str(held))
+    sick = page.locator("#unhealthy tr[data-resource=proxy-b]")
+    expect(sick).to_have_count(1)
+    screenshot(page, shots / "admin-allocator.png")
+
+    with page.expect_navigation():
+        sick.locator("a", has_text="Mark healthy").click()
+    expect(page.locator(".drp-question")).to_contain_text("Put key 'proxy-b'")
+    with page.expect_navigation():
+        page.locator("#confirm-form [type=submit]").click()
+    expect(page.locator(".messagelist .success")).to_contain_text("back in rotation")
+    expect(page.locator("#unhealthy tr[data-resource=proxy-b]")).to_have_count(0)
+    expect(page.locator("#available tr[data-resource=proxy-b]")).to_have_count(1)
+
+    with page.expect_navigation():
+        page.locator("#bindings tr[data-binding=ann] a", has_text="Unbind").click()
+    with page.expect_navigation():
+        page.locator("#confirm-form [type=submit]").click()
+    expect(page.locator(".messagelist .success")).to_contain_text("no longer bound")
+    assert proxies.get_soft_bind("ann") is None and proxies.state("proxy-b") == "free"

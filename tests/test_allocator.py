@@ -373,3 +373,22 @@ def test_snapshot_counts_keys_held_free_and_out_of_rotation(proxies):
     snap = proxies.snapshot()
     assert (snap.size, snap.held_count, snap.free) == (3, 1, 1)
     assert len(snap.leases) == 1 and snap.waiters == []
+
+
+def test_one_malloc_call_does_bounded_work_whatever_has_expired(redis_client):
+    """redis-allocator 0.7.0 walks every expired head in one call (a 750 ms stall
+    at 50,000). Here one script call drops at most 16 + 64 ended keys and
+    answers 'more'; malloc_key calls again until it reaches a live key, so
+    Redis serves other clients in between."""
+    allocator = Allocator(redis_client, "a", lease_timeout=0.05)
+    start = redis_time(redis_client)
+    allocator.extend([f"brief-{i}" for i in range(5_000)], timeout=1.0, priority=1)
+    allocator.extend(["lasting"])
+    held = [allocator.malloc_key() for _ in range(100)]  # their locks expire too
+    assert all(k.startswith("brief-") for k in held)
+    wait_for(lambda: redis_time(redis_client) > start + 1.05, what="everything to expire")
+    before = len(allocator)
+    assert allocator._engine.run("alloc_malloc", "t-1|50|1000", "", "me") == "more"
+    assert 0 < before - len(allocator) <= 16 + 64
+    assert allocator.malloc_key() == "lasting"
+    assert allocator.keys() == ["lasting"]

@@ -35,6 +35,11 @@ assert refused.status_code == 503, refused.status_code
 assert refused["Retry-After"] == "1", refused.headers
 assert b"An import is already running" in refused.content, refused.content
 lock.release()
+fetched = client.get("/fetch/?visitor=ann")
+assert fetched.status_code == 200, fetched.status_code
+assert b"Fetched for ann through <b>proxy-fast</b>" in fetched.content, fetched.content
+from django_redis_pool import get_allocator
+assert get_allocator("proxies").get_soft_bind("ann") == "proxy-fast"
 print("views ok")
 """
 
@@ -66,6 +71,7 @@ def test_example_project_views_work(redis_url: str) -> None:
     assert synced.returncode == 0, synced.stderr
     assert "printers: 3 added" in synced.stdout
     assert "reports: max size set to 2" in synced.stdout
+    assert "proxies: 3 added" in synced.stdout
     result = manage(redis_url, "shell", "-c", VIEWS_SCRIPT)
     assert result.returncode == 0, result.stderr
     assert "views ok" in result.stdout

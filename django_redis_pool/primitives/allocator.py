@@ -209,6 +209,8 @@ class Allocator(LeasedPrimitive):
         token = new_token()
         packed = f"{token}|{to_ms(lease_timeout)}|{to_ms(bind_timeout)}"
         reply = self._engine.run("alloc_malloc", packed, bind, holder)
+        while reply == "more":  # keys whose lifetime ended were dropped: go on
+            reply = self._engine.run("alloc_malloc", packed, bind, holder)
         if not isinstance(reply, list):
             return None
         key, detail = str(reply[0]), reply[1]

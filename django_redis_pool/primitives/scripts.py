@@ -71,7 +71,12 @@ OPERATIONS = (
     "alloc_read",
 )
 #: On the EVALSHA path: operation -> the script of its common case, run first.
-FAST = {"acquire": "acquire_fast", "release": "release_fast", "renew": "renew_fast"}
+FAST = {
+    "acquire": "acquire_fast",
+    "release": "release_fast",
+    "renew": "renew_fast",
+    "alloc_malloc": "alloc_malloc_fast",
+}
 #: Calls of an operation that skip its common-case script after it said 'slow'.
 SLOW_STREAK = 8
 _SLOW = (b"slow", "slow")

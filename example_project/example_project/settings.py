@@ -77,6 +77,11 @@ DJANGO_REDIS_POOL = {
     "SEMAPHORES": {"reports": {"MAX_SIZE": 2, "LEASE_TIMEOUT": 60}},
     # One import at a time; the lease renews itself while the import runs.
     "LOCKS": {"import": {"LEASE_TIMEOUT": 10, "AUTO_RENEW": True, "TIMEOUT": 0}},
+    # Outbound proxies, one per fetch; a visitor keeps the same proxy while it
+    # is free (soft binding), and the fast one is handed out first.
+    "ALLOCATORS": {
+        "proxies": {"KEYS": {"proxy-fast": 10, "proxy-a": 0, "proxy-b": 0}, "LEASE_TIMEOUT": 30},
+    },
     # Every request under /report/ holds a slot of "reports" (waiting up to 2 s).
     "MIDDLEWARE": [{"PATH": r"^/report/", "RESOURCE": "reports", "TIMEOUT": 2}],
     # Renders the 503 (with Retry-After) when nothing is granted or Redis is down.

@@ -10,5 +10,6 @@ urlpatterns = [
     path("print/", views.print_job, name="print"),
     path("report/", views.report, name="report"),
     path("import/", views.run_import, name="import"),
+    path("fetch/", views.fetch, name="fetch"),
     path("admin/", admin.site.urls),
 ]

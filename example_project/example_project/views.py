@@ -1,6 +1,7 @@
 """Views of the example project: the printers pool's state, a print job (a pool,
 held by ``@with_resource``), a report (a semaphore of 2 slots, held by
-``ResourceMiddleware``: see the settings) and an import (a lock, one at a time).
+``ResourceMiddleware``: see the settings), an import (a lock, one at a time) and
+a fetch through an outbound proxy (an allocator, bound per visitor).
 When nothing is granted in time, or Redis is down, ``busy`` answers (it is the
 ``UNAVAILABLE_VIEW`` setting)."""
 
@@ -21,6 +22,7 @@ def _page(title: str, body: str, *, status: int = 200) -> HttpResponse:
         "<!doctype html><html><head><meta charset='utf-8'><title>{}</title></head>"
         "<body><h1>{}</h1>{}<p><a href='/'>state</a> · <a href='/print/'>print</a> · "
         "<a href='/report/'>report</a> · <a href='/import/'>import</a> · "
+        "<a href='/fetch/?visitor=ann'>fetch</a> · "
         "<a href='/admin/django_redis_pool/dashboard/'>admin dashboard</a></p>"
         "</body></html>",
         title,
@@ -113,6 +115,24 @@ def run_import(request: HttpRequest) -> HttpResponse:
     return _page("Imported", format_html("<p>Imported with fence {}.</p>", lock.fence))
 
 
+def _visitor(request: HttpRequest) -> str:
+    """Who is fetching: the soft-binding name (a real site would use the user)."""
+    return request.GET.get("visitor", "anonymous")[:50] or "anonymous"
+
+
+@with_resource("proxies", identity=_visitor)
+def fetch(request: HttpRequest) -> HttpResponse:
+    """ "Fetch" a page through an outbound proxy; the same visitor gets the same
+    proxy again while it is free."""
+    proxy = request.resources["proxies"]
+    return _page(
+        "Fetched",
+        format_html(
+            "<p>Fetched for {} through <b>{}</b> (fence {}).</p>", proxy.holder, proxy, proxy.fence
+        ),
+    )
+
+
 def busy(request: HttpRequest, exception: PoolError) -> HttpResponse:
     """The UNAVAILABLE_VIEW: nothing was granted in time, or Redis is down."""
     if isinstance(exception, BackendUnavailable):
@@ -121,6 +141,7 @@ def busy(request: HttpRequest, exception: PoolError) -> HttpResponse:
         "printers": "All printers are busy",
         "reports": "Too many reports are being built",
         "import": "An import is already running",
+        "proxies": "Every outbound proxy is in use",
     }
     title = titles.get(exception.name, "Busy")  # type: ignore[attr-defined]
     return _page(

@@ -4,11 +4,13 @@
 -- an unhealthy one its cooldown. Returns how many keys were new.
 local life, priority = tonumber(args[2]), tonumber(args[3])
 local expires = life < 0 and -1 or NOW + life
-local meta = priority .. '|' .. expires
+local K_KEYS = BASE .. ':keys'
 local added = 0
 for i = 4, #args do
   local key = args[i]
-  added = added + redis.call('HSET', BASE .. ':keys', key, meta)
+  local before = redis.call('HGET', K_KEYS, key)
+  local sick = before and string.match(before, '|([^|]*)$') or '0'
+  added = added + redis.call('HSET', K_KEYS, key, priority .. '|' .. expires .. '|' .. sick)
   if expires == -1 then
     redis.call('ZREM', BASE .. ':kexp', key)
   else

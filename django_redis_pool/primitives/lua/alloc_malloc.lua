@@ -5,10 +5,11 @@
 -- lease); "shared": the key goes to the back of its priority and is not leased.
 -- With a name: the key bound to it if that key is free and healthy, else the
 -- next one, and the name is bound to the key handed out.
--- Returns {key, lease record} ("shared": {key, fence}) or 'none'.
+-- Returns {key, lease record} ("shared": {key, fence}), 'none', or 'more' when
+-- it dropped DROP_LIMIT keys whose lifetime ended without reaching a live one:
+-- each call does bounded work, and the caller calls again.
 local token, lease_ms, bind_ms = string.match(args[2], '^([^|]*)|([^|]*)|(.*)$')
 local name, holder = args[3], args[4]
-local K_BIND, K_BINDEXP = BASE .. ':bind', BASE .. ':bindexp'
 if MODE == 'alloc' then
   local state, key, raw = token_state(token)
   if state == 'granted' and raw then
@@ -16,46 +17,17 @@ if MODE == 'alloc' then
   end
   reclaim_due()
 end
-tend_keys(RECLAIM_LIMIT)
-local key, popped
-if name ~= '' then
-  local bound = redis.call('HGET', K_BIND, name)
-  if bound and tonumber(redis.call('ZSCORE', K_BINDEXP, name) or 0) > NOW
-      and redis.call('ZSCORE', K_AVAIL, bound) then
-    key = bound
-  end
-end
-local K_KEXP = BASE .. ':kexp'
-for _ = 1, SKIP_LIMIT do
+local _, _, lifetimes = tend_keys(RECLAIM_LIMIT)
+for _ = 1, DROP_LIMIT do
+  local key, popped = pick_key(name)
   if not key then
-    if MODE == 'shared' then
-      key = redis.call('ZRANGE', K_AVAIL, 0, 0)[1]
-    else
-      key, popped = redis.call('ZPOPMIN', K_AVAIL)[1], true
-    end
-    if not key then
-      return 'none'
-    end
+    return 'none'
   end
   -- a key whose lifetime ended (beyond what tend_keys removed) is dropped
-  local ends = redis.call('ZSCORE', K_KEXP, key)
+  local ends = lifetimes and redis.call('ZSCORE', BASE .. ':kexp', key)
   if not ends or tonumber(ends) > NOW then
-    break
+    return hand_out(key, popped, name, tonumber(bind_ms), token, holder, tonumber(lease_ms))
   end
   drop_key(key)
-  key, popped = nil, false
 end
-if not key then
-  return 'none'
-end
-if name ~= '' then
-  redis.call('HSET', K_BIND, name, key)
-  redis.call('ZADD', K_BINDEXP, NOW + tonumber(bind_ms), name)
-end
-if MODE == 'shared' then
-  return {key, make_available(key)}  -- to the back of its priority; its turn is the fence
-end
-if not popped then
-  redis.call('ZREM', K_AVAIL, key)
-end
-return {key, grant(key, token, holder, tonumber(lease_ms), false)}
+return 'more'

@@ -23,7 +23,8 @@
 --   :winfo  HASH  waiter id -> waiter record
 --   :max    STRING the number of slots (semaphores)
 --   Allocators also keep (all bounded by the number of keys or bindings):
---   :keys   HASH  key -> "priority|expires ms" (-1: stays for ever): membership
+--   :keys   HASH  key -> "priority|expires ms (-1: stays for ever)|end of its
+--                 cooldown ms (0: none)": membership
 --   :kexp   ZSET  key -> when it leaves the allocator (keys with a lifetime)
 --   :sick   ZSET  key -> end of its cooldown (out of rotation until then)
 --   :bind   HASH  soft-binding name -> key;  :bindexp ZSET name -> its expiry
@@ -61,6 +62,7 @@ local K_AVAIL, K_LEASES, K_INFO, K_SEQ, K_WAITQ, K_WINFO, K_MAX
 local RECLAIM_LIMIT = 16     -- expired leases reclaimed per call (bounded work)
 local SKIP_LIMIT = 16        -- dead waiters dropped per hand-off
 local PUMP_LIMIT = 64        -- resources handed to waiters per call
+local DROP_LIMIT = 64        -- ended allocator keys dropped per malloc
 local GRACE_MS = 1000        -- slack on a waiter's liveness window
 local PROVISIONAL_MS = 10000 -- life of an unconfirmed no-expiry grant to a waiter
 local WAKE_TTL_MS = 60000    -- an unread wake list disappears after this
@@ -304,11 +306,11 @@ end
 
 -- @fn make_available
 -- Pools: put `resource` into avail, behind everything already there.
--- Allocators: before every key of lower priority and behind its equals that
--- became free earlier (in :seq order, so also within one millisecond); a key
--- removed meanwhile stays out, and an unhealthy one waits out its cooldown in
--- :sick. Returns the :seq number it took (nil if it stayed out).
-local function make_available(resource)
+-- Allocators: before every key of lower priority and behind its equals, in
+-- the order of `turn` (a :seq number: the fence of the lease that just ended,
+-- else a new one); a key removed meanwhile stays out, and an unhealthy one
+-- waits out its cooldown in :sick. Returns its turn (nil if it stayed out).
+local function make_available(resource, turn)
   if not ALLOC then
     redis.call('ZADD', K_AVAIL, NOW_US, resource)
     return
@@ -317,16 +319,33 @@ local function make_available(resource)
   if not meta then
     return
   end
-  local sick = redis.call('ZSCORE', BASE .. ':sick', resource)
-  if sick and tonumber(sick) > NOW then
+  local priority, sick = string.match(meta, '^([^|]*)|[^|]*|(.*)$')
+  if tonumber(sick) > NOW then
     return
   end
   -- priority bands of 2^32 (|priority| <= 2^20 keeps the score exact); within
-  -- one, the sequence number modulo 2^32
-  local priority = tonumber(string.match(meta, '^([^|]*)'))
-  local turn = redis.call('INCR', K_SEQ)
-  redis.call('ZADD', K_AVAIL, -priority * 4294967296 + turn % 4294967296, resource)
+  -- one, the turn modulo 2^32
+  turn = turn or redis.call('INCR', K_SEQ)
+  redis.call('ZADD', K_AVAIL, -tonumber(priority) * 4294967296 + turn % 4294967296, resource)
   return turn
+end
+
+-- @fn set_cooldown
+-- Allocators: record the end of `key`'s cooldown (0: none) in its meta and in
+-- :sick. False if it is not a key.
+local function set_cooldown(key, until_ms)
+  local meta = redis.call('HGET', BASE .. ':keys', key)
+  if not meta then
+    return false
+  end
+  local head = string.match(meta, '^([^|]*|[^|]*)|')
+  redis.call('HSET', BASE .. ':keys', key, head .. '|' .. until_ms)
+  if until_ms > 0 then
+    redis.call('ZADD', BASE .. ':sick', until_ms, key)
+  else
+    redis.call('ZREM', BASE .. ':sick', key)
+  end
+  return true
 end
 
 -- @fn drop_key
@@ -345,41 +364,79 @@ end
 
 -- @fn due
 -- Members of ZSET `zset` whose score is due now, at most `limit` (one cheap
--- read when the earliest is not due).
+-- read when the earliest is not due), and whether `zset` has any member.
 local function due(zset, limit)
   local first = redis.call('ZRANGE', zset, 0, 0, 'WITHSCORES')[2]
   if not first or tonumber(first) > NOW then
-    return {}
+    return {}, first ~= nil
   end
-  return redis.call('ZRANGEBYSCORE', zset, '-inf', NOW, 'LIMIT', 0, limit)
+  return redis.call('ZRANGEBYSCORE', zset, '-inf', NOW, 'LIMIT', 0, limit), true
+end
+
+-- @fn pick_key
+-- Allocators: the key a malloc gets (nil if none is free): the one bound to
+-- `name` if that key is free, else the head of :avail (taken off it in "alloc"
+-- mode). Returns the key and whether it was taken off :avail.
+local function pick_key(name)
+  if name ~= '' then
+    local bound = redis.call('HGET', BASE .. ':bind', name)
+    if bound and tonumber(redis.call('ZSCORE', BASE .. ':bindexp', name) or 0) > NOW
+        and redis.call('ZSCORE', K_AVAIL, bound) then
+      return bound, false
+    end
+  end
+  if MODE == 'shared' then
+    return redis.call('ZRANGE', K_AVAIL, 0, 0)[1], false
+  end
+  return redis.call('ZPOPMIN', K_AVAIL)[1], true
+end
+
+-- @fn hand_out
+-- Allocators: give `key` (from pick_key) to the caller and bind `name` to it
+-- for `bind_ms`. "alloc": a lease for `token`/`holder`; "shared": the key goes
+-- to the back of its priority. Returns {key, lease record} ("shared": {key,
+-- fence}).
+local function hand_out(key, popped, name, bind_ms, token, holder, lease_ms)
+  if name ~= '' then
+    redis.call('HSET', BASE .. ':bind', name, key)
+    redis.call('ZADD', BASE .. ':bindexp', NOW + bind_ms, name)
+  end
+  if MODE == 'shared' then
+    return {key, make_available(key)}  -- its turn is the fence
+  end
+  if not popped then
+    redis.call('ZREM', K_AVAIL, key)
+  end
+  return {key, grant(key, token, holder, lease_ms, false)}
 end
 
 -- @fn tend_keys
 -- Allocators: drop up to `limit` keys whose lifetime ended, and bring back up
--- to `limit` whose cooldown ended. Returns how many of each.
+-- to `limit` whose cooldown ended. Returns how many of each, and whether any
+-- key has a lifetime at all.
 local function tend_keys(limit)
-  local expired = due(BASE .. ':kexp', limit)
+  local expired, lifetimes = due(BASE .. ':kexp', limit)
   for _, key in ipairs(expired) do
     drop_key(key)
   end
   local healed = due(BASE .. ':sick', limit)
   for _, key in ipairs(healed) do
-    redis.call('ZREM', BASE .. ':sick', key)
+    set_cooldown(key, 0)
     if not redis.call('ZSCORE', K_LEASES, key) then
       make_available(key)
     end
   end
-  return #expired, #healed
+  return #expired, #healed, lifetimes
 end
 
 -- @fn put_back
 -- Make `resource` available: straight to the head waiter, else into avail
--- (slot modes: its slot goes to the queue).
-local function put_back(resource)
+-- (slot modes: its slot goes to the queue). `turn`: see make_available.
+local function put_back(resource, turn)
   if SLOTS then
     serve_slots()
   elseif not hand_to_waiter(resource) then
-    make_available(resource)
+    make_available(resource, turn)
   end
 end
 
@@ -388,7 +445,7 @@ end
 local function end_lease(resource, rec)
   redis.call('ZREM', K_LEASES, resource)
   redis.call('HDEL', K_INFO, resource, '\0' .. rec.t)
-  put_back(resource)
+  put_back(resource, rec.f)
 end
 
 -- @fn reclaim

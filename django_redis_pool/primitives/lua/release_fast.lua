@@ -17,7 +17,7 @@ end
 redis.call('ZREM', K_LEASES, res)
 redis.call('HDEL', K_INFO, res, '\0' .. rec.t)
 if not SLOTS then
-  make_available(res)
+  make_available(res, rec.f)
 end
 remember(req, 1)
 return 1
