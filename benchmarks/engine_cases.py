@@ -24,7 +24,7 @@ import redis_lock
 from redis.exceptions import WatchError
 from redis_allocator import RedisAllocator
 
-from django_redis_pool import Allocator, Lock, ResourcePool, Semaphore
+from django_redis_pool import Lock, ResourcePool, Semaphore
 
 #: Seconds every lease, lock or allocation lives; never reached in a run.
 LEASE = 30
@@ -169,6 +169,8 @@ def setup(
     """Create the state ``case`` needs under ``name`` (shared by all its users);
     ``size``: keys of an allocator."""
     if case == "our-allocator":
+        from django_redis_pool import Allocator  # (not in the revisions --before measures)
+
         keys = resource_ids(size)
         for start in range(0, size, FILL_CHUNK):
             Allocator(client, name).extend(keys[start : start + FILL_CHUNK])
@@ -264,6 +266,8 @@ def cycle(
 
         return lock_cycle
     if case == "our-allocator":
+        from django_redis_pool import Allocator
+
         ours = Allocator(client, name, lease_timeout=LEASE)
 
         def our_alloc_cycle() -> None:
