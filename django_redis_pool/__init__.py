@@ -21,6 +21,7 @@ from .primitives.allocator import AllocatedKey, Allocator, AllocatorObject
 from .primitives.lease import Lease
 from .primitives.lock import Lock
 from .primitives.pool import ResourcePool
+from .primitives.queue import Task, TaskExecutePolicy, TaskFailed, TaskQueue
 from .primitives.semaphore import Semaphore
 
 if TYPE_CHECKING:
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
     from .kinds.allocator import get_allocator
     from .kinds.lock import get_lock
     from .kinds.pool import get_pool
+    from .kinds.queue import get_queue, task
     from .kinds.semaphore import get_semaphore
     from .registry import get_resource
 
@@ -46,11 +48,17 @@ __all__ = [
     "ResourcePool",
     "ResourceUnavailable",
     "Semaphore",
+    "Task",
+    "TaskExecutePolicy",
+    "TaskFailed",
+    "TaskQueue",
     "get_allocator",
     "get_lock",
     "get_pool",
+    "get_queue",
     "get_resource",
     "get_semaphore",
+    "task",
     "with_resource",
 ]
 
@@ -60,7 +68,9 @@ _LAZY = {
     "get_lock": "django_redis_pool.kinds.lock.get_lock",
     "get_pool": "django_redis_pool.kinds.pool.get_pool",
     "get_resource": "django_redis_pool.registry.get_resource",
+    "get_queue": "django_redis_pool.kinds.queue.get_queue",
     "get_semaphore": "django_redis_pool.kinds.semaphore.get_semaphore",
+    "task": "django_redis_pool.kinds.queue.task",
     "with_resource": "django_redis_pool.decorators.with_resource",
 }
 

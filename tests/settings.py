@@ -18,6 +18,7 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "django_redis_pool",
+    "tests.queue_app",
 ]
 
 MIDDLEWARE = [

@@ -218,7 +218,7 @@ def test_e014_bad_entry_name(settings: Any, name: Any) -> None:
 
 
 def test_e014_applies_to_reserved_kinds_too(settings: Any) -> None:
-    messages = ours(settings, {"QUEUES": {"a b": {}}})
+    messages = ours(settings, {"OBJECT_POOLS": {"a b": {}}})
     assert sorted(m.id for m in messages) == [
         "django_redis_pool.E014",
         "django_redis_pool.W001",
@@ -327,7 +327,7 @@ def test_e099_unexpected_failure_is_reported_not_raised(settings: Any) -> None:
     assert "boom" in message.msg
 
 
-@pytest.mark.parametrize("key", ["QUEUES", "OBJECT_POOLS"])
+@pytest.mark.parametrize("key", ["OBJECT_POOLS"])
 def test_w001_reserved_kind_is_not_supported_yet(settings: Any, key: str) -> None:
     message = only(ours(settings, {key: {"thing": {"ANY": 1}}}), "W001")
     assert message.level < 40  # a Warning, not an Error

@@ -40,6 +40,15 @@ assert fetched.status_code == 200, fetched.status_code
 assert b"Fetched for ann through <b>proxy-fast</b>" in fetched.content, fetched.content
 from django_redis_pool import get_allocator
 assert get_allocator("proxies").get_soft_bind("ann") == "proxy-fast"
+started = client.get("/task/")
+assert started.status_code == 302, started.status_code
+page = client.get(started["Location"])
+assert page.status_code == 200 and b"queued" in page.content and page["Refresh"] == "1"
+from django.core.management import call_command
+call_command("pool_worker", "--burst", verbosity=0)
+done = client.get(started["Location"])
+assert b"result: {&#x27;counted&#x27;: 10}" in done.content, done.content
+assert b"10 of 10" in done.content and not done.has_header("Refresh")
 print("views ok")
 """
 

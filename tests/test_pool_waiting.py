@@ -286,6 +286,9 @@ def test_associate_wakes_a_blocked_waiter(client):
 
 
 def _wait_until_interrupted(spec, name, report_key):
+    # Ctrl-C's usual handler, whatever the parent's disposition (a suite run as a
+    # background job inherits an ignored SIGINT).
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     client = client_from(spec)
     try:
         ResourcePool(client, name).acquire(timeout=30)
@@ -300,8 +303,13 @@ def test_interrupted_waiter_withdraws_at_once(client):
     report = "{pool:intr}:report"
     proc = mp.Process(target=_wait_until_interrupted, args=(spec_of(client), "intr", report))
     proc.start()
-    wait_for(lambda: pool.waiting_count() == 1)
-    os.kill(proc.pid, signal.SIGINT)
-    assert client.blpop([report], timeout=10)
-    proc.join(5)
-    assert pool.waiting_count() == 0
+    try:
+        wait_for(lambda: pool.waiting_count() == 1)
+        os.kill(proc.pid, signal.SIGINT)
+        assert client.blpop([report], timeout=10)
+        proc.join(5)
+        assert pool.waiting_count() == 0
+    finally:
+        if proc.is_alive():
+            proc.kill()
+            proc.join(5)

@@ -174,7 +174,7 @@ def test_get_semaphore_of_a_lock_name_raises_not_configured(settings: Any, redis
 
 
 def test_reserved_kind_raises_not_configured_saying_so(settings: Any, redis_url: str) -> None:
-    configure(settings, redis_url, QUEUES={"api": {}})
+    configure(settings, redis_url, OBJECT_POOLS={"api": {}})
     with pytest.raises(NotConfigured, match="not supported by this version yet"):
         get_resource("api")
 

@@ -40,12 +40,10 @@ BUILTIN = (
     "django_redis_pool.kinds.semaphore.KIND",
     "django_redis_pool.kinds.lock.KIND",
     "django_redis_pool.kinds.allocator.KIND",
+    "django_redis_pool.kinds.queue.KIND",
 )
 #: Kinds of a later version: turning one into a module of BUILTIN enables it.
-RESERVED = (
-    ReservedKind("queue", "QUEUES"),
-    ReservedKind("object_pool", "OBJECT_POOLS"),
-)
+RESERVED = (ReservedKind("object_pool", "OBJECT_POOLS"),)
 
 _loaded: tuple[Kind, ...] | None = None
 _loading = threading.Lock()

@@ -13,7 +13,7 @@ from typing import Any
 from django import forms
 
 from .. import conf, registry
-from ..dashboard import ActionFailed, action, section
+from ..dashboard import action, outcome, section
 from ..primitives.allocator import MAX_KEY_PRIORITY, Allocator
 from ..primitives.validators import check_name, check_seconds
 from .base import Ask, Held, Option, Outcome
@@ -325,37 +325,51 @@ class BindingForm(forms.Form):
 
 def add_key(allocator: Any, data: dict[str, Any]) -> str:
     """Add a key (free at once)."""
-    if not allocator.extend([data["resource"]], priority=data["priority"]):
-        raise ActionFailed(f"{data['resource']!r} is already a key of {allocator.name!r}.")
-    return f"Added key {data['resource']!r} to allocator {allocator.name!r}."
+    key, name = data["resource"], allocator.name
+    added = allocator.extend([key], priority=data["priority"])
+    return outcome(
+        added, f"Added key {key!r} to allocator {name!r}.", f"{key!r} is already a key of {name!r}."
+    )
 
 
 def remove_key(allocator: Any, data: dict[str, Any]) -> str:
     """Remove a key, free or held."""
-    if not allocator.shrink([data["resource"]]):
-        raise ActionFailed(f"{data['resource']!r} is not a key of {allocator.name!r}.")
-    return f"Removed key {data['resource']!r} from allocator {allocator.name!r}."
+    key, name = data["resource"], allocator.name
+    removed = allocator.shrink([key])
+    return outcome(
+        removed,
+        f"Removed key {key!r} from allocator {name!r}.",
+        f"{key!r} is not a key of {name!r}.",
+    )
 
 
 def mark_unhealthy(allocator: Any, data: dict[str, Any]) -> str:
     """Take a key out of rotation for a cooldown."""
-    if not allocator.report_unhealthy(data["resource"], cooldown=data["cooldown"]):
-        raise ActionFailed(f"{data['resource']!r} is not a key of {allocator.name!r}.")
-    return f"Key {data['resource']!r} is out of rotation for {data['cooldown']:g} s."
+    key, cooldown = data["resource"], data["cooldown"]
+    marked = allocator.report_unhealthy(key, cooldown=cooldown)
+    return outcome(
+        marked,
+        f"Key {key!r} is out of rotation for {cooldown:g} s.",
+        f"{key!r} is not a key of {allocator.name!r}.",
+    )
 
 
 def mark_healthy(allocator: Any, data: dict[str, Any]) -> str:
     """End a key's cooldown now."""
-    if not allocator.report_healthy(data["resource"]):
-        raise ActionFailed(f"{data['resource']!r} is not a key of {allocator.name!r}.")
-    return f"Key {data['resource']!r} is back in rotation."
+    key = data["resource"]
+    healed = allocator.report_healthy(key)
+    return outcome(
+        healed, f"Key {key!r} is back in rotation.", f"{key!r} is not a key of {allocator.name!r}."
+    )
 
 
 def unbind(allocator: Any, data: dict[str, Any]) -> str:
     """Forget one soft binding."""
-    if not allocator.unbind_soft_bind(data["binding"]):
-        raise ActionFailed(f"{data['binding']!r} is not bound (any more).")
-    return f"{data['binding']!r} is no longer bound to a key."
+    name = data["binding"]
+    unbound = allocator.unbind_soft_bind(name)
+    return outcome(
+        unbound, f"{name!r} is no longer bound to a key.", f"{name!r} is not bound (any more)."
+    )
 
 
 KIND = AllocatorKind()

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from .. import registry
-from ..dashboard import ActionFailed, action
+from ..dashboard import action, outcome
 from ..primitives.pool import ORDERS, ResourcePool
 from ..primitives.validators import check_name
 from .base import Ask, Held, Option, Outcome
@@ -144,16 +144,22 @@ class PoolKind(LeaseKind):
 
 def add_resource(pool: Any, data: dict[str, Any]) -> str:
     """Associate a resource with the pool (a waiter gets it at once)."""
-    if not pool.associate(data["resource"]):
-        raise ActionFailed(f"{data['resource']!r} is already in pool {pool.name!r}.")
-    return f"Added {data['resource']!r} to pool {pool.name!r}."
+    r = data["resource"]
+    return outcome(
+        pool.associate(r),
+        f"Added {r!r} to pool {pool.name!r}.",
+        f"{r!r} is already in pool {pool.name!r}.",
+    )
 
 
 def remove_resource(pool: Any, data: dict[str, Any]) -> str:
     """Disassociate a resource, available or held."""
-    if not pool.disassociate(data["resource"]):
-        raise ActionFailed(f"{data['resource']!r} is not in pool {pool.name!r}.")
-    return f"Removed {data['resource']!r} from pool {pool.name!r}."
+    r = data["resource"]
+    return outcome(
+        pool.disassociate(r),
+        f"Removed {r!r} from pool {pool.name!r}.",
+        f"{r!r} is not in pool {pool.name!r}.",
+    )
 
 
 KIND = PoolKind()

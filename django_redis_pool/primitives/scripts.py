@@ -69,6 +69,16 @@ OPERATIONS = (
     "alloc_bind",
     "alloc_gc",
     "alloc_read",
+    "queue_enqueue",
+    "queue_take",
+    "queue_beat",
+    "queue_leave",
+    "queue_finish",
+    "queue_progress",
+    "queue_withdraw",
+    "queue_admin",
+    "queue_gc",
+    "queue_read",
 )
 #: On the EVALSHA path: operation -> the script of its common case, run first.
 FAST = {

@@ -22,6 +22,7 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "django_redis_pool",
+    "example_project",  # for its tasks.py
 ]
 
 MIDDLEWARE = [
@@ -82,6 +83,8 @@ DJANGO_REDIS_POOL = {
     "ALLOCATORS": {
         "proxies": {"KEYS": {"proxy-fast": 10, "proxy-a": 0, "proxy-b": 0}, "LEASE_TIMEOUT": 30},
     },
+    # Tasks run by `manage.py pool_worker` (example_project/tasks.py); /task/ shows one.
+    "QUEUES": {"default": {"RESULT_TTL": 600}},
     # Every request under /report/ holds a slot of "reports" (waiting up to 2 s).
     "MIDDLEWARE": [{"PATH": r"^/report/", "RESOURCE": "reports", "TIMEOUT": 2}],
     # Renders the 503 (with Retry-After) when nothing is granted or Redis is down.

@@ -11,5 +11,7 @@ urlpatterns = [
     path("report/", views.report, name="report"),
     path("import/", views.run_import, name="import"),
     path("fetch/", views.fetch, name="fetch"),
+    path("task/", views.start_task, name="task"),
+    path("task/<str:task_id>/", views.task_status, name="task-status"),
     path("admin/", admin.site.urls),
 ]

@@ -1,17 +1,18 @@
 """Views of the example project: the printers pool's state, a print job (a pool,
 held by ``@with_resource``), a report (a semaphore of 2 slots, held by
 ``ResourceMiddleware``: see the settings), an import (a lock, one at a time) and
-a fetch through an outbound proxy (an allocator, bound per visitor).
+a fetch through an outbound proxy (an allocator, bound per visitor) and a
+task whose page shows its progress (a task queue; ``tasks.py`` holds it).
 When nothing is granted in time, or Redis is down, ``busy`` answers (it is the
 ``UNAVAILABLE_VIEW`` setting)."""
 
 import time
 
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import mark_safe
 
-from django_redis_pool import BackendUnavailable, PoolError, get_pool, get_semaphore
+from django_redis_pool import BackendUnavailable, PoolError, get_pool, get_queue, get_semaphore
 from django_redis_pool.decorators import with_resource
 
 POOL = "printers"
@@ -22,7 +23,7 @@ def _page(title: str, body: str, *, status: int = 200) -> HttpResponse:
         "<!doctype html><html><head><meta charset='utf-8'><title>{}</title></head>"
         "<body><h1>{}</h1>{}<p><a href='/'>state</a> · <a href='/print/'>print</a> · "
         "<a href='/report/'>report</a> · <a href='/import/'>import</a> · "
-        "<a href='/fetch/?visitor=ann'>fetch</a> · "
+        "<a href='/fetch/?visitor=ann'>fetch</a> · <a href='/task/'>task</a> · "
         "<a href='/admin/django_redis_pool/dashboard/'>admin dashboard</a></p>"
         "</body></html>",
         title,
@@ -131,6 +132,41 @@ def fetch(request: HttpRequest) -> HttpResponse:
             "<p>Fetched for {} through <b>{}</b> (fence {}).</p>", proxy.holder, proxy, proxy.fence
         ),
     )
+
+
+def start_task(request: HttpRequest) -> HttpResponse:
+    """Enqueue a "count" task and go to its page."""
+    task_id = get_queue("default").enqueue("count", {"to": 10})
+    return HttpResponseRedirect(f"/task/{task_id}/")
+
+
+def task_status(request: HttpRequest, task_id: str) -> HttpResponse:
+    """A task's status and progress, refreshed every second until it ends."""
+    task = get_queue("default").get_task(task_id)
+    if task is None:
+        return _page("No such task", format_html("<p>{} is gone.</p>", task_id), status=404)
+    current, total = task.progress or (0, 0)
+    running = task.status in ("queued", "running")
+    body = format_html(
+        "<p id='status'>{}</p><p><progress id='progress' value='{}' max='{}'></progress> {} of {}"
+        "</p><p id='result'>{}</p>{}",
+        task.status,
+        current,
+        total or 1,
+        current,
+        total,
+        "" if running else f"result: {task.result}" if task.status == "done" else task.error,
+        mark_safe(
+            "<p>Queued until a worker runs it: <code>python manage.py pool_worker</code> "
+            "(<code>scripts/dev.py example</code> starts one).</p>"
+            if task.status == "queued"
+            else ""
+        ),
+    )
+    response = _page(f"Task {task.name}", body)
+    if running:
+        response["Refresh"] = "1"
+    return response
 
 
 def busy(request: HttpRequest, exception: PoolError) -> HttpResponse:

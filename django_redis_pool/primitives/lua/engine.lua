@@ -28,6 +28,19 @@
 --   :kexp   ZSET  key -> when it leaves the allocator (keys with a lifetime)
 --   :sick   ZSET  key -> end of its cooldown (out of rotation until then)
 --   :bind   HASH  soft-binding name -> key;  :bindexp ZSET name -> its expiry
+--   Task queues keep (their own operations, queue_*.lua):
+--   :t:<id>          HASH  one task: name, params and result (JSON text),
+--                    status, attempts, progress, times, its max attempts and
+--                    how long it is kept once done ("ttl" ms)
+--   :pending:<name>  ZSET  ready task ids by priority, then arrival
+--   :sched  ZSET  deferred task id -> when it becomes ready (ms)
+--   :inflight ZSET running task id -> deadline (ms): past it, its worker is
+--                    presumed dead and the task is delivered again
+--   :failed ZSET  failed task id -> when it failed (kept for inspection)
+--   :live:<name>     ZSET  worker id -> until when it listens for <name>
+--   :wake:<name>     LIST  tokens that wake idle workers of <name>
+--   :done:<id>       LIST  pushed when task <id> ends (its querier BLPOPs it)
+--   :names  SET   every task name ever enqueued
 --   :wake:<token>    LIST  a waiter's own wake list (the grant handed to it)
 --   :wid:<identity>  ZSET  the queued sharing waiters of one identity
 --   :done   HASH  request id -> reply of a finished release (or refresh),
@@ -63,6 +76,8 @@ local RECLAIM_LIMIT = 16     -- expired leases reclaimed per call (bounded work)
 local SKIP_LIMIT = 16        -- dead waiters dropped per hand-off
 local PUMP_LIMIT = 64        -- resources handed to waiters per call
 local DROP_LIMIT = 64        -- ended allocator keys dropped per malloc
+local UPKEEP_LIMIT = 16      -- deferred and orphaned tasks handled per take
+local WAKE_TOKENS = 64       -- wake tokens kept per task name
 local GRACE_MS = 1000        -- slack on a waiter's liveness window
 local PROVISIONAL_MS = 10000 -- life of an unconfirmed no-expiry grant to a waiter
 local WAKE_TTL_MS = 60000    -- an unread wake list disappears after this
@@ -408,6 +423,85 @@ local function hand_out(key, popped, name, bind_ms, token, holder, lease_ms)
     redis.call('ZREM', K_AVAIL, key)
   end
   return {key, grant(key, token, holder, lease_ms, false)}
+end
+
+-- @fn queue_ready
+-- Task queues: make task `id` (of `name`) ready for a worker and wake one idle
+-- worker of that name.
+local function queue_ready(id, name, priority, seq)
+  redis.call('ZADD', BASE .. ':pending:' .. name, -priority * 1099511627776 + seq, id)
+  local wake = BASE .. ':wake:' .. name
+  redis.call('RPUSH', wake, 1)
+  redis.call('LTRIM', wake, -WAKE_TOKENS, -1)
+end
+
+-- @fn queue_settle
+-- Task queues: record the end of task `id`: 'done' with its result (kept for
+-- the task's "ttl" ms), or 'failed' with an error message and traceback (kept
+-- in :failed until retried or deleted). Wakes whoever waits for it.
+local function queue_settle(id, status, text, trace)
+  local task = BASE .. ':t:' .. id
+  local ttl = tonumber(redis.call('HGET', task, 'ttl'))
+  if status == 'done' then
+    redis.call('HSET', task, 'status', 'done', 'result', text, 'finished', NOW)
+    redis.call('PEXPIRE', task, ttl)
+  else
+    redis.call('HSET', task, 'status', 'failed', 'error', text, 'trace', trace, 'finished', NOW)
+    redis.call('ZADD', BASE .. ':failed', NOW, id)
+  end
+  local done = BASE .. ':done:' .. id
+  redis.call('RPUSH', done, 1)
+  redis.call('PEXPIRE', done, ttl)
+end
+
+-- @fn queue_upkeep
+-- Task queues: at most `limit` deferred tasks that are due become ready, and
+-- at most `limit` tasks whose worker is presumed dead (deadline passed) are
+-- delivered again, or failed after their last attempt (dead letter).
+-- Returns {made ready, requeued ids, failed ids}.
+local function queue_upkeep(limit)
+  local sched, inflight = BASE .. ':sched', BASE .. ':inflight'
+  local ready = due(sched, limit)
+  for _, id in ipairs(ready) do
+    redis.call('ZREM', sched, id)
+    local got = redis.call('HMGET', BASE .. ':t:' .. id, 'name', 'priority', 'seq')
+    if got[1] then
+      queue_ready(id, got[1], tonumber(got[2]), tonumber(got[3]))
+    end
+  end
+  local requeued, failed = {}, {}
+  for _, id in ipairs(due(inflight, limit)) do
+    redis.call('ZREM', inflight, id)
+    local task = BASE .. ':t:' .. id
+    local got = redis.call('HMGET', task, 'name', 'priority', 'seq', 'attempts', 'max')
+    if got[1] and tonumber(got[4]) >= tonumber(got[5]) then
+      queue_settle(id, 'failed', 'its worker died or stalled on each of its ' .. got[4] ..
+        ' attempt(s)', '')
+      failed[#failed + 1] = id
+    elseif got[1] then
+      redis.call('HSET', task, 'status', 'queued')
+      redis.call('HDEL', task, 'worker', 'started')
+      queue_ready(id, got[1], tonumber(got[2]), tonumber(got[3]))
+      requeued[#requeued + 1] = id
+    end
+  end
+  return {#ready, requeued, failed}
+end
+
+-- @fn queue_next_due
+-- Task queues: ms until the next deferred task or deadline is due (-1: none).
+local function queue_next_due()
+  local next_ms = -1
+  for _, zset in ipairs({BASE .. ':sched', BASE .. ':inflight'}) do
+    local first = redis.call('ZRANGE', zset, 0, 0, 'WITHSCORES')[2]
+    if first then
+      local ms = math.max(0, tonumber(first) - NOW)
+      if next_ms < 0 or ms < next_ms then
+        next_ms = ms
+      end
+    end
+  end
+  return next_ms
 end
 
 -- @fn tend_keys

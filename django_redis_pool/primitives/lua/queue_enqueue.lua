@@ -1,0 +1,25 @@
+-- queue_enqueue: add a task. args[2] id, args[3] name, args[4] params (JSON
+-- text), args[5] priority, args[6] run at (ms on the Redis clock; -1: now),
+-- args[7] max attempts, args[8] ms a finished task is kept.
+-- An id already there (whatever its state) is left alone: a retried enqueue
+-- changes nothing twice. Returns 1 if added, 0 if the id was there.
+local id, name, params, priority, run_at = args[2], args[3], args[4], tonumber(args[5]),
+  tonumber(args[6])
+local task = BASE .. ':t:' .. id
+if redis.call('EXISTS', task) == 1 then
+  return 0
+end
+local seq = redis.call('INCR', K_SEQ)
+redis.call('HSET', task, 'name', name, 'params', params, 'status', 'queued', 'attempts', 0,
+  'priority', priority, 'seq', seq, 'enqueued', NOW, 'max', args[7], 'ttl', args[8])
+redis.call('SADD', BASE .. ':names', name)
+if run_at > NOW then
+  redis.call('HSET', task, 'run_at', run_at)
+  redis.call('ZADD', BASE .. ':sched', run_at, id)
+  -- idle workers wake up for the earliest deferred task: tell them it moved
+  redis.call('RPUSH', BASE .. ':wake:' .. name, 0)
+  redis.call('LTRIM', BASE .. ':wake:' .. name, -WAKE_TOKENS, -1)
+else
+  queue_ready(id, name, priority, seq)
+end
+return 1

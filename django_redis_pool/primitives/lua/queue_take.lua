@@ -1,0 +1,28 @@
+-- queue_take: a worker takes the next task of the names it handles, atomically
+-- into the in-flight set with a deadline (its visibility timeout).
+-- args[2] worker id, args[3] visibility ms, args[4..] task names.
+-- First, bounded upkeep: deferred tasks that are due become ready, and tasks
+-- of dead workers (deadline passed) go back to the queue or, after their last
+-- attempt, to the failed set.
+-- Returns {id, name, params, attempts} or, with nothing to take, the ms until
+-- the next deferred task or deadline is due (-1: none), for the idle wait.
+local worker, visibility = args[2], tonumber(args[3])
+queue_upkeep(UPKEEP_LIMIT)
+local best, best_name, best_score
+for i = 4, #args do
+  local head = redis.call('ZRANGE', BASE .. ':pending:' .. args[i], 0, 0, 'WITHSCORES')
+  if head[1] and (not best_score or tonumber(head[2]) < best_score) then
+    best, best_name, best_score = head[1], args[i], tonumber(head[2])
+  end
+end
+if not best then
+  return queue_next_due()
+end
+redis.call('ZREM', BASE .. ':pending:' .. best_name, best)
+local task = BASE .. ':t:' .. best
+local attempts = redis.call('HINCRBY', task, 'attempts', 1)
+local before = redis.call('HGET', task, 'workers')
+redis.call('HSET', task, 'status', 'running', 'worker', worker, 'started', NOW, 'workers',
+  before and before .. '\n' .. worker or worker)
+redis.call('ZADD', BASE .. ':inflight', NOW + visibility, best)
+return {best, best_name, redis.call('HGET', task, 'params'), attempts}

@@ -1,0 +1,547 @@
+"""TaskQueue: named tasks run by workers in any process, with JSON payloads,
+reliable delivery and results (seed 003's RedisTaskQueue, made safe)."""
+
+from __future__ import annotations
+
+import enum
+import json
+import logging
+import math
+import os
+import socket
+import threading
+import time
+import traceback
+import uuid
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..exceptions import PoolError, ResourceUnavailable, backend_errors
+from ._common import text, to_ms
+from .base import DEFAULT_KEY_PREFIX
+from .engine import MIN_BLOCK, LeaseEngine
+from .validators import check_client, check_name, check_timeout
+
+__all__ = ["Task", "TaskExecutePolicy", "TaskFailed", "TaskQueue"]
+
+logger = logging.getLogger("django_redis_pool")
+
+_HOST = socket.gethostname()
+
+
+class TaskFailed(PoolError):
+    """A task's handler raised (or returned something that is not JSON, or its
+    worker died on every attempt). The message is the handler's error; the
+    traceback is stored with the task (``Task.traceback``)."""
+
+    def __init__(self, message: str, task: Task | None = None) -> None:
+        super().__init__(message)
+        self.task = task
+
+
+class TaskExecutePolicy(enum.Enum):
+    """Where :meth:`TaskQueue.query` runs a task."""
+
+    Local = "local"  #: in the calling thread
+    Remote = "remote"  #: by a worker, always
+    LocalFirst = "local_first"  #: here; by a worker when no local handler, or it fails
+    RemoteFirst = "remote_first"  #: by a worker; here when none listens or takes it in time
+    Auto = "auto"  #: by a worker while one listens for the name, else here
+
+
+@dataclass
+class Task:
+    """One task: what a handler gets, and what :meth:`TaskQueue.get_task` reads."""
+
+    id: str
+    name: str
+    params: Any
+    status: str = "queued"  #: "queued", "running", "done" or "failed"
+    result: Any = None
+    error: str | None = None
+    traceback: str | None = None
+    attempts: int = 0
+    progress: tuple[int, int] | None = None  #: (current, total), from update()
+    priority: int = 0
+    enqueued_at: float | None = None  #: unix seconds, Redis clock
+    started_at: float | None = None
+    finished_at: float | None = None
+    run_at: float | None = None  #: a deferred task's start (unix seconds)
+    worker: str | None = None  #: the worker of the latest delivery
+    workers: list[str] = field(default_factory=list)  #: every delivery's worker, in order
+    _report: Callable[[int, int], bool] | None = field(default=None, repr=False, compare=False)
+
+    def update(self, current: int, total: int) -> bool:
+        """Report progress (visible to other processes while the task runs;
+        never overwrites the result). False if this run no longer holds the
+        task (its worker was presumed dead and the task delivered again)."""
+        for value, what in ((current, "current"), (total, "total")):
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise ValueError(f"{what} must be an int, got {value!r}")
+        self.progress = (current, total)
+        return self._report(current, total) if self._report is not None else True
+
+
+def dumps(value: Any, what: str) -> str:
+    """``value`` as JSON text, or ``TypeError`` naming ``what``: nothing that is
+    not JSON (objects, bytes, NaN) is ever written."""
+    try:
+        return json.dumps(value, allow_nan=False, separators=(",", ":"))
+    except (TypeError, ValueError) as exc:
+        raise TypeError(
+            f"{what} must be JSON-serialisable (dicts, lists, str, numbers, bools, None): {exc}"
+        ) from exc
+
+
+class TaskQueue:
+    """A queue of named tasks shared by every process on the same Redis, ``name``
+    and ``key_prefix``.
+
+    ``task_fn(task)`` is the handler of this process: it runs a task (by
+    ``task.name``) and returns its result. Workers (:meth:`listen`) take tasks
+    atomically into an in-flight set with a deadline, ``visibility_timeout``
+    seconds, which their heartbeat extends while the handler runs; a task whose
+    worker died goes back to the queue when the deadline passes, up to
+    ``max_attempts`` deliveries, then stays failed for inspection. Results are
+    kept ``result_ttl`` seconds. Params and results are JSON only. Building one
+    does no I/O.
+    """
+
+    kind = "queue"
+
+    def __init__(
+        self,
+        client: Any,
+        name: str,
+        *,
+        task_fn: Callable[[Task], Any] | None = None,
+        result_ttl: float = 3600,
+        visibility_timeout: float = 300,
+        max_attempts: int = 3,
+        key_prefix: str = DEFAULT_KEY_PREFIX,
+    ) -> None:
+        self.client = check_client(client)
+        self.name = check_name(name)
+        self.key_prefix = check_name(key_prefix, "key_prefix")
+        if task_fn is not None and not callable(task_fn):
+            raise TypeError(f"task_fn must be a function of a Task, got {task_fn!r}")
+        self.task_fn = task_fn
+        self.result_ttl = _positive(result_ttl, "result_ttl")
+        self.visibility_timeout = _positive(visibility_timeout, "visibility_timeout")
+        if isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or max_attempts < 1:
+            raise ValueError(f"max_attempts must be an int >= 1, got {max_attempts!r}")
+        self.max_attempts = max_attempts
+        self._engine = LeaseEngine(
+            client, kind=self.kind, name=self.name, mode="queue", prefix=self.key_prefix
+        )
+        self.base = self._engine.base
+
+    def __repr__(self) -> str:
+        return f"<TaskQueue {self.name!r}>"
+
+    def _run(self, op: str, *args: Any) -> Any:
+        return self._engine.run(op, *args)
+
+    # -- enqueueing and reading --------------------------------------------------
+
+    def enqueue(
+        self,
+        name: str,
+        params: Any = None,
+        *,
+        id: str | None = None,
+        priority: int = 0,
+        run_at: float | None = None,
+    ) -> str:
+        """Queue task ``name`` with JSON ``params``; returns its id (a new one
+        unless given). ``priority``: -100..100, larger first. ``run_at``: unix
+        seconds (Redis clock) before which no worker starts it. An id already
+        in the queue is left as it is (a retried enqueue changes nothing twice)."""
+        name = check_name(name, "task name")
+        payload = dumps(params, f"params of task {name!r}")
+        task_id = uuid.uuid4().hex if id is None else check_name(id, "task id")
+        if isinstance(priority, bool) or not isinstance(priority, int) or abs(priority) > 100:
+            raise ValueError(f"priority must be an int from -100 to 100, got {priority!r}")
+        at = -1 if run_at is None else math.floor(_seconds(run_at, "run_at") * 1000)
+        self._run(
+            "queue_enqueue",
+            task_id,
+            name,
+            payload,
+            priority,
+            at,
+            self.max_attempts,
+            to_ms(self.result_ttl),
+        )
+        return task_id
+
+    def get_task(self, id: str) -> Task | None:
+        """The task ``id`` as stored now (None if there is none, or its result
+        expired)."""
+        flat = self._run("queue_read", "task", check_name(id, "task id"))
+        if not flat:
+            return None
+        return _task(id, dict(zip(flat[0::2], flat[1::2], strict=True)))
+
+    def counts(self) -> dict[str, int]:
+        """Tasks ``pending`` (ready), ``running``, ``scheduled`` (deferred),
+        ``failed``, and the live ``workers``."""
+        pending, running, scheduled, failed, workers, _ = self._run("queue_read", "counts")
+        return {
+            "pending": int(pending),
+            "running": int(running),
+            "scheduled": int(scheduled),
+            "failed": int(failed),
+            "workers": int(workers),
+        }
+
+    def failed(self, *, offset: int = 0, limit: int = 50) -> tuple[int, list[Task]]:
+        """(how many tasks failed, one page of them, the latest first)."""
+        total, flat = self._run("queue_read", "failed", offset, limit)
+        tasks = []
+        for i in range(0, len(flat), 5):
+            task_id, name, error, attempts, finished = flat[i : i + 5]
+            task = Task(id=str(task_id), name=str(name), params=None, status="failed")
+            task.error, task.attempts = str(error), int(attempts)
+            task.finished_at = int(finished) / 1000 or None
+            tasks.append(task)
+        return int(total), tasks
+
+    def has_worker(self, name: str) -> bool:
+        """Whether a live worker listens for task ``name`` now."""
+        return int(self._run("queue_read", "live", check_name(name, "task name"))) > 0
+
+    def retry(self, id: str) -> bool:
+        """Queue a failed task again (attempts start over). False if it is not failed."""
+        return int(self._run("queue_admin", "retry", check_name(id, "task id"))) == 1
+
+    def delete(self, id: str) -> bool:
+        """Remove a task that is not running. False if there is none, or it runs."""
+        return int(self._run("queue_admin", "delete", check_name(id, "task id"))) == 1
+
+    def gc(self, count: int = 100) -> tuple[int, list[str], list[str]]:
+        """Bounded upkeep, also done by every worker's take: at most ``count``
+        deferred tasks made ready and ``count`` tasks of dead workers delivered
+        again (or failed after their last attempt). Returns (made ready,
+        requeued ids, failed ids)."""
+        ready, requeued, failed = self._run("queue_gc", count)
+        return int(ready), [str(i) for i in requeued], [str(i) for i in failed]
+
+    # -- query ----------------------------------------------------------------------
+
+    def query(
+        self,
+        id: str,
+        name: str,
+        params: Any = None,
+        *,
+        timeout: float | None = None,
+        policy: TaskExecutePolicy = TaskExecutePolicy.Auto,
+        once: bool = False,
+    ) -> Any:
+        """Run task ``name`` as ``policy`` says and return its result (None and
+        other falsy results too). Raises :class:`ResourceUnavailable` when no
+        result comes within ``timeout`` seconds (a task no worker has started
+        is withdrawn) and :class:`TaskFailed` when the task failed.
+        ``once=True``: the stored task is deleted once its result is returned."""
+        id, name = check_name(id, "task id"), check_name(name, "task name")
+        timeout = check_timeout(timeout)
+        payload = dumps(params, f"params of task {name!r}")
+        if not isinstance(policy, TaskExecutePolicy):
+            raise ValueError(f"policy must be a TaskExecutePolicy, got {policy!r}")
+        local = self.task_fn is not None
+        if policy is TaskExecutePolicy.Local:
+            return self._run_here(id, name, params)
+        if policy is TaskExecutePolicy.LocalFirst and local:
+            try:
+                return self._run_here(id, name, params)
+            except TaskFailed:
+                logger.info("task %r (%s) failed here; running it by a worker", name, id)
+        if policy is TaskExecutePolicy.Auto and local and not self.has_worker(name):
+            return self._run_here(id, name, params)
+        if policy is TaskExecutePolicy.RemoteFirst and local:
+            if not self.has_worker(name):
+                return self._run_here(id, name, params)
+            try:
+                return self._remote(id, name, payload, timeout, once, give_up_unstarted=True)
+            except _NotStarted:
+                return self._run_here(id, name, params)
+        return self._remote(id, name, payload, timeout, once)
+
+    def _run_here(self, id: str, name: str, params: Any) -> Any:
+        if self.task_fn is None:
+            raise PoolError(f"{self!r} has no task_fn to run task {name!r} in this process")
+        task = Task(id=id, name=name, params=params, status="running", attempts=1)
+        try:
+            result = self.task_fn(task)
+            dumps(result, f"the result of task {name!r}")
+        except Exception as exc:
+            raise TaskFailed(_message(exc), task) from exc
+        return result
+
+    def _remote(
+        self,
+        id: str,
+        name: str,
+        payload: str,
+        timeout: float | None,
+        once: bool,
+        *,
+        give_up_unstarted: bool = False,
+    ) -> Any:
+        self._run(
+            "queue_enqueue", id, name, payload, 0, -1, self.max_attempts, to_ms(self.result_ttl)
+        )
+        if not self._wait_done(id, timeout):
+            if self._run("queue_withdraw", id) == 1 and give_up_unstarted:
+                raise _NotStarted
+            raise ResourceUnavailable(
+                f"task {name!r} ({id}) of {self!r} had no result within {timeout} s"
+            )
+        task = self.get_task(id)
+        if task is None:
+            raise ResourceUnavailable(
+                f"the result of task {name!r} ({id}) expired before it was read"
+            )
+        if once:
+            self._run("queue_admin", "forget", id)
+        if task.status == "failed":
+            raise TaskFailed(task.error or "the task failed", task)
+        return task.result
+
+    def _wait_done(self, id: str, timeout: float | None) -> bool:
+        """Block until task ``id`` has ended, at most ``timeout`` seconds (None:
+        for ever). Its ``:done`` list is pushed when it ends; BLMOVE onto itself
+        reads it without taking it, so every waiter sees it, however late."""
+        key = f"{self.base}:done:{id}"
+        deadline = None if timeout is None else time.monotonic() + timeout
+        chunk = self._engine._wait_chunk()
+        while True:
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                return False
+            block = chunk if left is None else max(MIN_BLOCK, min(chunk, left))
+            with backend_errors():
+                if self.client.blmove(key, key, block, "LEFT", "RIGHT") is not None:
+                    return True
+
+    # -- workers --------------------------------------------------------------------
+
+    def listen(
+        self,
+        names: Iterable[str],
+        *,
+        workers: int = 1,
+        event: threading.Event | None = None,
+        burst: bool = False,
+        max_jobs: int | None = None,
+    ) -> int:
+        """Run tasks of ``names`` with ``task_fn`` in ``workers`` threads until
+        ``event`` is set (or, with ``burst``, until none is ready, or after
+        ``max_jobs`` tasks). Idle workers block on wake lists, never poll.
+        Returns how many tasks ran."""
+        if self.task_fn is None:
+            raise PoolError(f"{self!r} has no task_fn: give TaskQueue(..., task_fn=...) to listen")
+        listened = [check_name(n, "task name") for n in names]
+        if not listened:
+            raise ValueError("names must list at least one task name")
+        if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+            raise ValueError(f"workers must be an int >= 1, got {workers!r}")
+        stop = event or threading.Event()
+        budget = _Budget(max_jobs)
+        runners = [
+            threading.Thread(
+                target=Worker(self, listened, stop, burst, budget).run,
+                name=f"drp-worker-{i}",
+                daemon=True,
+            )
+            for i in range(workers)
+        ]
+        for runner in runners:
+            runner.start()
+        for runner in runners:
+            runner.join()
+        return budget.done
+
+
+class _NotStarted(Exception):
+    """RemoteFirst: no worker took the task in time (it was withdrawn)."""
+
+
+class _Budget:
+    """Tasks a listen() may still run (None: no limit), shared by its threads."""
+
+    def __init__(self, limit: int | None) -> None:
+        self.limit, self.done, self._lock = limit, 0, threading.Lock()
+
+    def take(self) -> bool:
+        with self._lock:
+            if self.limit is not None and self.done >= self.limit:
+                return False
+            self.done += 1
+            return True
+
+    def give_back(self) -> None:
+        with self._lock:
+            self.done -= 1
+
+
+class Worker:
+    """One worker thread of :meth:`TaskQueue.listen`: takes a task, runs it
+    while a heartbeat keeps it (and the worker's presence) fresh, reports its
+    end; between tasks, blocks on the wake lists of its names."""
+
+    def __init__(
+        self,
+        queue: TaskQueue,
+        names: list[str],
+        stop: threading.Event,
+        burst: bool,
+        budget: _Budget,
+    ) -> None:
+        self.queue, self.names, self.stop, self.burst, self.budget = (
+            queue,
+            names,
+            stop,
+            burst,
+            budget,
+        )
+        self.id = f"{_HOST}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
+        self.running: list[str] = []
+        #: Heartbeat period; presence lasts three periods.
+        self.period = max(0.05, min(queue.visibility_timeout / 3, 10.0))
+        self._beating = threading.Event()
+
+    def run(self) -> None:
+        beat = threading.Thread(target=self._heartbeat, name=f"{self.id}-beat", daemon=True)
+        self._beat()
+        beat.start()
+        try:
+            while not self.stop.is_set():
+                if not self.budget.take():
+                    return
+                taken = self.queue._run(
+                    "queue_take", self.id, to_ms(self.queue.visibility_timeout), *self.names
+                )
+                if isinstance(taken, list):
+                    self._execute(*taken)
+                    continue
+                self.budget.give_back()
+                if self.burst:
+                    return
+                self._idle(int(taken))
+        finally:
+            self._beating.set()
+            beat.join()
+            self.queue._run("queue_leave", self.id, "\n".join(self.names))
+
+    def _idle(self, next_due_ms: int) -> None:
+        """Wait for a wake token, the next deferred task or deadline, or a
+        chunk (to see ``stop``), whichever comes first."""
+        chunk = self.queue._engine._wait_chunk()
+        block = chunk if next_due_ms < 0 else max(MIN_BLOCK, min(chunk, next_due_ms / 1000))
+        keys = [f"{self.queue.base}:wake:{name}" for name in self.names]
+        with backend_errors():
+            self.queue.client.blpop(keys, timeout=block)
+
+    def _execute(self, task_id: Any, name: Any, params: Any, attempt: Any) -> None:
+        task_id, name, attempt = text(task_id), text(name), str(int(attempt))
+        task = Task(
+            id=task_id,
+            name=name,
+            params=json.loads(text(params)),
+            status="running",
+            attempts=int(attempt),
+            worker=self.id,
+        )
+        task._report = lambda current, total: (
+            int(self.queue._run("queue_progress", task_id, self.id, attempt, current, total)) == 1
+        )
+        self.running.append(task_id)
+        try:
+            try:
+                result = dumps(self.queue.task_fn(task), f"the result of task {name!r}")  # type: ignore[misc]
+                status, trace = "done", ""
+            except Exception as exc:
+                result, status, trace = _message(exc), "failed", traceback.format_exc()
+                logger.warning("task %r (%s) failed: %s", name, task_id, result)
+            if not int(
+                self.queue._run("queue_finish", task_id, self.id, attempt, status, result, trace)
+            ):
+                logger.warning(
+                    "task %r (%s) finished after its deadline passed and it was delivered "
+                    "again: this run's outcome is dropped",
+                    name,
+                    task_id,
+                )
+        finally:
+            self.running.remove(task_id)
+
+    def _heartbeat(self) -> None:
+        while not self._beating.wait(self.period):
+            try:
+                self._beat()
+            except PoolError as exc:
+                logger.warning("worker %s missed a heartbeat: %s", self.id, exc)
+
+    def _beat(self) -> None:
+        self.queue._run(
+            "queue_beat",
+            self.id,
+            to_ms(self.period * 3),
+            to_ms(self.queue.visibility_timeout),
+            "\n".join(self.names),
+            *list(self.running),
+        )
+
+
+def _task(id: str, fields: dict[Any, Any]) -> Task:
+    f = {text(k): text(v) for k, v in fields.items()}
+
+    def ms(key: str) -> float | None:
+        return int(f[key]) / 1000 if f.get(key) else None
+
+    task = Task(
+        id=id,
+        name=f["name"],
+        params=json.loads(f["params"]),
+        status=f["status"],
+        attempts=int(f.get("attempts", 0)),
+        priority=int(f.get("priority", 0)),
+        enqueued_at=ms("enqueued"),
+        started_at=ms("started"),
+        finished_at=ms("finished"),
+        run_at=ms("run_at"),
+        worker=f.get("worker"),
+        workers=f["workers"].split("\n") if f.get("workers") else [],
+        error=f.get("error"),
+        traceback=f.get("trace") or None,
+    )
+    if "result" in f:
+        task.result = json.loads(f["result"])
+    if "current" in f:
+        task.progress = (int(f["current"]), int(f["total"]))
+    return task
+
+
+def _message(exc: BaseException) -> str:
+    """``"ValueError: ..."`` (``module.Class: ...`` outside the builtins)."""
+    cls = type(exc)
+    path = (
+        cls.__qualname__ if cls.__module__ == "builtins" else f"{cls.__module__}.{cls.__qualname__}"
+    )
+    return f"{path}: {exc}"
+
+
+def _positive(value: object, what: str) -> float:
+    seconds = _seconds(value, what)
+    if not 0.001 <= seconds < math.inf:
+        raise ValueError(f"{what} must be a number of seconds >= 0.001, got {value!r}")
+    return seconds
+
+
+def _seconds(value: object, what: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
+        raise ValueError(f"{what} must be a number of seconds, got {value!r}")
+    return float(value)

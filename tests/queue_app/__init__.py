@@ -1,0 +1,1 @@
+"""A test app whose ``tasks.py`` registers ``@task`` handlers (autodiscovered)."""

@@ -1,0 +1,374 @@
+"""TaskQueue behaviour, one sentence of API.md at a time: the five policies,
+workers, progress, failures, JSON only, redelivery after a worker dies, dead
+letter, results expiring, deferred tasks.
+
+Runs against a real redis-server and again against the real local Redis
+Cluster (the ``client`` fixture is parametrized).
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import signal
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from django_redis_pool import ResourceUnavailable
+from django_redis_pool.primitives.queue import Task, TaskExecutePolicy, TaskFailed, TaskQueue
+
+from .clients import client_from, spec_of
+from .primitive_helpers import redis_time
+from .waiting import wait_for
+
+Policy = TaskExecutePolicy
+mp = multiprocessing.get_context("fork")
+PACKAGE = Path(__file__).resolve().parent.parent / "django_redis_pool"
+
+
+def handler(task: Task) -> Any:
+    """The handler every test process shares: what each task name does."""
+    if task.name == "add":
+        return task.params["a"] + task.params["b"]
+    if task.name == "nothing":
+        return None
+    if task.name == "zero":
+        return 0
+    if task.name == "where":
+        return f"{os.getpid()}"
+    if task.name == "boom":
+        raise RuntimeError("boom on purpose")
+    if task.name == "bad-result":
+        return {1, 2}
+    if task.name == "progress":
+        for i in range(1, 4):
+            assert task.update(i, 3)
+            time.sleep(0.05)
+        return "counted"
+    if task.name == "slow":
+        time.sleep(task.params["seconds"])
+        return "slept"
+    raise KeyError(f"no handler for {task.name!r}")
+
+
+@pytest.fixture
+def queue(client: Any) -> TaskQueue:
+    return TaskQueue(client, "jobs", task_fn=handler, visibility_timeout=30)
+
+
+@pytest.fixture
+def worker(queue: TaskQueue) -> Iterator[threading.Event]:
+    """A listening worker thread (for every name the tests use) until the test ends."""
+    stop = threading.Event()
+    names = ["add", "nothing", "zero", "where", "boom", "bad-result", "progress", "slow"]
+    thread = threading.Thread(target=queue.listen, args=(names,), kwargs={"event": stop})
+    thread.start()
+    wait_for(lambda: queue.has_worker("add"), what="the worker to listen")
+    yield stop
+    stop.set()
+    thread.join(10)
+    assert not thread.is_alive()
+
+
+def test_constructor_does_no_io() -> None:
+    class Exploding:
+        def __getattr__(self, name: str) -> Any:
+            raise AssertionError(f"constructor touched the client: {name}")
+
+        register_script = blpop = None
+
+    TaskQueue(Exploding(), "jobs", task_fn=handler, result_ttl=1, visibility_timeout=2)
+
+
+def test_pickle_is_imported_nowhere_in_the_package() -> None:
+    offenders = [
+        str(path)
+        for path in PACKAGE.rglob("*.py")
+        if "import pickle" in path.read_text() or "from pickle" in path.read_text()
+    ]
+    assert offenders == []
+
+
+# -- policies ---------------------------------------------------------------------
+
+
+def test_local_runs_in_the_calling_thread_and_writes_nothing(queue: TaskQueue, client: Any) -> None:
+    assert queue.query("t1", "add", {"a": 1, "b": 2}, policy=Policy.Local) == 3
+    assert queue.get_task("t1") is None
+    assert queue.query("t2", "where", policy=Policy.Local) == str(os.getpid())
+
+
+def test_remote_runs_by_a_worker(queue: TaskQueue, worker: threading.Event) -> None:
+    assert queue.query("t1", "add", {"a": 2, "b": 3}, policy=Policy.Remote, timeout=10) == 5
+    task = queue.get_task("t1")
+    assert task is not None and task.status == "done" and task.result == 5
+    assert task.attempts == 1 and task.worker is not None
+
+
+def test_falsy_results_complete_normally(queue: TaskQueue, worker: threading.Event) -> None:
+    assert queue.query("n", "nothing", policy=Policy.Remote, timeout=10) is None
+    assert queue.query("z", "zero", policy=Policy.Remote, timeout=10) == 0
+    assert queue.get_task("z").status == "done"
+
+
+def test_remote_with_no_worker_times_out_and_withdraws(queue: TaskQueue) -> None:
+    with pytest.raises(ResourceUnavailable, match=r"no result within 0\.3 s"):
+        queue.query("t1", "add", {"a": 1, "b": 1}, policy=Policy.Remote, timeout=0.3)
+    assert queue.get_task("t1") is None, "a task no worker started is withdrawn"
+    assert queue.counts()["pending"] == 0
+
+
+def test_local_first_runs_here_and_remotely_when_it_fails(client: Any) -> None:
+    def flaky(task: Task) -> Any:
+        raise RuntimeError("not here")
+
+    here = TaskQueue(client, "jobs", task_fn=flaky)
+    remote = TaskQueue(client, "jobs", task_fn=handler)
+    stop = threading.Event()
+    thread = threading.Thread(target=remote.listen, args=(["add"],), kwargs={"event": stop})
+    thread.start()
+    try:
+        wait_for(lambda: remote.has_worker("add"))
+        assert here.query("t1", "add", {"a": 4, "b": 4}, policy=Policy.LocalFirst, timeout=10) == 8
+        assert here.get_task("t1").status == "done", "it ran remotely"
+        no_local = TaskQueue(client, "jobs")
+        assert no_local.query("t2", "add", {"a": 1, "b": 0}, policy=Policy.LocalFirst) == 1
+    finally:
+        stop.set()
+        thread.join(10)
+
+
+def test_remote_first_runs_here_when_no_worker_listens(queue: TaskQueue) -> None:
+    assert queue.query("t1", "where", policy=Policy.RemoteFirst, timeout=5) == str(os.getpid())
+    assert queue.get_task("t1") is None
+
+
+def test_remote_first_runs_here_when_no_worker_takes_it_in_time(
+    queue: TaskQueue, client: Any
+) -> None:
+    # A live worker for "where", busy with a long task: nobody takes ours in time.
+    stop = threading.Event()
+    busy = TaskQueue(client, "jobs", task_fn=handler)
+    thread = threading.Thread(target=busy.listen, args=(["slow", "where"],), kwargs={"event": stop})
+    thread.start()
+    try:
+        wait_for(lambda: busy.has_worker("where"))
+        busy.enqueue("slow", {"seconds": 1.5}, id="blocker")
+        wait_for(lambda: busy.get_task("blocker").status == "running")
+        started = time.monotonic()
+        got = queue.query("t1", "where", policy=Policy.RemoteFirst, timeout=0.3)
+        assert got == str(os.getpid()) and time.monotonic() - started < 1.4
+        assert queue.get_task("t1") is None, "withdrawn, then run here"
+    finally:
+        stop.set()
+        thread.join(10)
+
+
+def test_auto_goes_remote_only_while_a_worker_listens(queue: TaskQueue, client: Any) -> None:
+    assert queue.query("t1", "where", policy=Policy.Auto) == str(os.getpid())
+    assert queue.get_task("t1") is None
+    pid = os.fork()
+    if pid == 0:  # a worker in another process
+        try:
+            child = TaskQueue(client_from(spec_of(client)), "jobs", task_fn=handler)
+            child.listen(["where"], max_jobs=1)
+        finally:
+            os._exit(0)
+    try:
+        wait_for(lambda: queue.has_worker("where"), what="the child to listen")
+        assert queue.query("t2", "where", policy=Policy.Auto, timeout=10) == str(pid)
+    finally:
+        os.waitpid(pid, 0)
+
+
+# -- failures, JSON, progress ---------------------------------------------------------
+
+
+def test_a_failing_handler_fails_the_task_at_once(
+    queue: TaskQueue, worker: threading.Event
+) -> None:
+    with pytest.raises(TaskFailed, match="RuntimeError: boom on purpose") as failed:
+        queue.query("t1", "boom", policy=Policy.Remote, timeout=10)
+    task = queue.get_task("t1")
+    assert task.status == "failed" and task.attempts == 1
+    assert "raise RuntimeError" in task.traceback
+    assert failed.value.task.traceback == task.traceback
+    assert queue.counts()["failed"] == 1
+
+
+def test_a_non_json_result_fails_the_task(queue: TaskQueue, worker: threading.Event) -> None:
+    with pytest.raises(TaskFailed, match="JSON"):
+        queue.query("t1", "bad-result", policy=Policy.Remote, timeout=10)
+    with pytest.raises(TaskFailed, match="JSON"):
+        queue.query("t2", "bad-result", policy=Policy.Local)
+
+
+@pytest.mark.parametrize("params", [{1, 2}, b"bytes", object(), float("nan"), {"a": object()}])
+def test_non_json_params_raise_type_error_before_anything_is_written(
+    queue: TaskQueue, client: Any, params: Any
+) -> None:
+    with pytest.raises(TypeError, match="JSON"):
+        queue.query("t1", "add", params, policy=Policy.Remote, timeout=0)
+    with pytest.raises(TypeError, match="JSON"):
+        queue.enqueue("add", params)
+    assert queue.get_task("t1") is None and queue.counts()["pending"] == 0
+
+
+def test_progress_is_visible_while_the_task_runs(queue: TaskQueue, worker: threading.Event) -> None:
+    task_id = queue.enqueue("progress")
+    seen: set[tuple[int, int]] = set()
+
+    def saw_the_end() -> bool:
+        task = queue.get_task(task_id)
+        if task is not None and task.progress:
+            seen.add(task.progress)
+        return task is not None and task.status == "done"
+
+    wait_for(saw_the_end, what="the task to end")
+    final = queue.get_task(task_id)
+    assert final.result == "counted", "progress never overwrites the result"
+    assert final.progress == (3, 3) and seen & {(1, 3), (2, 3)}
+
+
+def test_a_retried_enqueue_changes_nothing_twice(queue: TaskQueue) -> None:
+    assert queue.enqueue("add", {"a": 1, "b": 1}, id="same") == "same"
+    assert queue.enqueue("add", {"a": 9, "b": 9}, id="same") == "same"
+    assert queue.get_task("same").params == {"a": 1, "b": 1}
+    assert queue.counts()["pending"] == 1
+
+
+# -- workers ----------------------------------------------------------------------------
+
+
+def test_burst_runs_what_is_ready_and_returns(queue: TaskQueue) -> None:
+    ids = [queue.enqueue("add", {"a": i, "b": i}) for i in range(5)]
+    assert queue.listen(["add"], burst=True) == 5
+    assert [queue.get_task(i).result for i in ids] == [0, 2, 4, 6, 8]
+
+
+def test_max_jobs_stops_a_worker(queue: TaskQueue) -> None:
+    for i in range(5):
+        queue.enqueue("add", {"a": i, "b": 0})
+    assert queue.listen(["add"], workers=2, max_jobs=3) == 3
+    assert queue.counts()["pending"] == 2
+
+
+def test_higher_priority_tasks_run_first(queue: TaskQueue) -> None:
+    low = queue.enqueue("add", {"a": 0, "b": 0}, priority=-5)
+    high = queue.enqueue("add", {"a": 0, "b": 0}, priority=50)
+    queue.listen(["add"], max_jobs=1)
+    assert queue.get_task(high).status == "done" and queue.get_task(low).status == "queued"
+
+
+def test_an_idle_worker_is_woken_by_the_enqueue(queue: TaskQueue, worker: threading.Event) -> None:
+    time.sleep(0.2)  # the worker is blocked on its wake list now
+    started = time.monotonic()
+    assert queue.query("t1", "add", {"a": 1, "b": 1}, policy=Policy.Remote, timeout=10) == 2
+    # woken by the push, not by its 2 s chunk running out
+    assert time.monotonic() - started < 1.5
+
+
+def test_a_deferred_task_runs_when_due(
+    queue: TaskQueue, client: Any, worker: threading.Event
+) -> None:
+    run_at = redis_time(client) + 0.5
+    task_id = queue.enqueue("add", {"a": 5, "b": 5}, run_at=run_at)
+    assert queue.counts()["scheduled"] == 1
+    wait_for(lambda: queue.get_task(task_id).status == "done", what="the deferred task")
+    task = queue.get_task(task_id)
+    assert task.started_at >= run_at and task.result == 10
+    assert task.started_at - run_at < 0.5, "woken on time, not by a chunk"
+
+
+def _die_mid_task(spec: tuple[str, str, int]) -> None:
+    queue = TaskQueue(client_from(spec), "jobs", task_fn=handler, visibility_timeout=0.5)
+    queue.listen(["slow"], max_jobs=1)
+
+
+def test_a_task_of_a_killed_worker_is_delivered_again(client: Any) -> None:
+    queue = TaskQueue(client, "jobs", task_fn=handler, visibility_timeout=0.5)
+    task_id = queue.enqueue("slow", {"seconds": 60})
+    proc = mp.Process(target=_die_mid_task, args=(spec_of(client),))
+    proc.start()
+    wait_for(lambda: queue.get_task(task_id).status == "running", what="the worker to start it")
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.join(10)
+    assert queue.get_task(task_id).attempts == 1
+    fast = TaskQueue(client, "jobs", task_fn=lambda task: "second run", visibility_timeout=0.5)
+    # The deadline passes (no heartbeat): the next take delivers it again.
+    assert fast.listen(["slow"], max_jobs=1) == 1
+    task = queue.get_task(task_id)
+    assert (task.status, task.result, task.attempts) == ("done", "second run", 2)
+
+
+def test_a_task_whose_workers_keep_dying_ends_in_the_dead_letter(client: Any) -> None:
+    queue = TaskQueue(client, "jobs", task_fn=handler, visibility_timeout=0.3, max_attempts=2)
+    task_id = queue.enqueue("slow", {"seconds": 60})
+    for attempt in (1, 2):
+        proc = mp.Process(target=_die_mid_task, args=(spec_of(client),))
+        proc.start()
+        wait_for(lambda a=attempt: queue.get_task(task_id).attempts == a)
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.join(10)
+    start = redis_time(client)  # the killed workers' visibility timeout is 0.5 s
+    wait_for(lambda: redis_time(client) > start + 0.55, what="the last deadline")
+    _, requeued, failed = queue.gc()
+    assert (requeued, failed) == ([], [task_id])
+    task = queue.get_task(task_id)
+    assert task.status == "failed" and "died" in task.error and task.attempts == 2
+    total, listed = queue.failed()
+    assert total == 1 and listed[0].id == task_id
+    assert queue.retry(task_id) and queue.get_task(task_id).status == "queued"
+    assert queue.delete(task_id) and queue.get_task(task_id) is None
+
+
+def test_a_worker_presumed_dead_cannot_finish_a_redelivered_task(client: Any) -> None:
+    queue = TaskQueue(client, "jobs", task_fn=handler, visibility_timeout=0.2)
+    task_id = queue.enqueue("add", {"a": 1, "b": 1})
+    first = queue._run("queue_take", "w1", 200, "add")
+    start = redis_time(client)
+    wait_for(lambda: redis_time(client) > start + 0.25)
+    second = queue._run("queue_take", "w2", 10_000, "add")
+    assert second[0] == first[0] and int(second[3]) == 2
+    assert queue._run("queue_finish", task_id, "w1", "1", "done", "1", "") == 0
+    assert queue._run("queue_finish", task_id, "w2", "2", "done", "2", "") == 1
+    assert queue.get_task(task_id).result == 2
+
+
+# -- results ------------------------------------------------------------------------------
+
+
+def test_results_expire_after_result_ttl(client: Any) -> None:
+    queue = TaskQueue(client, "jobs", task_fn=handler, result_ttl=0.3)
+    task_id = queue.enqueue("add", {"a": 1, "b": 2})
+    queue.listen(["add"], burst=True)
+    assert queue.get_task(task_id).result == 3
+    wait_for(lambda: queue.get_task(task_id) is None, what="the result to expire")
+
+
+def test_once_deletes_the_task_when_its_result_is_read(
+    queue: TaskQueue, worker: threading.Event
+) -> None:
+    assert queue.query("t1", "add", {"a": 1, "b": 1}, policy=Policy.Remote, once=True) == 2
+    assert queue.get_task("t1") is None
+
+
+def test_bad_arguments_name_the_value(client: Any) -> None:
+    with pytest.raises(ValueError, match="max_attempts"):
+        TaskQueue(client, "q", max_attempts=0)
+    with pytest.raises(ValueError, match="visibility_timeout"):
+        TaskQueue(client, "q", visibility_timeout=0)
+    with pytest.raises(TypeError, match="task_fn"):
+        TaskQueue(client, "q", task_fn="handler")
+    queue = TaskQueue(client, "q")
+    with pytest.raises(ValueError, match="priority"):
+        queue.enqueue("x", priority=101)
+    with pytest.raises(ValueError, match="task name"):
+        queue.enqueue("has space")
+    with pytest.raises(ValueError, match="policy"):
+        queue.query("t", "x", policy="auto")
