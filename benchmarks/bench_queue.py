@@ -30,6 +30,7 @@ from collections.abc import Callable
 from typing import Any
 
 import redis
+from queue_jobs import started
 
 from django_redis_pool.embedded import EmbeddedRedis
 from django_redis_pool.primitives.queue import Task, TaskQueue
@@ -37,11 +38,6 @@ from django_redis_pool.primitives.queue import Task, TaskQueue
 CASES = ("ours", "rq", "rq-simple")
 WORKERS = (1, 4)
 mp = multiprocessing.get_context("fork")
-
-
-def started(*_args: Any) -> float:
-    """The job of every case: it returns when it started."""
-    return time.time()
 
 
 def our_handler(task: Task) -> float:
