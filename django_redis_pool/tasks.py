@@ -23,6 +23,7 @@ queue a ``RedisBackend`` in ``settings.TASKS`` lists. On a Django without
 
 from __future__ import annotations
 
+import traceback
 import uuid
 from datetime import datetime, timezone
 from typing import Any
@@ -46,12 +47,14 @@ try:  # Django >= 6.0
     from django.tasks.backends.base import BaseTaskBackend
     from django.tasks.base import TaskError
     from django.tasks.exceptions import TaskResultDoesNotExist as ResultDoesNotExist
+    from django.tasks.signals import task_enqueued, task_finished, task_started
 except ImportError:  # Django 5.2 with the django-tasks backport
     try:
         from django_tasks import TaskContext, TaskResult, TaskResultStatus
         from django_tasks.backends.base import BaseTaskBackend
         from django_tasks.base import TaskError
         from django_tasks.exceptions import TaskResultDoesNotExist as ResultDoesNotExist
+        from django_tasks.signals import task_enqueued, task_finished, task_started
     except ImportError:  # neither: the backend cannot be used
         BaseTaskBackend = None
 
@@ -75,15 +78,40 @@ def _when(seconds: float | None) -> datetime | None:
 def run_django_task(job: QueueTask) -> Any:
     """The handler of :data:`TASK_NAME`: call the task function with its
     arguments (and a ``TaskContext`` if it takes one); its return value is the
-    task's result."""
+    task's result. Sends the framework's ``task_started`` and
+    ``task_finished`` signals around it."""
     params = job.params
     framework_task = import_string(params["task"])
+    backend = framework_task.get_backend()
+    result = backend.result_of(job, framework_task)
+    sender = type(backend)
+    task_started.send(sender=sender, task_result=result)
     args, kwargs = params["args"], params["kwargs"]
-    if framework_task.takes_context:
-        backend = framework_task.get_backend()
-        context = TaskContext(task_result=backend.result_of(job, framework_task))
-        return framework_task.call(context, *args, **kwargs)
-    return framework_task.call(*args, **kwargs)
+    try:
+        if framework_task.takes_context:
+            value = framework_task.call(TaskContext(task_result=result), *args, **kwargs)
+        else:
+            value = framework_task.call(*args, **kwargs)
+    except BaseException as exc:
+        cls = type(exc)
+        error = TaskError(
+            exception_class_path=f"{cls.__module__}.{cls.__qualname__}",
+            traceback="".join(traceback.format_exception(exc)),
+        )
+        _settle(result, "FAILED", errors=[error])
+        task_finished.send(sender=sender, task_result=result)
+        raise
+    _settle(result, "SUCCESSFUL", value=value)
+    task_finished.send(sender=sender, task_result=result)
+    return value
+
+
+def _settle(result: Any, status: str, *, value: Any = None, errors: Any = ()) -> None:
+    """What the finished signal reports (the queue stores the same)."""
+    object.__setattr__(result, "status", TaskResultStatus[status])
+    object.__setattr__(result, "finished_at", datetime.now(timezone.utc))
+    object.__setattr__(result, "_return_value", value)
+    result.errors.extend(errors)
 
 
 if BaseTaskBackend is None:
@@ -115,8 +143,9 @@ else:
             params = {"task": task.module_path, "args": list(args), "kwargs": dict(kwargs)}
             queue.enqueue(TASK_NAME, params, id=task_id, priority=task.priority, run_at=run_at)
             result_id = f"{task_id}.{task.queue_name}"
-            stored = queue.get_task(task_id)
-            return self._result(task, result_id, stored)
+            result = self._result(task, result_id, queue.get_task(task_id))
+            task_enqueued.send(sender=type(self), task_result=result)
+            return result
 
         def get_result(self, result_id: str) -> Any:
             task_id, _, queue_name = str(result_id).partition(".")

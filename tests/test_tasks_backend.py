@@ -20,8 +20,10 @@ from django_redis_pool.tasks import TASK_NAME
 
 try:
     from django import tasks as framework
+    from django.tasks import signals
 except ImportError:
     import django_tasks as framework
+    from django_tasks import signals
 
 from .queue_app import framework_tasks as jobs
 
@@ -137,3 +139,34 @@ def test_a_queue_that_is_not_configured_is_a_check_error(settings: Any) -> None:
     messages = framework.task_backends["default"].check()
     assert [m.id for m in messages] == ["django_redis_pool.E030"]
     assert "'reports'" in messages[0].msg
+
+
+def test_the_framework_signals_are_sent() -> None:
+    seen: list[tuple[str, str, str]] = []
+
+    def receiver(signal: Any, sender: Any, task_result: Any, **kwargs: Any) -> None:
+        name = {
+            id(signals.task_enqueued): "enqueued",
+            id(signals.task_started): "started",
+            id(signals.task_finished): "finished",
+        }[id(signal)]
+        seen.append((name, task_result.task.name, str(task_result.status)))
+
+    sent = (signals.task_enqueued, signals.task_started, signals.task_finished)
+    for signal in sent:
+        signal.connect(receiver)
+    try:
+        jobs.add.enqueue(1, 1)
+        jobs.fails.enqueue("signalled")
+        work()
+    finally:
+        for signal in sent:
+            signal.disconnect(receiver)
+    assert seen == [
+        ("enqueued", "add", "READY"),
+        ("enqueued", "fails", "READY"),
+        ("started", "add", "RUNNING"),
+        ("finished", "add", "SUCCESSFUL"),
+        ("started", "fails", "RUNNING"),
+        ("finished", "fails", "FAILED"),
+    ]

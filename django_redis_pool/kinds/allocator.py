@@ -23,6 +23,7 @@ from .leases import (
     ResourceForm,
     as_datetime,
     lease_timeout_option,
+    membership_synced,
     page_number,
     paged_table,
 )
@@ -161,20 +162,8 @@ class AllocatorKind(LeaseKind):
                     [k for k, p in configured.items() if p == priority], priority=priority
                 )
             primitive.shrink(removed)
-        would = "would be " if dry_run else ""
-        line = f"{primitive.name}: {len(added)} {would}added, {len(present)} already there"
-        if prune:
-            line += f", {len(removed)} {would}removed"
-        if dry_run:
-            line += " (dry run, nothing changed)"
-        details = [f"  {would}added: {key}" for key in added]
-        details += [f"  already there: {key}" for key in present]
-        details += [f"  {would}removed: {key}" for key in removed]
-        return Outcome(
-            line,
-            changed=bool(added or removed),
-            style="warning" if dry_run or removed else "success",
-            details=tuple(details),
+        return membership_synced(
+            primitive.name, added, present, removed, prune=prune, dry_run=dry_run
         )
 
     def collect(self, primitive: Any, *, dry_run: bool) -> Outcome:

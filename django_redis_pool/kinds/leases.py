@@ -30,6 +30,7 @@ __all__ = [
     "ResourceForm",
     "as_datetime",
     "lease_timeout_option",
+    "membership_synced",
     "page_number",
     "paged_table",
 ]
@@ -198,6 +199,34 @@ class LeaseKind(Kind):
             f"gc of {primitive.kind} {primitive.name!r}: reclaimed {counts['reclaimed']} "
             f"expired hold(s), dropped {counts['dropped']} waiter(s)."
         )
+
+
+def membership_synced(
+    name: str,
+    added: list[str],
+    present: list[str],
+    removed: list[str],
+    *,
+    prune: bool,
+    dry_run: bool,
+) -> Outcome:
+    """``pool_sync``'s report for a primitive of named members (a pool's
+    resources, an allocator's keys)."""
+    would = "would be " if dry_run else ""
+    line = f"{name}: {len(added)} {would}added, {len(present)} already there"
+    if prune:
+        line += f", {len(removed)} {would}removed"
+    if dry_run:
+        line += " (dry run, nothing changed)"
+    details = [f"  {would}added: {member}" for member in added]
+    details += [f"  already there: {member}" for member in present]
+    details += [f"  {would}removed: {member}" for member in removed]
+    return Outcome(
+        line,
+        changed=bool(added or removed),
+        style="warning" if dry_run or removed else "success",
+        details=tuple(details),
+    )
 
 
 def kind_of(primitive: Any) -> LeaseKind:

@@ -11,7 +11,7 @@ from ..dashboard import action, outcome
 from ..primitives.pool import ORDERS, ResourcePool
 from ..primitives.validators import check_name
 from .base import Ask, Held, Option, Outcome
-from .leases import LEASE_TIMEOUT, LeaseKind, ResourceForm
+from .leases import LEASE_TIMEOUT, LeaseKind, ResourceForm, membership_synced
 
 __all__ = ["KIND", "PoolKind", "get_pool"]
 
@@ -100,21 +100,8 @@ class PoolKind(LeaseKind):
             for resource in sorted(in_redis - set(configured)):
                 if dry_run or primitive.disassociate(resource):
                     removed.append(resource)
-        would = "would be " if dry_run else ""
-        line = f"{primitive.name}: {len(added)} {would}added, {len(present)} already there"
-        if prune:
-            line += f", {len(removed)} {would}removed"
-        if dry_run:
-            line += " (dry run, nothing changed)"
-        details = [f"  {would}added: {resource}" for resource in added] + [
-            f"  already there: {resource}" for resource in present
-        ]
-        details += [f"  {would}removed: {resource}" for resource in removed]
-        return Outcome(
-            line,
-            changed=bool(added or removed),
-            style="warning" if dry_run or removed else "success",
-            details=tuple(details),
+        return membership_synced(
+            primitive.name, added, present, removed, prune=prune, dry_run=dry_run
         )
 
     def find(self, primitive: Any, key: str) -> str:

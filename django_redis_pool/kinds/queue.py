@@ -8,7 +8,7 @@ runs the handlers.
 worker in this process, listening for the task names registered for it; with
 ``--workers N`` (N > 1), N processes each run them. Idle workers block on the
 queues' wake lists (no polling). ``--burst`` stops once nothing is ready;
-``--max-jobs N`` after N tasks (per process). SIGTERM or SIGINT: running tasks
+``--max-jobs N`` after N tasks (per queue and process). SIGTERM or SIGINT: running tasks
 finish, no new one is taken, then the command exits. Database connections are
 closed around each task as Django does around a request; logs go through
 Django's logging (logger ``django_redis_pool``)."""
@@ -330,7 +330,7 @@ class WorkerCommand(PoolCommand):
 
     help = (
         "Run the @task handlers of the configured queues (all, or --queue). "
-        "--workers N processes, --burst to stop when idle, --max-jobs N per process."
+        "--workers N processes, --burst to stop when idle, --max-jobs N per queue."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -345,7 +345,9 @@ class WorkerCommand(PoolCommand):
         parser.add_argument(
             "--burst", action="store_true", help="Stop once no task is ready (after running them)."
         )
-        parser.add_argument("--max-jobs", metavar="N", help="Stop after N tasks (per process).")
+        parser.add_argument(
+            "--max-jobs", metavar="N", help="Stop after N tasks (per queue and process)."
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         workers = _positive_int(options["workers"], "--workers")

@@ -3,6 +3,7 @@ reliable delivery and results (seed 003's RedisTaskQueue, made safe)."""
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import json
 import logging
@@ -421,20 +422,31 @@ class Worker:
             while not self.stop.is_set():
                 if not self.budget.take():
                     return
-                taken = self.queue._run(
-                    "queue_take", self.id, to_ms(self.queue.visibility_timeout), *self.names
-                )
+                try:
+                    taken = self.queue._run(
+                        "queue_take", self.id, to_ms(self.queue.visibility_timeout), *self.names
+                    )
+                except PoolError as exc:  # Redis down or failing: try again shortly
+                    self.budget.give_back()
+                    logger.warning("worker %s could not take a task: %s", self.id, exc)
+                    self.stop.wait(self.period)
+                    continue
                 if isinstance(taken, list):
                     self._execute(*taken)
                     continue
                 self.budget.give_back()
                 if self.burst:
                     return
-                self._idle(int(taken))
+                try:
+                    self._idle(int(taken))
+                except PoolError as exc:
+                    logger.warning("worker %s lost Redis while idle: %s", self.id, exc)
+                    self.stop.wait(self.period)
         finally:
             self._beating.set()
             beat.join()
-            self.queue._run("queue_leave", self.id, "\n".join(self.names))
+            with contextlib.suppress(PoolError):  # its presence expires anyway
+                self.queue._run("queue_leave", self.id, "\n".join(self.names))
 
     def _idle(self, next_due_ms: int) -> None:
         """Wait for a wake token, the next deferred task or deadline, or a
@@ -466,9 +478,20 @@ class Worker:
             except Exception as exc:
                 result, status, trace = _message(exc), "failed", traceback.format_exc()
                 logger.warning("task %r (%s) failed: %s", name, task_id, result)
-            if not int(
-                self.queue._run("queue_finish", task_id, self.id, attempt, status, result, trace)
-            ):
+            try:
+                finished = self.queue._run(
+                    "queue_finish", task_id, self.id, attempt, status, result, trace
+                )
+            except PoolError as exc:
+                logger.error(
+                    "task %r (%s) ran, but its outcome could not be stored (%s): it is "
+                    "delivered again once its deadline passes",
+                    name,
+                    task_id,
+                    exc,
+                )
+                return
+            if not int(finished):
                 logger.warning(
                     "task %r (%s) finished after its deadline passed and it was delivered "
                     "again: this run's outcome is dropped",
