@@ -20,6 +20,7 @@ from .exceptions import (
 from .primitives.allocator import AllocatedKey, Allocator, AllocatorObject
 from .primitives.lease import Lease
 from .primitives.lock import Lock
+from .primitives.objectpool import ObjectPool
 from .primitives.pool import ResourcePool
 from .primitives.queue import Task, TaskExecutePolicy, TaskFailed, TaskQueue
 from .primitives.semaphore import Semaphore
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
     from .decorators import with_resource
     from .kinds.allocator import get_allocator
     from .kinds.lock import get_lock
+    from .kinds.object_pool import get_object_pool
     from .kinds.pool import get_pool
     from .kinds.queue import get_queue, task
     from .kinds.semaphore import get_semaphore
@@ -44,6 +46,7 @@ __all__ = [
     "Lock",
     "NotConfigured",
     "NotOwned",
+    "ObjectPool",
     "PoolError",
     "ResourcePool",
     "ResourceUnavailable",
@@ -54,6 +57,7 @@ __all__ = [
     "TaskQueue",
     "get_allocator",
     "get_lock",
+    "get_object_pool",
     "get_pool",
     "get_queue",
     "get_resource",
@@ -66,6 +70,7 @@ __all__ = [
 _LAZY = {
     "get_allocator": "django_redis_pool.kinds.allocator.get_allocator",
     "get_lock": "django_redis_pool.kinds.lock.get_lock",
+    "get_object_pool": "django_redis_pool.kinds.object_pool.get_object_pool",
     "get_pool": "django_redis_pool.kinds.pool.get_pool",
     "get_resource": "django_redis_pool.registry.get_resource",
     "get_queue": "django_redis_pool.kinds.queue.get_queue",

@@ -43,6 +43,7 @@ ID                    Problem
 ``E022``              ``FAIL_OPEN`` is not True or False.
 ``E023``              A view decorated with ``@with_resource(name)`` (found through the
                       URLconf) names a primitive that is not configured.
+``E024``              An entry lacks an option its kind requires (e.g. ``FACTORY``).
 ``E099``              The check itself failed unexpectedly (the error is reported).
 ``W001``              A kind is configured that this version does not support yet;
                       its entries cannot be used.
@@ -428,6 +429,14 @@ def _check_kinds(raw: dict[str, Any], report: _Report) -> dict[str, kinds.Kind]:
                 continue
             if kind.supported:
                 _check_options(kind, name, entry, report)
+                for key in kind.required:
+                    if key not in entry:
+                        report.error(
+                            24,
+                            f"{conf.setting_path(kind.setting_key, name)} has no {key}, which "
+                            f"a {kind.label} needs.",
+                            f"Add {key}: {kind.options[key].hint}",
+                        )
     for name, owners in kinds_of_name.items():
         if len(owners) > 1:
             paths = " and ".join(conf.setting_path(k.setting_key, name) for k in owners)

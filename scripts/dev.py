@@ -106,6 +106,7 @@ DJANGO6_TESTS = [
     "tests/test_example_project.py",
     "tests/test_kinds.py",
     "tests/test_middleware.py",
+    "tests/test_objectpool_django.py",
     "tests/test_pool_sync.py",
     "tests/test_queue_django.py",
     "tests/test_registry.py",

@@ -126,3 +126,15 @@ def client(request: pytest.FixtureRequest) -> Any:
     """``redis_client`` or ``cluster_client``: runs the test on both topologies."""
     name = "redis_client" if request.param == "redis" else "cluster_client"
     return request.getfixturevalue(name)
+
+
+@pytest.fixture
+def reserved_kind(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """A kind reserved for a later version ("GADGETS"): every kind of this
+    release is supported, so the tests of reserved kinds bring their own."""
+    from django_redis_pool import kinds
+
+    monkeypatch.setattr(kinds, "RESERVED", (kinds.ReservedKind("gadget", "GADGETS"),))
+    monkeypatch.setattr(kinds, "_loaded", None)
+    yield "GADGETS"
+    monkeypatch.setattr(kinds, "_loaded", None)

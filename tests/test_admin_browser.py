@@ -212,3 +212,31 @@ def test_an_operator_puts_an_allocator_key_back_and_unbinds_a_name(
         page.locator("#confirm-form [type=submit]").click()
     expect(page.locator(".messagelist .success")).to_contain_text("no longer bound")
     assert proxies.get_soft_bind("ann") is None and proxies.state("proxy-b") == "free"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_object_pool_page_lists_the_processes_using_it(
+    settings: Any,
+    redis_url: str,
+    live_server: Any,
+    page: Page,
+    django_user_model: Any,
+    tmp_path: Path,
+) -> None:
+    settings.DJANGO_REDIS_POOL = {
+        "CONNECTION": {"URL": redis_url},
+        "OBJECT_POOLS": {"clients": {"FACTORY": "tests.objects.make", "MAX": 2}},
+    }
+    pool = django_redis_pool.get_object_pool("clients")  # this process uses it
+    held = pool.acquire(timeout=5)
+    django_user_model.objects.create_superuser("admin", "admin@example.com", "s3cret-pass")
+    admin_login(page, live_server.url, "admin", "s3cret-pass")
+    page.goto(f"{live_server.url}/admin/django_redis_pool/dashboard/")
+    row = page.locator("tr[data-name=clients]")
+    expect(row).to_contain_text("object pool")
+    with page.expect_navigation():
+        row.locator("a", has_text="clients").click()
+    expect(page.locator("#content h1")).to_have_text("Object pool clients")
+    expect(page.locator(f"#processes tr[data-pid='{os.getpid()}']")).to_have_count(1)
+    screenshot(page, shots_dir(tmp_path) / "admin-object-pool.png")
+    pool.release(held)

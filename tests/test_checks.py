@@ -205,7 +205,9 @@ def test_e012_bad_key_prefix(settings: Any, prefix: Any) -> None:
     assert 'DJANGO_REDIS_POOL["KEY_PREFIX"]' in message.msg
 
 
-@pytest.mark.parametrize("key", ["POOLS", "SEMAPHORES", "LOCKS", "OBJECT_POOLS"])
+@pytest.mark.parametrize(
+    "key", ["POOLS", "SEMAPHORES", "LOCKS", "ALLOCATORS", "QUEUES", "OBJECT_POOLS"]
+)
 def test_e013_kind_mapping_not_a_dict(settings: Any, key: str) -> None:
     message = only(ours(settings, {key: ["printers"]}), "E013")
     assert f'DJANGO_REDIS_POOL["{key}"] must be a dict' in message.msg
@@ -217,8 +219,8 @@ def test_e014_bad_entry_name(settings: Any, name: Any) -> None:
     assert 'DJANGO_REDIS_POOL["POOLS"] entry name' in message.msg
 
 
-def test_e014_applies_to_reserved_kinds_too(settings: Any) -> None:
-    messages = ours(settings, {"OBJECT_POOLS": {"a b": {}}})
+def test_e014_applies_to_reserved_kinds_too(settings: Any, reserved_kind: str) -> None:
+    messages = ours(settings, {reserved_kind: {"a b": {}}})
     assert sorted(m.id for m in messages) == [
         "django_redis_pool.E014",
         "django_redis_pool.W001",
@@ -327,8 +329,8 @@ def test_e099_unexpected_failure_is_reported_not_raised(settings: Any) -> None:
     assert "boom" in message.msg
 
 
-@pytest.mark.parametrize("key", ["OBJECT_POOLS"])
-def test_w001_reserved_kind_is_not_supported_yet(settings: Any, key: str) -> None:
+def test_w001_reserved_kind_is_not_supported_yet(settings: Any, reserved_kind: str) -> None:
+    key = reserved_kind
     message = only(ours(settings, {key: {"thing": {"ANY": 1}}}), "W001")
     assert message.level < 40  # a Warning, not an Error
     assert f'DJANGO_REDIS_POOL["{key}"]' in message.msg

@@ -49,6 +49,10 @@ call_command("pool_worker", "--burst", verbosity=0)
 done = client.get(started["Location"])
 assert b"result: {&#x27;counted&#x27;: 10}" in done.content, done.content
 assert b"10 of 10" in done.content and not done.has_header("Refresh")
+first = client.get("/client/")
+again = client.get("/client/")
+assert b"client #1 fetched /status (its request #1)" in first.content, first.content
+assert b"client #1 fetched /status (its request #2)" in again.content, "the client was kept"
 print("views ok")
 """
 

@@ -173,8 +173,10 @@ def test_get_semaphore_of_a_lock_name_raises_not_configured(settings: Any, redis
         get_semaphore("nightly")
 
 
-def test_reserved_kind_raises_not_configured_saying_so(settings: Any, redis_url: str) -> None:
-    configure(settings, redis_url, OBJECT_POOLS={"api": {}})
+def test_reserved_kind_raises_not_configured_saying_so(
+    settings: Any, redis_url: str, reserved_kind: str
+) -> None:
+    configure(settings, redis_url, **{reserved_kind: {"api": {}}})
     with pytest.raises(NotConfigured, match="not supported by this version yet"):
         get_resource("api")
 

@@ -41,9 +41,10 @@ BUILTIN = (
     "django_redis_pool.kinds.lock.KIND",
     "django_redis_pool.kinds.allocator.KIND",
     "django_redis_pool.kinds.queue.KIND",
+    "django_redis_pool.kinds.object_pool.KIND",
 )
 #: Kinds of a later version: turning one into a module of BUILTIN enables it.
-RESERVED = (ReservedKind("object_pool", "OBJECT_POOLS"),)
+RESERVED: tuple[ReservedKind, ...] = ()
 
 _loaded: tuple[Kind, ...] | None = None
 _loading = threading.Lock()

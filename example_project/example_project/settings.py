@@ -75,7 +75,11 @@ DJANGO_REDIS_POOL = {
         },
     },
     # At most 2 reports are built at once; each holder's slot expires after 60 s.
-    "SEMAPHORES": {"reports": {"MAX_SIZE": 2, "LEASE_TIMEOUT": 60}},
+    "SEMAPHORES": {
+        "reports": {"MAX_SIZE": 2, "LEASE_TIMEOUT": 60},
+        # At most 6 HTTP clients alive across every process of the site.
+        "http-clients-everywhere": {"MAX_SIZE": 6, "LEASE_TIMEOUT": 30},
+    },
     # One import at a time; the lease renews itself while the import runs.
     "LOCKS": {"import": {"LEASE_TIMEOUT": 10, "AUTO_RENEW": True, "TIMEOUT": 0}},
     # Outbound proxies, one per fetch; a visitor keeps the same proxy while it
@@ -85,6 +89,14 @@ DJANGO_REDIS_POOL = {
     },
     # Tasks run by `manage.py pool_worker` (example_project/tasks.py); /task/ shows one.
     "QUEUES": {"default": {"RESULT_TTL": 600}},
+    # Up to 3 HTTP clients per process, kept alive between requests (/client/).
+    "OBJECT_POOLS": {
+        "http-clients": {
+            "FACTORY": "example_project.clients.connect",
+            "MAX": 3,
+            "GLOBAL_LIMIT": "http-clients-everywhere",
+        },
+    },
     # Every request under /report/ holds a slot of "reports" (waiting up to 2 s).
     "MIDDLEWARE": [{"PATH": r"^/report/", "RESOURCE": "reports", "TIMEOUT": 2}],
     # Renders the 503 (with Retry-After) when nothing is granted or Redis is down.

@@ -12,6 +12,7 @@ urlpatterns = [
     path("import/", views.run_import, name="import"),
     path("fetch/", views.fetch, name="fetch"),
     path("task/", views.start_task, name="task"),
+    path("client/", views.use_client, name="client"),
     path("task/<str:task_id>/", views.task_status, name="task-status"),
     path("admin/", admin.site.urls),
 ]

@@ -24,6 +24,7 @@ def _page(title: str, body: str, *, status: int = 200) -> HttpResponse:
         "<body><h1>{}</h1>{}<p><a href='/'>state</a> · <a href='/print/'>print</a> · "
         "<a href='/report/'>report</a> · <a href='/import/'>import</a> · "
         "<a href='/fetch/?visitor=ann'>fetch</a> · <a href='/task/'>task</a> · "
+        "<a href='/client/'>client</a> · "
         "<a href='/admin/django_redis_pool/dashboard/'>admin dashboard</a></p>"
         "</body></html>",
         title,
@@ -132,6 +133,13 @@ def fetch(request: HttpRequest) -> HttpResponse:
             "<p>Fetched for {} through <b>{}</b> (fence {}).</p>", proxy.holder, proxy, proxy.fence
         ),
     )
+
+
+@with_resource("http-clients", timeout=2)
+def use_client(request: HttpRequest) -> HttpResponse:
+    """Borrow a kept-alive HTTP client of this process's object pool."""
+    client = request.resources["http-clients"]
+    return _page("Fetched with a pooled client", format_html("<p>{}</p>", client.get("/status")))
 
 
 def start_task(request: HttpRequest) -> HttpResponse:

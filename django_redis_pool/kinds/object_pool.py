@@ -1,0 +1,277 @@
+"""Object pools in Django: the ``OBJECT_POOLS`` setting, ``get_object_pool``, a
+borrowed object per request, and every process's pool counters, published to
+Redis with an expiring heartbeat for ``pool_status`` and the admin."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import socket
+import threading
+import weakref
+from collections.abc import Mapping
+from typing import Any
+
+from .. import conf, registry
+from ..dashboard import Summary, section, summary
+from ..exceptions import NotOwned, ResourceUnavailable
+from ..primitives.objectpool import ObjectPool
+from ..primitives.validators import check_count, check_name, check_timeout
+from .base import Ask, Held, Kind, Option, Outcome
+
+__all__ = ["KIND", "ObjectPoolKind", "get_object_pool"]
+
+#: Seconds between two publications of a process's counters; they expire after three.
+PUBLISH_EVERY = 5.0
+
+
+def _callable_path(value: Any, path: str) -> Any:
+    if value is not None:
+        conf.import_callable(value, path)
+    return value
+
+
+def _count(value: Any, path: str) -> int:
+    return check_count(value, path)
+
+
+def _optional_count(value: Any, path: str) -> int | None:
+    return None if value is None else check_count(value, path)
+
+
+def _bool(value: Any, path: str) -> bool:
+    if not isinstance(value, bool):
+        raise ValueError(f"{path} must be True or False, got {value!r}")
+    return value
+
+
+def _seconds(value: Any, path: str) -> float | None:
+    return check_timeout(value, path)
+
+
+def _semaphore_name(value: Any, path: str) -> str | None:
+    return None if value is None else check_name(value, path)
+
+
+_SECONDS = "Use a number of seconds >= 0, or None."
+
+
+class ObjectPoolKind(Kind):
+    """An :class:`ObjectPool` of the objects ``FACTORY`` makes, in each process."""
+
+    name = "object_pool"
+    setting_key = "OBJECT_POOLS"
+    primitive = ObjectPool
+    options = {
+        "FACTORY": Option(
+            _callable_path,
+            None,
+            "Use the dotted path of a function that makes one object, e.g. "
+            '"myapp.clients.connect".',
+        ),
+        "DESTROY": Option(_callable_path, None, "Use the dotted path of a function(obj), or None."),
+        "VALIDATE": Option(
+            _callable_path, None, "Use the dotted path of a function(obj) -> bool, or None."
+        ),
+        "MIN": Option(_count, 0, "Use an int >= 0 (and <= MAX)."),
+        "MAX": Option(_count, 10, "Use an int >= 1."),
+        "MAX_WAITING": Option(_optional_count, None, "Use an int >= 0, or None for no limit."),
+        "ACQUIRE_TIMEOUT": Option(_seconds, None, _SECONDS),
+        "FIFO": Option(_bool, True, "Use True or False."),
+        "TEST_ON_BORROW": Option(_bool, False, "Use True or False."),
+        "TEST_ON_RETURN": Option(_bool, False, "Use True or False."),
+        "IDLE_TIMEOUT": Option(_seconds, None, _SECONDS),
+        "SOFT_IDLE_TIMEOUT": Option(_seconds, None, _SECONDS),
+        "EVICTION_INTERVAL": Option(_seconds, 0, _SECONDS),
+        "NUM_TESTS_PER_EVICTION_RUN": Option(_count, 3, "Use an int >= 1."),
+        "GLOBAL_LIMIT": Option(
+            _semaphore_name,
+            None,
+            "Use the name of a configured semaphore (its MAX_SIZE caps the live objects of "
+            "every process together), or None.",
+        ),
+        "GLOBAL_LEASE_TIMEOUT": Option(_seconds, 30.0, _SECONDS),
+    }
+    required = ("FACTORY",)
+
+    def __init__(self) -> None:
+        summary(self.name)(object_pool_summary)
+        section(self.name, title="Processes", template=TEMPLATE)(processes_section)
+
+    def build(
+        self, client: Any, name: str, key_prefix: str, options: Mapping[str, Any]
+    ) -> ObjectPool[Any]:
+        def path(key: str) -> Any:
+            value = options[key]
+            return None if value is None else conf.import_callable(value, key)
+
+        pool: ObjectPool[Any] = ObjectPool(
+            path("FACTORY"),
+            destroy=path("DESTROY"),
+            validate=path("VALIDATE"),
+            min=options["MIN"],
+            max=options["MAX"],
+            max_waiting=options["MAX_WAITING"],
+            acquire_timeout=options["ACQUIRE_TIMEOUT"],
+            fifo=options["FIFO"],
+            test_on_borrow=options["TEST_ON_BORROW"],
+            test_on_return=options["TEST_ON_RETURN"],
+            idle_timeout=options["IDLE_TIMEOUT"],
+            soft_idle_timeout=options["SOFT_IDLE_TIMEOUT"],
+            eviction_interval=options["EVICTION_INTERVAL"] or 0,
+            num_tests_per_eviction_run=options["NUM_TESTS_PER_EVICTION_RUN"],
+            global_limit=options["GLOBAL_LIMIT"],
+            global_lease_timeout=options["GLOBAL_LEASE_TIMEOUT"],
+            name=name,
+            autostart=False,  # started by its first user, not by pool_status or gc
+        )
+        _PUBLISHERS[pool] = _Publisher(pool, client, f"{key_prefix}:{{{self.name}:{name}}}:procs")
+        return pool
+
+    def hold(self, primitive: Any, ask: Ask) -> Held | None:
+        """The borrowed object itself; given back after the response."""
+        started(primitive)
+        try:
+            obj = primitive.acquire(timeout=ask.timeout)
+        except ResourceUnavailable:
+            return None
+
+        def release() -> bool:
+            try:
+                primitive.release(obj)
+            except NotOwned:
+                return False
+            return True
+
+        return Held(obj, None, release)
+
+    def status(self, primitive: Any) -> Outcome:
+        """Every process's counters, as published (this one's included)."""
+        publisher = _PUBLISHERS.get(primitive)
+        if publisher is not None and publisher.running:
+            publisher.publish()  # this process's, fresh
+        processes = published(primitive)
+        totals = {k: sum(p[k] for p in processes) for k in ("size", "borrowed", "pending")}
+        return Outcome(
+            primitive.name,
+            changed=any(p["pending"] for p in processes),
+            details=tuple(
+                f"  {p['host']}:{p['pid']}  size {p['size']}  borrowed {p['borrowed']}  "
+                f"pending {p['pending']}  global slots {p['slots']}"
+                for p in processes
+            ),
+            data={
+                "kind": self.name,
+                "name": primitive.name,
+                "held": totals["borrowed"],
+                "free": None,
+                "waiting": totals["pending"],
+                "size": totals["size"],
+                "processes": processes,
+            },
+        )
+
+
+def started(pool: ObjectPool[Any]) -> ObjectPool[Any]:
+    """``pool``, started (``min`` objects, eviction, publishing) on first use
+    in this process."""
+    publisher = _PUBLISHERS.get(pool)
+    if publisher is not None and not publisher.running:
+        pool.start()
+        publisher.start()
+    return pool
+
+
+class _Publisher:
+    """Publishes one pool's counters for this process every PUBLISH_EVERY
+    seconds, in a hash whose entries carry their own expiry (a process that
+    died drops out after three periods). Stops with the pool, and in a fork."""
+
+    def __init__(self, pool: ObjectPool[Any], client: Any, key: str) -> None:
+        self.pool, self.client, self.key = weakref.ref(pool), client, key
+        self.pid = os.getpid()
+        self.field = f"{socket.gethostname()}:{self.pid}"
+
+    running = False
+
+    def start(self) -> None:
+        self.running = True
+        self.publish()
+        threading.Thread(target=self.run, name="drp-publish", daemon=True).start()
+
+    def run(self) -> None:
+        stop = threading.Event()
+        while not stop.wait(PUBLISH_EVERY):
+            if os.getpid() != self.pid or self.pool() is None:
+                return
+            with contextlib.suppress(Exception):  # Redis away: the next period tries again
+                self.publish()
+
+    def publish(self) -> None:
+        pool = self.pool()
+        if pool is None:
+            return
+        now = self.client.time()
+        expires = int(now[0]) + int(PUBLISH_EVERY * 3) + 1
+        stats = {
+            "host": socket.gethostname(),
+            "pid": self.pid,
+            "size": pool.size,
+            "borrowed": pool.borrowed,
+            "pending": pool.pending,
+            "slots": pool.size if pool._global is not None else 0,
+            "expires": expires,
+        }
+        self.client.hset(self.key, self.field, json.dumps(stats))
+
+
+#: pool -> its publisher (forgotten with the pool).
+_PUBLISHERS: weakref.WeakKeyDictionary[ObjectPool[Any], _Publisher] = weakref.WeakKeyDictionary()
+
+
+def published(pool: ObjectPool[Any]) -> list[dict[str, Any]]:
+    """The counters every live process published for ``pool`` (stale ones dropped)."""
+    config = registry.get_config()
+    key = f"{config.key_prefix}:{{{KIND.name}:{pool.name}}}:procs"
+    client = registry.get_connection()
+    now = int(client.time()[0])
+    live, stale = [], []
+    for field, raw in client.hgetall(key).items():
+        stats = json.loads(raw)
+        (live if stats["expires"] >= now else stale).append((field, stats))
+    if stale:
+        client.hdel(key, *[field for field, _ in stale])
+    return sorted((stats for _, stats in live), key=lambda s: (s["host"], s["pid"]))
+
+
+TEMPLATE = "admin/django_redis_pool/kinds/object_pool_processes.html"
+
+
+def object_pool_summary(pool: Any) -> Summary:
+    """Totals over the live processes."""
+    processes = published(pool)
+    size = sum(p["size"] for p in processes)
+    pending = sum(p["pending"] for p in processes)
+    return Summary(
+        size=size,
+        held=sum(p["borrowed"] for p in processes),
+        waiting=pending,
+        health="warning" if pending else "ok",
+        note=f"{len(processes)} process(es)",
+    )
+
+
+def processes_section(pool: Any, request: Any) -> dict[str, Any]:
+    """One row per live process."""
+    return {"processes": published(pool)}
+
+
+KIND = ObjectPoolKind()
+
+
+def get_object_pool(name: str) -> ObjectPool[Any]:
+    """This process's :class:`ObjectPool` configured in
+    ``DJANGO_REDIS_POOL["OBJECT_POOLS"][name]``."""
+    pool: ObjectPool[Any] = registry.get(KIND, name)
+    return started(pool)
