@@ -44,6 +44,8 @@ ID                    Problem
 ``E023``              A view decorated with ``@with_resource(name)`` (found through the
                       URLconf) names a primitive that is not configured.
 ``E024``              An entry lacks an option its kind requires (e.g. ``FACTORY``).
+``E025``              Bad ``MAX_CONNECTIONS`` (not an int >= 1, or with ``CLUSTER``) or
+                      ``POOL_TIMEOUT`` (not seconds >= 0, or without ``MAX_CONNECTIONS``).
 ``E099``              The check itself failed unexpectedly (the error is reported).
 ``W001``              A kind is configured that this version does not support yet;
                       its entries cannot be used.
@@ -307,6 +309,7 @@ def _check_url(connection: dict[str, Any], report: _Report) -> None:
             f"{conf.setting_path('CONNECTION', 'CLUSTER')} must be True or False, got {cluster!r}.",
             "Set CLUSTER to True for a Redis Cluster, or remove it.",
         )
+    _check_pool_size(connection, cluster is True, report)
     url = connection["URL"]
     schemes = conf.CLUSTER_URL_SCHEMES if cluster is True else conf.URL_SCHEMES
     scheme = urlsplit(url).scheme if isinstance(url, str) else None
@@ -319,6 +322,45 @@ def _check_url(connection: dict[str, Any], report: _Report) -> None:
             'Use e.g. "redis://127.0.0.1:6379/0" (or "rediss://" for TLS'
             + (")." if cluster is True else ', "unix:///path/to/redis.sock" for a socket).'),
         )
+
+
+def _check_pool_size(connection: dict[str, Any], cluster: bool, report: _Report) -> None:
+    """``MAX_CONNECTIONS`` (an int >= 1, not with ``CLUSTER``) and ``POOL_TIMEOUT``
+    (seconds >= 0, only with ``MAX_CONNECTIONS``)."""
+    size, wait = connection.get("MAX_CONNECTIONS"), connection.get("POOL_TIMEOUT")
+    path = conf.setting_path("CONNECTION", "MAX_CONNECTIONS")
+    if "MAX_CONNECTIONS" in connection:
+        if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+            report.error(
+                25,
+                f"{path} must be an int >= 1 (connections per process), got {size!r}.",
+                "Use e.g. 50, or remove the key for no bound.",
+            )
+        elif cluster:
+            report.error(
+                25,
+                f"{path} cannot be combined with CLUSTER.",
+                "Remove MAX_CONNECTIONS (a cluster client keeps connections per node), or CLUSTER.",
+            )
+    if "POOL_TIMEOUT" in connection:
+        path = conf.setting_path("CONNECTION", "POOL_TIMEOUT")
+        if "MAX_CONNECTIONS" not in connection:
+            report.error(
+                25,
+                f"{path} is set without MAX_CONNECTIONS: with no bound, nothing waits "
+                "for a connection.",
+                "Add MAX_CONNECTIONS, or remove POOL_TIMEOUT.",
+            )
+        elif (
+            isinstance(wait, bool)
+            or not isinstance(wait, (int, float))
+            or not 0 <= wait < float("inf")
+        ):
+            report.error(
+                25,
+                f"{path} must be a number of seconds >= 0, got {wait!r}.",
+                "Use how long a command waits for a free connection, e.g. 5.",
+            )
 
 
 def _check_cache(alias: Any, caches: Any, report: _Report) -> None:

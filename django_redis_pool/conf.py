@@ -69,7 +69,7 @@ CLUSTER_URL_SCHEMES = ("redis", "rediss")
 
 #: The mutually exclusive ways to say where Redis is, and the keys each one takes.
 CONNECTION_FORMS: Mapping[str, tuple[str, ...]] = {
-    "URL": ("URL", "OPTIONS", "CLUSTER"),
+    "URL": ("URL", "OPTIONS", "CLUSTER", "MAX_CONNECTIONS", "POOL_TIMEOUT"),
     "CACHE": ("CACHE",),
     "SENTINELS": ("SENTINELS", "SERVICE_NAME", "OPTIONS", "SENTINEL_OPTIONS"),
 }
@@ -81,7 +81,12 @@ CONNECTION_KEYS = (
     "CLUSTER",
     "SERVICE_NAME",
     "SENTINEL_OPTIONS",
+    "MAX_CONNECTIONS",
+    "POOL_TIMEOUT",
 )
+
+#: How long a command waits for a free connection when MAX_CONNECTIONS bounds them (s).
+DEFAULT_POOL_TIMEOUT = 5.0
 
 
 def top_level_keys() -> tuple[str, ...]:

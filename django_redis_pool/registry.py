@@ -130,7 +130,21 @@ def _connect(connection: Mapping[str, Any]) -> Any:
             raise BackendUnavailable(f"Redis Cluster could not be reached: {exc}") from exc
     import redis
 
-    return redis.Redis.from_url(connection["URL"], **options)
+    if "MAX_CONNECTIONS" not in connection:
+        return redis.Redis.from_url(connection["URL"], **options)
+    # At most MAX_CONNECTIONS: a command waits up to POOL_TIMEOUT s for a free
+    # connection (seed 004's BlockingConnectionPool). Blocking reads (waiting
+    # callers, idle workers) get connections of their own, so that they never
+    # starve the commands (a release, a renewal) that would end their wait.
+    bounded = redis.BlockingConnectionPool.from_url(
+        connection["URL"],
+        max_connections=connection["MAX_CONNECTIONS"],
+        timeout=connection.get("POOL_TIMEOUT", conf.DEFAULT_POOL_TIMEOUT),
+        **options,
+    )
+    client = redis.Redis(connection_pool=bounded)
+    client.drp_waits_client = redis.Redis.from_url(connection["URL"], **options)
+    return client
 
 
 def get_connection() -> Any:

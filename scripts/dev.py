@@ -102,6 +102,7 @@ DJANGO6_TESTS = [
     "tests/test_allocator_django.py",
     "tests/test_checks.py",
     "tests/test_commands.py",
+    "tests/test_connections.py",
     "tests/test_decorators.py",
     "tests/test_example_project.py",
     "tests/test_kinds.py",

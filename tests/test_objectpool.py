@@ -432,3 +432,25 @@ def test_borrowing_an_idle_object_makes_no_redis_call(redis_client: Any) -> None
     ran = commands_run_by(redis_client, lambda: [pool.release(pool.acquire()) for _ in range(50)])
     assert ran == {}, ran
     pool.clear()
+
+
+def test_a_forked_child_never_frees_or_renews_its_parents_global_slots(redis_client: Any) -> None:
+    semaphore = Semaphore(redis_client, "slots", lease_timeout=30)
+    semaphore.set_max_size(5)
+    pool = ObjectPool(Conn, max=2, global_limit=semaphore, global_lease_timeout=1.0)
+    lent = pool.acquire(timeout=5)
+    assert semaphore.get_current_size() == 1
+    pid = os.fork()
+    if pid == 0:  # the child: an empty pool of its own; the parent's slot is not its
+        code = 1
+        try:
+            pool.clear()
+            code = 0 if (pool.size, pool.borrowed) == (0, 0) else 2
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    time.sleep(1.5)  # past the slot's 1 s lease: the parent's renewal thread kept it
+    assert semaphore.get_current_size() == 1
+    pool.destroy(lent)
+    assert semaphore.get_current_size() == 0

@@ -14,6 +14,13 @@ _LUA_DIR = Path(__file__).with_name("lua")
 _lua_cache: dict[str, str] = {}
 
 
+def waits_client(client: Any) -> Any:
+    """The client for blocking reads (BLPOP, BLMOVE): ``client.drp_waits_client``
+    when the Django registry gave its bounded client one (so that waiting
+    callers never take the bounded pool's connections), else ``client``."""
+    return getattr(client, "drp_waits_client", None) or client
+
+
 def to_ms(seconds: float | None) -> int:
     """Seconds to whole milliseconds; None becomes -1 (meaning "no limit")."""
     if seconds is None:

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..exceptions import BackendUnavailable, NotConfigured, PoolError, backend_errors
-from ._common import key_prefix, text, to_ms
+from ._common import key_prefix, text, to_ms, waits_client
 from .lease import Lease
 from .scripts import ScriptRunner, runner_for
 
@@ -160,7 +160,7 @@ class LeaseEngine:
             with backend_errors():
                 # Never below MIN_BLOCK: Redis < 7.0.8 reads a timeout under
                 # about 1 ms as 0, which means "block forever".
-                popped = self.client.blpop([wake_key], timeout=max(block, MIN_BLOCK))
+                popped = waits_client(self.client).blpop([wake_key], timeout=max(block, MIN_BLOCK))
             reply: Any
             if popped:
                 resource, raw = text(popped[1]).split("\n", 1)

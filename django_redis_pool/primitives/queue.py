@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..exceptions import PoolError, ResourceUnavailable, backend_errors
-from ._common import text, to_ms
+from ._common import text, to_ms, waits_client
 from .base import DEFAULT_KEY_PREFIX
 from .engine import MIN_BLOCK, LeaseEngine
 from .validators import check_client, check_name, check_timeout
@@ -324,7 +324,7 @@ class TaskQueue:
                 return False
             block = chunk if left is None else max(MIN_BLOCK, min(chunk, left))
             with backend_errors():
-                if self.client.blmove(key, key, block, "LEFT", "RIGHT") is not None:
+                if waits_client(self.client).blmove(key, key, block, "LEFT", "RIGHT") is not None:
                     return True
 
     # -- workers --------------------------------------------------------------------
@@ -455,7 +455,7 @@ class Worker:
         block = chunk if next_due_ms < 0 else max(MIN_BLOCK, min(chunk, next_due_ms / 1000))
         keys = [f"{self.queue.base}:wake:{name}" for name in self.names]
         with backend_errors():
-            self.queue.client.blpop(keys, timeout=block)
+            waits_client(self.queue.client).blpop(keys, timeout=block)
 
     def _execute(self, task_id: Any, name: Any, params: Any, attempt: Any) -> None:
         task_id, name, attempt = text(task_id), text(name), str(int(attempt))

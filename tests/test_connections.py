@@ -1,0 +1,104 @@
+"""The registry's connections (seed 004): a bounded, blocking connection pool
+from ``MAX_CONNECTIONS``/``POOL_TIMEOUT`` whose connections blocking waits can
+never starve, and clients that stay usable in a forked child."""
+
+from __future__ import annotations
+
+import os
+import threading
+from typing import Any
+
+import pytest
+import redis
+
+from django_redis_pool import get_pool, registry
+from django_redis_pool.checks import check_settings
+
+from .waiting import wait_for
+
+
+def setting(url: str, **connection: Any) -> dict[str, Any]:
+    return {
+        "CONNECTION": {"URL": url, **connection},
+        "POOLS": {"printers": {"RESOURCES": ["p1"], "LEASE_TIMEOUT": 30}},
+    }
+
+
+def test_max_connections_bounds_the_pool_and_waits_get_their_own(
+    settings: Any, redis_url: str
+) -> None:
+    settings.DJANGO_REDIS_POOL = setting(redis_url, MAX_CONNECTIONS=3, POOL_TIMEOUT=1.5)
+    client = registry.get_connection()
+    pool = client.connection_pool
+    assert isinstance(pool, redis.BlockingConnectionPool)
+    assert (pool.max_connections, pool.timeout) == (3, 1.5)
+    assert client.drp_waits_client.connection_pool is not pool
+
+
+def test_blocked_waiters_never_starve_the_release_that_wakes_them(
+    settings: Any, redis_url: str
+) -> None:
+    settings.DJANGO_REDIS_POOL = setting(redis_url, MAX_CONNECTIONS=2, POOL_TIMEOUT=1)
+    printers = get_pool("printers")
+    printers.associate("p1")
+    held = printers.acquire()
+    served: list[str] = []
+    errors: list[BaseException] = []
+
+    def wait() -> None:
+        try:
+            lease = printers.acquire(timeout=15)
+            served.append(lease.resource)
+            lease.release()
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=wait) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    wait_for(lambda: printers.waiting_count() == 4, what="four blocked waiters")
+    held.release()  # two connections only, four blocked readers: still served
+    for thread in threads:
+        thread.join(20)
+    assert errors == [] and served == ["p1"] * 4
+
+
+@pytest.mark.parametrize(
+    ("connection", "fragment"),
+    [
+        ({"MAX_CONNECTIONS": 0}, "must be an int >= 1"),
+        ({"MAX_CONNECTIONS": "50"}, "must be an int >= 1"),
+        ({"POOL_TIMEOUT": 5}, "without MAX_CONNECTIONS"),
+        ({"MAX_CONNECTIONS": 5, "POOL_TIMEOUT": -1}, "seconds >= 0"),
+        ({"MAX_CONNECTIONS": 5, "CLUSTER": True}, "cannot be combined with CLUSTER"),
+    ],
+)
+def test_bad_pool_settings_are_reported(
+    settings: Any, redis_url: str, connection: dict[str, Any], fragment: str
+) -> None:
+    settings.DJANGO_REDIS_POOL = setting(redis_url, **connection)
+    messages = [m for m in check_settings() if m.is_serious()]
+    assert [m.id for m in messages] == ["django_redis_pool.E025"]
+    assert fragment in messages[0].msg
+
+
+def test_a_forked_child_uses_the_registry_without_sharing_its_parents_connections(
+    settings: Any, redis_url: str
+) -> None:
+    settings.DJANGO_REDIS_POOL = setting(redis_url, MAX_CONNECTIONS=4)
+    printers = get_pool("printers")
+    printers.associate("p1")
+    lease = printers.acquire()
+    lease.release()
+    pid = os.fork()
+    if pid == 0:  # redis-py sees the new pid and opens the child's own connections
+        code = 1
+        try:
+            child_lease = get_pool("printers").acquire(timeout=5)
+            code = 0 if child_lease is not None and child_lease.release() else 2
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    again = printers.acquire(timeout=5)
+    assert again is not None and again.release(), "the parent's connections still work"
