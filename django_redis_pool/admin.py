@@ -185,7 +185,8 @@ class DashboardAdmin(admin.ModelAdmin):
         # and submitted with GET, which changes nothing.
         question = None
         if not form.fields or (form.is_bound and form.is_valid()):
-            data = form.cleaned_data if form.is_bound else {}
+            # (a form without fields, bound to a stray query string, is valid too)
+            data = form.cleaned_data if form.is_bound and form.is_valid() else {}
             question = chosen.question.format(primitive=primitive, label=chosen.label, **data)
             for field in form.fields.values():
                 field.widget = field.hidden_widget()

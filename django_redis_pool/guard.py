@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from asgiref.sync import sync_to_async
+from django.core.exceptions import BadRequest
 from django.http import HttpRequest
 from django.http.response import HttpResponseBase
 
@@ -90,14 +91,21 @@ class Guard:
 
     def holder_of(self, request: HttpRequest) -> str:
         """Who holds for ``request``: ``identity(request)``, else a unique id
-        naming the host, process and request."""
+        naming the host, process and request. An identity that is not a valid
+        holder (empty, not a str, over 200 characters, control characters) is
+        the client's fault: ``BadRequest`` (a 400), logged as a warning."""
         if self._identity is None:
             label = f"{_HOST}:{os.getpid()}:{uuid.uuid4().hex[:12]} {request.method} {request.path}"
             return label[:200]
         identity = self._identity
         if isinstance(identity, str):
             identity = self._identity = conf.import_callable(identity, "identity")
-        return check_holder(identity(request), f"identity(request) for {self.name!r}")
+        value = identity(request)
+        try:
+            return check_holder(value, f"identity(request) for {self.name!r}")
+        except ValueError as exc:  # identities are often built from client input
+            logger.warning("%s %s answered 400: %s", request.method, request.path, exc)
+            raise BadRequest(str(exc)) from exc
 
     def enter(self, request: HttpRequest, holder: str | None = None) -> Held | Refusal | None:
         """Acquire for ``request`` (blocking; never on the event loop) as

@@ -143,6 +143,12 @@ def semaphore_identity_view(request: HttpRequest) -> HttpResponse:
     return HttpResponse("ok")
 
 
+@with_resource("reports", timeout=0, identity=lambda request: 42)
+def semaphore_number_identity_view(request: HttpRequest) -> HttpResponse:
+    """An identity function that returns a number (a programming error)."""
+    return HttpResponse("never reached")
+
+
 @with_resource("reports", timeout=0, identity="tests.request_views.user_identity")
 def semaphore_dotted_identity_view(request: HttpRequest) -> HttpResponse:
     RECORD.note(request)
@@ -312,6 +318,7 @@ urlpatterns = [
     path("pool-custom-status/", pool_custom_status_view),
     path("semaphore/", semaphore_view),
     path("semaphore-identity/", semaphore_identity_view),
+    path("semaphore-number-identity/", semaphore_number_identity_view),
     path("semaphore-dotted-identity/", semaphore_dotted_identity_view),
     path("lock/", lock_view),
     path("lock-default-timeout/", lock_default_timeout_view),

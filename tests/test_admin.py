@@ -447,6 +447,18 @@ def test_an_action_post_with_the_token_of_the_confirmation_page_runs(
 # ====================================================================== actions
 
 
+def test_a_confirmation_page_with_a_stray_query_string_still_asks(
+    world: World, operator: Client
+) -> None:
+    """A link shared with tracking parameters (utm_source...) once made the
+    page of a form without fields a 500."""
+    before = world.state()
+    response = operator.get(action_url("printers", "gc"), {"utm_source": "mail"})
+    assert response.status_code == 200
+    assert response.context["question"].startswith("Reclaim the expired holds")
+    assert world.state() == before
+
+
 def test_the_confirmation_page_asks_before_anything_changes(world: World, operator: Client) -> None:
     lease = world.pool_lease
     before = world.state()

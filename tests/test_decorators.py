@@ -880,3 +880,22 @@ def test_request_sharing_the_identity_of_the_lock_holder_waits_its_turn_not_500(
         assert response["Retry-After"] == "1"
     finally:
         outside.release()
+
+
+@pytest.mark.parametrize("user", ["x" * 200, "tab\there"])
+def test_an_invalid_identity_answers_400_not_500(
+    settings: Any, redis_url: str, user: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Identities are often built from client input: one that cannot name a
+    holder (empty, over 200 characters, control characters) is a bad request."""
+    configure(settings, redis_url, SEMAPHORES={"reports": {"MAX_SIZE": 1}})
+    response = Client().get("/semaphore-identity/", {"user": user})
+    assert response.status_code == 400
+    assert "answered 400: identity(request) for 'reports'" in caplog.text
+    assert get_semaphore("reports").get_current_size() == 0
+
+
+def test_an_identity_that_is_not_a_str_answers_400(settings: Any, redis_url: str) -> None:
+    configure(settings, redis_url, SEMAPHORES={"reports": {"MAX_SIZE": 1}})
+    response = Client().get("/semaphore-number-identity/")
+    assert response.status_code == 400
