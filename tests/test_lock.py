@@ -470,6 +470,19 @@ def test_extend_restarts_the_lease(client):
 # -- expiry -------------------------------------------------------------------------
 
 
+def test_extend_without_a_timeout_uses_the_locks_own_even_after_a_timed_extend(client):
+    """With lease_timeout=None the lock's own lease never expires: extend()
+    goes back to that after extend(2), instead of keeping 2 s."""
+    lock = Lock(client, "forever", lease_timeout=None)
+    assert lock.acquire()
+    assert lock.extend(2)
+    assert lock.lease.expires_at is not None
+    assert lock.extend()
+    assert lock.lease.expires_at is None and lock.lease.lease_timeout is None
+    assert lock._engine.run("read", "record", lock.holder()).split("|")[3] == "-1"
+    lock.release()
+
+
 def test_expired_lease_cannot_be_released_or_extended_by_the_old_holder(client):
     lock = Lock(client, "exp", lease_timeout=0.2)
     assert lock.acquire()

@@ -263,12 +263,13 @@ class LeaseEngine:
         return True
 
     def renew_resource(
-        self, resource: str, token: str, lease_timeout: float | None
+        self, resource: str, token: str, lease_timeout: float | None, *, keep: bool = True
     ) -> float | bool | None:
         """Extend the lease on ``resource`` held by ``token`` ('' = whoever holds
-        it); None keeps its duration. Returns the new expiry (unix seconds, None
-        for none), or False if there is no such live lease."""
-        lease_ms = -2 if lease_timeout is None else to_ms(lease_timeout)
+        it); None keeps its duration (with ``keep=False``: no expiry). Returns
+        the new expiry (unix seconds, None for none), or False if there is no
+        such live lease."""
+        lease_ms = -2 if lease_timeout is None and keep else to_ms(lease_timeout)
         expires = int(self.run("renew", token, lease_ms, resource))
         if expires == -2:
             return False

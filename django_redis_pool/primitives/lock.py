@@ -210,7 +210,8 @@ class Lock(LeasedPrimitive):
         if lease_timeout is None:
             lease_timeout = self.lease_timeout
         name = self._holder(holder)
-        expires = self._engine.renew_resource(name, "", lease_timeout)
+        # None is the lock's own: no expiry, whatever an earlier extend set
+        expires = self._engine.renew_resource(name, "", lease_timeout, keep=False)
         if expires is False:
             raise NotOwned(
                 f"lock {self.name!r} is not held by {name!r}, so it cannot be extended "
