@@ -471,14 +471,6 @@ def _check_kinds(raw: dict[str, Any], report: _Report) -> dict[str, kinds.Kind]:
                 continue
             if kind.supported:
                 _check_options(kind, name, entry, report)
-                for key in kind.required:
-                    if key not in entry:
-                        report.error(
-                            24,
-                            f"{conf.setting_path(kind.setting_key, name)} has no {key}, which "
-                            f"a {kind.label} needs.",
-                            f"Add {key}: {kind.options[key].hint}",
-                        )
     for name, owners in kinds_of_name.items():
         if len(owners) > 1:
             paths = " and ".join(conf.setting_path(k.setting_key, name) for k in owners)
@@ -491,20 +483,34 @@ def _check_kinds(raw: dict[str, Any], report: _Report) -> dict[str, kinds.Kind]:
 
 
 def _check_options(kind: kinds.Kind, name: str, entry: Mapping[Any, Any], report: _Report) -> None:
+    path = conf.setting_path(kind.setting_key, name)
+    before = len(report.messages)
     for key, value in entry.items():
-        path = conf.setting_path(kind.setting_key, name, key)
         option = kind.options.get(key)
         if option is None:
             report.error(
                 17,
-                f"{path} is not a known option of a {kind.label}.",
+                f"{conf.setting_path(kind.setting_key, name, key)} is not a known option of a "
+                f"{kind.label}.",
                 f"{_did_you_mean(key, kind.options)}Known options: {', '.join(kind.options)}.",
             )
             continue
         try:
-            option.validate(value, path)
+            option.validate(value, conf.setting_path(kind.setting_key, name, key))
         except ValueError as exc:
             report.error(18, f"{exc}.", option.hint)
+    for key in kind.required:
+        if key not in entry:
+            report.error(
+                24,
+                f"{path} has no {key}, which a {kind.label} needs.",
+                f"Add {key}: {kind.options[key].hint}",
+            )
+    if len(report.messages) == before:  # every option valid: how they go together
+        try:
+            kind.check_entry(conf.entry_options(kind, name, entry), path)
+        except ValueError as exc:
+            report.error(18, f"{exc}.", "Make the options agree.")
 
 
 def _check_middleware(raw: dict[str, Any], usable: Mapping[str, Any], report: _Report) -> None:

@@ -208,7 +208,7 @@ def get(kind: Kind, name: str) -> Any:
                 f"No {kind.label} named {name!r} in {conf.setting_path(kind.setting_key)}"
                 f"{found}; configured {kind.plural}: {configured}. Add it there."
             )
-        return _build(_entry(name))
+        return _build(entry)  # (a kind with an accessor is supported)
 
 
 def get_resource(name: str) -> Any:

@@ -143,7 +143,7 @@ else:
             params = {"task": task.module_path, "args": list(args), "kwargs": dict(kwargs)}
             queue.enqueue(TASK_NAME, params, id=task_id, priority=task.priority, run_at=run_at)
             result_id = f"{task_id}.{task.queue_name}"
-            result = self._result(task, result_id, queue.get_task(task_id))
+            result = self._result(task, result_id, None, params)  # no read back: just queued
             task_enqueued.send(sender=type(self), task_result=result)
             return result
 
@@ -162,8 +162,17 @@ else:
             stored = _queue(queue_name).get_task(job.id) or job  # its workers so far
             return self._result(framework_task, f"{job.id}.{queue_name}", stored)
 
-        def _result(self, framework_task: Any, result_id: str, stored: QueueTask | None) -> Any:
+        def _result(
+            self,
+            framework_task: Any,
+            result_id: str,
+            stored: QueueTask | None,
+            params: dict[str, Any] | None = None,
+        ) -> Any:
+            """The TaskResult of the stored task (None: just enqueued with
+            ``params``)."""
             status = "queued" if stored is None else stored.status
+            params = stored.params if stored is not None else params or {}
             workers = [] if stored is None else list(stored.workers)
             errors = []
             if stored is not None and stored.status == "failed":
@@ -177,12 +186,12 @@ else:
                 task=framework_task,
                 id=result_id,
                 status=TaskResultStatus[_STATUS[status]],
-                enqueued_at=_when(stored.enqueued_at if stored else None),
+                enqueued_at=_when(stored.enqueued_at) if stored else datetime.now(timezone.utc),
                 started_at=_when(stored.started_at if stored else None),
                 finished_at=_when(stored.finished_at if stored else None),
                 last_attempted_at=_when(stored.started_at if stored else None),
-                args=list(stored.params["args"]) if stored else [],
-                kwargs=dict(stored.params["kwargs"]) if stored else {},
+                args=list(params.get("args", [])),
+                kwargs=dict(params.get("kwargs", {})),
                 backend=self.alias,
                 errors=errors,
                 worker_ids=workers,

@@ -162,14 +162,17 @@ def test_an_operator_force_releases_a_hold_from_the_dashboard(
     screenshot(page, shots / "admin-waiters.png")
 
 
+@pytest.fixture
+def admin_page(live_server: Any, page: Page, django_user_model: Any) -> Page:
+    """The browser, logged in to the admin as a superuser."""
+    django_user_model.objects.create_superuser("admin", "admin@example.com", "s3cret-pass")
+    admin_login(page, live_server.url, "admin", "s3cret-pass")
+    return page
+
+
 @pytest.mark.django_db(transaction=True)
 def test_an_operator_puts_an_allocator_key_back_and_unbinds_a_name(
-    settings: Any,
-    redis_url: str,
-    live_server: Any,
-    page: Page,
-    django_user_model: Any,
-    tmp_path: Path,
+    settings: Any, redis_url: str, live_server: Any, admin_page: Page, tmp_path: Path
 ) -> None:
     settings.DJANGO_REDIS_POOL = {
         "CONNECTION": {"URL": redis_url},
@@ -179,10 +182,8 @@ def test_an_operator_puts_an_allocator_key_back_and_unbinds_a_name(
     proxies = django_redis_pool.get_allocator("proxies")
     held = proxies.malloc_key(name="ann", holder="crawler-1")
     proxies.report_unhealthy("proxy-b", cooldown=600)
-    django_user_model.objects.create_superuser("admin", "admin@example.com", "s3cret-pass")
     shots = shots_dir(tmp_path)
-
-    admin_login(page, live_server.url, "admin", "s3cret-pass")
+    page = admin_page
     page.goto(f"{live_server.url}/admin/django_redis_pool/dashboard/")
     row = page.locator("tr[data-name=proxies]")
     expect(row).to_contain_text("allocator")
@@ -216,12 +217,7 @@ def test_an_operator_puts_an_allocator_key_back_and_unbinds_a_name(
 
 @pytest.mark.django_db(transaction=True)
 def test_an_object_pool_page_lists_the_processes_using_it(
-    settings: Any,
-    redis_url: str,
-    live_server: Any,
-    page: Page,
-    django_user_model: Any,
-    tmp_path: Path,
+    settings: Any, redis_url: str, live_server: Any, admin_page: Page, tmp_path: Path
 ) -> None:
     settings.DJANGO_REDIS_POOL = {
         "CONNECTION": {"URL": redis_url},
@@ -229,8 +225,7 @@ def test_an_object_pool_page_lists_the_processes_using_it(
     }
     pool = django_redis_pool.get_object_pool("clients")  # this process uses it
     held = pool.acquire(timeout=5)
-    django_user_model.objects.create_superuser("admin", "admin@example.com", "s3cret-pass")
-    admin_login(page, live_server.url, "admin", "s3cret-pass")
+    page = admin_page
     page.goto(f"{live_server.url}/admin/django_redis_pool/dashboard/")
     row = page.locator("tr[data-name=clients]")
     expect(row).to_contain_text("object pool")

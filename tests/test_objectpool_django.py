@@ -96,3 +96,16 @@ def test_the_admin_shows_the_processes(configured: None, viewer: Client) -> None
     get_object_pool("clients")
     page = viewer.get(detail_url("clients")).content.decode()
     assert "Processes (1)" in page and "data-pid=" in page
+
+
+@pytest.mark.parametrize(
+    ("options", "fragment"),
+    [({"MAX": 0}, "from 1 to"), ({"MIN": 3, "MAX": 2}, "MIN 3 above MAX 2")],
+)
+def test_sizes_that_cannot_work_are_reported_by_the_checks(
+    settings: Any, redis_url: str, options: dict[str, Any], fragment: str
+) -> None:
+    settings.DJANGO_REDIS_POOL = setting(redis_url, **options)
+    messages = [m for m in check_settings() if m.is_serious()]
+    assert [m.id for m in messages] == ["django_redis_pool.E018"]
+    assert fragment in messages[0].msg

@@ -10,6 +10,7 @@ no configured settings and makes no import cycle.
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Mapping
 
@@ -61,13 +62,18 @@ def all_kinds() -> tuple[Kind, ...]:
 
 
 def by_name() -> Mapping[str, Kind]:
-    """Every kind by its name ("pool")."""
-    return {kind.name: kind for kind in all_kinds()}
+    """Every kind by its name ("pool"): looked up on every request."""
+    return _index(all_kinds())[0]
 
 
 def by_setting_key() -> Mapping[str, Kind]:
     """Every kind by the key of its mapping in the setting ("POOLS")."""
-    return {kind.setting_key: kind for kind in all_kinds()}
+    return _index(all_kinds())[1]
+
+
+@functools.lru_cache(maxsize=4)
+def _index(loaded: tuple[Kind, ...]) -> tuple[Mapping[str, Kind], Mapping[str, Kind]]:
+    return {k.name: k for k in loaded}, {k.setting_key: k for k in loaded}
 
 
 def supported() -> tuple[Kind, ...]:
@@ -80,7 +86,7 @@ def example_key() -> str:
     return supported()[0].setting_key
 
 
-def plurals(kinds: tuple[Kind, ...] | None = None) -> str:
-    """ "pools, semaphores or locks": the supported kinds, for messages."""
-    names = [kind.plural for kind in (supported() if kinds is None else kinds)]
+def plurals() -> str:
+    """The supported kinds for messages: "pools, semaphores or locks"."""
+    names = [kind.plural for kind in supported()]
     return ", ".join(names[:-1]) + f" or {names[-1]}" if len(names) > 1 else "".join(names)

@@ -15,8 +15,8 @@ from django import forms
 from .. import conf, registry
 from ..dashboard import action, outcome, section
 from ..primitives.allocator import MAX_KEY_PRIORITY, Allocator
-from ..primitives.validators import check_name, check_seconds
-from .base import Ask, Held, Option, Outcome
+from ..primitives.validators import check_duration, check_name
+from .base import Ask, Held, Option, Outcome, validate_bool
 from .leases import (
     PAGE_SIZE,
     LeaseKind,
@@ -61,19 +61,6 @@ def _validate_keys(value: Any, path: str) -> tuple[tuple[str, int], ...]:
     return tuple(seen.items())
 
 
-def _validate_bool(value: Any, path: str) -> bool:
-    if not isinstance(value, bool):
-        raise ValueError(f"{path} must be True or False, got {value!r}")
-    return value
-
-
-def _validate_seconds(value: Any, path: str) -> float:
-    seconds = check_seconds(value, path, allow_none=False)
-    if not seconds or seconds == float("inf"):
-        raise ValueError(f"{path} must be a number of seconds > 0, got {value!r}")
-    return seconds
-
-
 def _validate_check(value: Any, path: str) -> Any:
     if value is not None:
         conf.import_callable(value, path)
@@ -94,11 +81,11 @@ class AllocatorKind(LeaseKind):
             '-> priority (an int, larger first), e.g. {"fast-proxy": 10, "proxy-2": 0}.',
         ),
         "SHARED": Option(
-            _validate_bool, False, "Use False (a key is locked to one holder) or True."
+            validate_bool, False, "Use False (a key is locked to one holder) or True."
         ),
         "LEASE_TIMEOUT": lease_timeout_option(120.0),
         "SOFT_BIND_TIMEOUT": Option(
-            _validate_seconds, 3600.0, "Use how long a name stays bound to its key, e.g. 3600."
+            check_duration, 3600.0, "Use how long a name stays bound to its key, e.g. 3600."
         ),
         "HEALTH_CHECK": Option(
             _validate_check,
@@ -107,7 +94,7 @@ class AllocatorKind(LeaseKind):
             'raising) when the key is unhealthy, e.g. "myapp.proxies.probe", or None.',
         ),
         "HEALTH_COOLDOWN": Option(
-            _validate_seconds,
+            check_duration,
             60.0,
             "Use how many seconds a key that failed HEALTH_CHECK stays out of rotation.",
         ),

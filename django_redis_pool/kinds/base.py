@@ -18,11 +18,18 @@ from typing import Any, ClassVar, Literal
 from ..exceptions import NotConfigured
 from ..primitives.lease import Lease
 
-__all__ = ["Ask", "Held", "Kind", "Option", "Outcome", "ReservedKind", "Validator"]
+__all__ = ["Ask", "Held", "Kind", "Option", "Outcome", "ReservedKind", "Validator", "validate_bool"]
 
 #: ``validate(value, setting_path) -> normalised value``; raises ``ValueError`` whose
 #: message names ``setting_path``.
 Validator = Callable[[Any, str], Any]
+
+
+def validate_bool(value: Any, path: str) -> bool:
+    """An option that is True or False."""
+    if not isinstance(value, bool):
+        raise ValueError(f"{path} must be True or False, got {value!r}")
+    return value
 
 
 @dataclass(frozen=True)
@@ -113,6 +120,10 @@ class Kind:
         """The primitive ``name`` on ``client``; ``options`` holds every option
         of the kind, validated, defaults filled in. Does no I/O."""
         raise NotImplementedError
+
+    def check_entry(self, options: Mapping[str, Any], path: str) -> None:
+        """Raise ``ValueError`` naming ``path`` when valid options do not go
+        together (each one alone was validated already)."""
 
     # -- requests --------------------------------------------------------------
 

@@ -11,16 +11,10 @@ from .. import registry
 from ..exceptions import NotOwned
 from ..primitives.lock import Lock
 from ..primitives.validators import check_timeout
-from .base import Ask, Held, Option
+from .base import Ask, Held, Option, validate_bool
 from .leases import LeaseKind, lease_timeout_option
 
 __all__ = ["KIND", "LockKind", "get_lock"]
-
-
-def _validate_bool(value: Any, path: str) -> bool:
-    if not isinstance(value, bool):
-        raise ValueError(f"{path} must be True or False, got {value!r}")
-    return value
 
 
 class LockKind(LeaseKind):
@@ -31,8 +25,8 @@ class LockKind(LeaseKind):
     primitive = Lock
     options = {
         "LEASE_TIMEOUT": lease_timeout_option(30.0),
-        "REENTRANT": Option(_validate_bool, False, "Use True or False."),
-        "AUTO_RENEW": Option(_validate_bool, False, "Use True or False."),
+        "REENTRANT": Option(validate_bool, False, "Use True or False."),
+        "AUTO_RENEW": Option(validate_bool, False, "Use True or False."),
         "TIMEOUT": Option(
             check_timeout,
             None,

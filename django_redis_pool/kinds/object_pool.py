@@ -5,6 +5,7 @@ Redis with an expiring heartbeat for ``pool_status`` and the admin."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import socket
@@ -17,8 +18,8 @@ from .. import conf, registry
 from ..dashboard import Summary, section, summary
 from ..exceptions import NotOwned, ResourceUnavailable
 from ..primitives.objectpool import ObjectPool
-from ..primitives.validators import check_count, check_name, check_timeout
-from .base import Ask, Held, Kind, Option, Outcome
+from ..primitives.validators import check_count, check_lease_timeout, check_name, check_timeout
+from .base import Ask, Held, Kind, Option, Outcome, validate_bool
 
 __all__ = ["KIND", "ObjectPoolKind", "get_object_pool"]
 
@@ -32,22 +33,8 @@ def _callable_path(value: Any, path: str) -> Any:
     return value
 
 
-def _count(value: Any, path: str) -> int:
-    return check_count(value, path)
-
-
 def _optional_count(value: Any, path: str) -> int | None:
     return None if value is None else check_count(value, path)
-
-
-def _bool(value: Any, path: str) -> bool:
-    if not isinstance(value, bool):
-        raise ValueError(f"{path} must be True or False, got {value!r}")
-    return value
-
-
-def _seconds(value: Any, path: str) -> float | None:
-    return check_timeout(value, path)
 
 
 def _semaphore_name(value: Any, path: str) -> str | None:
@@ -74,24 +61,28 @@ class ObjectPoolKind(Kind):
         "VALIDATE": Option(
             _callable_path, None, "Use the dotted path of a function(obj) -> bool, or None."
         ),
-        "MIN": Option(_count, 0, "Use an int >= 0 (and <= MAX)."),
-        "MAX": Option(_count, 10, "Use an int >= 1."),
+        "MIN": Option(check_count, 0, "Use an int >= 0 (and <= MAX)."),
+        "MAX": Option(functools.partial(check_count, minimum=1), 10, "Use an int >= 1."),
         "MAX_WAITING": Option(_optional_count, None, "Use an int >= 0, or None for no limit."),
-        "ACQUIRE_TIMEOUT": Option(_seconds, None, _SECONDS),
-        "FIFO": Option(_bool, True, "Use True or False."),
-        "TEST_ON_BORROW": Option(_bool, False, "Use True or False."),
-        "TEST_ON_RETURN": Option(_bool, False, "Use True or False."),
-        "IDLE_TIMEOUT": Option(_seconds, None, _SECONDS),
-        "SOFT_IDLE_TIMEOUT": Option(_seconds, None, _SECONDS),
-        "EVICTION_INTERVAL": Option(_seconds, 0, _SECONDS),
-        "NUM_TESTS_PER_EVICTION_RUN": Option(_count, 3, "Use an int >= 1."),
+        "ACQUIRE_TIMEOUT": Option(check_timeout, None, _SECONDS),
+        "FIFO": Option(validate_bool, True, "Use True or False."),
+        "TEST_ON_BORROW": Option(validate_bool, False, "Use True or False."),
+        "TEST_ON_RETURN": Option(validate_bool, False, "Use True or False."),
+        "IDLE_TIMEOUT": Option(check_timeout, None, _SECONDS),
+        "SOFT_IDLE_TIMEOUT": Option(check_timeout, None, _SECONDS),
+        "EVICTION_INTERVAL": Option(check_timeout, 0, _SECONDS),
+        "NUM_TESTS_PER_EVICTION_RUN": Option(
+            functools.partial(check_count, minimum=1), 3, "Use an int >= 1."
+        ),
         "GLOBAL_LIMIT": Option(
             _semaphore_name,
             None,
             "Use the name of a configured semaphore (its MAX_SIZE caps the live objects of "
             "every process together), or None.",
         ),
-        "GLOBAL_LEASE_TIMEOUT": Option(_seconds, 30.0, _SECONDS),
+        "GLOBAL_LEASE_TIMEOUT": Option(
+            check_lease_timeout, 30.0, "Use a number of seconds > 0, e.g. 30."
+        ),
     }
     required = ("FACTORY",)
 
@@ -128,6 +119,10 @@ class ObjectPoolKind(Kind):
         )
         _PUBLISHERS[pool] = _Publisher(pool, client, f"{key_prefix}:{{{self.name}:{name}}}:procs")
         return pool
+
+    def check_entry(self, options: Mapping[str, Any], path: str) -> None:
+        if options["MIN"] > options["MAX"]:
+            raise ValueError(f"{path} has MIN {options['MIN']} above MAX {options['MAX']}")
 
     def hold(self, primitive: Any, ask: Ask) -> Held | None:
         """The borrowed object itself; given back after the response."""

@@ -29,7 +29,7 @@ from .. import registry
 from ..dashboard import Summary, action, outcome, section, summary
 from ..management.commands._base import PoolCommand
 from ..primitives.queue import Task, TaskQueue
-from ..primitives.validators import check_name
+from ..primitives.validators import check_duration, check_name
 from .base import Kind, Option, Outcome
 from .leases import PAGE_SIZE, as_datetime, page_number, paged_table
 
@@ -87,18 +87,12 @@ def _run_django_task(job: Task) -> Any:
 
 def _dispatch(queue: str) -> Callable[[Task], Any]:
     def run(job: Task) -> Any:
-        handler = handlers_of(queue).get(job.name)
+        handler = HANDLERS.get(queue, {}).get(job.name) or handlers_of(queue).get(job.name)
         if handler is None:
             raise LookupError(f"no @task handler named {job.name!r} for queue {queue!r}")
         return handler(job)
 
     return run
-
-
-def _validate_seconds(value: Any, path: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.001 <= value < 1e12:
-        raise ValueError(f"{path} must be a number of seconds >= 0.001, got {value!r}")
-    return float(value)
 
 
 def _validate_attempts(value: Any, path: str) -> int:
@@ -117,10 +111,10 @@ class QueueKind(Kind):
     modules = ("tasks.py",)  # django_redis_pool.tasks.RedisBackend, named in TASKS
     options = {
         "RESULT_TTL": Option(
-            _validate_seconds, 3600.0, "Use how many seconds a finished task is kept, e.g. 3600."
+            check_duration, 3600.0, "Use how many seconds a finished task is kept, e.g. 3600."
         ),
         "VISIBILITY_TIMEOUT": Option(
-            _validate_seconds,
+            check_duration,
             300.0,
             "Use how many seconds without a heartbeat make a running task's worker "
             "presumed dead (its task is then delivered again), e.g. 300.",

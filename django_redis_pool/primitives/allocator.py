@@ -11,7 +11,13 @@ from ._common import to_ms
 from .base import DEFAULT_KEY_PREFIX, Collected, LeasedPrimitive
 from .engine import default_holder, new_token
 from .lease import Lease
-from .validators import check_count, check_holder, check_lease_timeout, check_name, check_seconds
+from .validators import (
+    check_count,
+    check_duration,
+    check_holder,
+    check_lease_timeout,
+    check_name,
+)
 
 __all__ = ["MAX_KEY_PRIORITY", "AllocatedKey", "Allocator", "AllocatorObject"]
 
@@ -113,7 +119,7 @@ class Allocator(LeasedPrimitive):
         super().__init__(client, name, key_prefix=key_prefix, mode="shared" if shared else "alloc")
         self.shared = shared
         self.lease_timeout = check_lease_timeout(lease_timeout)
-        self.soft_bind_timeout = _check_bind_timeout(soft_bind_timeout, "soft_bind_timeout")
+        self.soft_bind_timeout = check_duration(soft_bind_timeout, "soft_bind_timeout")
 
     def __repr__(self) -> str:
         mode = "shared" if self.shared else f"lease_timeout={self.lease_timeout}"
@@ -295,9 +301,7 @@ class Allocator(LeasedPrimitive):
     def report_unhealthy(self, key: str, *, cooldown: float) -> bool:
         """Take ``key`` out of rotation for ``cooldown`` seconds (a holder keeps
         it until freed). False if it is not a key."""
-        seconds = check_lease_timeout(cooldown, "cooldown")
-        if seconds is None:
-            raise ValueError("cooldown must be a number of seconds > 0, got None")
+        seconds = check_duration(cooldown, "cooldown")
         return int(self._engine.run("alloc_health", check_name(key, "key"), to_ms(seconds))) == 1
 
     def report_healthy(self, key: str) -> bool:
@@ -342,14 +346,7 @@ class Allocator(LeasedPrimitive):
     def _bind_timeout(self, seconds: float | None) -> float:
         if seconds is None:
             return self.soft_bind_timeout
-        return _check_bind_timeout(seconds, "cache_timeout")
-
-
-def _check_bind_timeout(value: object, what: str) -> float:
-    seconds = check_seconds(value, what, allow_none=False)
-    if seconds is None or not 0.001 <= seconds < float("inf"):
-        raise ValueError(f"{what} must be a number of seconds >= 0.001, got {value!r}")
-    return seconds
+        return check_duration(seconds, "cache_timeout")
 
 
 def _check_priority(value: object) -> int:

@@ -8,7 +8,6 @@ import contextlib
 import heapq
 import itertools
 import logging
-import math
 import os
 import threading
 import time
@@ -19,7 +18,7 @@ from typing import Any, Generic, TypeVar
 
 from ..exceptions import NotOwned, PoolError, ResourceUnavailable
 from .lease import Lease
-from .validators import check_count, check_priority, check_timeout
+from .validators import check_count, check_lease_timeout, check_priority, check_timeout
 
 __all__ = ["ObjectPool"]
 
@@ -38,7 +37,6 @@ MAX_FAILURES = 4
 @dataclass(eq=False)
 class _Item(Generic[T]):
     obj: T
-    created: float
     idle_since: float = 0.0
     slot: Lease | None = None  #: the global_limit slot this object holds
 
@@ -111,14 +109,16 @@ class ObjectPool(Generic[T]):
         self.fifo = bool(fifo)
         self.test_on_borrow = bool(test_on_borrow)
         self.test_on_return = bool(test_on_return)
-        self.idle_timeout = _optional_seconds(idle_timeout, "idle_timeout")
-        self.soft_idle_timeout = _optional_seconds(soft_idle_timeout, "soft_idle_timeout")
-        self.eviction_interval = _optional_seconds(eviction_interval, "eviction_interval") or 0
+        self.idle_timeout = check_timeout(idle_timeout, "idle_timeout")
+        self.soft_idle_timeout = check_timeout(soft_idle_timeout, "soft_idle_timeout")
+        self.eviction_interval = check_timeout(eviction_interval, "eviction_interval") or 0
         self.num_tests_per_eviction_run = check_count(
             num_tests_per_eviction_run, "num_tests_per_eviction_run", minimum=1
         )
         self._global = global_limit
-        self.global_lease_timeout = _optional_seconds(global_lease_timeout, "global_lease_timeout")
+        self.global_lease_timeout = check_lease_timeout(
+            global_lease_timeout, "global_lease_timeout"
+        )
         self.name = name
         self._reset()
         if autostart:
@@ -416,7 +416,7 @@ class ObjectPool(Generic[T]):
                     slot.release()
             self._failed(pid, exc)
             return
-        item = _Item(obj, created=time.monotonic(), idle_since=time.monotonic(), slot=slot)
+        item = _Item(obj, idle_since=time.monotonic(), slot=slot)
         with self._cond:
             if pid != self._pid:  # forked meanwhile: this object is not ours
                 return
@@ -537,11 +537,3 @@ class _Withdrawn(Exception):
 
 
 _NO_SLOT: Any = object()
-
-
-def _optional_seconds(value: object, what: str) -> float | None:
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < math.inf:
-        raise ValueError(f"{what} must be a number of seconds >= 0 or None, got {value!r}")
-    return float(value)

@@ -22,7 +22,7 @@ from ..exceptions import PoolError, ResourceUnavailable, backend_errors
 from ._common import text, to_ms, waits_client
 from .base import DEFAULT_KEY_PREFIX
 from .engine import MIN_BLOCK, LeaseEngine
-from .validators import check_client, check_name, check_timeout
+from .validators import check_client, check_duration, check_name, check_timeout
 
 __all__ = ["Task", "TaskExecutePolicy", "TaskFailed", "TaskQueue"]
 
@@ -128,8 +128,8 @@ class TaskQueue:
         if task_fn is not None and not callable(task_fn):
             raise TypeError(f"task_fn must be a function of a Task, got {task_fn!r}")
         self.task_fn = task_fn
-        self.result_ttl = _positive(result_ttl, "result_ttl")
-        self.visibility_timeout = _positive(visibility_timeout, "visibility_timeout")
+        self.result_ttl = check_duration(result_ttl, "result_ttl")
+        self.visibility_timeout = check_duration(visibility_timeout, "visibility_timeout")
         if isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or max_attempts < 1:
             raise ValueError(f"max_attempts must be an int >= 1, got {max_attempts!r}")
         self.max_attempts = max_attempts
@@ -555,13 +555,6 @@ def _message(exc: BaseException) -> str:
         cls.__qualname__ if cls.__module__ == "builtins" else f"{cls.__module__}.{cls.__qualname__}"
     )
     return f"{path}: {exc}"
-
-
-def _positive(value: object, what: str) -> float:
-    seconds = _seconds(value, what)
-    if not 0.001 <= seconds < math.inf:
-        raise ValueError(f"{what} must be a number of seconds >= 0.001, got {value!r}")
-    return seconds
 
 
 def _seconds(value: object, what: str) -> float:

@@ -15,6 +15,7 @@ __all__ = [
     "MAX_NAME_LENGTH",
     "check_client",
     "check_count",
+    "check_duration",
     "check_holder",
     "check_lease_timeout",
     "check_name",
@@ -117,6 +118,17 @@ def check_lease_timeout(value: object, what: str = "lease_timeout") -> float | N
         raise ValueError(
             f"{what} must be at least 0.001 seconds and finite (None means no expiry), "
             f"got {value!r}"
+        )
+    return seconds
+
+
+def check_duration(value: object, what: str) -> float:
+    """A duration that must be set: seconds >= 0.001 and finite (not None)."""
+    seconds = check_seconds(value, what, allow_none=False)
+    assert seconds is not None
+    if seconds < 0.001 or math.isinf(seconds):
+        raise ValueError(
+            f"{what} must be a number of seconds > 0 (at least 0.001) and finite, got {value!r}"
         )
     return seconds
 
