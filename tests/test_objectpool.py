@@ -338,7 +338,9 @@ def test_bad_options_name_the_value() -> None:
 def test_a_forked_child_starts_empty_and_never_touches_the_parents_objects() -> None:
     pool, _ = make_pool(min=2, max=4)
     wait_for(lambda: pool.available == 2)
-    parent_objs = {id(o) for o in list(pool._idle)}
+    # the parent's objects themselves (kept alive here, so that no new object
+    # in the child can take the address, and so the id, of one of them)
+    parent_objs = [item.obj for item in pool._idle]
     lent = pool.acquire()
     read, write = os.pipe()
     pid = os.fork()
@@ -352,8 +354,9 @@ def test_a_forked_child_starts_empty_and_never_touches_the_parents_objects() -> 
             except NotOwned:
                 pass
             wait_for(lambda: pool.available == 2, what="the child's own min")
-            child_objs = {id(o.obj) for o in pool._idle}
-            ok &= not (child_objs & parent_objs) and not lent.closed
+            child_objs = [item.obj for item in pool._idle]
+            shared = [c for c in child_objs if any(c is p for p in parent_objs)]
+            ok &= not shared and not lent.closed
         finally:
             os.write(write, b"1" if ok else b"0")
             os._exit(0)
