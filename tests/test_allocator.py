@@ -195,6 +195,43 @@ def test_changing_a_free_keys_priority_moves_it(client):
     assert allocator.malloc_key() == "k2"
 
 
+
+def test_a_held_keys_new_priority_applies_when_it_is_freed(client):
+    """A lease keeps its key's priority so that its free reads no meta: a
+    priority changed meanwhile must replace it."""
+    allocator = Allocator(client, "a", lease_timeout=30)
+    allocator.extend(["k1", "k2"])
+    held = allocator.malloc_key()
+    assert held == "k1"
+    allocator.extend([held], priority=5)
+    assert allocator.free_keys(held) == 1
+    assert allocator.malloc_key() == "k1", "the freed key goes to its new priority"
+
+
+@pytest.mark.parametrize("timer", ["lease", "lifetime", "cooldown"])
+def test_a_timer_set_after_a_malloc_is_kept(client, timer):
+    """A malloc skips the timer indexes while nothing is due (the earliest due
+    time is kept beside the leases): a timer set since must still end on time."""
+    allocator = Allocator(client, "a", lease_timeout=None)
+    allocator.extend(["k1", "k2"])
+    allocator.free_keys(allocator.malloc_key())  # the due time is now known: none
+    if timer == "lease":
+        short = allocator.malloc_key(timeout=0.3)
+        assert allocator.malloc_key() is not None  # the other key, for ever
+    elif timer == "lifetime":
+        allocator.extend(["k1"], timeout=0.3, priority=1)
+    else:
+        assert allocator.report_unhealthy("k1", cooldown=0.3)
+    start = redis_time(client)
+    wait_for(lambda: redis_time(client) > start + 0.35, what="the timer to end")
+    got = allocator.malloc_key()
+    if timer == "lease":
+        assert got == short and got.fence > short.fence, "the expired lease was reclaimed"
+    elif timer == "lifetime":
+        assert got == "k2" and "k1" not in allocator, "the ended key was dropped"
+    else:
+        assert {got, allocator.malloc_key()} == {"k1", "k2"}, "the cooldown ended"
+
 # -- health ----------------------------------------------------------------------
 
 

@@ -75,7 +75,7 @@ if wait_ms == -2 then
   return 'none'
 end
 
-local id = string.format('%016d', redis.call('INCR', K_SEQ))
+local id = string.format('%016d', next_seq())
 local deadline = -1
 if wait_ms >= 0 then
   deadline = NOW + wait_ms

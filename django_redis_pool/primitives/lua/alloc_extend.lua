@@ -16,8 +16,13 @@ for i = 4, #args do
   else
     redis.call('ZADD', BASE .. ':kexp', expires, key)
   end
-  if not redis.call('ZSCORE', K_LEASES, key) then
+  if redis.call('ZSCORE', K_LEASES, key) then
+    set_held_priority(key, tostring(priority))
+  else
     make_available(key)
   end
+end
+if expires ~= -1 then
+  redis.call('HDEL', K_INFO, F_DUE)
 end
 return added

@@ -8,6 +8,10 @@
 -- Returns {key, lease record} ("shared": {key, fence}), 'none', or 'more' when
 -- it dropped DROP_LIMIT keys whose lifetime ended without reaching a live one:
 -- each call does bounded work, and the caller calls again.
+local fast = malloc_fast(args)
+if fast ~= 'slow' then
+  return fast
+end
 local token, lease_ms, bind_ms = string.match(args[2], '^([^|]*)|([^|]*)|(.*)$')
 local name, holder = args[3], args[4]
 if MODE == 'alloc' then
@@ -19,14 +23,18 @@ if MODE == 'alloc' then
 end
 local _, _, lifetimes = tend_keys(RECLAIM_LIMIT)
 for _ = 1, DROP_LIMIT do
-  local key, popped = pick_key(name)
+  local key, priority, popped = pick_key(name)
   if not key then
+    refresh_due()
     return 'none'
   end
   -- a key whose lifetime ended (beyond what tend_keys removed) is dropped
   local ends = lifetimes and redis.call('ZSCORE', BASE .. ':kexp', key)
   if not ends or tonumber(ends) > NOW then
-    return hand_out(key, popped, name, tonumber(bind_ms), token, holder, tonumber(lease_ms))
+    local reply = hand_out(key, priority, popped, name, tonumber(bind_ms), token, holder,
+      tonumber(lease_ms))
+    refresh_due()
+    return reply
   end
   drop_key(key)
 end

@@ -17,8 +17,18 @@
 --   :info   HASH  resource -> lease record; "\0" .. token -> what that request
 --                 token has: "r" .. resource (granted) or "w" .. waiter id
 --                 (queued). Holders and identities cannot hold control
---                 characters, so the two never collide.
---   :seq    STRING counter: fences and waiter arrival order
+--                 characters, so the two never collide. Allocators also keep
+--                 "\1due" there: no timer of theirs (lease expiry, end of a
+--                 key's lifetime or cooldown) is due before this time in ms
+--                 ("inf": none is set), read with the token in one HMGET so
+--                 that a malloc skips three index reads; absent = unknown.
+--                 Writers of a timer lower it or delete it; ending a timer
+--                 leaves it early, which only costs one full malloc.
+--   :seq    STRING counter: fences, waiter arrival order, allocators' turns.
+--                 It starts at the Redis clock in microseconds (next_seq), so
+--                 a counter lost with Redis's data (a restart without
+--                 persistence, an eviction, a FLUSHDB) starts again above
+--                 every number it gave: fences never go backwards.
 --   :waitq  ZSET  waiter id -> -priority (ties: the zero-padded id = arrival)
 --   :winfo  HASH  waiter id -> waiter record
 --   :max    STRING the number of slots (semaphores)
@@ -70,6 +80,8 @@
 -- alive until ms (presumed dead after)|shares its identity's hold (0/1)|holder
 
 local BASE, MODE, NOW, NOW_US, SLOTS, SHARING, ALLOC
+-- Allocators: "\1due" as read by this call (a number; nil: not read, or unknown)
+local DUE
 local K_AVAIL, K_LEASES, K_INFO, K_SEQ, K_WAITQ, K_WINFO, K_MAX
 
 local RECLAIM_LIMIT = 16     -- expired leases reclaimed per call (bounded work)
@@ -83,6 +95,7 @@ local PROVISIONAL_MS = 10000 -- life of an unconfirmed no-expiry grant to a wait
 local WAKE_TTL_MS = 60000    -- an unread wake list disappears after this
 local DONE_TTL_MS = 60000    -- a generation of remembered replies lives this long
 local DONE_LIMIT = 1000      -- remembered replies per generation
+local F_DUE = '\1due'        -- allocators' field in :info (see above)
 
 local REC_PATTERN = '^([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|(.*)$'
 local REC_FORMAT = '%s|%d|%d|%d|%d|%d|%d|%s|%s'
@@ -99,6 +112,7 @@ local function begin(keys, args)
   -- lock's holder acquiring again, a semaphore identity asking twice).
   SHARING = MODE == 'sem' or MODE == 'rlock'
   ALLOC = MODE == 'alloc' or MODE == 'shared'
+  DUE = nil
   local t = redis.call('TIME')
   NOW = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
   NOW_US = tonumber(t[1]) * 1000000 + tonumber(t[2])
@@ -157,7 +171,8 @@ end
 -- a waiter's behalf, not yet confirmed) expires after PROVISIONAL_MS unless
 -- the waiter confirms it (renew), so a waiter that died before reading its wake
 -- list never keeps the resource. `extra` (optional): a field and value written
--- to :info in the same HSET.
+-- to :info in the same HSET. Allocators: the new expiry lowers "\1due" when
+-- DUE (read by malloc_fast) is known, else "\1due" is forgotten.
 local function set_lease(resource, rec, lease_ms, provisional, extra_field, extra_value)
   local score = 'inf'
   rec.e, rec.l, rec.p = -1, lease_ms, 0
@@ -170,11 +185,18 @@ local function set_lease(resource, rec, lease_ms, provisional, extra_field, extr
   end
   local raw = encode(rec)
   redis.call('ZADD', K_LEASES, score, resource)
+  local fields = {resource, raw}
   if extra_field then
-    redis.call('HSET', K_INFO, resource, raw, extra_field, extra_value)
-  else
-    redis.call('HSET', K_INFO, resource, raw)
+    fields[3], fields[4] = extra_field, extra_value
   end
+  if ALLOC and rec.e ~= -1 then
+    if not DUE then
+      redis.call('HDEL', K_INFO, F_DUE)
+    elseif rec.e < DUE then
+      fields[#fields + 1], fields[#fields + 2] = F_DUE, rec.e
+    end
+  end
+  redis.call('HSET', K_INFO, unpack(fields))
   return raw
 end
 
@@ -187,10 +209,27 @@ local function refresh(identity, rec, lease_ms)
   return set_lease(identity, rec, lease_ms, rec.p == 1)
 end
 
+-- @fn next_seq
+-- The next number of :seq. A new counter (or one lost since) starts at the
+-- Redis clock in microseconds: fewer than one number per microsecond is ever
+-- taken (every call that takes one runs longer), so it starts above every
+-- number the lost one gave, as long as the Redis clock does not go back.
+local function next_seq()
+  local n = redis.call('INCR', K_SEQ)
+  if n == 1 then
+    n = NOW_US
+    redis.call('SET', K_SEQ, n)
+  end
+  return n
+end
+
 -- @fn grant
 -- Record a new lease of `resource` for `token`; returns the record string.
-local function grant(resource, token, holder, lease_ms, provisional)
-  local rec = {t = token, h = holder, f = redis.call('INCR', K_SEQ), a = NOW, n = 1, q = ''}
+-- `priority` (allocators, optional): the key's priority, kept in the record's
+-- request field so that its free needs no read of the key's meta.
+local function grant(resource, token, holder, lease_ms, provisional, priority)
+  local rec = {t = token, h = holder, f = next_seq(), a = NOW, n = 1,
+    q = priority or ''}
   return set_lease(resource, rec, lease_ms, provisional, '\0' .. token, 'r' .. resource)
 end
 
@@ -324,25 +363,48 @@ end
 -- Allocators: before every key of lower priority and behind its equals, in
 -- the order of `turn` (a :seq number: the fence of the lease that just ended,
 -- else a new one); a key removed meanwhile stays out, and an unhealthy one
--- waits out its cooldown in :sick. Returns its turn (nil if it stayed out).
-local function make_available(resource, turn)
+-- waits out its cooldown in :sick. `priority`, when the caller knows it (a
+-- lease record's, or a key just handed out): the key is known to be in the
+-- allocator and healthy, so its meta is not read. Returns its turn (nil if it
+-- stayed out).
+local function make_available(resource, turn, priority)
   if not ALLOC then
     redis.call('ZADD', K_AVAIL, NOW_US, resource)
     return
   end
-  local meta = redis.call('HGET', BASE .. ':keys', resource)
-  if not meta then
-    return
-  end
-  local priority, sick = string.match(meta, '^([^|]*)|[^|]*|(.*)$')
-  if tonumber(sick) > NOW then
-    return
+  if not priority or priority == '' then
+    local meta = redis.call('HGET', BASE .. ':keys', resource)
+    if not meta then
+      return
+    end
+    local sick
+    priority, sick = string.match(meta, '^([^|]*)|[^|]*|(.*)$')
+    if tonumber(sick) > NOW then
+      return
+    end
   end
   -- priority bands of 2^32 (|priority| <= 2^20 keeps the score exact); within
   -- one, the turn modulo 2^32
-  turn = turn or redis.call('INCR', K_SEQ)
+  turn = turn or next_seq()
   redis.call('ZADD', K_AVAIL, -tonumber(priority) * 4294967296 + turn % 4294967296, resource)
   return turn
+end
+
+-- @fn key_priority
+-- Allocators: the priority of a key from its score in :avail.
+local function key_priority(score)
+  return tostring(-math.floor(tonumber(score) / 4294967296))
+end
+
+-- @fn set_held_priority
+-- Allocators: the priority kept in `key`'s lease record, if it is leased, is
+-- replaced by `priority` ('': unknown, its free reads the key's meta).
+local function set_held_priority(key, priority)
+  local rec = decode(redis.call('HGET', K_INFO, key))
+  if rec and rec.q ~= priority then
+    rec.q = priority
+    redis.call('HSET', K_INFO, key, encode(rec))
+  end
 end
 
 -- @fn set_cooldown
@@ -357,6 +419,8 @@ local function set_cooldown(key, until_ms)
   redis.call('HSET', BASE .. ':keys', key, head .. '|' .. until_ms)
   if until_ms > 0 then
     redis.call('ZADD', BASE .. ':sick', until_ms, key)
+    redis.call('HDEL', K_INFO, F_DUE)
+    set_held_priority(key, '')  -- its free must see the cooldown
   else
     redis.call('ZREM', BASE .. ':sick', key)
   end
@@ -391,19 +455,27 @@ end
 -- @fn pick_key
 -- Allocators: the key a malloc gets (nil if none is free): the one bound to
 -- `name` if that key is free, else the head of :avail (taken off it in "alloc"
--- mode). Returns the key and whether it was taken off :avail.
+-- mode). Returns the key, its priority and whether it was taken off :avail.
 local function pick_key(name)
   if name ~= '' then
     local bound = redis.call('HGET', BASE .. ':bind', name)
-    if bound and tonumber(redis.call('ZSCORE', BASE .. ':bindexp', name) or 0) > NOW
-        and redis.call('ZSCORE', K_AVAIL, bound) then
-      return bound, false
+    if bound and tonumber(redis.call('ZSCORE', BASE .. ':bindexp', name) or 0) > NOW then
+      local score = redis.call('ZSCORE', K_AVAIL, bound)
+      if score then
+        return bound, key_priority(score), false
+      end
     end
   end
+  local head
   if MODE == 'shared' then
-    return redis.call('ZRANGE', K_AVAIL, 0, 0)[1], false
+    head = redis.call('ZRANGE', K_AVAIL, 0, 0, 'WITHSCORES')
+  else
+    head = redis.call('ZPOPMIN', K_AVAIL)
   end
-  return redis.call('ZPOPMIN', K_AVAIL)[1], true
+  if not head[1] then
+    return nil
+  end
+  return head[1], key_priority(head[2]), MODE ~= 'shared'
 end
 
 -- @fn hand_out
@@ -411,18 +483,53 @@ end
 -- for `bind_ms`. "alloc": a lease for `token`/`holder`; "shared": the key goes
 -- to the back of its priority. Returns {key, lease record} ("shared": {key,
 -- fence}).
-local function hand_out(key, popped, name, bind_ms, token, holder, lease_ms)
+local function hand_out(key, priority, popped, name, bind_ms, token, holder, lease_ms)
   if name ~= '' then
     redis.call('HSET', BASE .. ':bind', name, key)
     redis.call('ZADD', BASE .. ':bindexp', NOW + bind_ms, name)
   end
   if MODE == 'shared' then
-    return {key, make_available(key)}  -- its turn is the fence
+    return {key, make_available(key, nil, priority)}  -- its turn is the fence
   end
   if not popped then
     redis.call('ZREM', K_AVAIL, key)
   end
-  return {key, grant(key, token, holder, lease_ms, false)}
+  return {key, grant(key, token, holder, lease_ms, false, priority)}
+end
+
+-- @fn malloc_fast
+-- Allocators: alloc_malloc's common case, a new request while no timer is due
+-- ("\1due", read in the same call as the token), so no lease is reclaimed and
+-- no key checked. It answers exactly as alloc_malloc would; anything else (a
+-- retry, a due or unknown timer) returns 'slow' having changed nothing.
+-- args: as alloc_malloc's.
+local function malloc_fast(args)
+  local token, lease_ms, bind_ms = string.match(args[2], '^([^|]*)|([^|]*)|(.*)$')
+  local got = redis.call('HMGET', K_INFO, '\0' .. token, F_DUE)
+  DUE = got[2] == 'inf' and math.huge or tonumber(got[2])
+  if got[1] or not DUE or DUE <= NOW then
+    DUE = nil
+    return 'slow'
+  end
+  local name = args[3]
+  local key, priority, popped = pick_key(name)
+  if not key then
+    return 'none'
+  end
+  return hand_out(key, priority, popped, name, tonumber(bind_ms), token, args[4], tonumber(lease_ms))
+end
+
+-- @fn refresh_due
+-- Allocators: store "\1due" from the heads of the timer indexes.
+local function refresh_due()
+  local due_at = math.huge
+  for _, zset in ipairs({K_LEASES, BASE .. ':kexp', BASE .. ':sick'}) do
+    local head = redis.call('ZRANGE', zset, 0, 0, 'WITHSCORES')[2]
+    if head and head ~= 'inf' then
+      due_at = math.min(due_at, tonumber(head))
+    end
+  end
+  redis.call('HSET', K_INFO, F_DUE, due_at == math.huge and 'inf' or due_at)
 end
 
 -- @fn queue_ready
@@ -525,10 +632,13 @@ end
 
 -- @fn put_back
 -- Make `resource` available: straight to the head waiter, else into avail
--- (slot modes: its slot goes to the queue). `turn`: see make_available.
-local function put_back(resource, turn)
+-- (slot modes: its slot goes to the queue). `turn`, `priority`: see
+-- make_available.
+local function put_back(resource, turn, priority)
   if SLOTS then
     serve_slots()
+  elseif ALLOC then  -- (an allocator never queues)
+    make_available(resource, turn, priority)
   elseif not hand_to_waiter(resource) then
     make_available(resource, turn)
   end
@@ -539,7 +649,7 @@ end
 local function end_lease(resource, rec)
   redis.call('ZREM', K_LEASES, resource)
   redis.call('HDEL', K_INFO, resource, '\0' .. rec.t)
-  put_back(resource, rec.f)
+  put_back(resource, rec.f, ALLOC and rec.q)
 end
 
 -- @fn reclaim

@@ -21,7 +21,7 @@ end
 if not mine then
   return 0
 end
-if rec.q == req then
+if MODE == 'rlock' and rec.q == req then
   return 2
 end
 if is_expired(rec) then
