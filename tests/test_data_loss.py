@@ -96,3 +96,93 @@ def test_a_lost_counter_restarts_above_a_live_holders_fence(client, kind):
         end()
     nxt, _ = take(primitive, "b")
     assert nxt > live
+
+
+# -- self-healing ------------------------------------------------------------------
+
+
+def test_a_pool_whose_keys_were_lost_gets_its_resources_back_at_the_next_acquire(client, caplog):
+    pool = ResourcePool(client, "printers", resources=["p1", "p2"], lease_timeout=30)
+    lease = pool.acquire(timeout=0)
+    assert lease is not None, "a pool that never had its resources is healed too"
+    lease.release()
+    lose(client, pool)
+    with caplog.at_level("WARNING", logger="django_redis_pool"):
+        again = pool.acquire(timeout=0)
+    assert again is not None and again.resource in {"p1", "p2"}
+    assert again.fence > lease.fence
+    assert "associated its 2 configured resources again" in caplog.text
+    assert sorted(pool.available()) == sorted({"p1", "p2"} - {again.resource})
+
+
+def test_a_pool_that_is_only_busy_is_not_healed(client):
+    pool = ResourcePool(client, "printers", resources=["p1"], lease_timeout=30)
+    held = pool.acquire(timeout=0)
+    assert held is not None
+    assert pool.acquire(timeout=0) is None, "all busy is not lost: nothing is added"
+    assert pool.disassociate("p1")
+    assert pool.acquire(timeout=0) is not None, "no resource at all: healed"
+
+
+def test_a_pool_without_configured_resources_stays_empty(client):
+    pool = ResourcePool(client, "printers")
+    assert pool.acquire(timeout=0) is None
+    assert pool.available() == []
+
+
+def test_an_allocator_whose_keys_were_lost_gets_them_back_at_the_next_malloc(client, caplog):
+    allocator = Allocator(client, "proxies", keys={"fast": 5, "slow": 0}, lease_timeout=30)
+    first = allocator.malloc_key()
+    assert first == "fast", "an allocator that never had its keys is healed too"
+    allocator.free_keys(first)
+    lose(client, allocator)
+    with caplog.at_level("WARNING", logger="django_redis_pool"):
+        again = allocator.malloc_key()
+    assert again == "fast" and again.fence > first.fence, "priorities come back too"
+    assert "added its 2 configured keys again" in caplog.text
+    assert allocator.malloc_key() == "slow"
+    assert allocator.malloc_key() is None, "all busy is not lost: nothing is added"
+
+
+def test_bad_configured_members_name_the_value(client):
+    with pytest.raises(ValueError, match="resources must be a list"):
+        ResourcePool(client, "p", resources="p1")
+    with pytest.raises(ValueError, match="resources"):
+        ResourcePool(client, "p", resources=["ok", "two words"])
+    with pytest.raises(ValueError, match="keys must be a list"):
+        Allocator(client, "a", keys="k1")
+    with pytest.raises(ValueError, match="priority"):
+        Allocator(client, "a", keys={"k1": "high"})
+
+
+def test_pool_gc_heals_a_pool_and_an_allocator_whose_keys_were_lost(client):
+    pool = ResourcePool(client, "printers", resources=["p1", "p2"])
+    allocator = Allocator(client, "proxies", keys=["k1"])
+    pool.collect()
+    allocator.collect()
+    assert pool.total_count() == 2 and len(allocator) == 1
+    lose(client, pool)
+    lose(client, allocator)
+    pool.collect(dry_run=True)
+    assert pool.total_count() == 0, "a dry run changes nothing"
+    pool.collect()
+    allocator.collect()
+    assert sorted(pool.available()) == ["p1", "p2"] and allocator.keys() == ["k1"]
+
+
+def test_configured_pools_and_allocators_heal_without_pool_sync(settings, redis_url, redis_client):
+    from django_redis_pool import get_allocator, get_pool
+
+    settings.DJANGO_REDIS_POOL = {
+        "CONNECTION": {"URL": redis_url},
+        "POOLS": {"printers": {"RESOURCES": ["p1", "p2"], "LEASE_TIMEOUT": 30}},
+        "ALLOCATORS": {"proxies": {"KEYS": {"fast": 1, "slow": 0}}},
+    }
+    for _ in range(2):  # never synced, then everything lost (cache.clear() does this)
+        lease = get_pool("printers").acquire(timeout=0)
+        assert lease is not None and lease.resource == "p1"
+        lease.release()
+        key = get_allocator("proxies").malloc_key()
+        assert key == "fast"
+        get_allocator("proxies").free_keys(key)
+        redis_client.flushdb()

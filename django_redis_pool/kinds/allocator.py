@@ -118,6 +118,7 @@ class AllocatorKind(LeaseKind):
             shared=options["SHARED"],
             lease_timeout=options["LEASE_TIMEOUT"],
             soft_bind_timeout=options["SOFT_BIND_TIMEOUT"],
+            keys=dict(options["KEYS"]),  # restored by a malloc that finds none
             key_prefix=key_prefix,
         )
 
@@ -144,10 +145,7 @@ class AllocatorKind(LeaseKind):
         present = [key for key in configured if key in in_redis]
         removed = sorted(in_redis - set(configured)) if prune else []
         if not dry_run:
-            for priority in sorted(set(configured.values())):
-                primitive.extend(
-                    [k for k, p in configured.items() if p == priority], priority=priority
-                )
+            primitive.extend_many(configured)
             primitive.shrink(removed)
         return membership_synced(
             primitive.name, added, present, removed, prune=prune, dry_run=dry_run
@@ -222,7 +220,8 @@ class AllocatorKind(LeaseKind):
             dangerous=True,
             question="Remove key {resource!r} from allocator {primitive.name!r}? If it is "
             "held, its holder finds it gone at its next update or free. Keys listed in the "
-            "settings come back with the next manage.py pool_sync.",
+            "settings come back with the next manage.py pool_sync (all of them at once if "
+            "the allocator is left with none).",
         )(remove_key)
         action(
             self.name,

@@ -72,6 +72,7 @@ class PoolKind(LeaseKind):
             name,
             lease_timeout=options["LEASE_TIMEOUT"],
             order=options["ORDER"],
+            resources=options["RESOURCES"],  # restored by an acquire that finds none
             key_prefix=key_prefix,
         )
 
@@ -125,7 +126,7 @@ class PoolKind(LeaseKind):
             question="Remove {resource!r} from pool {primitive.name!r}? If it is held, the "
             "hold ends now and its holder finds its lease lost at its next renewal or "
             "release. Resources listed in the settings come back with the next manage.py "
-            "pool_sync.",
+            "pool_sync (all of them at once if the pool is left with none).",
         )(remove_resource)
 
 

@@ -3,7 +3,8 @@ RedisAllocator, on the lease engine)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import logging
+from collections.abc import Iterable, Mapping
 from types import TracebackType
 from typing import Any
 
@@ -20,6 +21,8 @@ from .validators import (
 )
 
 __all__ = ["MAX_KEY_PRIORITY", "AllocatedKey", "Allocator", "AllocatorObject"]
+
+logger = logging.getLogger("django_redis_pool")
 
 #: Key priorities range from -MAX_KEY_PRIORITY to MAX_KEY_PRIORITY.
 MAX_KEY_PRIORITY = 2**20
@@ -99,7 +102,12 @@ class Allocator(LeasedPrimitive):
     handed out in turn and never locked. Higher-priority keys go first, and
     within one priority the key free the longest; keys reported unhealthy sit
     out their cooldown. A soft binding remembers which key a name got, so that
-    the name gets it again while it is free. Building one does no I/O.
+    the name gets it again while it is free.
+
+    ``keys`` (optional): the keys it is meant to hold, a list or a dict of key
+    -> priority. A malloc that finds it holding no key at all (Redis lost its
+    data: a restart without persistence, an eviction, a ``FLUSHDB``) adds them
+    again first. Building one does no I/O.
     """
 
     kind = "allocator"
@@ -112,6 +120,7 @@ class Allocator(LeasedPrimitive):
         shared: bool = False,
         lease_timeout: float | None = 120,
         soft_bind_timeout: float = 3600,
+        keys: Iterable[str] | Mapping[str, int] | None = None,
         key_prefix: str = DEFAULT_KEY_PREFIX,
     ) -> None:
         if not isinstance(shared, bool):
@@ -120,6 +129,21 @@ class Allocator(LeasedPrimitive):
         self.shared = shared
         self.lease_timeout = check_lease_timeout(lease_timeout)
         self.soft_bind_timeout = check_duration(soft_bind_timeout, "soft_bind_timeout")
+        #: The keys (key -> priority) a malloc restores when it holds none.
+        self.configured_keys: dict[str, int] = (
+            {check_name(k, "key"): _check_priority(p) for k, p in keys.items()}
+            if isinstance(keys, Mapping)
+            else dict.fromkeys(_check_keys(keys or ()), 0)
+        )
+
+    def _heal(self) -> None:
+        self.extend_many(self.configured_keys)
+        logger.warning(
+            "allocator %r held no key at all (Redis lost its keys?): added its %d "
+            "configured keys again",
+            self.name,
+            len(self.configured_keys),
+        )
 
     def __repr__(self) -> str:
         mode = "shared" if self.shared else f"lease_timeout={self.lease_timeout}"
@@ -140,6 +164,14 @@ class Allocator(LeasedPrimitive):
         for chunk in _chunks(_check_keys(keys)):
             added += int(self._engine.run("alloc_extend", to_ms(lifetime), priority, *chunk))
         return added
+
+    def extend_many(self, keys: Mapping[str, int]) -> int:
+        """Add (or update) ``keys``, each with its own priority (key -> priority),
+        one atomic step per priority and 1,000 keys; returns how many were new."""
+        return sum(
+            self.extend([k for k, p in keys.items() if p == priority], priority=priority)
+            for priority in sorted(set(keys.values()))
+        )
 
     def shrink(self, keys: Iterable[str]) -> int:
         """Remove ``keys``, free or held (a holder then finds its key gone at its
@@ -213,9 +245,13 @@ class Allocator(LeasedPrimitive):
         bind_timeout = self._bind_timeout(cache_timeout)
         holder = default_holder() if holder is None else check_holder(holder)
         token = new_token()
-        packed = f"{token}|{to_ms(lease_timeout)}|{to_ms(bind_timeout)}"
+        heal = 1 if self.configured_keys else 0
+        packed = f"{token}|{to_ms(lease_timeout)}|{to_ms(bind_timeout)}|{heal}"
         reply = self._engine.run("alloc_malloc", packed, bind, holder)
-        while reply == "more":  # keys whose lifetime ended were dropped: go on
+        while reply in ("more", "empty"):
+            if reply == "empty":  # (once: the next call restores nothing)
+                self._heal()
+                packed = packed[:-1] + "0"
             reply = self._engine.run("alloc_malloc", packed, bind, holder)
         if not isinstance(reply, list):
             return None
@@ -333,7 +369,8 @@ class Allocator(LeasedPrimitive):
 
     def collect(self, *, dry_run: bool = False) -> Collected:
         """Everything :meth:`gc` does, until nothing is left (in bounded steps);
-        returns the reclaimed locks."""
+        returns the reclaimed locks. Also adds the configured ``keys`` again if
+        it holds none at all."""
         if dry_run:
             return super().collect(dry_run=True)
         leases: list[Lease] = []
@@ -341,7 +378,10 @@ class Allocator(LeasedPrimitive):
             reclaimed, *rest = self._gc(CHUNK)
             leases += reclaimed
             if len(reclaimed) < CHUNK and max(rest) < CHUNK:
-                return Collected(reclaimed=leases, dropped=[])
+                break
+        if self.configured_keys and len(self) == 0:
+            self._heal()
+        return Collected(reclaimed=leases, dropped=[])
 
     def _bind_timeout(self, seconds: float | None) -> float:
         if seconds is None:

@@ -26,6 +26,7 @@ import os
 import socket
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -83,8 +84,12 @@ class LeaseEngine:
         self._runner: ScriptRunner | None = None  # looked up on the first run
         self._streaks: dict[str, int] = {}  # see ScriptRunner.call
         self._chunk: float | None = None
-        #: Semaphores: the max size an acquire stores if Redis has none ("": none).
+        #: What an acquire restores when Redis lost it ("": nothing): a
+        #: semaphore's max size, stored if Redis has none; "heal" for a pool
+        #: that calls ``heal`` (restoring its members) when an acquire finds
+        #: it holding no resource at all.
         self.default_max = ""
+        self.heal: Callable[[], object] | None = None
 
     # -- running operations -----------------------------------------------------
 
@@ -194,9 +199,13 @@ class LeaseEngine:
         """Run the acquire operation for ``token``; ``args`` is (lease ms,
         priority, holder)."""
         lease_ms, priority, holder = args
-        return self.run(
+        reply = self.run(
             "acquire", token, lease_ms, priority, wait_ms, alive_ms, self.default_max, holder
         )
+        if reply == "empty" and self.heal is not None:
+            self.heal()  # (nothing was changed: the same token asks again)
+            reply = self.run("acquire", token, lease_ms, priority, wait_ms, alive_ms, "", holder)
+        return reply
 
     def _refused(self, reply: str, holder: str, wait: bool) -> None:
         """Raise for the acquire replies that mean it cannot be served: a

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import Iterable, Iterator
 from typing import Any
 
 from ._common import text, to_ms
-from .base import DEFAULT_KEY_PREFIX, LeasedPrimitive, holding
+from .base import DEFAULT_KEY_PREFIX, Collected, LeasedPrimitive, holding
 from .engine import default_holder
 from .lease import Lease
 from .validators import (
@@ -19,6 +20,8 @@ from .validators import (
 )
 
 __all__ = ["ORDERS", "ResourcePool"]
+
+logger = logging.getLogger("django_redis_pool")
 
 #: How an available resource is chosen: available longest, most recently
 #: released, or uniformly at random.
@@ -34,6 +37,11 @@ class ResourcePool(LeasedPrimitive):
     holder never keeps a resource. Blocked callers are served by priority, then
     first come first served, and are woken by the release itself.
 
+    ``resources`` (optional): the ids the pool is meant to hold. An acquire
+    that finds the pool holding no resource at all (none available, none
+    leased: Redis lost its keys, e.g. a restart without persistence, an
+    eviction or a ``FLUSHDB``) associates them again first, and is served.
+
     Building a pool does no I/O.
     """
 
@@ -46,6 +54,7 @@ class ResourcePool(LeasedPrimitive):
         *,
         lease_timeout: float | None = None,
         order: str = "fifo",
+        resources: Iterable[str] | None = None,
         key_prefix: str = DEFAULT_KEY_PREFIX,
     ) -> None:
         if order not in ORDERS:
@@ -53,6 +62,24 @@ class ResourcePool(LeasedPrimitive):
         super().__init__(client, name, key_prefix=key_prefix, mode=order)
         self.lease_timeout = check_lease_timeout(lease_timeout)
         self.order = order
+        if isinstance(resources, (str, bytes)):
+            raise ValueError(f"resources must be a list of resource ids, not {resources!r}")
+        #: The ids an acquire restores when the pool holds none (empty: none).
+        self.resources = tuple(
+            dict.fromkeys(check_name(r, "resources[]") for r in resources or ())
+        )
+        if self.resources:
+            self._engine.default_max, self._engine.heal = "heal", self._heal
+
+    def _heal(self) -> None:
+        added = self.associate_many(self.resources)
+        logger.warning(
+            "pool %r held no resource at all (Redis lost its keys?): associated its %d "
+            "configured resources again (%d were missing)",
+            self.name,
+            len(self.resources),
+            added,
+        )
 
     def __repr__(self) -> str:
         return f"<ResourcePool {self.name!r} order={self.order} lease_timeout={self.lease_timeout}>"
@@ -140,6 +167,14 @@ class ResourcePool(LeasedPrimitive):
         unavailable = f"no resource of pool {self.name!r} became available within {timeout} s"
         with holding(lease, auto_renew=auto_renew, unavailable=unavailable) as held:
             yield held
+
+    def collect(self, *, dry_run: bool = False) -> Collected:
+        """What :meth:`LeasedPrimitive.collect` does; also associates the
+        configured ``resources`` again if the pool holds none at all."""
+        collected = super().collect(dry_run=dry_run)
+        if self.resources and not dry_run and self.total_count() == 0:
+            self._heal()
+        return collected
 
     # -- inspection ---------------------------------------------------------------
 

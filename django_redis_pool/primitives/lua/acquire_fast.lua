@@ -2,10 +2,11 @@
 -- every helper it carries on each run (a function library does so once), and
 -- acquire carries them all; this one carries three. It answers exactly as
 -- acquire would when the request is new, nobody is queued and no lease is due
--- to be reclaimed: a grant, or 'none' / 'held' for a caller that does not wait.
+-- to be reclaimed: a grant, or 'none' / 'held' for a caller that does not wait
+-- (a pool that may need healing: acquire tells).
 -- Anything else returns 'slow' having changed nothing, and the caller runs
 -- acquire itself. args[2]: as acquire's.
-local token, lease_ms, _, wait_ms, _, _, holder, mine, held = acquire_request(args[2])
+local token, lease_ms, _, wait_ms, _, restore, holder, mine, held = acquire_request(args[2])
 if mine or redis.call('ZCARD', K_WAITQ) > 0 then
   return 'slow'
 end
@@ -32,7 +33,7 @@ else
     return {resource, grant(resource, token, holder, lease_ms, false)}
   end
 end
-if wait_ms == -2 then
+if wait_ms == -2 and restore ~= 'heal' then
   return 'none'
 end
 return 'slow'

@@ -1,18 +1,20 @@
 -- alloc_malloc: hand out a key at once (an allocator never queues).
--- args[2] (packed): request token|lease ms (-1: none)|soft-binding ms;
+-- args[2] (packed): request token|lease ms (-1: none)|soft-binding ms|'1' if
+-- the caller restores the keys when Redis lost them, else '0';
 -- args[3] soft-binding name ('' none); args[4] holder.
 -- "alloc": the key is leased to the holder (a retried request gets the same
 -- lease); "shared": the key goes to the back of its priority and is not leased.
 -- With a name: the key bound to it if that key is free and healthy, else the
 -- next one, and the name is bound to the key handed out.
--- Returns {key, lease record} ("shared": {key, fence}), 'none', or 'more' when
--- it dropped DROP_LIMIT keys whose lifetime ended without reaching a live one:
--- each call does bounded work, and the caller calls again.
+-- Returns {key, lease record} ("shared": {key, fence}), 'none', 'empty' (the
+-- caller restores keys and the allocator holds none at all: nothing handed out),
+-- or 'more' when it dropped DROP_LIMIT keys whose lifetime ended without
+-- reaching a live one: each call does bounded work, and the caller calls again.
 local fast = malloc_fast(args)
 if fast ~= 'slow' then
   return fast
 end
-local token, lease_ms, bind_ms = string.match(args[2], '^([^|]*)|([^|]*)|(.*)$')
+local token, lease_ms, bind_ms, heal = string.match(args[2], '^([^|]*)|([^|]*)|([^|]*)|(.*)$')
 local name, holder = args[3], args[4]
 if MODE == 'alloc' then
   local state, key, raw = token_state(token)
@@ -25,6 +27,9 @@ local _, _, lifetimes = tend_keys(RECLAIM_LIMIT)
 for _ = 1, DROP_LIMIT do
   local key, priority, popped = pick_key(name)
   if not key then
+    if heal == '1' and redis.call('EXISTS', BASE .. ':keys') == 0 then
+      return 'empty'  -- its keys were lost: the caller restores them, then asks again
+    end
     refresh_due()
     return 'none'
   end

@@ -82,7 +82,10 @@
 local BASE, MODE, NOW, NOW_US, SLOTS, SHARING, ALLOC
 -- Allocators: "\1due" as read by this call (a number; nil: not read, or unknown)
 local DUE
-local K_AVAIL, K_LEASES, K_INFO, K_SEQ, K_WAITQ, K_WINFO, K_MAX
+local K_AVAIL, K_LEASES, K_INFO, K_SEQ, K_WAITQ, K_WINFO, K_MAX, K_DONE
+-- The key names of the primitives met lately, by base: a function library
+-- keeps them from call to call (a script starts with none). At most NAMED_MAX.
+local NAMES, NAMED, NAMED_MAX = {}, 0, 1000
 
 local RECLAIM_LIMIT = 16     -- expired leases reclaimed per call (bounded work)
 local SKIP_LIMIT = 16        -- dead waiters dropped per hand-off
@@ -104,8 +107,16 @@ local WAITER_FORMAT = '%s|%d|%d|%d|%d|%d|%d|%s'
 
 local function begin(keys, args)
   BASE = keys[1]
-  K_AVAIL, K_LEASES, K_INFO = BASE .. ':avail', BASE .. ':leases', BASE .. ':info'
-  K_SEQ, K_WAITQ, K_WINFO, K_MAX = BASE .. ':seq', BASE .. ':waitq', BASE .. ':winfo', BASE .. ':max'
+  local names = NAMES[BASE]
+  if not names then
+    if NAMED == NAMED_MAX then
+      NAMES, NAMED = {}, 0
+    end
+    names = {BASE .. ':avail', BASE .. ':leases', BASE .. ':info', BASE .. ':seq',
+      BASE .. ':waitq', BASE .. ':winfo', BASE .. ':max', BASE .. ':done'}
+    NAMES[BASE], NAMED = names, NAMED + 1
+  end
+  K_AVAIL, K_LEASES, K_INFO, K_SEQ, K_WAITQ, K_WINFO, K_MAX, K_DONE = unpack(names)
   MODE = args[1]
   SLOTS = MODE == 'sem' or MODE == 'lock' or MODE == 'rlock'
   -- Modes in which a caller shares the hold of its identity (a reentrant
@@ -504,7 +515,7 @@ end
 -- retry, a due or unknown timer) returns 'slow' having changed nothing.
 -- args: as alloc_malloc's.
 local function malloc_fast(args)
-  local token, lease_ms, bind_ms = string.match(args[2], '^([^|]*)|([^|]*)|(.*)$')
+  local token, lease_ms, bind_ms, heal = string.match(args[2], '^([^|]*)|([^|]*)|([^|]*)|(.*)$')
   local got = redis.call('HMGET', K_INFO, '\0' .. token, F_DUE)
   DUE = got[2] == 'inf' and math.huge or tonumber(got[2])
   if got[1] or not DUE or DUE <= NOW then
@@ -514,7 +525,7 @@ local function malloc_fast(args)
   local name = args[3]
   local key, priority, popped = pick_key(name)
   if not key then
-    return 'none'
+    return heal == '1' and 'slow' or 'none'  -- (alloc_malloc tells whether it is empty)
   end
   return hand_out(key, priority, popped, name, tonumber(bind_ms), token, args[4], tonumber(lease_ms))
 end
@@ -789,18 +800,16 @@ end
 -- @fn remember
 -- A finished request's reply, remembered for a retry of the same request.
 local function remember(id, reply)
-  local done = BASE .. ':done'
-  redis.call('HSET', done, id, reply)
-  local size = redis.call('HLEN', done)
+  redis.call('HSET', K_DONE, id, reply)
+  local size = redis.call('HLEN', K_DONE)
   if size == 1 then
-    redis.call('PEXPIRE', done, DONE_TTL_MS)
+    redis.call('PEXPIRE', K_DONE, DONE_TTL_MS)
   elseif size > DONE_LIMIT then
-    redis.call('RENAME', done, done .. ':old')
+    redis.call('RENAME', K_DONE, K_DONE .. ':old')
   end
 end
 
 -- @fn remembered
 local function remembered(id)
-  local done = BASE .. ':done'
-  return redis.call('HGET', done, id) or redis.call('HGET', done .. ':old', id)
+  return redis.call('HGET', K_DONE, id) or redis.call('HGET', K_DONE .. ':old', id)
 end
