@@ -6,6 +6,7 @@ real local 3-master Redis Cluster (the ``client`` fixture is parametrized).
 
 from __future__ import annotations
 
+import gc
 import itertools
 import logging
 import multiprocessing
@@ -718,14 +719,29 @@ def test_fences_strictly_increase_across_processes(client):
 def test_auto_renew_holds_a_short_lease_for_much_longer(client):
     lock = Lock(client, "renew", lease_timeout=0.5, auto_renew=True)
     assert lock.acquire()
-    holder = lock.holder()
+    lease = lock.lease
     time.sleep(3.0)
     assert lock.owned()
     assert Lock(client, "renew").acquire(blocking=False) is False
     lock.release()
     assert not lock.locked()
-    renewers = [t for t in threading.enumerate() if t.name == f"drp-renew-{holder}"]
-    assert not any(t.is_alive() for t in renewers), "release stops the background renewal"
+    assert lease is not None and not lease._renewing, "release stops the background renewal"
+
+
+def test_a_dropped_auto_renewing_lock_is_renewed_no_more(client):
+    """The renewal thread holds only a weak reference: a Lock dropped while
+    held stops being renewed, and its lease simply expires."""
+
+    def work() -> None:
+        assert Lock(client, "dropped", lease_timeout=0.5, auto_renew=True).acquire(blocking=False)
+
+    work()
+    gc.collect()
+    wait_for(
+        lambda: Lock(client, "dropped").acquire(blocking=False),
+        timeout=10,
+        what="the dropped lock's lease to expire",
+    )
 
 
 def test_on_lost_fires_when_the_keys_are_deleted_behind_the_holder(client, caplog):
@@ -828,11 +844,11 @@ def test_a_release_that_cannot_reach_redis_stops_auto_renewal() -> None:
         lock = Lock(server.client(), "renewed", lease_timeout=5, auto_renew=True)
         assert lock.acquire(blocking=False)
         lease = lock.lease
-        assert lease is not None and lease._renewer is not None
+        assert lease is not None and lease._renewing
         server.stop()
         with pytest.raises(BackendUnavailable):
             lock.release()
-        assert lease._renewer is None, "no longer renewed"
+        assert not lease._renewing, "no longer renewed"
         assert lock.lease is None
     finally:
         server.stop()

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import logging
+import os
 import threading
 import time
+import weakref
 from collections.abc import Callable
 from types import TracebackType
 from typing import TYPE_CHECKING
@@ -34,8 +38,10 @@ class Lease:
     """
 
     __slots__ = (
+        "__weakref__",
         "_engine",
-        "_renewer",
+        "_failing_since",
+        "_renewing",
         "acquired_at",
         "expires_at",
         "fence",
@@ -60,7 +66,8 @@ class Lease:
         acquired_at: float | None = None,
     ) -> None:
         self._engine = engine
-        self._renewer: _AutoRenewer | None = None
+        self._renewing = False  # scheduled with the process's renewer
+        self._failing_since: float | None = None  # renewals failing since (monotonic)
         self.resource = resource
         self.holder = holder
         self.fence = fence
@@ -104,21 +111,21 @@ class Lease:
         return ok
 
     def start_auto_renew(self, on_lost: Callable[[Lease], None] | None = None) -> None:
-        """Renew in a background thread at about 2/3 of the lease duration until
-        released. If a renewal finds the lease gone, it is logged, ``lost`` is set
-        and ``on_lost(lease)`` is called. A lease without expiry needs nothing."""
+        """Renew at about 2/3 of the lease duration until released, from the
+        process's one renewal thread. If a renewal finds the lease gone, it is
+        logged, ``lost`` is set and ``on_lost(lease)`` is called. A lease without
+        expiry needs nothing. The thread holds only a weak reference: a lease
+        dropped without being released stops being renewed, and simply expires."""
         if on_lost is not None:
             self.on_lost = on_lost
-        if self.lease_timeout is None or self._renewer is not None:
+        if self.lease_timeout is None or self._renewing:
             return
-        self._renewer = _AutoRenewer(self)
-        self._renewer.start()
+        self._renewing = True
+        _renewer().schedule(self, self.lease_timeout * 2 / 3)
 
     def stop_auto_renew(self) -> None:
         """Stop background renewal (release does this too)."""
-        renewer, self._renewer = self._renewer, None
-        if renewer is not None:
-            renewer.stop()
+        self._renewing = False
 
     def _mark_lost(self, reason: str, *, call_on_lost: bool = True) -> None:
         self.lost = True
@@ -165,46 +172,85 @@ class Lease:
         )
 
 
-class _AutoRenewer(threading.Thread):
-    """Background renewal of one lease at ~2/3 of its duration.
+class _Renewer(threading.Thread):
+    """The process's background renewals: one thread, a heap of due times, and
+    only weak references to the leases it renews.
 
-    Waits on an Event (woken at once by ``stop``), never busy-loops. A renewal
-    that cannot reach Redis is retried at shorter intervals until the lease's
-    own expiry has passed, after which the lease is reported lost.
+    It waits on a condition (woken when an earlier renewal is scheduled), never
+    busy-loops. A renewal that cannot reach Redis is retried at shorter
+    intervals until the lease's own duration has passed since the first
+    failure, after which the lease is reported lost. A forked child starts its
+    own (empty: it renews nothing of its parent's).
     """
 
-    def __init__(self, lease: Lease) -> None:
-        super().__init__(name=f"drp-renew-{lease.resource}", daemon=True)
-        self.lease = lease
-        self._stop_event = threading.Event()
+    def __init__(self) -> None:
+        super().__init__(name="drp-renewer", daemon=True)
+        self.pid = os.getpid()
+        self._due: list[tuple[float, int, weakref.ref[Lease]]] = []
+        self._order = itertools.count()
+        self._changed = threading.Condition()
 
-    def stop(self) -> None:
-        self._stop_event.set()
-        if threading.current_thread() is not self:
-            self.join(timeout=5)
+    def schedule(self, lease: Lease, delay: float) -> None:
+        with self._changed:
+            entry = (time.monotonic() + delay, next(self._order), weakref.ref(lease))
+            heapq.heappush(self._due, entry)
+            if self._due[0] is entry:
+                self._changed.notify()
+
+    def pending(self) -> int:
+        """Leases scheduled (some may have been dropped or released since)."""
+        with self._changed:
+            return len(self._due)
 
     def run(self) -> None:
-        lease = self.lease
+        while True:
+            with self._changed:
+                while not self._due or self._due[0][0] > time.monotonic():
+                    self._changed.wait(self._due[0][0] - time.monotonic() if self._due else None)
+                _, _, ref = heapq.heappop(self._due)
+            lease = ref()
+            if lease is not None and lease._renewing:
+                delay = self._renew(lease)
+                if delay is not None:
+                    self.schedule(lease, delay)
+            del lease
+
+    @staticmethod
+    def _renew(lease: Lease) -> float | None:
+        """Renew ``lease`` once; the delay until the next renewal (None: stop)."""
         assert lease.lease_timeout is not None
         interval = lease.lease_timeout * 2 / 3
-        failures_since: float | None = None
-        wait = interval
-        while not self._stop_event.wait(wait):
-            try:
-                ok = lease._engine.renew(lease, None)
-            except PoolError as exc:
-                now = time.monotonic()
-                failures_since = failures_since or now
-                if now - failures_since >= lease.lease_timeout:
-                    lease._mark_lost(f"renewal kept failing: {exc}")
-                    return
-                logger.warning("renewing %r failed, retrying: %s", lease, exc)
-                wait = min(interval, lease.lease_timeout / 10)
-                continue
-            if self._stop_event.is_set():
-                return
-            if not ok:
-                lease._mark_lost("renewal found it gone (expired, force-released or removed)")
-                return
-            failures_since = None
-            wait = interval
+        try:
+            ok = lease._engine.renew(lease, None)
+        except PoolError as exc:
+            now = time.monotonic()
+            lease._failing_since = lease._failing_since or now
+            if now - lease._failing_since >= lease.lease_timeout:
+                lease._mark_lost(f"renewal kept failing: {exc}")
+                return None
+            logger.warning("renewing %r failed, retrying: %s", lease, exc)
+            return min(interval, lease.lease_timeout / 10)
+        except Exception:
+            logger.exception("renewing %r failed; it is no longer renewed", lease)
+            return None
+        if not lease._renewing:  # released meanwhile: a renewal that found it gone says nothing
+            return None
+        if not ok:
+            lease._mark_lost("renewal found it gone (expired, force-released or removed)")
+            return None
+        lease._failing_since = None
+        return interval
+
+
+_renewer_lock = threading.Lock()
+_the_renewer: _Renewer | None = None
+
+
+def _renewer() -> _Renewer:
+    """The process's renewal thread, started on first use (again after a fork)."""
+    global _the_renewer
+    with _renewer_lock:
+        if _the_renewer is None or _the_renewer.pid != os.getpid():
+            _the_renewer = _Renewer()
+            _the_renewer.start()
+        return _the_renewer
