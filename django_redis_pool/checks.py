@@ -46,6 +46,7 @@ ID                    Problem
 ``E024``              An entry lacks an option its kind requires (e.g. ``FACTORY``).
 ``E025``              Bad ``MAX_CONNECTIONS`` (not an int >= 1, or with ``CLUSTER``) or
                       ``POOL_TIMEOUT`` (not seconds >= 0, or without ``MAX_CONNECTIONS``).
+``E026``              ``REQUEST_LEASE`` is not a number of seconds >= 1.
 ``E099``              The check itself failed unexpectedly (the error is reported).
 ``W001``              A kind is configured that this version does not support yet;
                       its entries cannot be used.
@@ -232,6 +233,16 @@ def validate(raw: Any, caches: Any) -> list[checks.CheckMessage]:
             f"{conf.setting_path('FAIL_OPEN')} must be True or False, got {raw['FAIL_OPEN']!r}.",
             "Use True to run views without a hold when Redis is down, False (the default) "
             "to answer them with the unavailable response.",
+        )
+    lease = raw.get("REQUEST_LEASE", conf.DEFAULT_REQUEST_LEASE)
+    if isinstance(lease, bool) or not isinstance(lease, (int, float)) or not 1 <= lease < 2**31:
+        report.error(
+            26,
+            f"{conf.setting_path('REQUEST_LEASE')} must be a number of seconds >= 1, "
+            f"got {lease!r}.",
+            "Use how long a request's hold on a primitive without LEASE_TIMEOUT outlives "
+            f"a killed worker, e.g. {conf.DEFAULT_REQUEST_LEASE:g} (the default); it is "
+            "renewed while the request runs.",
         )
     return report.messages
 

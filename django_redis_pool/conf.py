@@ -88,6 +88,10 @@ CONNECTION_KEYS = (
 #: How long a command waits for a free connection when MAX_CONNECTIONS bounds them (s).
 DEFAULT_POOL_TIMEOUT = 5.0
 
+#: The lease of a request's hold on a primitive whose leases never expire (s):
+#: renewed while the request runs, so a killed worker's hold ends within it.
+DEFAULT_REQUEST_LEASE = 30.0
+
 
 def top_level_keys() -> tuple[str, ...]:
     """Every key the setting accepts: ``CONNECTION``, ``KEY_PREFIX``, one mapping
@@ -99,6 +103,7 @@ def top_level_keys() -> tuple[str, ...]:
         "MIDDLEWARE",
         "UNAVAILABLE_VIEW",
         "FAIL_OPEN",
+        "REQUEST_LEASE",
     )
 
 
@@ -278,6 +283,7 @@ class Config:
     middleware: tuple[Rule, ...] = ()
     unavailable_view: str | Callable[..., Any] | None = None
     fail_open: bool = False
+    request_lease: float = DEFAULT_REQUEST_LEASE
 
     def names(self, kind: Kind | None = None) -> list[str]:
         """Sorted names of the configured entries (of ``kind`` only, if given)."""
@@ -314,4 +320,5 @@ def parse(raw: Mapping[str, Any]) -> Config:
         ),
         unavailable_view=raw.get("UNAVAILABLE_VIEW"),
         fail_open=raw.get("FAIL_OPEN", False),
+        request_lease=raw.get("REQUEST_LEASE", DEFAULT_REQUEST_LEASE),
     )

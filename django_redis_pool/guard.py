@@ -117,13 +117,20 @@ class Guard:
         try:
             primitive = registry.get_resource(self.name)  # a Cluster client connects here
             holder = holder or self.holder_of(request)
+            lease_timeout, watched = self.lease_timeout, False
+            if lease_timeout is None and getattr(primitive, "lease_timeout", 0) is None:
+                # No lease would ever end it: a watchdog lease, renewed while the
+                # request runs, ends a killed worker's hold instead.
+                lease_timeout, watched = registry.get_config().request_lease, True
             ask = kinds.Ask(
                 holder=holder,
                 identity=None if self._identity is None else holder,
                 timeout=self.wait_of(primitive),
-                lease_timeout=self.lease_timeout,
+                lease_timeout=lease_timeout,
             )
             held = kinds.by_name()[primitive.kind].hold(primitive, ask)
+            if watched and held is not None and held.lease is not None:
+                held.lease.start_auto_renew()
         except NotConfigured:
             raise  # a configuration error, not a busy resource
         except PoolError as exc:  # Redis unreachable, or refusing (OOM, ...)
@@ -219,6 +226,8 @@ class Guard:
     def exit(self, request: HttpRequest, held: Held) -> None:
         """Release ``held`` now; never raises (a hold that cannot be released is
         reclaimed when its lease expires)."""
+        if held.lease is not None:
+            held.lease.stop_auto_renew()
         try:
             ok = held.release()
         except Exception as exc:

@@ -1,0 +1,120 @@
+"""A request's hold always ends.
+
+On a primitive whose leases never expire (no ``LEASE_TIMEOUT``), the decorator
+and the middleware hold with a lease of ``REQUEST_LEASE`` seconds, renewed
+while the request runs (a watchdog): a worker killed mid-request leaves a hold
+that ends within that lease, where it used to be held for ever.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from typing import Any
+
+import pytest
+from django.core.management import call_command
+from django.test import RequestFactory
+
+from django_redis_pool import get_lock, get_pool, get_semaphore
+from django_redis_pool.decorators import with_resource
+from django_redis_pool.guard import Guard
+
+from .waiting import wait_for
+
+NAMES = ["printers", "reports", "imports"]
+
+
+@pytest.fixture
+def configured(settings: Any, redis_url: str) -> None:
+    settings.DJANGO_REDIS_POOL = {
+        "CONNECTION": {"URL": redis_url},
+        "REQUEST_LEASE": 1,
+        # none of them has a LEASE_TIMEOUT: their own leases never expire
+        "POOLS": {"printers": {"RESOURCES": ["p1"]}},
+        "SEMAPHORES": {"reports": {"MAX_SIZE": 1}},
+        "LOCKS": {"imports": {"LEASE_TIMEOUT": None}},
+    }
+
+
+def is_taken(name: str) -> bool:
+    """Whether another caller is refused ``name`` now."""
+    if name == "printers":
+        lease = get_pool(name).acquire(timeout=0)
+    elif name == "reports":
+        lease = get_semaphore(name).acquire_lease("someone-else", timeout=0)
+    else:
+        lock = get_lock(name).for_holder("someone-else")
+        if not lock.acquire(blocking=False):
+            return True
+        lock.release()
+        return False
+    if lease is None:
+        return True
+    lease.release()
+    return False
+
+
+def holds_of(name: str) -> list[Any]:
+    primitive = {"printers": get_pool, "reports": get_semaphore, "imports": get_lock}[name](name)
+    snap = primitive.snapshot()
+    return [(lease, snap.seconds_left(lease)) for lease in snap.leases]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_a_request_holds_with_a_renewed_lease_while_it_runs(configured: None, name: str) -> None:
+    seen: dict[str, Any] = {}
+
+    @with_resource(name, timeout=0)
+    def view(request: Any) -> Any:
+        ((_, left),) = holds_of(name)
+        seen["left"] = left
+        started = time.monotonic()
+        wait_for(lambda: time.monotonic() - started > 2.5, what="2.5 leases")
+        seen["taken"] = is_taken(name)
+        from django.http import HttpResponse
+
+        return HttpResponse("ok")
+
+    response = view(RequestFactory().get("/"))
+    response.close()
+    assert seen["left"] is not None and 0 < seen["left"] <= 1, "a lease, not a hold for ever"
+    assert seen["taken"], "renewed while the request runs"
+    assert holds_of(name) == [] and not is_taken(name), "released with the response"
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_a_hold_of_a_killed_worker_ends_within_the_request_lease(
+    configured: None, name: str
+) -> None:
+    pid = os.fork()
+    if pid == 0:  # the worker: holds for a request, then dies without releasing
+        try:
+            held = Guard(name, timeout=0).enter(RequestFactory().get("/"))
+            assert held is not None
+        finally:
+            os.kill(os.getpid(), signal.SIGKILL)
+    _, status = os.waitpid(pid, 0)
+    assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL
+    assert holds_of(name), "the dead worker's hold is there"
+    wait_for(lambda: not holds_of(name), timeout=10, what="the dead worker's hold to end")
+
+
+def test_an_explicit_lease_is_not_renewed(configured: None) -> None:
+    guard = Guard("printers", timeout=0, lease_timeout=0.5)
+    held = guard.enter(RequestFactory().get("/"))
+    assert held is not None and held.lease is not None
+    assert not held.lease._renewing, "the view asked for this lease: it is kept as asked"
+    guard.exit(RequestFactory().get("/"), held)
+
+
+def test_request_lease_is_checked(settings: Any, redis_url: str) -> None:
+    from django_redis_pool.checks import validate
+
+    for bad in (0, -1, "30", True, None):
+        settings.DJANGO_REDIS_POOL = {"CONNECTION": {"URL": redis_url}, "REQUEST_LEASE": bad}
+        ids = [message.id for message in validate(settings.DJANGO_REDIS_POOL, {})]
+        assert ids == ["django_redis_pool.E026"], (bad, ids)
+    settings.DJANGO_REDIS_POOL = {"CONNECTION": {"URL": redis_url}, "REQUEST_LEASE": 2.5}
+    call_command("check")
