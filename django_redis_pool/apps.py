@@ -26,6 +26,7 @@ class DjangoRedisPoolConfig(AppConfig):
         from .primitives import lease
 
         django_checks.register(checks.check_settings, checks.TAG)
+        django_checks.register(checks.check_deploy, checks.TAG, deploy=True)
         django_checks.register(checks.check_view_resources, checks.TAG, django_checks.Tags.urls)
         kinds.all_kinds()
         autodiscover_modules("tasks")  # apps' @task handlers

@@ -47,11 +47,31 @@ ID                    Problem
 ``E025``              Bad ``MAX_CONNECTIONS`` (not an int >= 1, or with ``CLUSTER``) or
                       ``POOL_TIMEOUT`` (not seconds >= 0, or without ``MAX_CONNECTIONS``).
 ``E026``              ``REQUEST_LEASE`` is not a number of seconds >= 1.
+``E027``              ``CONNECTION["OPTIONS"]`` / ``["SENTINEL_OPTIONS"]`` names an argument
+                      redis-py's client does not take, or gives a common one a value of
+                      the wrong type (checked without connecting).
 ``E099``              The check itself failed unexpectedly (the error is reported).
 ``W001``              A kind is configured that this version does not support yet;
                       its entries cannot be used.
 ``W002``              ``MIDDLEWARE`` rules are set, but ``ResourceMiddleware`` is not in
                       ``settings.MIDDLEWARE``, so they do nothing.
+====================  ==================================================================
+
+``manage.py check --deploy`` adds checks of the Redis server itself (they
+connect to it) and of what production needs:
+
+====================  ==================================================================
+``E028``              Redis is older than 6.2.
+``E029``              ``maxmemory-policy`` is an ``allkeys-*`` policy with a
+                      ``maxmemory``: an evicted lease lets a second holder take a
+                      resource its holder still uses (a double grant).
+``W003``              Redis could not be reached to check it.
+``W004``              Redis persists nothing (no AOF, no RDB snapshots): a restart
+                      loses every hold, queue and task.
+``W005``              The connection shares a cache's Redis database: ``cache.clear()``
+                      (a ``FLUSHDB``) wipes every hold.
+``W006``              An entry that names its members has none (e.g. an empty
+                      ``RESOURCES``): requests would wait for nothing.
 ====================  ==================================================================
 """
 
@@ -64,10 +84,10 @@ from urllib.parse import urlsplit
 
 from django.core import checks
 
-from . import conf, kinds
+from . import conf, kinds, registry
 from .primitives.validators import check_name
 
-__all__ = ["TAG", "check_settings", "check_view_resources", "validate"]
+__all__ = ["TAG", "check_deploy", "check_settings", "check_view_resources", "validate"]
 
 TAG = "django_redis_pool"
 _PREFIX = "django_redis_pool"
@@ -124,6 +144,137 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckM
                 id=f"{_PREFIX}.E099",
             )
         ]
+
+
+def check_deploy(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    """``manage.py check --deploy``: what production needs of the settings and of
+    the Redis server (this one connects to Redis). Reports nothing while the
+    setting itself is invalid (``check_settings`` does). Never raises."""
+    from django.conf import settings
+
+    try:
+        raw = conf.get_setting()
+        caches = getattr(settings, "CACHES", {})
+        if any(m.is_serious() for m in validate(raw, caches)):
+            return []
+        report = _Report()
+        config = registry.get_config()
+        for entry in config.entries.values():
+            for msg, hint in entry.kind.deploy_warnings(entry.name, entry.options):
+                report.warning(6, msg, hint)
+        _check_shared_cache(config.connection, caches, report)
+        try:
+            client = registry.get_connection()
+            infos = _server_infos(client)
+            save = _config_value(client, "save")
+        except Exception as exc:
+            report.warning(
+                3,
+                f"Redis could not be reached to check it: {exc}",
+                "Run manage.py check --deploy where the production Redis is reachable.",
+            )
+        else:
+            for info in infos:
+                _check_server(info, save, report)
+        return report.messages
+    except Exception as exc:  # a check must report, never crash `manage.py check`
+        return [
+            checks.Error(
+                f"The deploy checks of {conf.SETTING_NAME} failed unexpectedly: {exc!r}",
+                hint="Report it; the regular checks still apply.",
+                id=f"{_PREFIX}.E099",
+            )
+        ]
+
+
+def _server_infos(client: Any) -> list[Mapping[str, Any]]:
+    """``INFO`` of the server, or of every node of a cluster."""
+    info = client.info()
+    if info and all(isinstance(value, dict) for value in info.values()):
+        return list(info.values())  # RedisCluster: node -> its INFO
+    return [info]
+
+
+def _config_value(client: Any, name: str) -> str | None:
+    """``CONFIG GET name`` (None where CONFIG is refused, e.g. on managed Redis)."""
+    try:
+        value = client.config_get(name)
+    except Exception:
+        return None
+    got = value.get(name, value.get(name.encode())) if isinstance(value, dict) else None
+    return got.decode() if isinstance(got, bytes) else got
+
+
+def _check_server(info: Mapping[str, Any], save: str | None, report: _Report) -> None:
+    version = str(info.get("redis_version", "0"))
+    if tuple(int(p) for p in version.split(".")[:2] if p.isdigit()) < (6, 2):
+        report.error(
+            28,
+            f"Redis {version} is older than 6.2, the oldest version this package supports.",
+            "Upgrade Redis to 6.2 or later.",
+        )
+    policy, limit = str(info.get("maxmemory_policy", "noeviction")), info.get("maxmemory", 0)
+    if policy.startswith("allkeys-") and limit:
+        report.error(
+            29,
+            f"Redis evicts any key when full (maxmemory-policy {policy}, maxmemory "
+            f"{limit}): an evicted lease lets a second holder take a resource that its "
+            "holder still uses (a double grant; its fence stays higher, see the docs).",
+            "Use maxmemory-policy noeviction (or volatile-*) on the Redis that holds the "
+            "primitives, and keep caches on another Redis or database.",
+        )
+    if not info.get("aof_enabled") and save == "":
+        report.warning(
+            4,
+            "Redis persists nothing (no AOF, no RDB snapshots): a restart loses every "
+            "hold, waiter, queued task and result. Fences keep increasing and configured "
+            "members come back by themselves, but a holder learns that its hold is gone "
+            "only at its next renewal or release.",
+            "Enable appendonly yes (appendfsync everysec) for the Redis that holds the "
+            "primitives; see docs/operations.md.",
+        )
+
+
+def _check_shared_cache(connection: Mapping[str, Any], caches: Any, report: _Report) -> None:
+    """W005: the primitives live in a database that a cache also uses."""
+    alias = connection.get("CACHE")
+    if alias is None and isinstance(connection.get("URL"), str):
+        ours = _database_of(connection["URL"])
+        alias = next(
+            (
+                name
+                for name, cache in caches.items()
+                if isinstance(cache, dict)
+                and ours in {_database_of(location) for location in _locations(cache)}
+            ),
+            None,
+        )
+    if alias is not None:
+        report.warning(
+            5,
+            f"The primitives share the Redis database of the cache {alias!r}: "
+            "cache.clear() flushes that database, and every hold, waiter and task with it.",
+            "Give the primitives a database (or a Redis) of their own in "
+            f"{conf.setting_path('CONNECTION', 'URL')}, e.g. redis://host:6379/1.",
+        )
+
+
+def _locations(cache: Mapping[str, Any]) -> list[str]:
+    location = cache.get("LOCATION", [])
+    if isinstance(location, str):
+        location = location.split(",") if "," in location else [location]
+    return [str(item) for item in location if isinstance(item, str)]
+
+
+def _database_of(url: str) -> tuple[str, int | None, str]:
+    """(host, port, database) that a redis:// URL names."""
+    parts = urlsplit(url.strip())
+    database = parts.path.strip("/") or "0"
+    try:
+        port = parts.port or 6379
+    except ValueError:
+        port = None
+    return (parts.hostname or "", port, database)
 
 
 def check_view_resources(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
@@ -297,19 +448,93 @@ def _check_connection(connection: Any, caches: Any, report: _Report) -> None:
                 + f" Remove {key}.",
             )
     for key in ("OPTIONS", "SENTINEL_OPTIONS"):
-        if key in connection and key in allowed and not _is_str_keyed_dict(connection[key]):
+        if key not in connection or key not in allowed:
+            continue
+        if not _is_str_keyed_dict(connection[key]):
             report.error(
                 6,
                 f"{conf.setting_path('CONNECTION', key)} must be a dict of keyword "
                 f"arguments, got {connection[key]!r}.",
                 'Use e.g. {"socket_timeout": 5, "password": "..."}, or remove the key.',
             )
+        else:
+            _check_client_options(key, connection[key], report)
     if form == "URL":
         _check_url(connection, report)
     elif form == "CACHE":
         _check_cache(connection["CACHE"], caches, report)
     else:
         _check_sentinels(connection, report)
+
+
+#: Types of the client arguments most often set, checked without connecting
+#: (None is accepted for each where redis-py accepts it).
+_OPTION_TYPES: dict[str, tuple[type, ...]] = {
+    "socket_timeout": (int, float, type(None)),
+    "socket_connect_timeout": (int, float, type(None)),
+    "health_check_interval": (int, float),
+    "socket_keepalive": (bool, type(None)),
+    "retry_on_timeout": (bool,),
+    "decode_responses": (bool,),
+    "ssl": (bool,),
+    "db": (int,),
+    "max_connections": (int, type(None)),
+    "username": (str, type(None)),
+    "password": (str, type(None)),
+    "client_name": (str, type(None)),
+}
+
+
+def _client_arguments() -> set[str]:
+    """Every keyword argument redis-py's clients and connections take."""
+    import inspect
+
+    import redis
+    from redis import connection
+    from redis.cluster import RedisCluster
+
+    takers = (
+        redis.Redis,
+        RedisCluster,
+        connection.AbstractConnection,
+        connection.Connection,
+        connection.SSLConnection,
+        connection.UnixDomainSocketConnection,
+    )
+    return {
+        name
+        for taker in takers
+        for name, parameter in inspect.signature(taker.__init__).parameters.items()
+        if parameter.kind is parameter.KEYWORD_ONLY
+        or parameter.kind is parameter.POSITIONAL_OR_KEYWORD
+    } - {"self", "host", "port", "path", "connection_pool", "startup_nodes"}
+
+
+def _check_client_options(key: str, options: dict[str, Any], report: _Report) -> None:
+    known = _client_arguments()
+    for name, value in options.items():
+        path = conf.setting_path("CONNECTION", key, name)
+        if name not in known:
+            close = difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.6)
+            report.error(
+                27,
+                f"{path} is not an argument of redis-py's client (every connection would "
+                "fail with a TypeError).",
+                (f"Did you mean {close[0]!r}? " if close else "")
+                + "Use the keyword arguments of redis.Redis, or remove it.",
+            )
+        elif name in _OPTION_TYPES and (
+            not isinstance(value, _OPTION_TYPES[name])
+            or (bool not in _OPTION_TYPES[name] and isinstance(value, bool))
+        ):
+            expected = " or ".join(
+                "None" if t is type(None) else t.__name__ for t in _OPTION_TYPES[name]
+            )
+            report.error(
+                27,
+                f"{path} must be {expected}, got {value!r}.",
+                f"Give {name} a value of that type (e.g. 5 for a number of seconds).",
+            )
 
 
 def _check_url(connection: dict[str, Any], report: _Report) -> None:

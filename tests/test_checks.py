@@ -486,3 +486,134 @@ def test_e023_is_not_reported_while_the_setting_itself_is_invalid(settings: Any)
     ids = [m.id for m in run_checks(tags=[TAG])]
     assert "django_redis_pool.E023" not in ids
     assert "django_redis_pool.E013" in ids
+
+
+# ---------------------------------------------------- client options, without I/O
+
+
+@pytest.mark.parametrize(
+    "options, fragment",
+    [
+        ({"socket_timout": 5}, "Did you mean 'socket_timeout'?"),
+        ({"no_such_argument": 1}, "is not an argument of redis-py's client"),
+        ({"socket_timeout": "5"}, "must be int or float or None, got '5'"),
+        ({"db": "1"}, "must be int, got '1'"),
+        ({"db": True}, "must be int, got True"),
+        ({"retry_on_timeout": "yes"}, "must be bool, got 'yes'"),
+    ],
+)
+def test_e027_bad_client_options_are_caught_without_connecting(
+    settings: Any, options: dict[str, Any], fragment: str
+) -> None:
+    """A bad OPTIONS used to pass the checks and make every request a 500."""
+    message = only(ours(settings, {"CONNECTION": {"URL": URL, "OPTIONS": options}}), "E027")
+    assert fragment in message.msg + message.hint
+
+
+def test_e027_covers_sentinel_options(settings: Any) -> None:
+    value = {
+        "CONNECTION": {
+            "SENTINELS": [["s1", 26379]],
+            "SERVICE_NAME": "m",
+            "SENTINEL_OPTIONS": {"sockt_timeout": 1},
+        }
+    }
+    assert "SENTINEL_OPTIONS" in only(ours(settings, value), "E027").msg
+
+
+def test_common_client_options_pass(settings: Any) -> None:
+    options = {
+        "socket_timeout": 2.5,
+        "socket_connect_timeout": 1,
+        "health_check_interval": 30,
+        "retry_on_timeout": True,
+        "password": "secret",
+        "username": None,
+        "ssl_cert_reqs": "required",
+        "client_name": "web",
+    }
+    assert ours(settings, {"CONNECTION": {"URL": URL, "OPTIONS": options}}) == []
+
+
+# ---------------------------------------------------- manage.py check --deploy
+
+
+def deploy(settings: Any, value: Any, caches: Any = None) -> list[Any]:
+    """The messages of our deploy checks (they connect to Redis)."""
+    settings.DJANGO_REDIS_POOL = value
+    if caches is not None:
+        settings.CACHES = caches
+    return [
+        m
+        for m in run_checks(tags=[TAG], include_deployment_checks=True)
+        if m.id.startswith("django_redis_pool.")
+    ]
+
+
+def test_deploy_checks_a_production_like_redis(settings: Any, redis_url: str, redis_client) -> None:
+    redis_client.config_set("appendonly", "yes")
+    try:
+        value = {"CONNECTION": {"URL": redis_url}, "POOLS": {"printers": {"RESOURCES": ["p1"]}}}
+        assert deploy(settings, value) == []
+    finally:
+        redis_client.config_set("appendonly", "no")
+
+
+def test_w004_no_persistence(settings: Any, redis_url: str) -> None:
+    # the harness's Redis runs with --save '' --appendonly no
+    message = only(deploy(settings, {"CONNECTION": {"URL": redis_url}}), "W004")
+    assert "a restart loses every hold" in message.msg and "appendonly" in message.hint
+
+
+def test_e029_allkeys_eviction_names_the_double_grant(
+    settings: Any, redis_url: str, redis_client
+) -> None:
+    redis_client.config_set("appendonly", "yes")
+    redis_client.config_set("maxmemory", "1gb")
+    redis_client.config_set("maxmemory-policy", "allkeys-lru")
+    try:
+        message = only(deploy(settings, {"CONNECTION": {"URL": redis_url}}), "E029")
+        assert "allkeys-lru" in message.msg and "double grant" in message.msg
+        redis_client.config_set("maxmemory-policy", "volatile-lru")
+        assert deploy(settings, {"CONNECTION": {"URL": redis_url}}) == []
+    finally:
+        redis_client.config_set("maxmemory-policy", "noeviction")
+        redis_client.config_set("maxmemory", "0")
+        redis_client.config_set("appendonly", "no")
+
+
+@pytest.mark.parametrize("form", ["CACHE", "URL"])
+def test_w005_sharing_a_caches_database(
+    settings: Any, redis_url: str, redis_client, form: str
+) -> None:
+    caches = {
+        "default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": redis_url}
+    }
+    connection = {"CACHE": "default"} if form == "CACHE" else {"URL": redis_url}
+    messages = [m for m in deploy(settings, {"CONNECTION": connection}, caches) if m.id[-4:] != "W004"]
+    assert "cache.clear()" in only(messages, "W005").msg
+    other = {"URL": redis_url.rstrip("0123456789").rstrip("/") + "/5"}
+    assert not [m for m in deploy(settings, {"CONNECTION": other}, caches) if m.id[-4:] == "W005"]
+
+
+@pytest.mark.parametrize("key, option", [("POOLS", "RESOURCES"), ("ALLOCATORS", "KEYS")])
+def test_w006_a_pool_or_allocator_without_members(
+    settings: Any, redis_url: str, key: str, option: str
+) -> None:
+    value = {"CONNECTION": {"URL": redis_url}, key: {"empty": {}}}
+    messages = [m for m in deploy(settings, value) if m.id[-4:] != "W004"]
+    message = only(messages, "W006")
+    assert f'["{option}"] is empty' in message.msg
+
+
+def test_w003_unreachable_redis(settings: Any) -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    value = {"CONNECTION": {"URL": f"redis://127.0.0.1:{port}/0", "OPTIONS": {"socket_timeout": 1}}}
+    assert "could not be reached" in only(deploy(settings, value), "W003").msg
+
+
+def test_deploy_checks_say_nothing_while_the_setting_is_invalid(settings: Any) -> None:
+    ids = [m.id for m in deploy(settings, {"CONNECTION": 5})]
+    assert ids == ["django_redis_pool.E003"]

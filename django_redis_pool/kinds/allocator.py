@@ -100,6 +100,7 @@ class AllocatorKind(LeaseKind):
         ),
     }
     size_word = "keys"
+    members = ("KEYS", "keys", "extend()")
     held_label = "Key"
     find_label = "Key"
     counts_slots = False

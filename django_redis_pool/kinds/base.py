@@ -125,6 +125,11 @@ class Kind:
         """Raise ``ValueError`` naming ``path`` when valid options do not go
         together (each one alone was validated already)."""
 
+    def deploy_warnings(self, name: str, options: Mapping[str, Any]) -> list[tuple[str, str]]:
+        """(message, hint) pairs that ``manage.py check --deploy`` reports for
+        entry ``name`` (e.g. a pool with no resources). Does no I/O."""
+        return []
+
     # -- requests --------------------------------------------------------------
 
     def hold(self, primitive: Any, ask: Ask) -> Held | None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
@@ -15,7 +16,7 @@ from typing import Any
 from django import forms
 from django.http import HttpRequest
 
-from .. import signals
+from .. import conf, signals
 from ..dashboard import ActionFailed, Summary, action, section, summary
 from ..primitives.base import Snapshot
 from ..primitives.lease import Lease
@@ -86,6 +87,9 @@ class LeaseKind(Kind):
     #: Slots counted up to a size (the holders' caption says "of <size>"), or
     #: named resources (an available table; ids are trimmed in the finder).
     counts_slots = True
+    #: The option listing an entry's members, what they are, and the method
+    #: adding them at run time (None: its entries name no members).
+    members: tuple[str, str, str] | None = None
 
     def __init__(self) -> None:
         summary(self.name)(lease_summary)
@@ -112,6 +116,19 @@ class LeaseKind(Kind):
 
     def register_actions(self) -> None:
         """Register this kind's own dashboard actions (between force-release and gc)."""
+
+    def deploy_warnings(self, name: str, options: Mapping[str, Any]) -> list[tuple[str, str]]:
+        """An entry whose ``members`` option is empty."""
+        if self.members is None or options[self.members[0]]:
+            return []
+        option, what, method = self.members
+        return [
+            (
+                f"{conf.setting_path(self.setting_key, name, option)} is empty: the "
+                f"{self.label} {name!r} starts with no {what}, and its requests wait for nothing.",
+                f"List its {what} there (or add them at run time with {method} or the admin).",
+            )
+        ]
 
     # -- requests --------------------------------------------------------------
 

@@ -60,6 +60,7 @@ class PoolKind(LeaseKind):
         ),
     }
     size_word = "resources"
+    members = ("RESOURCES", "resource ids", "associate()")
     held_label = "Resource"
     find_label = "Resource id"
     counts_slots = False
