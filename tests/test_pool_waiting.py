@@ -16,6 +16,7 @@ from django_redis_pool import ResourcePool
 from django_redis_pool.primitives.engine import LeaseEngine
 
 from .clients import client_from, spec_of
+from .primitive_helpers import redis_time
 from .waiting import wait_for
 
 mp = multiprocessing.get_context("fork")
@@ -313,3 +314,26 @@ def test_interrupted_waiter_withdraws_at_once(client):
         if proc.is_alive():
             proc.kill()
             proc.join(5)
+
+
+def test_a_grant_handed_to_a_waiter_that_died_lapses_after_the_confirmation_window(client):
+    """A release within a dead waiter's liveness window hands the resource to
+    it; unconfirmed, that grant lasts PROVISIONAL (5 s), not the 30 s lease."""
+    pool = ResourcePool(client, "stall", lease_timeout=30)
+    pool.associate("r")
+    held = pool.acquire()
+    proc = mp.Process(target=_wait_forever, args=(spec_of(client), "stall"))
+    proc.start()
+    wait_for(lambda: pool.waiting_count() == 1)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.join(5)
+    held.release()  # at once: the dead waiter still counts as alive
+    handed = pool.lease_of("r")
+    assert handed is not None and handed.holder == "doomed"
+    assert handed.expires_at is not None
+    assert handed.expires_at - redis_time(client) <= 5.0, "a confirmation window, not the lease"
+    started = time.monotonic()
+    lease = pool.acquire(timeout=20, holder="alive")
+    assert lease is not None and lease.holder == "alive"
+    assert time.monotonic() - started < 15, "the dead waiter stalled the queue for its lease"
+    assert lease.expires_at is not None and lease.expires_at - redis_time(client) > 25

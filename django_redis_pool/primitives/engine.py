@@ -243,7 +243,7 @@ class LeaseEngine:
         return lease, provisional == "1"
 
     def _lease(self, resource: str, raw: str) -> Lease | None:
-        """Lease granted to us; a provisional (unconfirmed no-expiry) grant is
+        """Lease granted to us; a provisional (unconfirmed) grant to a waiter is
         confirmed first. None if the grant was lost before it could be."""
         lease, provisional = self._decode(resource, raw)
         if provisional and not self.renew(lease, None):

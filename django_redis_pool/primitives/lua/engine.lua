@@ -94,7 +94,7 @@ local DROP_LIMIT = 64        -- ended allocator keys dropped per malloc
 local UPKEEP_LIMIT = 16      -- deferred and orphaned tasks handled per take
 local WAKE_TOKENS = 64       -- wake tokens kept per task name
 local GRACE_MS = 1000        -- slack on a waiter's liveness window
-local PROVISIONAL_MS = 10000 -- life of an unconfirmed no-expiry grant to a waiter
+local PROVISIONAL_MS = 5000  -- life of an unconfirmed grant to a waiter (at most)
 local WAKE_TTL_MS = 60000    -- an unread wake list disappears after this
 local DONE_TTL_MS = 60000    -- a generation of remembered replies lives this long
 local DONE_LIMIT = 1000      -- remembered replies per generation
@@ -178,20 +178,20 @@ end
 
 -- @fn set_lease
 -- Store `rec` (of `resource`) with a lease of `lease_ms` from now (-1: none);
--- returns the record string. A no-expiry lease that is `provisional` (made on
--- a waiter's behalf, not yet confirmed) expires after PROVISIONAL_MS unless
--- the waiter confirms it (renew), so a waiter that died before reading its wake
--- list never keeps the resource. `extra` (optional): a field and value written
+-- returns the record string. A `provisional` lease (made on a waiter's behalf,
+-- not yet confirmed) longer than PROVISIONAL_MS, or without expiry, lasts
+-- PROVISIONAL_MS until the waiter confirms it (renew), so a waiter that died
+-- before reading its wake list stalls the queue that long, not a whole lease. `extra` (optional): a field and value written
 -- to :info in the same HSET. Allocators: the new expiry lowers "\1due" when
 -- DUE (read by malloc_fast) is known, else "\1due" is forgotten.
 local function set_lease(resource, rec, lease_ms, provisional, extra_field, extra_value)
   local score = 'inf'
   rec.e, rec.l, rec.p = -1, lease_ms, 0
-  if lease_ms >= 0 then
-    rec.e = NOW + lease_ms
-    score = rec.e
-  elseif provisional then
+  if provisional and (lease_ms < 0 or lease_ms > PROVISIONAL_MS) then
     rec.e, rec.p = NOW + PROVISIONAL_MS, 1
+    score = rec.e
+  elseif lease_ms >= 0 then
+    rec.e = NOW + lease_ms
     score = rec.e
   end
   local raw = encode(rec)
