@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import logging
 import os
 import socket
 import threading
@@ -38,6 +39,8 @@ from .scripts import ScriptRunner, runner_for
 __all__ = ["LeaseEngine", "Waiter", "default_holder"]
 
 _HOSTNAME = socket.gethostname()
+
+logger = logging.getLogger("django_redis_pool")
 
 
 def default_holder() -> str:
@@ -114,7 +117,31 @@ class LeaseEngine:
         self, *, timeout: float | None, lease_ms: int, holder: str, priority: int
     ) -> Lease | None:
         """Grant a lease now, or wait up to ``timeout`` seconds (None: forever;
-        0: do not wait) for one, fairly. Returns None if nothing was granted."""
+        0: do not wait) for one, fairly. Returns None if nothing was granted.
+
+        A grant that reaches us more than ``LATE_GRANT`` seconds after the
+        timeout (a slow or paused Redis, a long pause of this process) is given
+        back at once and None is returned: a caller never holds past its wait."""
+        started = time.monotonic()
+        lease = self._acquire(timeout=timeout, lease_ms=lease_ms, holder=holder, priority=priority)
+        if lease is not None and timeout is not None:
+            late = time.monotonic() - started - timeout
+            if late > LATE_GRANT:
+                logger.warning(
+                    "%s: a grant came %.2f s after the %s s wait ended (Redis slow or "
+                    "paused?); given back",
+                    self.label,
+                    late,
+                    timeout,
+                )
+                with contextlib.suppress(Exception):
+                    self.release(lease.resource, lease.token)
+                return None
+        return lease
+
+    def _acquire(
+        self, *, timeout: float | None, lease_ms: int, holder: str, priority: int
+    ) -> Lease | None:
         token = new_token()
         if timeout == 0:
             wait_ms, deadline = -2, None
@@ -364,6 +391,10 @@ PACKED = frozenset({"acquire", "release", "renew", "wait", "withdraw"})
 
 #: The shortest blocking read sent to Redis, in seconds.
 MIN_BLOCK = 0.01
+
+#: How late after its timeout an acquire may still take a grant, in seconds;
+#: a later one is given back (see ``LeaseEngine.acquire``).
+LATE_GRANT = 0.25
 
 _token_prefix = os.urandom(8).hex()
 _token_counter = itertools.count()
