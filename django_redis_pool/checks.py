@@ -67,7 +67,7 @@ connect to it) and of what production needs:
                       resource its holder still uses (a double grant).
 ``W003``              Redis could not be reached to check it.
 ``W004``              Redis persists nothing (no AOF, no RDB snapshots): a restart
-                      loses every hold, queue and task.
+                      loses every hold, waiter and task.
 ``W005``              The connection shares a cache's Redis database: ``cache.clear()``
                       (a ``FLUSHDB``) wipes every hold.
 ``W006``              An entry that names its members has none (e.g. an empty

@@ -195,7 +195,6 @@ def test_changing_a_free_keys_priority_moves_it(client):
     assert allocator.malloc_key() == "k2"
 
 
-
 def test_a_held_keys_new_priority_applies_when_it_is_freed(client):
     """A lease keeps its key's priority so that its free reads no meta: a
     priority changed meanwhile must replace it."""
@@ -231,6 +230,7 @@ def test_a_timer_set_after_a_malloc_is_kept(client, timer):
         assert got == "k2" and "k1" not in allocator, "the ended key was dropped"
     else:
         assert {got, allocator.malloc_key()} == {"k1", "k2"}, "the cooldown ended"
+
 
 # -- health ----------------------------------------------------------------------
 

@@ -590,7 +590,9 @@ def test_w005_sharing_a_caches_database(
         "default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": redis_url}
     }
     connection = {"CACHE": "default"} if form == "CACHE" else {"URL": redis_url}
-    messages = [m for m in deploy(settings, {"CONNECTION": connection}, caches) if m.id[-4:] != "W004"]
+    messages = [
+        m for m in deploy(settings, {"CONNECTION": connection}, caches) if m.id[-4:] != "W004"
+    ]
     assert "cache.clear()" in only(messages, "W005").msg
     other = {"URL": redis_url.rstrip("0123456789").rstrip("/") + "/5"}
     assert not [m for m in deploy(settings, {"CONNECTION": other}, caches) if m.id[-4:] == "W005"]

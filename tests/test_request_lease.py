@@ -18,7 +18,6 @@ from django.core.management import call_command
 from django.test import RequestFactory
 
 from django_redis_pool import get_lock, get_pool, get_semaphore
-from django_redis_pool.decorators import with_resource
 from django_redis_pool.guard import Guard
 
 from .waiting import wait_for
@@ -64,24 +63,16 @@ def holds_of(name: str) -> list[Any]:
 
 @pytest.mark.parametrize("name", NAMES)
 def test_a_request_holds_with_a_renewed_lease_while_it_runs(configured: None, name: str) -> None:
-    seen: dict[str, Any] = {}
-
-    @with_resource(name, timeout=0)
-    def view(request: Any) -> Any:
-        ((_, left),) = holds_of(name)
-        seen["left"] = left
-        started = time.monotonic()
-        wait_for(lambda: time.monotonic() - started > 2.5, what="2.5 leases")
-        seen["taken"] = is_taken(name)
-        from django.http import HttpResponse
-
-        return HttpResponse("ok")
-
-    response = view(RequestFactory().get("/"))
-    response.close()
-    assert seen["left"] is not None and 0 < seen["left"] <= 1, "a lease, not a hold for ever"
-    assert seen["taken"], "renewed while the request runs"
-    assert holds_of(name) == [] and not is_taken(name), "released with the response"
+    guard, request = Guard(name, timeout=0), RequestFactory().get("/")
+    held = guard.enter(request)  # what @with_resource and the middleware do
+    assert held is not None
+    ((_, left),) = holds_of(name)
+    assert left is not None and 0 < left <= 1, "a lease of REQUEST_LEASE, not a hold for ever"
+    started = time.monotonic()
+    wait_for(lambda: time.monotonic() - started > 2.5, what="2.5 leases")
+    assert is_taken(name), "renewed while the request runs"
+    guard.exit(request, held)
+    assert holds_of(name) == [] and not is_taken(name), "released at the end of the request"
 
 
 @pytest.mark.parametrize("name", NAMES)

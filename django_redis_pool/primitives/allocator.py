@@ -139,8 +139,8 @@ class Allocator(LeasedPrimitive):
     def _heal(self) -> None:
         self.extend_many(self.configured_keys)
         logger.warning(
-            "allocator %r held no key at all (Redis lost its keys?): added its %d "
-            "configured keys again",
+            "allocator %r held no key at all (never synced, or Redis lost its keys): "
+            "added its %d configured keys",
             self.name,
             len(self.configured_keys),
         )

@@ -74,8 +74,8 @@ class ResourcePool(LeasedPrimitive):
     def _heal(self) -> None:
         added = self.associate_many(self.resources)
         logger.warning(
-            "pool %r held no resource at all (Redis lost its keys?): associated its %d "
-            "configured resources again (%d were missing)",
+            "pool %r held no resource at all (never synced, or Redis lost its keys): "
+            "associated its %d configured resources (%d were missing)",
             self.name,
             len(self.resources),
             added,
