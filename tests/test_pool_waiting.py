@@ -194,15 +194,21 @@ def _wait_forever(spec, name):
     ResourcePool(client_from(spec), name).acquire(timeout=None, holder="doomed")
 
 
-def test_a_waiter_that_died_is_skipped(client):
-    pool = ResourcePool(client, "dead")
+def _held_with_a_dead_waiter(client, name, **options):
+    """A pool of one resource, held, and a waiter process SIGKILLed while queued."""
+    pool = ResourcePool(client, name, **options)
     pool.associate("r")
     held = pool.acquire()
-    proc = mp.Process(target=_wait_forever, args=(spec_of(client), "dead"))
+    proc = mp.Process(target=_wait_forever, args=(spec_of(client), name))
     proc.start()
     wait_for(lambda: pool.waiting_count() == 1)
     os.kill(proc.pid, signal.SIGKILL)
     proc.join(5)
+    return pool, held
+
+
+def test_a_waiter_that_died_is_skipped(client):
+    pool, held = _held_with_a_dead_waiter(client, "dead")
     got = []
     t = threading.Thread(target=lambda: got.append(pool.acquire(timeout=10, holder="alive")))
     t.start()
@@ -319,14 +325,7 @@ def test_interrupted_waiter_withdraws_at_once(client):
 def test_a_grant_handed_to_a_waiter_that_died_lapses_after_the_confirmation_window(client):
     """A release within a dead waiter's liveness window hands the resource to
     it; unconfirmed, that grant lasts PROVISIONAL (5 s), not the 30 s lease."""
-    pool = ResourcePool(client, "stall", lease_timeout=30)
-    pool.associate("r")
-    held = pool.acquire()
-    proc = mp.Process(target=_wait_forever, args=(spec_of(client), "stall"))
-    proc.start()
-    wait_for(lambda: pool.waiting_count() == 1)
-    os.kill(proc.pid, signal.SIGKILL)
-    proc.join(5)
+    pool, held = _held_with_a_dead_waiter(client, "stall", lease_timeout=30)
     held.release()  # at once: the dead waiter still counts as alive
     handed = pool.lease_of("r")
     assert handed is not None and handed.holder == "doomed"
