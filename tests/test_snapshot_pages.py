@@ -589,7 +589,10 @@ class _Model:
     def apply(self, op: tuple[Any, ...]) -> None:
         primitive, what = self.primitive, op[0]
         if what == "acquire":
-            self.expired.clear()  # an acquire reclaims expired leases first
+            # An acquire reclaims expired leases first, except a semaphore
+            # identity's asking again while it holds (its hold is refreshed).
+            if not (self.kind == "semaphore" and f"i{op[2]}" in self.live):
+                self.expired.clear()
             if isinstance(primitive, ResourcePool):
                 lease = primitive.acquire(lease_timeout=op[1])
                 assert (lease is not None) is (len(self.live) < len(self.resources))
