@@ -34,6 +34,8 @@ from django.http.response import HttpResponseBase
 from . import conf, kinds, refusals, registry, signals
 from .exceptions import BackendUnavailable, NotConfigured, PoolError, ResourceUnavailable
 from .kinds import Held
+from .primitives.deadlines import deadline
+from .primitives.engine import DEADLINE_SLACK
 from .primitives.validators import check_holder, check_lease_timeout, check_name, check_timeout
 
 __all__ = ["WAITING_THREADS", "Guard", "Refusal", "on_event_loop"]
@@ -128,7 +130,9 @@ class Guard:
                 timeout=self.wait_of(primitive),
                 lease_timeout=lease_timeout,
             )
-            held = kinds.by_name()[primitive.kind].hold(primitive, ask)
+            wait = ask.timeout
+            with deadline(None if wait is None else wait + DEADLINE_SLACK):
+                held = kinds.by_name()[primitive.kind].hold(primitive, ask)
             if watched and held is not None and held.lease is not None:
                 held.lease.start_auto_renew()
         except NotConfigured:
@@ -229,7 +233,8 @@ class Guard:
         if held.lease is not None:
             held.lease.stop_auto_renew()
         try:
-            ok = held.release()
+            with deadline(DEADLINE_SLACK):  # a hung Redis: the hold ends with its lease
+                ok = held.release()
         except Exception as exc:
             logger.error(
                 "releasing %r for %s %s failed; it stays held until its lease expires "

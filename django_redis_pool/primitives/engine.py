@@ -33,6 +33,7 @@ from typing import Any
 
 from ..exceptions import BackendUnavailable, NotConfigured, PoolError, backend_errors
 from ._common import key_prefix, text, to_ms, waits_client
+from .deadlines import deadline
 from .lease import Lease
 from .scripts import ScriptRunner, runner_for
 
@@ -121,9 +122,15 @@ class LeaseEngine:
 
         A grant that reaches us more than ``LATE_GRANT`` seconds after the
         timeout (a slow or paused Redis, a long pause of this process) is given
-        back at once and None is returned: a caller never holds past its wait."""
+        back at once and None is returned: a caller never holds past its wait.
+        On connections that keep deadlines (:mod:`.deadlines`; the Django
+        registry's), a Redis that stops answering fails the call within
+        ``timeout + DEADLINE_SLACK`` seconds (BackendUnavailable)."""
         started = time.monotonic()
-        lease = self._acquire(timeout=timeout, lease_ms=lease_ms, holder=holder, priority=priority)
+        with deadline(None if timeout is None else timeout + DEADLINE_SLACK):
+            lease = self._acquire(
+                timeout=timeout, lease_ms=lease_ms, holder=holder, priority=priority
+            )
         if lease is not None and timeout is not None:
             late = time.monotonic() - started - timeout
             if late > LATE_GRANT:
@@ -395,6 +402,10 @@ MIN_BLOCK = 0.01
 #: How late after its timeout an acquire may still take a grant, in seconds;
 #: a later one is given back (see ``LeaseEngine.acquire``).
 LATE_GRANT = 0.25
+
+#: How long after its timeout an acquire fails when Redis does not answer, in
+#: seconds (on connections that keep deadlines).
+DEADLINE_SLACK = 1.0
 
 _token_prefix = os.urandom(8).hex()
 _token_counter = itertools.count()

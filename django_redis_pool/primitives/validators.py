@@ -29,14 +29,24 @@ _FORBIDDEN = re.compile(r"[{}\s]")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
+def _decoded(value: object, what: str) -> object:
+    """``bytes`` read as UTF-8 text; anything else as it is."""
+    if isinstance(value, bytes):
+        try:
+            return value.decode()
+        except UnicodeDecodeError:
+            raise ValueError(f"{what} {value!r} is not UTF-8 text") from None
+    return value
+
+
 def check_name(value: object, what: str = "name") -> str:
     """Return ``value`` if it is a valid primitive name or resource id.
 
     A valid value is a non-empty ``str`` of at most 200 characters without
-    ``{``, ``}`` or whitespace. Anything else raises ``ValueError`` naming it.
+    ``{``, ``}``, whitespace or control characters (``bytes`` are read as
+    UTF-8). Anything else raises ``ValueError`` naming it.
     """
-    if isinstance(value, bytes):
-        value = value.decode()
+    value = _decoded(value, what)
     if not isinstance(value, str):
         raise ValueError(f"{what} must be a non-empty str, got {value!r} ({type(value).__name__})")
     if not value:
@@ -51,6 +61,8 @@ def check_name(value: object, what: str = "name") -> str:
             f"{what} {value!r} contains '{{', '}}' or whitespace, which are not allowed "
             "(braces would break the Redis Cluster hash tag)"
         )
+    if _CONTROL.search(value):
+        raise ValueError(f"{what} {value!r} contains control characters, which are not allowed")
     return value
 
 
@@ -78,8 +90,7 @@ def check_client(client: object) -> Any:
 def check_holder(value: object, what: str = "holder") -> str:
     """A holder label or identity: a non-empty ``str`` of at most 200 characters,
     without control characters (spaces and any other printable text are fine)."""
-    if isinstance(value, bytes):
-        value = value.decode()
+    value = _decoded(value, what)
     if not isinstance(value, str) or not value or len(value) > MAX_NAME_LENGTH:
         raise ValueError(
             f"{what} must be a non-empty str of at most {MAX_NAME_LENGTH} characters, got {value!r}"
