@@ -30,6 +30,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import IO, Any, TypeVar
+from urllib.parse import quote
 
 import redis
 from redis.backoff import NoBackoff
@@ -222,8 +223,12 @@ class EmbeddedRedis(_Managed):
         port_attempts: int = 5,
         executable: str | None = None,
         die_with_parent: bool = True,
+        password: str | None = None,
     ) -> None:
         self.unix_socket = unix_socket
+        #: Required of every client (``--requirepass``); :attr:`url` and
+        #: :meth:`client` carry it.
+        self.password = password
         self.extra_args = tuple(extra_args)
         self.startup_timeout = startup_timeout
         self.port_attempts = max(1, port_attempts)
@@ -325,11 +330,13 @@ class EmbeddedRedis(_Managed):
 
     @property
     def url(self) -> str:
-        """``redis://127.0.0.1:PORT/0`` or ``unix:///path/redis.sock?db=0``."""
+        """``redis://127.0.0.1:PORT/0`` or ``unix:///path/redis.sock?db=0``
+        (``redis://:PASSWORD@...`` with a :attr:`password`)."""
         path = self.unix_socket_path
+        credentials = "" if self.password is None else f":{quote(self.password, safe='')}@"
         if path is not None:
-            return f"unix://{path}?db=0"
-        return f"redis://{LOOPBACK}:{self.port}/0"
+            return f"unix://{credentials}{path}?db=0"
+        return f"redis://{credentials}{LOOPBACK}:{self.port}/0"
 
     @property
     def run_id(self) -> str:
@@ -353,6 +360,8 @@ class EmbeddedRedis(_Managed):
         connection target.
         """
         path = self.unix_socket_path
+        if self.password is not None:
+            kwargs.setdefault("password", self.password)
         if path is not None:
             kwargs.setdefault("unix_socket_path", path)
         else:
@@ -391,6 +400,8 @@ class EmbeddedRedis(_Managed):
             "--daemonize",
             "no",
         ]
+        if self.password is not None:
+            cmd += ["--requirepass", self.password]
         if self.unix_socket:
             cmd += ["--unixsocket", str(self._dir / "redis.sock"), "--unixsocketperm", "700"]
         else:

@@ -1,7 +1,8 @@
 """Chaos soak: worker processes hold pools, a semaphore, a lock and an allocator
-at random while a supervisor SIGKILLs workers and restarts Redis (with its AOF,
-then with its data lost); an independent checker then verifies, from the
-workers' own logs, that no guarantee was broken.
+at random while a supervisor SIGKILLs workers, restarts Redis (with its AOF,
+then with its data lost) and flushes it under their feet; an independent
+checker then verifies, from the workers' own logs, that no guarantee was
+broken.
 
     .venv/bin/python -m tests.soak --seconds 120 --workers 6     # the long run
     .venv/bin/python -m tests.soak --redis-server /usr/bin/redis-server
@@ -205,6 +206,7 @@ class Report:
     grants: int = 0
     kills: int = 0
     restarts: int = 0
+    flushes: int = 0
     losses: int = 0
     violations: list[str] = field(default_factory=list)
 
@@ -313,7 +315,8 @@ def check_at_rest(url: str, report: Report) -> None:
 def run(*, seconds: float, workers: int, binary: str, seed: int = 0) -> Report:
     """The soak: a quarter of the time undisturbed, then SIGKILLs of workers
     all along; Redis restarted from its AOF at one half and with its data lost
-    at three quarters. Returns what the checker found."""
+    at three quarters, and flushed under the workers' feet at 60 % and 85 %.
+    Returns what the checker found."""
     rng = random.Random(seed)
     report = Report()
     root = Path(tempfile.mkdtemp(prefix="drp-soak-"))
@@ -339,6 +342,8 @@ def run(*, seconds: float, workers: int, binary: str, seed: int = 0) -> Report:
         for _ in range(workers):
             spawn()
         restarted = lost = False
+        flushes = iter((0.6, 0.85))  # FLUSHALL, as cache.clear() on a shared database
+        flush_at = next(flushes)
         while time.monotonic() < stop_at:
             time.sleep(rng.uniform(0.2, 0.6))
             elapsed = (time.monotonic() - began) / seconds
@@ -357,6 +362,10 @@ def run(*, seconds: float, workers: int, binary: str, seed: int = 0) -> Report:
                 server.restart(lose_data=True)
                 lost = True
                 report.restarts += 1
+            if elapsed > flush_at:
+                redis.Redis.from_url(server.url).flushall()
+                report.flushes += 1
+                flush_at = next(flushes, 2.0)
         for proc in procs.values():
             proc.join(10)
             if proc.is_alive():
