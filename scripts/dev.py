@@ -100,17 +100,21 @@ DJANGO6_VENV = ROOT / ".venv-django6"
 DJANGO6_TESTS = [
     "tests/test_admin.py",
     "tests/test_allocator_django.py",
+    "tests/test_auth_tls.py",
     "tests/test_checks.py",
     "tests/test_commands.py",
     "tests/test_connections.py",
     "tests/test_decorators.py",
     "tests/test_example_project.py",
+    "tests/test_fuzz.py",
     "tests/test_kinds.py",
     "tests/test_middleware.py",
     "tests/test_objectpool_django.py",
     "tests/test_pool_sync.py",
     "tests/test_queue_django.py",
     "tests/test_registry.py",
+    "tests/test_request_lease.py",
+    "tests/test_slow_redis.py",
     "tests/test_tasks_backend.py",
 ]
 
