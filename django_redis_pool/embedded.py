@@ -493,7 +493,8 @@ class _ClusterNode(EmbeddedRedis):
 
 
 class EmbeddedRedisCluster(_Managed):
-    """A private Redis Cluster of ``masters`` loopback nodes and no replicas.
+    """A private Redis Cluster of ``masters`` loopback nodes, each with
+    ``replicas`` replicas (default none).
 
     Each node is an :class:`EmbeddedRedis` started with ``--cluster-enabled
     yes`` in its own temporary directory; ``redis-cli --cluster create`` then
@@ -506,6 +507,7 @@ class EmbeddedRedisCluster(_Managed):
         self,
         masters: int = 3,
         *,
+        replicas: int = 0,
         extra_args: Sequence[str] = (),
         node_timeout_ms: int = 5000,
         startup_timeout: float = 30.0,
@@ -514,6 +516,7 @@ class EmbeddedRedisCluster(_Managed):
         if masters < 3:
             raise ValueError("a Redis Cluster needs at least 3 masters")
         self.masters = masters
+        self.replicas = replicas
         self.extra_args = tuple(extra_args)
         self.node_timeout_ms = node_timeout_ms
         self.startup_timeout = startup_timeout
@@ -537,7 +540,7 @@ class EmbeddedRedisCluster(_Managed):
             *self.extra_args,
         )
         try:
-            for _ in range(self.masters):
+            for _ in range(self.masters * (1 + self.replicas)):
                 node = _ClusterNode(
                     extra_args=node_args,
                     executable=server,
@@ -583,18 +586,19 @@ class EmbeddedRedisCluster(_Managed):
         return RedisCluster(**kwargs)
 
     def flushall(self) -> None:
-        """Run ``FLUSHALL`` on every master."""
+        """Run ``FLUSHALL`` on every master (replicas follow)."""
         for node in self._require_nodes():
             conn = node.client()
             try:
-                conn.flushall()
+                if conn.execute_command("ROLE")[0] in (b"master", "master"):
+                    conn.flushall()
             finally:
                 conn.close()
 
     def _create(self, cli: str) -> None:
         cmd = [cli, "--cluster", "create"]
         cmd += [f"{host}:{port}" for host, port in self.startup_nodes]
-        cmd += ["--cluster-replicas", "0", "--cluster-yes"]
+        cmd += ["--cluster-replicas", str(self.replicas), "--cluster-yes"]
         try:
             result = subprocess.run(
                 cmd,
@@ -644,7 +648,7 @@ class EmbeddedRedisCluster(_Managed):
         return (
             fields.get("cluster_state") == "ok"
             and fields.get("cluster_slots_ok") == "16384"
-            and fields.get("cluster_known_nodes") == str(self.masters)
+            and fields.get("cluster_known_nodes") == str(len(self.nodes))
             and fields.get("cluster_size") == str(self.masters)
         )
 
