@@ -237,8 +237,7 @@ class Guard:
                 ok = held.release()
         except Exception as exc:
             logger.error(
-                "releasing %r for %s %s failed; it stays held until its lease expires "
-                "(a hold without expiry: until released by hand): %s",
+                "releasing %r for %s %s failed; it stays held until its lease expires: %s",
                 self.name,
                 request.method,
                 request.path,

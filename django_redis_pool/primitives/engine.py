@@ -32,8 +32,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..exceptions import BackendUnavailable, NotConfigured, PoolError, backend_errors
+from . import deadlines
 from ._common import key_prefix, text, to_ms, waits_client
-from .deadlines import deadline
 from .lease import Lease
 from .scripts import ScriptRunner, runner_for
 
@@ -127,7 +127,7 @@ class LeaseEngine:
         registry's), a Redis that stops answering fails the call within
         ``timeout + DEADLINE_SLACK`` seconds (BackendUnavailable)."""
         started = time.monotonic()
-        with deadline(None if timeout is None else timeout + DEADLINE_SLACK):
+        with deadlines.deadline(None if timeout is None else timeout + DEADLINE_SLACK):
             lease = self._acquire(
                 timeout=timeout, lease_ms=lease_ms, holder=holder, priority=priority
             )

@@ -197,11 +197,6 @@ class _Renewer(threading.Thread):
             if self._due[0] is entry:
                 self._changed.notify()
 
-    def pending(self) -> int:
-        """Leases scheduled (some may have been dropped or released since)."""
-        with self._changed:
-            return len(self._due)
-
     def run(self) -> None:
         while True:
             with self._changed:
