@@ -47,6 +47,7 @@ ID                    Problem
 ``E025``              Bad ``MAX_CONNECTIONS`` (not an int >= 1, or with ``CLUSTER``) or
                       ``POOL_TIMEOUT`` (not seconds >= 0, or without ``MAX_CONNECTIONS``).
 ``E026``              ``REQUEST_LEASE`` is not a number of seconds >= 1.
+``E031``              ``LONG_HOLD`` is not a number of seconds > 0 or None.
 ``E027``              ``CONNECTION["OPTIONS"]`` / ``["SENTINEL_OPTIONS"]`` names an argument
                       redis-py's client does not take, or gives a common one a value of
                       the wrong type (checked without connecting).
@@ -78,6 +79,7 @@ connect to it) and of what production needs:
 from __future__ import annotations
 
 import difflib
+import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 from urllib.parse import urlsplit
@@ -384,6 +386,19 @@ def validate(raw: Any, caches: Any) -> list[checks.CheckMessage]:
             f"{conf.setting_path('FAIL_OPEN')} must be True or False, got {raw['FAIL_OPEN']!r}.",
             "Use True to run views without a hold when Redis is down, False (the default) "
             "to answer them with the unavailable response.",
+        )
+    long_hold = raw.get("LONG_HOLD", conf.DEFAULT_LONG_HOLD)
+    if long_hold is not None and (
+        isinstance(long_hold, bool)
+        or not isinstance(long_hold, (int, float))
+        or not 0 < long_hold < math.inf
+    ):
+        report.error(
+            31,
+            f"{conf.setting_path('LONG_HOLD')} must be a number of seconds > 0 or None, "
+            f"got {long_hold!r}.",
+            "Use the age past which a live hold is flagged as possibly stuck, e.g. "
+            f"{conf.DEFAULT_LONG_HOLD:g} (the default), or None to flag none.",
         )
     lease = raw.get("REQUEST_LEASE", conf.DEFAULT_REQUEST_LEASE)
     if isinstance(lease, bool) or not isinstance(lease, (int, float)) or not 1 <= lease < 2**31:

@@ -92,6 +92,10 @@ DEFAULT_POOL_TIMEOUT = 5.0
 #: renewed while the request runs, so a killed worker's hold ends within it.
 DEFAULT_REQUEST_LEASE = 30.0
 
+#: A live hold older than this (s) is flagged by the dashboard's health,
+#: ``pool_status`` and ``pool_gc``: a stuck holder that keeps renewing?
+DEFAULT_LONG_HOLD = 3600.0
+
 
 def top_level_keys() -> tuple[str, ...]:
     """Every key the setting accepts: ``CONNECTION``, ``KEY_PREFIX``, one mapping
@@ -104,6 +108,7 @@ def top_level_keys() -> tuple[str, ...]:
         "UNAVAILABLE_VIEW",
         "FAIL_OPEN",
         "REQUEST_LEASE",
+        "LONG_HOLD",
     )
 
 
@@ -284,6 +289,7 @@ class Config:
     unavailable_view: str | Callable[..., Any] | None = None
     fail_open: bool = False
     request_lease: float = DEFAULT_REQUEST_LEASE
+    long_hold: float | None = DEFAULT_LONG_HOLD  #: None: never flagged
 
     def names(self, kind: Kind | None = None) -> list[str]:
         """Sorted names of the configured entries (of ``kind`` only, if given)."""
@@ -321,4 +327,5 @@ def parse(raw: Mapping[str, Any]) -> Config:
         unavailable_view=raw.get("UNAVAILABLE_VIEW"),
         fail_open=raw.get("FAIL_OPEN", False),
         request_lease=raw.get("REQUEST_LEASE", DEFAULT_REQUEST_LEASE),
+        long_hold=raw.get("LONG_HOLD", DEFAULT_LONG_HOLD),
     )

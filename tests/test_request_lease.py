@@ -8,6 +8,7 @@ that ends within that lease, where it used to be held for ever.
 
 from __future__ import annotations
 
+import io
 import os
 import signal
 import time
@@ -100,12 +101,52 @@ def test_an_explicit_lease_is_not_renewed(configured: None) -> None:
     guard.exit(RequestFactory().get("/"), held)
 
 
-def test_request_lease_is_checked(settings: Any, redis_url: str) -> None:
+def test_request_lease_and_long_hold_are_checked(settings: Any, redis_url: str) -> None:
     from django_redis_pool.checks import validate
 
     for bad in (0, -1, "30", True, None):
         settings.DJANGO_REDIS_POOL = {"CONNECTION": {"URL": redis_url}, "REQUEST_LEASE": bad}
         ids = [message.id for message in validate(settings.DJANGO_REDIS_POOL, {})]
         assert ids == ["django_redis_pool.E026"], (bad, ids)
-    settings.DJANGO_REDIS_POOL = {"CONNECTION": {"URL": redis_url}, "REQUEST_LEASE": 2.5}
+    for bad in (0, -1, "1h", True, float("inf")):
+        settings.DJANGO_REDIS_POOL = {"CONNECTION": {"URL": redis_url}, "LONG_HOLD": bad}
+        ids = [message.id for message in validate(settings.DJANGO_REDIS_POOL, {})]
+        assert ids == ["django_redis_pool.E031"], (bad, ids)
+    settings.DJANGO_REDIS_POOL = {
+        "CONNECTION": {"URL": redis_url},
+        "REQUEST_LEASE": 2.5,
+        "LONG_HOLD": None,
+    }
     call_command("check")
+
+
+def test_a_hold_older_than_long_hold_is_flagged(settings: Any, redis_url: str) -> None:
+    """A holder stuck while its process keeps renewing never lets go: the
+    dashboard's health, pool_status and pool_gc say so past LONG_HOLD."""
+    from django_redis_pool.kinds.leases import lease_summary
+
+    settings.DJANGO_REDIS_POOL = {
+        "CONNECTION": {"URL": redis_url},
+        "LONG_HOLD": 0.5,
+        "POOLS": {"printers": {"RESOURCES": ["p1", "p2"], "LEASE_TIMEOUT": 30}},
+    }
+    pool = get_pool("printers")
+    pool.collect()  # its resources are there
+    assert lease_summary(pool).health == "ok"
+    lease = pool.acquire(timeout=0)
+    assert lease is not None
+    snap = pool.snapshot(limit=0)
+    assert snap.oldest_since == lease.acquired_at
+    wait_for(
+        lambda: pool.snapshot(limit=0).now - snap.oldest_since > 0.6, what="LONG_HOLD to pass"
+    )
+    summary = lease_summary(pool)
+    assert summary.health == "warning" and "over LONG_HOLD" in summary.note
+    out = io.StringIO()
+    call_command("pool_status", stdout=out, verbosity=1)
+    assert "over LONG_HOLD" in out.getvalue()
+    out = io.StringIO()
+    call_command("pool_gc", stdout=out)
+    assert "over LONG_HOLD" in out.getvalue()
+    lease.release()
+    assert lease_summary(pool).health == "ok"

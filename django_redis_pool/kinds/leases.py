@@ -16,7 +16,7 @@ from typing import Any
 from django import forms
 from django.http import HttpRequest
 
-from .. import conf, signals
+from .. import conf, registry, signals
 from ..dashboard import ActionFailed, Summary, action, section, summary
 from ..primitives.base import Snapshot
 from ..primitives.lease import Lease
@@ -162,9 +162,15 @@ class LeaseKind(Kind):
             f"{primitive.name}: {reclaimed} expired holds {would}reclaimed, {dropped} dead "
             f"waiters {would}dropped" + (" (dry run, nothing changed)" if dry_run else "")
         )
+        if not (reclaimed or dropped):
+            line = f"{primitive.name}: nothing to reclaim"
+        long_hold = long_hold_note(primitive.snapshot(limit=0))
+        if long_hold:
+            logger.warning("%s %r: %s", primitive.kind, primitive.name, long_hold)
+            line += f"; {long_hold}"
         return Outcome(
-            line if reclaimed or dropped else f"{primitive.name}: nothing to reclaim",
-            changed=bool(reclaimed or dropped),
+            line,
+            changed=bool(reclaimed or dropped or long_hold),
             style="warning",
             details=(
                 *(
@@ -177,7 +183,7 @@ class LeaseKind(Kind):
                 ),
             ),
             data={"kind": primitive.kind, "name": primitive.name, **collected.as_dict()},
-            counts={"reclaimed": reclaimed, "dropped": dropped},
+            counts={"reclaimed": reclaimed, "dropped": dropped, "long_holds": int(bool(long_hold))},
         )
 
     def status(self, primitive: Any) -> Outcome:
@@ -196,9 +202,12 @@ class LeaseKind(Kind):
                 f"  waiting #{position}: {waiter.holder}  priority {waiter.priority}  "
                 f"for {max(0.0, snap.now - waiter.since):.1f} s"
             )
+        long_hold = long_hold_note(snap)
+        if long_hold:
+            details.insert(0, f"  {long_hold}")
         return Outcome(
             primitive.name,
-            changed=snap.free == 0 and bool(snap.leases or snap.waiters),
+            changed=bool(long_hold) or (snap.free == 0 and bool(snap.leases or snap.waiters)),
             details=tuple(details),
             data=snap.as_dict(),
         )
@@ -258,11 +267,25 @@ def kind_of(primitive: Any) -> LeaseKind:
 # ------------------------------------------------------------------ overview
 
 
+def long_hold_note(snap: Snapshot) -> str:
+    """A note when the oldest live hold of ``snap`` is older than ``LONG_HOLD``
+    (a stuck holder that keeps renewing?), else ''."""
+    limit = registry.get_config().long_hold
+    if limit is None or snap.oldest_since is None or snap.now - snap.oldest_since <= limit:
+        return ""
+    hours = (snap.now - snap.oldest_since) / 3600
+    return f"a hold began {hours:.1f} h ago (over LONG_HOLD, {limit:g} s): stuck?"
+
+
 def lease_summary(primitive: Any) -> Summary:
     """Counts and health from one counts-only snapshot."""
     snap = primitive.snapshot(limit=0)
     notes = []
     health = "ok"
+    note = long_hold_note(snap)
+    if note:
+        health = "warning"
+        notes.append(note)
     if snap.size is None or snap.size == 0:
         health = "warning"
         notes.append(f"no {kind_of(primitive).size_word}: run manage.py pool_sync")

@@ -64,6 +64,9 @@ class Snapshot:
     held_count: int = 0  #: live holds
     waiting_count: int = 0  #: blocked callers
     expired_count: int = 0  #: expired holds not reclaimed yet (the next acquire or gc does)
+    #: When the oldest live hold began (unix seconds, Redis clock; None: no hold),
+    #: among the first 1,000 live holds (soonest expiry first).
+    oldest_since: float | None = None
 
     @property
     def free(self) -> int:
@@ -89,6 +92,7 @@ class Snapshot:
             "held": self.held_count,
             "waiting": self.waiting_count,
             "expired": self.expired_count,
+            "oldest_since": self.oldest_since,
             "available": self.available,
             "holders": [
                 {**lease_as_dict(lease), "seconds_left": self.seconds_left(lease)}
@@ -205,7 +209,8 @@ class LeasedPrimitive:
             )
         ]
         reply = self._engine.run("read", "snapshot", limit, *offsets)
-        now_ms, size, available_count, available, held, leases, waiting, waiters, expired = reply
+        now_ms, size, available_count, available, held, leases, waiting, waiters = reply[:8]
+        expired, oldest = reply[8:]
         return Snapshot(
             kind=self.kind,
             name=self.name,
@@ -219,6 +224,7 @@ class LeasedPrimitive:
             held_count=int(held),
             waiting_count=int(waiting),
             expired_count=int(expired),
+            oldest_since=None if int(oldest) < 0 else int(oldest) / 1000,
         )
 
     def force_release(self, resource: str, *, fence: int | None = None) -> bool:

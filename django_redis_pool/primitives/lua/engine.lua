@@ -98,6 +98,7 @@ local PROVISIONAL_MS = 5000  -- life of an unconfirmed grant to a waiter (at mos
 local WAKE_TTL_MS = 60000    -- an unread wake list disappears after this
 local DONE_TTL_MS = 60000    -- a generation of remembered replies lives this long
 local DONE_LIMIT = 1000      -- remembered replies per generation
+local OLDEST_CHECKED = 1000  -- live holds a snapshot checks for the oldest
 local F_DUE = '\1due'        -- allocators' field in :info (see above)
 
 local REC_PATTERN = '^([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|(.*)$'

@@ -65,7 +65,8 @@ elseif WHAT == 'snapshot' then
   -- into the available ids (pools), the live leases (soonest expiry first) and
   -- the waiters (serving order). Returns {now ms, size (slots: -1 unset; pools:
   -- available + held), available total, available ids, held total, lease
-  -- records, waiting total, waiter records, expired leases awaiting gc}.
+  -- records, waiting total, waiter records, expired leases awaiting gc, when
+  -- the oldest live hold began (ms; -1 none) among the first OLDEST_CHECKED}.
   -- A page size of 0 reads only the counts.
   -- Bounded by the page size: ZRANGE by rank and ZRANGEBYSCORE ... LIMIT.
   local limit = tonumber(args[3])
@@ -101,8 +102,17 @@ elseif WHAT == 'snapshot' then
     size = ALLOC and redis.call('HLEN', BASE .. ':keys') or avail_total + held
   end
   local waiters = hmget_all(K_WINFO, page(K_WAITQ, w_off))
+  -- (a hold stuck for hours while its process renews it shows here)
+  local oldest = -1
+  local first = redis.call('ZRANGEBYSCORE', K_LEASES, live, '+inf', 'LIMIT', 0, OLDEST_CHECKED)
+  for _, raw in ipairs(hmget_all(K_INFO, first)) do
+    local began = tonumber(string.match(raw, '^[^|]*|[^|]*|([^|]*)|'))
+    if began and began > 0 and (oldest < 0 or began < oldest) then
+      oldest = began
+    end
+  end
   return {NOW, size, avail_total, available, held, hmget_all(K_INFO, lease_ids, true), waiting, waiters,
-    expired}
+    expired, oldest}
 elseif WHAT == 'expired' then
   -- What gc would reclaim now: {expired lease records, dead waiter records}.
   local expired = hmget_all(K_INFO, redis.call('ZRANGEBYSCORE', K_LEASES, '-inf', NOW), true)
