@@ -645,12 +645,31 @@ class EmbeddedRedisCluster(_Managed):
             f"{key}={fields.get(key)}"
             for key in ("cluster_state", "cluster_known_nodes", "cluster_size")
         )
-        return (
+        healthy = (
             fields.get("cluster_state") == "ok"
             and fields.get("cluster_slots_ok") == "16384"
             and fields.get("cluster_known_nodes") == str(len(self.nodes))
             and fields.get("cluster_size") == str(self.masters)
         )
+        if healthy and self.replicas:
+            # Every node knows every replica's master (a master ignores a manual
+            # failover asked by a node it does not know as its replica), and a
+            # replica has its master's data.
+            conn = node._probe_client(decode_responses=True)
+            try:
+                nodes = conn.execute_command("CLUSTER", "NODES")
+                replication = conn.info("replication")
+            except (redis.RedisError, OSError):
+                return False
+            finally:
+                conn.close()
+            lines = nodes.splitlines() if isinstance(nodes, str) else []
+            replicas = [line.split() for line in lines if "slave" in line.split()[2].split(",")]
+            known = sum(1 for fields in replicas if fields[3] != "-")
+            link = replication.get("master_link_status", "up")
+            last[node.port] += f", replicas known={known}, master link {link}"
+            return known == self.masters * self.replicas and link == "up"
+        return healthy
 
     def _require_nodes(self) -> list[EmbeddedRedis]:
         if not self.nodes:

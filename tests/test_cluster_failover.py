@@ -93,19 +93,23 @@ def test_pools_and_locks_keep_their_guarantees_across_a_failover(replicated):
     threads = [threading.Thread(target=work, args=(n,), daemon=True) for n in range(4)]
     for thread in threads:
         thread.start()
-    wait_for(lambda: len(holds) >= 50, what="holds before the failover")
-    before = len(holds)
-    replica = replica_of(replicated, client, pool._engine.base)
-    conn = replica.client()
     try:
-        conn.execute_command("CLUSTER", "FAILOVER")
+        wait_for(lambda: len(holds) >= 50, what="holds before the failover")
+        before = len(holds)
+        replica = replica_of(replicated, client, pool._engine.base)
+        conn = replica.client()
+        try:
+            conn.execute_command("CLUSTER", "FAILOVER")
+        finally:
+            conn.close()
+        wait_for(
+            lambda: role_of(replica)[0] in (b"master", "master"), timeout=30, what="the failover"
+        )
+        wait_for(lambda: len(holds) >= before + 100, timeout=30, what="holds after the failover")
     finally:
-        conn.close()
-    wait_for(lambda: role_of(replica)[0] in (b"master", "master"), what="the failover")
-    wait_for(lambda: len(holds) >= before + 100, timeout=30, what="holds after the failover")
-    stop.set()
-    for thread in threads:
-        thread.join(10)
+        stop.set()
+        for thread in threads:
+            thread.join(10)
 
     by_resource: dict[str, list[tuple[int, int, int]]] = {}
     for resource, fence, granted, ended in holds:

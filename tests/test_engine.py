@@ -228,8 +228,9 @@ def _fast_and_full(client: Any, kind: str, setup: Any, op: str, *args: Any) -> b
             primitive.set_max_size(2)
         else:
             primitive = Lock(client, f"{kind}-{name}", reentrant=kind == "rlock", holder="h")
-        # the same fences and waiter ids in both (a new counter starts at the clock)
-        client.set(f"{primitive._engine.base}:seq", 1000)
+        # the same fences and waiter ids in both: a counter ahead of the clock
+        # counts on from itself (it otherwise follows the clock)
+        client.set(f"{primitive._engine.base}:seq", 8_000_000_000_000_000)
         setup(primitive)
         made.append(primitive)
     fast, full = made

@@ -45,6 +45,7 @@ SNAPSHOT_KEYS = {
     "held",
     "waiting",
     "expired",
+    "oldest_since",
     "available",
     "holders",
     "waiters",

@@ -65,7 +65,8 @@ class Snapshot:
     waiting_count: int = 0  #: blocked callers
     expired_count: int = 0  #: expired holds not reclaimed yet (the next acquire or gc does)
     #: When the oldest live hold began (unix seconds, Redis clock; None: no hold),
-    #: among the first 1,000 live holds (soonest expiry first).
+    #: among the first 1,000 live holds (soonest expiry first). Read by a
+    #: counts-only or a whole snapshot, not by a page.
     oldest_since: float | None = None
 
     @property

@@ -24,11 +24,9 @@
 --                 that a malloc skips three index reads; absent = unknown.
 --                 Writers of a timer lower it or delete it; ending a timer
 --                 leaves it early, which only costs one full malloc.
---   :seq    STRING counter: fences, waiter arrival order, allocators' turns.
---                 It starts at the Redis clock in microseconds (next_seq), so
---                 a counter lost with Redis's data (a restart without
---                 persistence, an eviction, a FLUSHDB) starts again above
---                 every number it gave: fences never go backwards.
+--   :seq    STRING the last fence, waiter arrival number or allocator turn
+--                 given: the Redis clock in microseconds (next_seq), so that
+--                 they never go backwards, even when Redis loses data.
 --   :waitq  ZSET  waiter id -> -priority (ties: the zero-padded id = arrival)
 --   :winfo  HASH  waiter id -> waiter record
 --   :max    STRING the number of slots (semaphores)
@@ -222,17 +220,19 @@ local function refresh(identity, rec, lease_ms)
 end
 
 -- @fn next_seq
--- The next number of :seq. A new counter (or one lost since) starts at the
--- Redis clock in microseconds: fewer than one number per microsecond is ever
--- taken (every call that takes one runs longer), so it starts above every
--- number the lost one gave, as long as the Redis clock does not go back.
+-- The next number of :seq: the Redis clock in microseconds, or one above the
+-- last number if that is not below it (several in one microsecond, or a clock
+-- that went back). One SET ... GET, as cheap as an INCR. Numbers only increase,
+-- even when :seq itself is lost (a restart without persistence, an eviction, a
+-- FLUSHDB) or behind (a failover to a replica that missed the last writes): a
+-- later number is still at least the later clock.
 local function next_seq()
-  local n = redis.call('INCR', K_SEQ)
-  if n == 1 then
-    n = NOW_US
-    redis.call('SET', K_SEQ, n)
+  local last = tonumber(redis.call('SET', K_SEQ, NOW_US, 'GET') or 0) or 0
+  if last < NOW_US then
+    return NOW_US
   end
-  return n
+  redis.call('SET', K_SEQ, last + 1)
+  return last + 1
 end
 
 -- @fn grant

@@ -66,7 +66,8 @@ elseif WHAT == 'snapshot' then
   -- the waiters (serving order). Returns {now ms, size (slots: -1 unset; pools:
   -- available + held), available total, available ids, held total, lease
   -- records, waiting total, waiter records, expired leases awaiting gc, when
-  -- the oldest live hold began (ms; -1 none) among the first OLDEST_CHECKED}.
+  -- the oldest live hold began (ms; -1 none or a page) among the first
+  -- OLDEST_CHECKED}.
   -- A page size of 0 reads only the counts.
   -- Bounded by the page size: ZRANGE by rank and ZRANGEBYSCORE ... LIMIT.
   local limit = tonumber(args[3])
@@ -102,13 +103,16 @@ elseif WHAT == 'snapshot' then
     size = ALLOC and redis.call('HLEN', BASE .. ':keys') or avail_total + held
   end
   local waiters = hmget_all(K_WINFO, page(K_WAITQ, w_off))
-  -- (a hold stuck for hours while its process renews it shows here)
+  -- (a hold stuck for hours while its process renews it shows here; not on
+  -- a page, which reads no more than it shows)
   local oldest = -1
-  local first = redis.call('ZRANGEBYSCORE', K_LEASES, live, '+inf', 'LIMIT', 0, OLDEST_CHECKED)
-  for _, raw in ipairs(hmget_all(K_INFO, first)) do
-    local began = tonumber(string.match(raw, '^[^|]*|[^|]*|([^|]*)|'))
-    if began and began > 0 and (oldest < 0 or began < oldest) then
-      oldest = began
+  if limit <= 0 then
+    local first = redis.call('ZRANGEBYSCORE', K_LEASES, live, '+inf', 'LIMIT', 0, OLDEST_CHECKED)
+    for _, raw in ipairs(hmget_all(K_INFO, first)) do
+      local began = tonumber(string.match(raw, '^[^|]*|[^|]*|([^|]*)|'))
+      if began and began > 0 and (oldest < 0 or began < oldest) then
+        oldest = began
+      end
     end
   end
   return {NOW, size, avail_total, available, held, hmget_all(K_INFO, lease_ids, true), waiting, waiters,
