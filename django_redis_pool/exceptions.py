@@ -53,7 +53,11 @@ def backend_errors() -> Iterator[None]:
     """
     try:
         yield
-    except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
+    except (
+        redis.exceptions.ConnectionError,
+        redis.exceptions.TimeoutError,
+        redis.exceptions.RedisClusterException,  # no node reachable (not a RedisError)
+    ) as exc:
         raise BackendUnavailable(f"Redis could not be reached: {exc}") from exc
     except redis.exceptions.RedisError as exc:
         if type(exc).__name__ in {

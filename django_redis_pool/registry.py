@@ -23,7 +23,12 @@ from django.core.exceptions import ImproperlyConfigured
 from . import conf, kinds
 from .exceptions import BackendUnavailable, NotConfigured, backend_errors
 from .kinds import Kind
-from .primitives.deadlines import CONNECTION_CLASSES, DeadlineBackoff
+from .primitives.deadlines import (
+    CONNECTION_CLASSES,
+    DeadlineBackoff,
+    DeadlineSentinelManagedConnection,
+    DeadlineSentinelManagedSSLConnection,
+)
 
 __all__ = [
     "clear_caches",
@@ -126,7 +131,13 @@ def _connect(connection: Mapping[str, Any]) -> Any:
             [tuple(address) for address in connection["SENTINELS"]],
             sentinel_kwargs=sentinel_options,
         )
+        if "connection_class" not in options:  # (what redis-py picks, keeping deadlines)
+            tls = options.pop("ssl", False)
+            options["connection_class"] = (
+                DeadlineSentinelManagedSSLConnection if tls else DeadlineSentinelManagedConnection
+            )
         return sentinel.master_for(connection["SERVICE_NAME"], **options)
+    options = _keeping_deadlines(connection["URL"], options)
     if connection.get("CLUSTER", False):
         from redis.cluster import RedisCluster
         from redis.exceptions import RedisClusterException
@@ -138,7 +149,6 @@ def _connect(connection: Mapping[str, Any]) -> Any:
             raise BackendUnavailable(f"Redis Cluster could not be reached: {exc}") from exc
     import redis
 
-    options = _keeping_deadlines(connection["URL"], options)
     if "MAX_CONNECTIONS" not in connection:
         return redis.Redis.from_url(connection["URL"], **options)
     # At most MAX_CONNECTIONS: a command waits up to POOL_TIMEOUT s for a free

@@ -1,5 +1,6 @@
 """A Redis Cluster failover mid-run: a replica of the shard holding a pool and
-a lock takes over (``CLUSTER FAILOVER``) while threads acquire and release.
+a lock takes over (``CLUSTER FAILOVER``) while threads acquire and release;
+and a shard that hangs.
 
 The clients follow the new master, scripts are loaded there again when
 missing, and the guarantees hold across it: fences keep increasing and no two
@@ -10,6 +11,8 @@ unplanned one can lose is stated in docs/operations.md.
 from __future__ import annotations
 
 import itertools
+import os
+import signal
 import threading
 import time
 from collections.abc import Iterator
@@ -17,8 +20,9 @@ from typing import Any
 
 import pytest
 
-from django_redis_pool import Lock, PoolError, ResourcePool
+from django_redis_pool import Lock, PoolError, ResourcePool, get_pool
 from django_redis_pool.embedded import EmbeddedRedis, EmbeddedRedisCluster
+from django_redis_pool.primitives.engine import DEADLINE_SLACK
 
 from .waiting import wait_for
 
@@ -122,3 +126,27 @@ def test_pools_and_locks_keep_their_guarantees_across_a_failover(replicated):
             assert first_end < second_start, f"{resource}: two holds overlap"
             assert second_fence > first_fence, f"{resource}: a fence went backwards"
     assert sorted(pool.available()) == ["r0", "r1"] and not lock.locked()
+
+
+def test_a_hung_shard_fails_a_request_within_its_timeout_plus_the_slack(settings):
+    """The registry's Cluster client keeps deadlines too: a master that stops
+    answering (SIGSTOP) fails an acquire within its timeout + 1 s."""
+    with EmbeddedRedisCluster(masters=3) as cluster:
+        settings.DJANGO_REDIS_POOL = {
+            "CONNECTION": {"URL": cluster.url, "CLUSTER": True},
+            "POOLS": {"printers": {"RESOURCES": ["p1"], "LEASE_TIMEOUT": 30}},
+        }
+        pool = get_pool("printers")
+        held = pool.acquire(timeout=0)
+        assert held is not None
+        client = pool.client
+        port = client.nodes_manager.get_node_from_slot(client.keyslot(pool._engine.base)).port
+        (node,) = [n for n in cluster.nodes if n.port == port]
+        os.kill(node.pid, signal.SIGSTOP)
+        try:
+            started = time.monotonic()
+            with pytest.raises(PoolError):
+                pool.acquire(timeout=0.5)
+            assert time.monotonic() - started < 0.5 + DEADLINE_SLACK + 1.0
+        finally:
+            os.kill(node.pid, signal.SIGCONT)

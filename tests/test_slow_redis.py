@@ -9,20 +9,26 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import socket
+import subprocess
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 import redis
 from django.test import RequestFactory
+from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from django_redis_pool import BackendUnavailable, Lock, ResourcePool
-from django_redis_pool.embedded import EmbeddedRedis
+from django_redis_pool.embedded import EmbeddedRedis, find_redis_binary
 from django_redis_pool.guard import Guard, Refusal
 from django_redis_pool.kinds import Held
 from django_redis_pool.primitives.deadlines import DeadlineBackoff, DeadlineConnection
 from django_redis_pool.primitives.engine import DEADLINE_SLACK, LATE_GRANT
+
+from .waiting import wait_for
 
 
 @pytest.mark.parametrize("timeout", [0, 0.2])
@@ -96,3 +102,57 @@ def test_a_hung_redis_fails_a_request_within_its_timeout_plus_the_slack(settings
     started = time.monotonic()
     guard.exit(request, held)  # logged, never raised: the hold ends with its lease
     assert time.monotonic() - started < DEADLINE_SLACK + 1.0
+
+
+@pytest.fixture
+def sentinel(hung_server: EmbeddedRedis, tmp_path: Any) -> Iterator[int]:
+    """A real Redis Sentinel (the same redis-server binary, ``--sentinel``)
+    watching ``hung_server`` as "mymaster"; yields its port."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = int(sock.getsockname()[1])
+    config = tmp_path / "sentinel.conf"
+    config.write_text(
+        f"port {port}\nbind 127.0.0.1\ndir {tmp_path}\n"
+        f"sentinel monitor mymaster 127.0.0.1 {hung_server.port} 1\n"
+        "sentinel down-after-milliseconds mymaster 60000\n"
+    )
+    process = subprocess.Popen(
+        [find_redis_binary("redis-server"), str(config), "--sentinel"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        probe = redis.Redis(port=port, socket_timeout=1, retry=Retry(NoBackoff(), 0))
+        wait_for(
+            lambda: _answers(probe, "SENTINEL", "get-master-addr-by-name", "mymaster"),
+            what="the sentinel",
+        )
+        yield port
+    finally:
+        process.kill()
+        process.wait()
+
+
+def _answers(client: Any, *command: str) -> bool:
+    try:
+        return bool(client.execute_command(*command))
+    except redis.exceptions.RedisError:
+        return False
+
+
+def test_a_hung_master_behind_a_sentinel_fails_a_request_within_the_slack(
+    settings, hung_server, sentinel
+):
+    settings.DJANGO_REDIS_POOL = {
+        "CONNECTION": {"SENTINELS": [["127.0.0.1", sentinel]], "SERVICE_NAME": "mymaster"},
+        "POOLS": {"printers": {"RESOURCES": ["p1"], "LEASE_TIMEOUT": 30}},
+    }
+    guard, request = Guard("printers", timeout=1), RequestFactory().get("/")
+    held = guard.enter(request)  # the master found through the sentinel
+    assert isinstance(held, Held)
+    os.kill(hung_server.pid, signal.SIGSTOP)
+    started = time.monotonic()
+    refused = guard.enter(RequestFactory().get("/"))
+    assert time.monotonic() - started < 1 + DEADLINE_SLACK + 1.0
+    assert isinstance(refused, Refusal) and isinstance(refused.error, BackendUnavailable)

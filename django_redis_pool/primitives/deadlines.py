@@ -21,12 +21,15 @@ from typing import Any
 from redis.backoff import ExponentialBackoff
 from redis.connection import Connection, SSLConnection, UnixDomainSocketConnection
 from redis.exceptions import TimeoutError as RedisTimeoutError
+from redis.sentinel import SentinelManagedConnection, SentinelManagedSSLConnection
 
 __all__ = [
     "CONNECTION_CLASSES",
     "DeadlineBackoff",
     "DeadlineConnection",
     "DeadlineSSLConnection",
+    "DeadlineSentinelManagedConnection",
+    "DeadlineSentinelManagedSSLConnection",
     "DeadlineUnixDomainSocketConnection",
     "deadline",
     "time_left",
@@ -122,6 +125,14 @@ class DeadlineSSLConnection(_DeadlineMixin, SSLConnection):
 
 class DeadlineUnixDomainSocketConnection(_DeadlineMixin, UnixDomainSocketConnection):
     """A Unix-socket connection (``unix://``) that keeps the current deadline."""
+
+
+class DeadlineSentinelManagedConnection(_DeadlineMixin, SentinelManagedConnection):
+    """A connection to the master a Sentinel names that keeps the current deadline."""
+
+
+class DeadlineSentinelManagedSSLConnection(_DeadlineMixin, SentinelManagedSSLConnection):
+    """A TLS connection to the master a Sentinel names that keeps the current deadline."""
 
 
 #: The connection class to use for each URL scheme.
