@@ -79,7 +79,6 @@ connect to it) and of what production needs:
 from __future__ import annotations
 
 import difflib
-import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 from urllib.parse import urlsplit
@@ -87,7 +86,7 @@ from urllib.parse import urlsplit
 from django.core import checks
 
 from . import conf, kinds, registry
-from .primitives.validators import check_name
+from .primitives.validators import check_duration, check_lease_timeout, check_name
 
 __all__ = ["TAG", "check_deploy", "check_settings", "check_view_resources", "validate"]
 
@@ -387,25 +386,23 @@ def validate(raw: Any, caches: Any) -> list[checks.CheckMessage]:
             "Use True to run views without a hold when Redis is down, False (the default) "
             "to answer them with the unavailable response.",
         )
-    long_hold = raw.get("LONG_HOLD", conf.DEFAULT_LONG_HOLD)
-    if long_hold is not None and (
-        isinstance(long_hold, bool)
-        or not isinstance(long_hold, (int, float))
-        or not 0 < long_hold < math.inf
-    ):
+    try:
+        check_lease_timeout(raw.get("LONG_HOLD"), conf.setting_path("LONG_HOLD"))
+    except ValueError as exc:
         report.error(
             31,
-            f"{conf.setting_path('LONG_HOLD')} must be a number of seconds > 0 or None, "
-            f"got {long_hold!r}.",
+            f"{exc}.",
             "Use the age past which a live hold is flagged as possibly stuck, e.g. "
             f"{conf.DEFAULT_LONG_HOLD:g} (the default), or None to flag none.",
         )
-    lease = raw.get("REQUEST_LEASE", conf.DEFAULT_REQUEST_LEASE)
-    if isinstance(lease, bool) or not isinstance(lease, (int, float)) or not 1 <= lease < 2**31:
+    path = conf.setting_path("REQUEST_LEASE")
+    try:
+        if check_duration(raw.get("REQUEST_LEASE", conf.DEFAULT_REQUEST_LEASE), path) < 1:
+            raise ValueError(f"{path} must be at least 1 second, got {raw['REQUEST_LEASE']!r}")
+    except ValueError as exc:
         report.error(
             26,
-            f"{conf.setting_path('REQUEST_LEASE')} must be a number of seconds >= 1, "
-            f"got {lease!r}.",
+            f"{exc}.",
             "Use how long a request's hold on a primitive without LEASE_TIMEOUT outlives "
             f"a killed worker, e.g. {conf.DEFAULT_REQUEST_LEASE:g} (the default); it is "
             "renewed while the request runs.",

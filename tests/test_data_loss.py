@@ -199,3 +199,21 @@ def test_a_counter_behind_still_gives_higher_fences(client, kind):
         end()
     nxt, _ = take(primitive, "b")
     assert nxt > live
+
+
+def _script_runs(client: Any, call: Any) -> int:
+    """How many scripts or functions ``call`` ran on ``client``'s Redis."""
+    client.config_resetstat()
+    call()
+    stats = client.info("commandstats")
+    return sum(stats.get(f"cmdstat_{c}", {}).get("calls", 0) for c in ("evalsha", "fcall"))
+
+
+def test_a_busy_pool_or_allocator_that_can_heal_is_refused_in_one_script_run(redis_client):
+    """Being able to restore lost members costs nothing while members exist:
+    an exhausted pool or allocator answers from its common-case script."""
+    pool = ResourcePool(redis_client, "printers", resources=["p1"], lease_timeout=30)
+    allocator = Allocator(redis_client, "proxies", keys=["k1"], lease_timeout=30)
+    assert pool.acquire(timeout=0) is not None and allocator.malloc_key() is not None
+    assert _script_runs(redis_client, lambda: pool.acquire(timeout=0)) == 1
+    assert _script_runs(redis_client, lambda: allocator.malloc_key()) == 1

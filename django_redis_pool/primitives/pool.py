@@ -65,9 +65,7 @@ class ResourcePool(LeasedPrimitive):
         if isinstance(resources, (str, bytes)):
             raise ValueError(f"resources must be a list of resource ids, not {resources!r}")
         #: The ids an acquire restores when the pool holds none (empty: none).
-        self.resources = tuple(
-            dict.fromkeys(check_name(r, "resources[]") for r in resources or ())
-        )
+        self.resources = tuple(_distinct_ids(resources or (), "resources[]"))
         if self.resources:
             self._engine.default_max, self._engine.heal = "heal", self._heal
 
@@ -94,7 +92,7 @@ class ResourcePool(LeasedPrimitive):
     def associate_many(self, resources: Iterable[str]) -> int:
         """Add ``resources`` (one atomic step per 1,000); returns how many were
         new. Waiters blocked on the pool get them at once."""
-        ids = list(dict.fromkeys(check_name(r, "resource") for r in resources))
+        ids = _distinct_ids(resources, "resource")
         return sum(
             int(self._engine.run("pool_associate", *ids[start : start + 1000]))
             for start in range(0, len(ids), 1000)
@@ -212,3 +210,8 @@ class ResourcePool(LeasedPrimitive):
     def leases(self) -> list[Lease]:
         """The current live leases."""
         return self._live_leases()
+
+
+def _distinct_ids(resources: Iterable[str], what: str) -> list[str]:
+    """The valid resource ids of ``resources``, each once, in order."""
+    return list(dict.fromkeys(check_name(r, what) for r in resources))

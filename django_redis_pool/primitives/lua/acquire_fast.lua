@@ -2,8 +2,7 @@
 -- every helper it carries on each run (a function library does so once), and
 -- acquire carries them all; this one carries three. It answers exactly as
 -- acquire would when the request is new, nobody is queued and no lease is due
--- to be reclaimed: a grant, or 'none' / 'held' for a caller that does not wait
--- (a pool that may need healing: acquire tells).
+-- to be reclaimed: a grant, or 'none' / 'held' for a caller that does not wait.
 -- Anything else returns 'slow' having changed nothing, and the caller runs
 -- acquire itself. args[2]: as acquire's.
 local token, lease_ms, _, wait_ms, _, restore, holder, mine, held = acquire_request(args[2])
@@ -33,7 +32,7 @@ else
     return {resource, grant(resource, token, holder, lease_ms, false)}
   end
 end
-if wait_ms == -2 and restore ~= 'heal' then
-  return 'none'
+if wait_ms == -2 and (restore ~= 'heal' or redis.call('ZCARD', K_LEASES) > 0) then
+  return 'none'  -- (a pool with no resource at all may need healing: acquire tells)
 end
 return 'slow'

@@ -81,9 +81,6 @@ local BASE, MODE, NOW, NOW_US, SLOTS, SHARING, ALLOC
 -- Allocators: "\1due" as read by this call (a number; nil: not read, or unknown)
 local DUE
 local K_AVAIL, K_LEASES, K_INFO, K_SEQ, K_WAITQ, K_WINFO, K_MAX, K_DONE
--- The key names of the primitives met lately, by base: a function library
--- keeps them from call to call (a script starts with none). At most NAMED_MAX.
-local NAMES, NAMED, NAMED_MAX = {}, 0, 1000
 
 local RECLAIM_LIMIT = 16     -- expired leases reclaimed per call (bounded work)
 local SKIP_LIMIT = 16        -- dead waiters dropped per hand-off
@@ -106,16 +103,9 @@ local WAITER_FORMAT = '%s|%d|%d|%d|%d|%d|%d|%s'
 
 local function begin(keys, args)
   BASE = keys[1]
-  local names = NAMES[BASE]
-  if not names then
-    if NAMED == NAMED_MAX then
-      NAMES, NAMED = {}, 0
-    end
-    names = {BASE .. ':avail', BASE .. ':leases', BASE .. ':info', BASE .. ':seq',
-      BASE .. ':waitq', BASE .. ':winfo', BASE .. ':max', BASE .. ':done'}
-    NAMES[BASE], NAMED = names, NAMED + 1
-  end
-  K_AVAIL, K_LEASES, K_INFO, K_SEQ, K_WAITQ, K_WINFO, K_MAX, K_DONE = unpack(names)
+  K_AVAIL, K_LEASES, K_INFO = BASE .. ':avail', BASE .. ':leases', BASE .. ':info'
+  K_SEQ, K_WAITQ, K_WINFO, K_MAX = BASE .. ':seq', BASE .. ':waitq', BASE .. ':winfo', BASE .. ':max'
+  K_DONE = BASE .. ':done'
   MODE = args[1]
   SLOTS = MODE == 'sem' or MODE == 'lock' or MODE == 'rlock'
   -- Modes in which a caller shares the hold of its identity (a reentrant
@@ -180,9 +170,10 @@ end
 -- returns the record string. A `provisional` lease (made on a waiter's behalf,
 -- not yet confirmed) longer than PROVISIONAL_MS, or without expiry, lasts
 -- PROVISIONAL_MS until the waiter confirms it (renew), so a waiter that died
--- before reading its wake list stalls the queue that long, not a whole lease. `extra` (optional): a field and value written
--- to :info in the same HSET. Allocators: the new expiry lowers "\1due" when
--- DUE (read by malloc_fast) is known, else "\1due" is forgotten.
+-- before reading its wake list stalls the queue that long, not a whole lease.
+-- `extra` (optional): a field and value written to :info in the same HSET.
+-- Allocators: the new expiry lowers "\1due" when DUE (read by malloc_fast) is
+-- known, else "\1due" is forgotten.
 local function set_lease(resource, rec, lease_ms, provisional, extra_field, extra_value)
   local score = 'inf'
   rec.e, rec.l, rec.p = -1, lease_ms, 0
@@ -526,7 +517,10 @@ local function malloc_fast(args)
   local name = args[3]
   local key, priority, popped = pick_key(name)
   if not key then
-    return heal == '1' and 'slow' or 'none'  -- (alloc_malloc tells whether it is empty)
+    if heal == '1' and redis.call('EXISTS', BASE .. ':keys') == 0 then
+      return 'slow'  -- no key at all: alloc_malloc tells its caller to restore them
+    end
+    return 'none'
   end
   return hand_out(key, priority, popped, name, tonumber(bind_ms), token, args[4], tonumber(lease_ms))
 end
