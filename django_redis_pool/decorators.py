@@ -49,8 +49,10 @@ def with_resource(
     ``request.resources[name] = None`` and a warning is logged.
 
     Works on sync and async views, on class-based views via
-    ``method_decorator``, and stacked (the outer one acquires first). Async views
-    never call Redis on the event loop thread.
+    ``method_decorator``, and stacked (the outer one acquires first). An async
+    view waits on the event loop through ``redis.asyncio``, holding no thread;
+    a request cancelled while it waits (the client went away) stops waiting
+    at once, and a grant that raced the cancellation is given back at once.
     """
     guard = Guard(
         name,

@@ -5,12 +5,14 @@ it acquires before the view (through the primitive's kind, :meth:`Kind.hold
 <.kinds.Kind.hold>`), exposes the hold as ``request.resources[name]``, releases
 once the response is closed (after its last chunk) or when the view raises, and
 answers "nothing granted in time" with the response of :mod:`.refusals` (never
-a 500). Async views wait on threads of their own (:data:`WAITING_THREADS`).
+a 500). Async views wait on the event loop, holding no thread (kinds without
+an ``ahold`` wait on threads of their own, :data:`WAITING_THREADS`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import inspect
 import logging
@@ -28,6 +30,7 @@ from typing import Any
 
 from asgiref.sync import sync_to_async
 from django.core.exceptions import BadRequest
+from django.dispatch import Signal
 from django.http import HttpRequest
 from django.http.response import HttpResponseBase
 
@@ -50,6 +53,15 @@ class Refusal:
     """Nothing was held: ``error`` says why (and carries name, status, retry_after)."""
 
     error: PoolError
+
+
+@dataclass
+class Sending:
+    """A signal to send, once the outcome it reports is settled."""
+
+    signal: Signal
+    sender: Any
+    kwargs: dict[str, Any]
 
 
 def on_event_loop() -> bool:
@@ -114,62 +126,88 @@ class Guard:
         ``holder`` (default: :meth:`holder_of`). None when Redis fails and
         ``FAIL_OPEN`` lets the view run without a hold."""
         started = time.monotonic()
-        resources = _resources_of(request)
         primitive: Any = None
         try:
             primitive = registry.get_resource(self.name)  # a Cluster client connects here
-            holder = holder or self.holder_of(request)
-            lease_timeout, watched = self.lease_timeout, False
-            if lease_timeout is None and getattr(primitive, "lease_timeout", 0) is None:
-                # No lease would ever end it: a watchdog lease, renewed while the
-                # request runs, ends a killed worker's hold instead.
-                lease_timeout, watched = registry.get_config().request_lease, True
-            ask = kinds.Ask(
-                holder=holder,
-                identity=None if self._identity is None else holder,
-                timeout=self.wait_of(primitive),
-                lease_timeout=lease_timeout,
-            )
-            wait = ask.timeout
-            with deadline(None if wait is None else wait + DEADLINE_SLACK):
-                held = kinds.by_name()[primitive.kind].hold(primitive, ask)
-            if watched and held is not None and held.lease is not None:
-                held.lease.start_auto_renew()
+            kind, ask, watched = self._ask(request, primitive, holder or self.holder_of(request))
+            with deadline(None if ask.timeout is None else ask.timeout + DEADLINE_SLACK):
+                held = kind.hold(primitive, ask)
         except NotConfigured:
             raise  # a configuration error, not a busy resource
         except PoolError as exc:  # Redis unreachable, or refusing (OOM, ...)
-            failed = "is unreachable" if isinstance(exc, BackendUnavailable) else "failed"
-            if registry.get_config().fail_open:
-                logger.warning(
-                    "%s %s runs without holding %r: Redis %s and FAIL_OPEN is set (%s)",
-                    request.method,
-                    request.path,
-                    self.name,
-                    failed,
-                    exc,
+            outcome, signal = self._failed(request, primitive, exc, started)
+        else:
+            outcome, signal = self._outcome(request, primitive, held, watched, started)
+        if signal is not None:
+            signals.send(signal.signal, signal.sender, **signal.kwargs)
+        return outcome
+
+    async def aenter(self, request: HttpRequest) -> Held | Refusal | None:
+        """:meth:`enter` on the event loop: the wait holds no thread (for a kind
+        that has :meth:`Kind.ahold <.kinds.Kind.ahold>`; else it runs in a
+        thread). Cancelled while waiting, it leaves nothing held."""
+        started = time.monotonic()
+        primitive: Any = registry.cached(self.name)
+        try:
+            if primitive is None:  # built off the loop: a Cluster client connects then
+                primitive = await sync_to_async(registry.get_resource, thread_sensitive=False)(
+                    self.name
                 )
-                resources[self.name] = None
-                return None
-            logger.error(
-                "%s %s answered %s without holding %r: Redis %s (%s)",
-                request.method,
-                request.path,
-                self.status,
-                self.name,
-                failed,
-                exc,
+            if not kinds.by_name()[primitive.kind].holds_on_loop:
+                return await self._aenter_in_thread(request)
+            holder = (
+                self.holder_of(request)
+                if self._identity is None
+                else await sync_to_async(self.holder_of)(request)  # it may use the ORM
             )
-            return self._refuse(request, primitive, exc, started)
+            kind, ask, watched = self._ask(request, primitive, holder)
+            with deadline(None if ask.timeout is None else ask.timeout + DEADLINE_SLACK):
+                held = await kind.ahold(primitive, ask)
+        except NotConfigured:
+            raise
+        except PoolError as exc:
+            outcome, signal = self._failed(request, primitive, exc, started)
+        else:
+            outcome, signal = self._outcome(request, primitive, held, watched, started)
+        if signal is not None:
+            await signals.asend(signal.signal, signal.sender, **signal.kwargs)
+        return outcome
+
+    def _ask(
+        self, request: HttpRequest, primitive: Any, holder: str
+    ) -> tuple[kinds.Kind, kinds.Ask, bool]:
+        """(the primitive's kind, what to ask of it, whether the hold needs a
+        watchdog lease)."""
+        lease_timeout, watched = self.lease_timeout, False
+        if lease_timeout is None and getattr(primitive, "lease_timeout", 0) is None:
+            # No lease would ever end it: a watchdog lease, renewed while the
+            # request runs, ends a killed worker's hold instead.
+            lease_timeout, watched = registry.get_config().request_lease, True
+        ask = kinds.Ask(
+            holder=holder,
+            identity=None if self._identity is None else holder,
+            timeout=self.wait_of(primitive),
+            lease_timeout=lease_timeout,
+        )
+        return kinds.by_name()[primitive.kind], ask, watched
+
+    def _outcome(
+        self, request: HttpRequest, primitive: Any, held: Held | None, watched: bool, started: float
+    ) -> tuple[Held | Refusal, Sending]:
+        """What an acquire that answered ``held`` means for the request, and
+        the signal to send about it."""
         if held is None:
             error = ResourceUnavailable(
                 f"{primitive.kind} {self.name!r}: nothing was granted within "
                 f"{self.wait_of(primitive)} s"
             )
             logger.info("%s %s: %s", request.method, request.path, error)
-            return self._refuse(request, primitive, error, started)
+            return self._refusal(request, primitive, error, started)
+        if watched and held.lease is not None:
+            held.lease.start_auto_renew()
         waited = held.granted_at - started
         held.primitive = primitive
-        resources[self.name] = held.hold
+        _resources_of(request)[self.name] = held.hold
         logger.debug(
             "%s %s holds %s %r (fence %s) after waiting %.1f ms",
             request.method,
@@ -179,21 +217,52 @@ class Guard:
             held.lease.fence if held.lease else None,
             waited * 1000,
         )
-        signals.send(
+        return held, Sending(
             signals.resource_acquired,
             type(primitive),
-            name=self.name,
-            hold=held.hold,
-            lease=held.lease,
-            request=request,
-            waited=waited,
+            {
+                "name": self.name,
+                "hold": held.hold,
+                "lease": held.lease,
+                "request": request,
+                "waited": waited,
+            },
         )
-        return held
 
-    def _refuse(
+    def _failed(
+        self, request: HttpRequest, primitive: Any, exc: PoolError, started: float
+    ) -> tuple[Refusal | None, Sending | None]:
+        """Redis failed (unreachable, or refusing: OOM...): None when
+        ``FAIL_OPEN`` lets the view run without a hold, else the refusal (and
+        its signal)."""
+        failed = "is unreachable" if isinstance(exc, BackendUnavailable) else "failed"
+        if registry.get_config().fail_open:
+            logger.warning(
+                "%s %s runs without holding %r: Redis %s and FAIL_OPEN is set (%s)",
+                request.method,
+                request.path,
+                self.name,
+                failed,
+                exc,
+            )
+            _resources_of(request)[self.name] = None
+            return None, None
+        logger.error(
+            "%s %s answered %s without holding %r: Redis %s (%s)",
+            request.method,
+            request.path,
+            self.status,
+            self.name,
+            failed,
+            exc,
+        )
+        return self._refusal(request, primitive, exc, started)
+
+    def _refusal(
         self, request: HttpRequest, primitive: Any, error: PoolError, started: float
-    ) -> Refusal:
-        """``primitive`` is None when Redis failed before it could be built."""
+    ) -> tuple[Refusal, Sending]:
+        """The refusal carrying ``error``, and its ``resource_unavailable``
+        signal. ``primitive`` is None when Redis failed before it could be built."""
         error.name = self.name  # type: ignore[attr-defined]
         error.status = self.status  # type: ignore[attr-defined]
         error.retry_after = self.retry_after_for(primitive)  # type: ignore[attr-defined]
@@ -202,15 +271,13 @@ class Guard:
         else:
             entry = registry.get_config().entries.get(self.name)
             sender = (entry.kind.primitive if entry else None) or object
-        signals.send(
-            signals.resource_unavailable,
-            sender,
-            name=self.name,
-            request=request,
-            error=error,
-            waited=time.monotonic() - started,
-        )
-        return Refusal(error)
+        kwargs = {
+            "name": self.name,
+            "request": request,
+            "error": error,
+            "waited": time.monotonic() - started,
+        }
+        return Refusal(error), Sending(signals.resource_unavailable, sender, kwargs)
 
     def wait_of(self, primitive: Any) -> float | None:
         """How long to wait for ``primitive``: ``timeout``, else the primitive's
@@ -236,14 +303,41 @@ class Guard:
             with deadline(DEADLINE_SLACK):  # a hung Redis: the hold ends with its lease
                 ok = held.release()
         except Exception as exc:
-            logger.error(
-                "releasing %r for %s %s failed; it stays held until its lease expires: %s",
-                self.name,
-                request.method,
-                request.path,
-                exc,
-            )
-            ok = False
+            ok = self._release_failed(request, exc)
+        signal = self._released(request, held, ok)
+        signals.send(signal.signal, signal.sender, **signal.kwargs)
+
+    async def aexit(self, request: HttpRequest, held: Held) -> None:
+        """:meth:`exit` on the event loop (in a thread for a hold without ``arelease``)."""
+        if held.arelease is None:
+            await sync_to_async(self.exit, thread_sensitive=False)(request, held)
+            return
+        if held.lease is not None:
+            held.lease.stop_auto_renew()
+        try:
+            with deadline(DEADLINE_SLACK):
+                ok = await held.arelease()
+        except asyncio.CancelledError:  # (the loop is shutting down): release it from a thread
+            threading.Thread(
+                target=self.exit, args=(request, held), name="drp-release", daemon=True
+            ).start()
+            raise
+        except Exception as exc:
+            ok = self._release_failed(request, exc)
+        signal = self._released(request, held, ok)
+        await signals.asend(signal.signal, signal.sender, **signal.kwargs)
+
+    def _release_failed(self, request: HttpRequest, exc: Exception) -> bool:
+        logger.error(
+            "releasing %r for %s %s failed; it stays held until its lease expires: %s",
+            self.name,
+            request.method,
+            request.path,
+            exc,
+        )
+        return False
+
+    def _released(self, request: HttpRequest, held: Held, ok: bool) -> Sending:
         held_for = time.monotonic() - held.granted_at
         logger.debug(
             "%s %s released %r after holding it %.1f ms%s",
@@ -253,35 +347,58 @@ class Guard:
             held_for * 1000,
             "" if ok else " (it was already gone)",
         )
-        signals.send(
+        return Sending(
             signals.resource_released,
             type(held.primitive),
-            name=self.name,
-            hold=held.hold,
-            lease=held.lease,
-            request=request,
-            held=held_for,
-            lost=not ok,
+            {
+                "name": self.name,
+                "hold": held.hold,
+                "lease": held.lease,
+                "request": request,
+                "held": held_for,
+                "lost": not ok,
+            },
         )
 
-    def exit_after(self, request: HttpRequest, response: Any, held: Held | None) -> Any:
+    def exit_after(
+        self,
+        request: HttpRequest,
+        response: Any,
+        held: Held | None,
+        loop: asyncio.AbstractEventLoop | None = None,
+    ) -> Any:
         """Release ``held`` once ``response`` is closed: after its last chunk is
         sent (or when it is garbage collected unclosed); at once if it is not a
-        response."""
+        response. ``loop``: the event loop the request is served on (then the
+        release runs there, when the hold has ``arelease``)."""
         if held is None:
             return response
         closers = getattr(response, "_resource_closers", None)
         if not isinstance(response, HttpResponseBase) or not isinstance(closers, list):
-            self._exit_off_loop(request, held)
+            self._exit_soon(request, held, loop)
             return response
-        release = weakref.finalize(response, self._exit_off_loop, request, held)
+        release = weakref.finalize(response, self._exit_soon, request, held, loop)
         release.atexit = False
         closers.append(release)
         return response
 
-    def _exit_off_loop(self, request: HttpRequest, held: Held) -> None:
-        """:meth:`exit`, in a thread of its own when called on an event loop's
-        thread (an async response closed there, or collected there unclosed)."""
+    def _exit_soon(
+        self, request: HttpRequest, held: Held, loop: asyncio.AbstractEventLoop | None
+    ) -> None:
+        """Release ``held`` as its request's ``loop`` does (:meth:`aexit`) while
+        that loop runs: from another thread (Django closes an async response
+        in a worker thread), waiting until it is done; on the loop's own
+        thread, as a task. Else :meth:`exit`: in a thread of its own when called
+        on an event loop's thread."""
+        if loop is not None and held.arelease is not None and loop.is_running():
+            if not on_event_loop():
+                done = asyncio.run_coroutine_threadsafe(self.aexit(request, held), loop)
+                with contextlib.suppress(Exception):  # (aexit logs its own failures)
+                    done.result(timeout=DEADLINE_SLACK + 1)
+                return
+            if asyncio.get_running_loop() is loop:
+                _keep(loop, self.aexit(request, held))
+                return
         if on_event_loop():
             threading.Thread(
                 target=self.exit, args=(request, held), name="drp-release", daemon=True
@@ -308,8 +425,8 @@ class Guard:
         self, request: HttpRequest, view: Callable[..., Any], args: Any, kwargs: Any
     ) -> Any:
         """Run ``view`` (async, or sync returning an awaitable) holding the
-        primitive; Redis is only called from worker threads."""
-        outcome = await self._aenter(request)
+        primitive, waiting for it on the event loop (:meth:`aenter`)."""
+        outcome = await self.aenter(request)
         if isinstance(outcome, Refusal):
             return await refusals.arespond(request, outcome.error)
         try:
@@ -317,12 +434,16 @@ class Guard:
             if inspect.isawaitable(response):
                 response = await response
         except BaseException:
-            if outcome is not None:
-                await sync_to_async(self.exit, thread_sensitive=False)(request, outcome)
+            if outcome is not None:  # (completes even if the request is cancelled again)
+                await asyncio.shield(
+                    _keep(asyncio.get_running_loop(), self.aexit(request, outcome))
+                )
             raise
-        return self.exit_after(request, response, outcome)
+        return self.exit_after(request, response, outcome, asyncio.get_running_loop())
 
-    async def _aenter(self, request: HttpRequest) -> Held | Refusal | None:
+    async def _aenter_in_thread(self, request: HttpRequest) -> Held | Refusal | None:
+        """:meth:`enter` in a thread, for a kind without :meth:`Kind.ahold
+        <.kinds.Kind.ahold>` (:data:`WAITING_THREADS`)."""
         holder = None
         if self._identity is not None:  # it may use the ORM (request.user)
             holder = await sync_to_async(self.holder_of)(request)
@@ -374,6 +495,18 @@ def _waiting_threads() -> ThreadPoolExecutor:
         if _waiting is None:  # threads are started on demand, up to the maximum
             _waiting = ThreadPoolExecutor(WAITING_THREADS, thread_name_prefix="drp-wait")
         return _waiting
+
+
+#: Releases running as tasks (an event loop keeps only weak references to tasks).
+_releasing: set[asyncio.Task[Any]] = set()
+
+
+def _keep(loop: asyncio.AbstractEventLoop, coro: Any) -> asyncio.Task[Any]:
+    """Run ``coro`` as a task of ``loop``, kept alive until it ends."""
+    task = loop.create_task(coro)
+    _releasing.add(task)
+    task.add_done_callback(_releasing.discard)
+    return task
 
 
 def _resources_of(request: HttpRequest) -> dict[str, Any]:

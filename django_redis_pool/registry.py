@@ -31,6 +31,7 @@ from .primitives.deadlines import (
 )
 
 __all__ = [
+    "cached",
     "clear_caches",
     "get",
     "get_config",
@@ -228,6 +229,12 @@ def get(kind: Kind, name: str) -> Any:
                 f"{found}; configured {kind.plural}: {configured}. Add it there."
             )
         return _build(entry)  # (a kind with an accessor is supported)
+
+
+def cached(name: str) -> Any:
+    """The primitive ``name`` if this process has built it already, else None
+    (no I/O, no validation: for the request path's fast lookup)."""
+    return _resources.get(name) if isinstance(name, str) else None
 
 
 def get_resource(name: str) -> Any:

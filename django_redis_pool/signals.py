@@ -2,8 +2,9 @@
 
 Every signal's ``sender`` is the primitive's class (its kind's ``primitive``)
 and carries the primitive's configured ``name``. Receivers run in the thread
-that sent the signal (for an async view, a worker thread): keep them quick, and
-never let them raise.
+that sent the signal; for an async view they are sent as Django's
+``Signal.asend`` sends them (async receivers on the event loop, sync ones in a
+thread). Keep them quick, and never let them raise.
 
 =========================  ===============================================================
 Signal                     Keyword arguments
@@ -33,6 +34,7 @@ from django.dispatch import Signal
 from .primitives.lease import Lease
 
 __all__ = [
+    "asend",
     "lease_lost",
     "lease_reclaimed",
     "resource_acquired",
@@ -52,7 +54,17 @@ lease_reclaimed = Signal()
 
 def send(signal: Signal, sender: Any, **kwargs: Any) -> None:
     """Send ``signal``; a receiver that raises is logged, never breaks a request."""
-    for receiver, result in signal.send_robust(sender, **kwargs):
+    _log_failures(signal.send_robust(sender, **kwargs))
+
+
+async def asend(signal: Signal, sender: Any, **kwargs: Any) -> None:
+    """:func:`send` from async code (Django's ``asend_robust``: async receivers
+    run on the loop, sync ones in a thread)."""
+    _log_failures(await signal.asend_robust(sender, **kwargs))
+
+
+def _log_failures(results: list[tuple[Any, Any]]) -> None:
+    for receiver, result in results:
         if isinstance(result, Exception):
             logger.error("signal receiver %r failed", receiver, exc_info=result)
 

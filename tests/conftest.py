@@ -14,6 +14,11 @@ Fixtures:
 ``client``                  parametrized: ``redis_client``, then ``cluster_client``
                             (marked ``cluster``; ``-m "not cluster"`` skips it).
 ``redis_version`` (session) the server's version as a tuple, e.g. ``(6, 2, 14)``.
+``hung_server``, ``sentinel`` a redis-server a test may stop, and a real Sentinel
+                            watching it (:mod:`tests.servers`).
+``api``                     parametrized: ``sync``, then ``async`` (marked
+                            ``async_path``): the primitives' blocking methods
+                            run as their asyncio twins (:mod:`tests.async_bridge`).
 
 The server binary is the embedded Redis 6.2 unless ``DJANGO_REDIS_POOL_REDIS_SERVER``
 names another (``scripts/dev.py test`` runs the suite again on Redis 7 that way);
@@ -31,6 +36,9 @@ import redis
 from redis.cluster import RedisCluster
 
 from django_redis_pool.embedded import EmbeddedRedis, EmbeddedRedisCluster, find_redis_binary
+
+from .async_bridge import async_path
+from .servers import hung_server, sentinel  # noqa: F401 (fixtures for every module)
 
 # Browser test modules import their helpers from it (and load it as a plugin).
 pytest.register_assert_rewrite("tests.browser")
@@ -138,3 +146,13 @@ def reserved_kind(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     monkeypatch.setattr(kinds, "_loaded", None)
     yield "GADGETS"
     monkeypatch.setattr(kinds, "_loaded", None)
+
+
+@pytest.fixture(params=["sync", pytest.param("async", marks=pytest.mark.async_path)])
+def api(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """Which API a behaviour test drives: the blocking one, or the asyncio twins."""
+    if request.param == "sync":
+        yield "sync"
+        return
+    with async_path(monkeypatch):
+        yield "async"

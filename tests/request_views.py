@@ -267,6 +267,12 @@ async def async_pool_wait_view(request: HttpRequest) -> HttpResponse:
     return HttpResponse("ok")
 
 
+@with_resource("printers", timeout=60)
+async def async_pool_queue_view(request: HttpRequest) -> HttpResponse:
+    RECORD.note(request)
+    return HttpResponse("ok")
+
+
 @with_resource("printers", timeout=0)
 async def async_raising_view(request: HttpRequest) -> HttpResponse:
     RECORD.note(request, loop_thread=threading.get_ident())
@@ -333,6 +339,7 @@ urlpatterns = [
     path("unknown-name/", unknown_name_view),
     path("async/", async_pool_view),
     path("async-wait/", async_pool_wait_view),
+    path("async-queue/", async_pool_queue_view),
     path("async-raising/", async_raising_view),
     path("async-stacked/", async_stacked_view),
     path("cbv/sync-dispatch/", SyncDispatchView.as_view()),

@@ -17,6 +17,9 @@ from django_redis_pool.primitives.allocator import MAX_KEY_PRIORITY
 from .primitive_helpers import expire_now, redis_time
 from .waiting import wait_for
 
+#: Every test here runs on the blocking API and on the asyncio twins.
+pytestmark = pytest.mark.usefixtures("api")
+
 
 @pytest.fixture
 def proxies(client):

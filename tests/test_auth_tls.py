@@ -8,6 +8,7 @@ it), with a throwaway CA and server certificate made by ``openssl``.
 
 from __future__ import annotations
 
+import asyncio
 import io
 import os
 import shutil
@@ -113,11 +114,21 @@ def use(settings: Any, connection: dict[str, Any]) -> None:
 
 
 def request_round_trip() -> None:
+    """A sync request's hold, then an async one's (on the asyncio twin of the
+    client: the same credentials and TLS settings)."""
     guard, request = Guard("printers", timeout=1), RequestFactory().get("/")
     held = guard.enter(request)
     assert isinstance(held, Held) and held.lease is not None
     assert held.lease.resource == "p1"
     guard.exit(request, held)
+    assert get_pool("printers").available() == ["p1"]
+
+    async def on_the_loop() -> None:
+        held = await guard.aenter(request)
+        assert isinstance(held, Held) and held.lease is not None
+        await guard.aexit(request, held)
+
+    asyncio.run(on_the_loop())
     assert get_pool("printers").available() == ["p1"]
 
 
@@ -150,6 +161,9 @@ def test_a_wrong_password_is_refused_without_showing_it(
     use(settings, {"URL": auth_url(auth_server, WRONG)})
     refused = Guard("printers", timeout=1).enter(RequestFactory().get("/"))
     assert isinstance(refused, Refusal) and isinstance(refused.error, BackendUnavailable)
+    refused_async = asyncio.run(Guard("printers", timeout=1).aenter(RequestFactory().get("/")))
+    assert isinstance(refused_async, Refusal)
+    assert isinstance(refused_async.error, BackendUnavailable)
     seen = shown(admin_client, caplog) + str(refused.error)
     assert WRONG not in seen and PASSWORD not in seen
 
@@ -175,4 +189,7 @@ def test_tls_with_an_untrusted_certificate_is_refused(settings, tls_server, capl
     use(settings, {"URL": f"rediss://:{PASSWORD}@127.0.0.1:{port}/0?ssl_cert_reqs=required"})
     refused = Guard("printers", timeout=1).enter(RequestFactory().get("/"))
     assert isinstance(refused, Refusal) and isinstance(refused.error, BackendUnavailable)
+    refused_async = asyncio.run(Guard("printers", timeout=1).aenter(RequestFactory().get("/")))
+    assert isinstance(refused_async, Refusal)
+    assert isinstance(refused_async.error, BackendUnavailable)
     assert PASSWORD not in str(refused.error) + caplog.text

@@ -120,9 +120,7 @@ def test_pools_and_locks_keep_their_guarantees_across_a_failover(replicated):
         by_resource.setdefault(resource, []).append((granted, ended, fence))
     for resource, seq in by_resource.items():
         seq.sort()
-        for (_, first_end, first_fence), (second_start, _, second_fence) in itertools.pairwise(
-            seq
-        ):
+        for (_, first_end, first_fence), (second_start, _, second_fence) in itertools.pairwise(seq):
             assert first_end < second_start, f"{resource}: two holds overlap"
             assert second_fence > first_fence, f"{resource}: a fence went backwards"
     assert sorted(pool.available()) == ["r0", "r1"] and not lock.locked()

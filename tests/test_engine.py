@@ -14,7 +14,13 @@ import redis
 
 from django_redis_pool import Lock, ResourcePool, Semaphore
 from django_redis_pool.primitives.base import LeasedPrimitive
-from django_redis_pool.primitives.scripts import FAST, LIBRARY_NAME, library_source, runner_for
+from django_redis_pool.primitives.scripts import (
+    FAST,
+    LIBRARY_NAME,
+    library_source,
+    runner_for,
+    script_source,
+)
 
 from .primitive_helpers import expire_now, finish, in_thread, pool_of
 from .waiting import wait_for
@@ -237,7 +243,7 @@ def _fast_and_full(client: Any, kind: str, setup: Any, op: str, *args: Any) -> b
     engine = fast._engine
     packed = "|".join(map(str, args)).encode()
     before = _normalized(client, fast)
-    script = runner_for(client)._script(FAST[op])
+    script = client.register_script(script_source(FAST[op]))
     answer = script(engine._head[:1], (engine._head[1], packed))
     if answer == b"slow":
         assert _normalized(client, fast) == before, "'slow' changed something"

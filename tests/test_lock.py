@@ -38,6 +38,10 @@ from .waiting import wait_for
 mp = multiprocessing.get_context("fork")
 
 
+#: Every test here runs on the blocking API and on the asyncio twins.
+pytestmark = pytest.mark.usefixtures("api")
+
+
 def _in_thread(fn):
     """Run ``fn`` in a new thread; return its result (or re-raise its error)."""
     out: dict = {}

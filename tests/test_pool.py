@@ -14,6 +14,9 @@ import pytest
 from django_redis_pool import Lease, ResourcePool, ResourceUnavailable
 from django_redis_pool.exceptions import PoolError
 
+#: Every test here runs on the blocking API and on the asyncio twins.
+pytestmark = pytest.mark.usefixtures("api")
+
 
 @pytest.fixture
 def pool(client):

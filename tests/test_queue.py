@@ -28,6 +28,10 @@ from .waiting import wait_for
 
 Policy = TaskExecutePolicy
 mp = multiprocessing.get_context("fork")
+
+#: Every test here runs on the blocking API and on the asyncio twins.
+pytestmark = pytest.mark.usefixtures("api")
+
 PACKAGE = Path(__file__).resolve().parent.parent / "django_redis_pool"
 
 

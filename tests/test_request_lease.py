@@ -137,9 +137,7 @@ def test_a_hold_older_than_long_hold_is_flagged(settings: Any, redis_url: str) -
     assert lease is not None
     snap = pool.snapshot(limit=0)
     assert snap.oldest_since == lease.acquired_at
-    wait_for(
-        lambda: pool.snapshot(limit=0).now - snap.oldest_since > 0.6, what="LONG_HOLD to pass"
-    )
+    wait_for(lambda: pool.snapshot(limit=0).now - snap.oldest_since > 0.6, what="LONG_HOLD to pass")
     summary = lease_summary(pool)
     assert summary.health == "warning" and "over LONG_HOLD" in summary.note
     out = io.StringIO()

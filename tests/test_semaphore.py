@@ -42,6 +42,10 @@ from .waiting import wait_for
 mp = multiprocessing.get_context("fork")
 
 
+#: Every test here runs on the blocking API and on the asyncio twins.
+pytestmark = pytest.mark.usefixtures("api")
+
+
 def _redis_time(client) -> float:
     sec, usec = client.time()
     return sec + usec / 1e6

@@ -6,29 +6,22 @@ overloaded server would.
 
 from __future__ import annotations
 
-import contextlib
+import asyncio
 import os
 import signal
-import socket
-import subprocess
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 import redis
 from django.test import RequestFactory
-from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from django_redis_pool import BackendUnavailable, Lock, ResourcePool
-from django_redis_pool.embedded import EmbeddedRedis, find_redis_binary
 from django_redis_pool.guard import Guard, Refusal
 from django_redis_pool.kinds import Held
 from django_redis_pool.primitives.deadlines import DeadlineBackoff, DeadlineConnection
 from django_redis_pool.primitives.engine import DEADLINE_SLACK, LATE_GRANT
-
-from .waiting import wait_for
 
 
 @pytest.mark.parametrize("timeout", [0, 0.2])
@@ -54,18 +47,6 @@ def test_a_grant_within_the_wait_is_kept(redis_client):
 
 
 # -- a Redis that stops answering ---------------------------------------------------
-
-
-@pytest.fixture
-def hung_server() -> Iterator[EmbeddedRedis]:
-    """A redis-server of its own, stopped (SIGSTOP) by the test when it wants."""
-    server = EmbeddedRedis().start()
-    try:
-        yield server
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(server.pid, signal.SIGCONT)
-        server.stop()
 
 
 def test_a_hung_redis_fails_an_acquire_within_its_timeout_plus_the_slack(hung_server):
@@ -113,38 +94,33 @@ def test_a_hung_redis_fails_a_request_within_its_timeout_plus_the_slack(
     assert time.monotonic() - started < DEADLINE_SLACK + 1.0
 
 
-@pytest.fixture
-def sentinel(hung_server: EmbeddedRedis, tmp_path: Any) -> Iterator[int]:
-    """A real Redis Sentinel (the same redis-server binary, ``--sentinel``)
-    watching ``hung_server`` as "mymaster"; yields its port."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = int(sock.getsockname()[1])
-    config = tmp_path / "sentinel.conf"
-    config.write_text(
-        f"port {port}\nbind 127.0.0.1\ndir {tmp_path}\n"
-        f"sentinel monitor mymaster 127.0.0.1 {hung_server.port} 1\n"
-        "sentinel down-after-milliseconds mymaster 60000\n"
-    )
-    process = subprocess.Popen(
-        [find_redis_binary("redis-server"), str(config), "--sentinel"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        probe = redis.Redis(port=port, socket_timeout=1, retry=Retry(NoBackoff(), 0))
-        wait_for(
-            lambda: _answers(probe, "SENTINEL", "get-master-addr-by-name", "mymaster"),
-            what="the sentinel",
-        )
-        yield port
-    finally:
-        process.kill()
-        process.wait()
+@pytest.mark.parametrize("form", ["url", "sentinel"])
+def test_a_hung_redis_fails_an_async_request_within_its_timeout_plus_the_slack(
+    settings, hung_server, request, form
+):
+    """The same, on the event loop: every asyncio call keeps the deadline."""
+    if form == "url":
+        connection: dict[str, Any] = {"URL": hung_server.url}
+    else:
+        port = request.getfixturevalue("sentinel")
+        connection = {"SENTINELS": [["127.0.0.1", port]], "SERVICE_NAME": "mymaster"}
+    settings.DJANGO_REDIS_POOL = {
+        "CONNECTION": connection,
+        "POOLS": {"printers": {"RESOURCES": ["p1"], "LEASE_TIMEOUT": 30}},
+    }
+    guard, first = Guard("printers", timeout=1), RequestFactory().get("/")
 
+    async def scenario() -> None:
+        held = await guard.aenter(first)  # connected, and the pool filled
+        assert isinstance(held, Held)
+        os.kill(hung_server.pid, signal.SIGSTOP)
+        started = time.monotonic()
+        refused = await guard.aenter(RequestFactory().get("/"))
+        assert time.monotonic() - started < 1 + DEADLINE_SLACK + 1.0
+        assert isinstance(refused, Refusal) and isinstance(refused.error, BackendUnavailable)
+        started = time.monotonic()
+        await guard.aexit(first, held)  # logged, never raised
+        assert time.monotonic() - started < DEADLINE_SLACK + 1.0
+        os.kill(hung_server.pid, signal.SIGCONT)  # (so that the twins close at the loop's end)
 
-def _answers(client: Any, *command: str) -> bool:
-    try:
-        return bool(client.execute_command(*command))
-    except redis.exceptions.RedisError:
-        return False
+    asyncio.run(scenario())

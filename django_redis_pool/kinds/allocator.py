@@ -14,7 +14,7 @@ from django import forms
 
 from .. import conf, registry
 from ..dashboard import action, outcome, section
-from ..primitives.allocator import MAX_KEY_PRIORITY, Allocator
+from ..primitives.allocator import MAX_KEY_PRIORITY, AllocatedKey, Allocator
 from ..primitives.validators import check_duration, check_name
 from .base import Ask, Held, Option, Outcome, validate_bool
 from .leases import (
@@ -128,11 +128,14 @@ class AllocatorKind(LeaseKind):
         identity if the view names one: the same user keeps the same key while
         it is free."""
         key = primitive.malloc_key(timeout=ask.lease_timeout, name=ask.identity, holder=ask.holder)
-        if key is None:
-            return None
-        if key.lease is None:  # shared: nothing to give back
-            return Held(key, None, lambda: True)
-        return Held(key, key.lease, lambda: primitive.free_keys(key) == 1)
+        return _held(primitive, key)
+
+    async def ahold(self, primitive: Any, ask: Ask) -> Held | None:
+        """:meth:`hold` on the event loop."""
+        key = await primitive.amalloc_key(
+            timeout=ask.lease_timeout, name=ask.identity, holder=ask.holder
+        )
+        return _held(primitive, key)
 
     def sync(
         self, primitive: Any, options: Mapping[str, Any], *, prune: bool, dry_run: bool
@@ -355,3 +358,20 @@ def get_allocator(name: str) -> Allocator:
     """The :class:`Allocator` configured in ``DJANGO_REDIS_POOL["ALLOCATORS"][name]``."""
     allocator: Allocator = registry.get(KIND, name)
     return allocator
+
+
+def _held(allocator: Allocator, key: AllocatedKey | None) -> Held | None:
+    """A request's hold of ``key`` (None: none was free)."""
+    if key is None:
+        return None
+    if key.lease is None:  # shared: nothing to give back
+
+        async def nothing() -> bool:
+            return True
+
+        return Held(key, None, lambda: True, nothing)
+
+    async def arelease() -> bool:
+        return await allocator.afree_keys(key) == 1
+
+    return Held(key, key.lease, lambda: allocator.free_keys(key) == 1, arelease)

@@ -11,7 +11,7 @@ module, listed in :data:`django_redis_pool.kinds.BUILTIN`. See
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
@@ -48,6 +48,8 @@ class Held:
     hold: Any  #: what the view sees as ``request.resources[name]``
     lease: Lease | None  #: the lease behind it (fence, expiry), for signals and logs
     release: Callable[[], bool]  #: gives it back; False if it was already gone
+    #: :attr:`release` on the event loop (None: the guard runs ``release`` in a thread).
+    arelease: Callable[[], Awaitable[bool]] | None = None
     granted_at: float = field(default_factory=time.monotonic)
     primitive: Any = None  #: what was held (set by the guard)
 
@@ -139,6 +141,17 @@ class Kind:
             f"{self.label} {primitive.name!r} cannot be held by a request: {self.plural} "
             "have no request hold"
         )
+
+    async def ahold(self, primitive: Any, ask: Ask) -> Held | None:
+        """:meth:`hold` on the event loop, for async views: waits without a
+        thread, and when cancelled leaves nothing held. A kind that does not
+        override it (:attr:`holds_on_loop` is False) is held from a thread."""
+        raise NotImplementedError
+
+    @property
+    def holds_on_loop(self) -> bool:
+        """Whether this kind has its own :meth:`ahold`."""
+        return type(self).ahold is not Kind.ahold
 
     # -- management commands ---------------------------------------------------
 

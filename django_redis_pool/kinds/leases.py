@@ -135,7 +135,7 @@ class LeaseKind(Kind):
     @staticmethod
     def held(lease: Lease | None) -> Held | None:
         """A request's hold of ``lease`` (None: nothing granted)."""
-        return None if lease is None else Held(lease, lease, lease.release)
+        return None if lease is None else Held(lease, lease, lease.release, lease.arelease)
 
     # -- management commands ---------------------------------------------------
 

@@ -48,29 +48,54 @@ class LockKind(LeaseKind):
 
     def hold(self, primitive: Any, ask: Ask) -> Held | None:
         """A :class:`Lock` of the request's own, usable from any thread."""
+        lock = self._lock_for(primitive, ask)
+        return _held(lock) if lock.acquire(timeout=ask.timeout) else None
+
+    async def ahold(self, primitive: Any, ask: Ask) -> Held | None:
+        """:meth:`hold` on the event loop."""
+        lock = self._lock_for(primitive, ask)
+        return _held(lock) if await lock.aacquire(timeout=ask.timeout) else None
+
+    @staticmethod
+    def _lock_for(primitive: Any, ask: Ask) -> Lock:
         holder = ask.holder
         if not primitive.reentrant:
             # Requests sharing an identity take turns on a plain lock, rather than
             # one of them failing as if it waited for itself.
             holder = f"{holder[:187]}:{uuid.uuid4().hex[:12]}"
-        held = primitive.for_holder(holder, lease_timeout=ask.lease_timeout)
-        if not held.acquire(timeout=ask.timeout):
-            return None
-        lease = held.lease
+        lock: Lock = primitive.for_holder(holder, lease_timeout=ask.lease_timeout)
+        return lock
 
-        def release() -> bool:
-            try:
-                held.release()
-            except NotOwned:
-                return False
-            finally:
-                # A reentrant hold shared with another request stays held (and
-                # renewed by that request), but this request renews it no more.
-                if lease is not None:
-                    lease.stop_auto_renew()
-            return True
 
-        return Held(held, lease, release)
+def _held(lock: Lock) -> Held:
+    """The request's hold of ``lock`` (acquired)."""
+    lease = lock.lease
+
+    def stop_renewing() -> None:
+        # A reentrant hold shared with another request stays held (and renewed
+        # by that request), but this request renews it no more.
+        if lease is not None:
+            lease.stop_auto_renew()
+
+    def release() -> bool:
+        try:
+            lock.release()
+        except NotOwned:
+            return False
+        finally:
+            stop_renewing()
+        return True
+
+    async def arelease() -> bool:
+        try:
+            await lock.arelease()
+        except NotOwned:
+            return False
+        finally:
+            stop_renewing()
+        return True
+
+    return Held(lock, lease, release, arelease)
 
 
 KIND = LockKind()

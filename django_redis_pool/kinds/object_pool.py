@@ -126,20 +126,20 @@ class ObjectPoolKind(Kind):
 
     def hold(self, primitive: Any, ask: Ask) -> Held | None:
         """The borrowed object itself; given back after the response."""
-        started(primitive)
         try:
-            obj = primitive.acquire(timeout=ask.timeout)
+            obj = started(primitive).acquire(timeout=ask.timeout)
         except ResourceUnavailable:
             return None
+        return _held(primitive, obj)
 
-        def release() -> bool:
-            try:
-                primitive.release(obj)
-            except NotOwned:
-                return False
-            return True
-
-        return Held(obj, None, release)
+    async def ahold(self, primitive: Any, ask: Ask) -> Held | None:
+        """:meth:`hold` on the event loop (giving back runs in a thread: it may
+        destroy the object, or free its global slot in Redis)."""
+        try:
+            obj = await started(primitive).aacquire(timeout=ask.timeout)
+        except ResourceUnavailable:
+            return None
+        return _held(primitive, obj)
 
     def status(self, primitive: Any) -> Outcome:
         """Every process's counters, as published (this one's included)."""
@@ -270,3 +270,14 @@ def get_object_pool(name: str) -> ObjectPool[Any]:
     ``DJANGO_REDIS_POOL["OBJECT_POOLS"][name]``."""
     pool: ObjectPool[Any] = registry.get(KIND, name)
     return started(pool)
+
+
+def _held(pool: ObjectPool[Any], obj: Any) -> Held:
+    def release() -> bool:
+        try:
+            pool.release(obj)
+        except NotOwned:
+            return False
+        return True
+
+    return Held(obj, None, release)

@@ -85,6 +85,14 @@ class PoolKind(LeaseKind):
             )
         )
 
+    async def ahold(self, primitive: Any, ask: Ask) -> Held | None:
+        """:meth:`hold` on the event loop."""
+        return self.held(
+            await primitive.aacquire(
+                timeout=ask.timeout, lease_timeout=ask.lease_timeout, holder=ask.holder
+            )
+        )
+
     def sync(
         self, primitive: Any, options: Mapping[str, Any], *, prune: bool, dry_run: bool
     ) -> Outcome:

@@ -68,6 +68,14 @@ class SemaphoreKind(LeaseKind):
             )
         )
 
+    async def ahold(self, primitive: Any, ask: Ask) -> Held | None:
+        """:meth:`hold` on the event loop."""
+        return self.held(
+            await primitive.aacquire_lease(
+                ask.holder, timeout=ask.timeout, lease_timeout=ask.lease_timeout
+            )
+        )
+
     def sync(
         self, primitive: Any, options: Mapping[str, Any], *, prune: bool, dry_run: bool
     ) -> Outcome:

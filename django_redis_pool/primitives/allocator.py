@@ -10,6 +10,7 @@ from typing import Any
 
 from ._common import to_ms
 from .base import DEFAULT_KEY_PREFIX, Collected, LeasedPrimitive
+from .calls import Steps
 from .engine import default_holder, new_token
 from .lease import Lease
 from .validators import (
@@ -136,8 +137,8 @@ class Allocator(LeasedPrimitive):
             else dict.fromkeys(_check_keys(keys or ()), 0)
         )
 
-    def _heal(self) -> None:
-        self.extend_many(self.configured_keys)
+    def _heal(self) -> Steps[None]:
+        yield from self._extend_many(self.configured_keys)
         logger.warning(
             "allocator %r held no key at all (never synced, or Redis lost its keys): "
             "added its %d configured keys",
@@ -159,19 +160,29 @@ class Allocator(LeasedPrimitive):
         (larger first). A held key keeps its holder's lock. Returns how many
         keys were new."""
         lifetime = check_lease_timeout(timeout, "timeout")
-        priority = _check_priority(priority)
+        steps = self._extend(_check_keys(keys), to_ms(lifetime), _check_priority(priority))
+        return self._engine.drive(steps)
+
+    def _extend(self, keys: list[str], lifetime_ms: int, priority: int) -> Steps[int]:
         added = 0
-        for chunk in _chunks(_check_keys(keys)):
-            added += int(self._engine.run("alloc_extend", to_ms(lifetime), priority, *chunk))
+        for chunk in _chunks(keys):
+            added += int(
+                (yield from self._engine.op("alloc_extend", lifetime_ms, priority, *chunk))
+            )
         return added
 
     def extend_many(self, keys: Mapping[str, int]) -> int:
         """Add (or update) ``keys``, each with its own priority (key -> priority),
         one atomic step per priority and 1,000 keys; returns how many were new."""
-        return sum(
-            self.extend([k for k, p in keys.items() if p == priority], priority=priority)
-            for priority in sorted(set(keys.values()))
-        )
+        keys = {check_name(k, "key"): _check_priority(p) for k, p in keys.items()}
+        return self._engine.drive(self._extend_many(keys))
+
+    def _extend_many(self, keys: Mapping[str, int]) -> Steps[int]:
+        added = 0
+        for priority in sorted(set(keys.values())):
+            chosen = [k for k, p in keys.items() if p == priority]
+            added += yield from self._extend(chosen, -1, priority)
+        return added
 
     def shrink(self, keys: Iterable[str]) -> int:
         """Remove ``keys``, free or held (a holder then finds its key gone at its
@@ -238,6 +249,26 @@ class Allocator(LeasedPrimitive):
         the key handed out for ``cache_timeout`` seconds (None:
         ``soft_bind_timeout``).
         """
+        return self._engine.drive(self._malloc_key(timeout, name, cache_timeout, holder))
+
+    async def amalloc_key(
+        self,
+        *,
+        timeout: float | None = None,
+        name: str | None = None,
+        cache_timeout: float | None = None,
+        holder: str | None = None,
+    ) -> AllocatedKey | None:
+        """:meth:`malloc_key` on the event loop."""
+        return await self._engine.adrive(self._malloc_key(timeout, name, cache_timeout, holder))
+
+    def _malloc_key(
+        self,
+        timeout: float | None,
+        name: str | None,
+        cache_timeout: float | None,
+        holder: str | None,
+    ) -> Steps[AllocatedKey | None]:
         lease_timeout = check_lease_timeout(timeout, "timeout")
         if lease_timeout is None:
             lease_timeout = self.lease_timeout
@@ -247,12 +278,12 @@ class Allocator(LeasedPrimitive):
         token = new_token()
         heal = 1 if self.configured_keys else 0
         packed = f"{token}|{to_ms(lease_timeout)}|{to_ms(bind_timeout)}|{heal}"
-        reply = self._engine.run("alloc_malloc", packed, bind, holder)
+        reply = yield from self._engine.op("alloc_malloc", packed, bind, holder)
         while reply in ("more", "empty"):
             if reply == "empty":  # (once: the next call restores nothing)
-                self._heal()
+                yield from self._heal()
                 packed = packed[:-1] + "0"
-            reply = self._engine.run("alloc_malloc", packed, bind, holder)
+            reply = yield from self._engine.op("alloc_malloc", packed, bind, holder)
         if not isinstance(reply, list):
             return None
         key, detail = str(reply[0]), reply[1]
@@ -286,12 +317,21 @@ class Allocator(LeasedPrimitive):
         allocation holds it (a holder whose lock expired never frees the next
         holder's key); a plain ``str`` is freed whoever holds it (an operator's
         action). Returns how many were freed (always 0 when shared)."""
+        return self._engine.drive(self._free_keys(keys))
+
+    async def afree_keys(self, *keys: str) -> int:
+        """:meth:`free_keys` on the event loop."""
+        return await self._engine.adrive(self._free_keys(keys))
+
+    def _free_keys(self, keys: tuple[str, ...]) -> Steps[int]:
         freed = 0
         for key in keys:
             if isinstance(key, AllocatedKey):
-                freed += key.lease is not None and key.lease.release()
+                lease = key.lease
+                freed += lease is not None and (yield from lease.release_steps())
             elif not self.shared:
-                freed += self._engine.release(check_name(key, "key"), force=True) != 0
+                name = check_name(key, "key")
+                freed += (yield from self._engine.release_steps(name, force=True)) != 0
         return freed
 
     def free(self, obj: AllocatorObject | AllocatedKey | str) -> bool:
@@ -380,7 +420,7 @@ class Allocator(LeasedPrimitive):
             if len(reclaimed) < CHUNK and max(rest) < CHUNK:
                 break
         if self.configured_keys and len(self) == 0:
-            self._heal()
+            self._engine.drive(self._heal())
         return Collected(reclaimed=leases, dropped=[])
 
     def _bind_timeout(self, seconds: float | None) -> float:

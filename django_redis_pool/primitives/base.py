@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -17,6 +17,7 @@ __all__ = [
     "Collected",
     "LeasedPrimitive",
     "Snapshot",
+    "aholding",
     "holding",
     "lease_as_dict",
     "waiter_as_dict",
@@ -28,7 +29,7 @@ DEFAULT_KEY_PREFIX = "drp"
 
 
 @contextlib.contextmanager
-def holding(lease: Lease | None, *, auto_renew: bool, unavailable: str) -> Iterator[Lease]:
+def holding(lease: Lease | None, auto_renew: bool, unavailable: str) -> Iterator[Lease]:
     """Yield ``lease`` for a ``with`` block and release it on exit; raise
     :class:`ResourceUnavailable` with message ``unavailable`` if it is None.
     ``auto_renew=True`` renews it in the background until the block exits."""
@@ -40,6 +41,19 @@ def holding(lease: Lease | None, *, auto_renew: bool, unavailable: str) -> Itera
         yield lease
     finally:
         lease.release()
+
+
+@contextlib.asynccontextmanager
+async def aholding(lease: Lease | None, auto_renew: bool, unavailable: str) -> AsyncIterator[Lease]:
+    """:func:`holding` for an ``async with`` block (the renewal is a task of the loop)."""
+    if lease is None:
+        raise ResourceUnavailable(unavailable)
+    if auto_renew:
+        lease.start_auto_renew()
+    try:
+        yield lease
+    finally:
+        await lease.arelease()
 
 
 @dataclass(frozen=True)

@@ -29,19 +29,22 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from ..exceptions import BackendUnavailable, NotConfigured, PoolError, backend_errors
 from . import deadlines
-from ._common import key_prefix, text, to_ms, waits_client
+from ._common import key_prefix, text, to_ms
+from .async_clients import async_client_for
+from .calls import Call, Op, Steps, arun, is_async_client, run
 from .lease import Lease
-from .scripts import ScriptRunner, runner_for
 
 __all__ = ["LeaseEngine", "Waiter", "default_holder"]
 
 _HOSTNAME = socket.gethostname()
 
 logger = logging.getLogger("django_redis_pool")
+
+T = TypeVar("T")
 
 
 def default_holder() -> str:
@@ -85,32 +88,52 @@ class LeaseEngine:
         #: What every operation is sent first: its one key (the base; the
         #: scripts name the others from it) and the mode.
         self._head = (self.base.encode(), mode.encode())
-        self._runner: ScriptRunner | None = None  # looked up on the first run
+        #: Whether ``client`` is a redis.asyncio client (only the async methods work).
+        self.is_async = is_async_client(client)
         self._streaks: dict[str, int] = {}  # see ScriptRunner.call
         self._chunk: float | None = None
         #: What an acquire restores when Redis lost it ("": nothing): a
         #: semaphore's max size, stored if Redis has none; "heal" for a pool
-        #: that calls ``heal`` (restoring its members) when an acquire finds
-        #: it holding no resource at all.
+        #: that runs the operation ``heal()`` (restoring its members) when an
+        #: acquire finds it holding no resource at all.
         self.default_max = ""
-        self.heal: Callable[[], object] | None = None
+        self.heal: Callable[[], Steps[object]] | None = None
 
     # -- running operations -----------------------------------------------------
 
-    def run(self, op: str, *args: Any) -> Any:
-        """Run lease-engine operation ``op`` (``lua/<op>.lua``) with its own
+    def drive(self, steps: Steps[T]) -> T:
+        """Run the operation ``steps`` (see :mod:`.calls`) on the blocking client."""
+        if self.is_async:
+            raise TypeError(
+                f"{self.label} was built on a redis.asyncio client, so only its async "
+                "methods (aacquire, arelease...) work; build it on a redis.Redis client "
+                "to use both"
+            )
+        return run(self.client, steps)
+
+    async def adrive(self, steps: Steps[T]) -> T:
+        """Run the operation ``steps`` on this event loop's asyncio client: the
+        client itself if it is one, else the twin of the blocking client
+        (:func:`.async_clients.async_client_for`)."""
+        return await arun(self.client if self.is_async else async_client_for(self.client), steps)
+
+    def op(self, op: str, *args: Any) -> Steps[Any]:
+        """Lease-engine operation ``op`` (``lua/<op>.lua``) with its own
         ``args``; those of the operations in ``PACKED`` are sent joined by "|"
         as one argument (the last one may hold "|")."""
         if op in PACKED:
             args = ("|".join(map(str, args)).encode(),)
-        runner = self._runner or self._first_runner()
         with backend_errors():
-            reply = runner.call(op, (*self._head, *args), self._streaks)
+            reply = yield Op(op, (*self._head, *args), self._streaks)
         return text(reply)
 
-    def _first_runner(self) -> ScriptRunner:
-        self._runner = runner_for(self.client)
-        return self._runner
+    def run(self, op: str, *args: Any) -> Any:
+        """Run :meth:`op` ``op`` now, blocking."""
+        return self.drive(self.op(op, *args))
+
+    async def arun(self, op: str, *args: Any) -> Any:
+        """Run :meth:`op` ``op`` now, on the event loop."""
+        return await self.adrive(self.op(op, *args))
 
     # -- acquiring -------------------------------------------------------------
 
@@ -124,13 +147,25 @@ class LeaseEngine:
         timeout (a slow or paused Redis, a long pause of this process) is given
         back at once and None is returned: a caller never holds past its wait.
         On connections that keep deadlines (:mod:`.deadlines`; the Django
-        registry's), a Redis that stops answering fails the call within
-        ``timeout + DEADLINE_SLACK`` seconds (BackendUnavailable)."""
+        registry's, and every asyncio call), a Redis that stops answering fails
+        the call within ``timeout + DEADLINE_SLACK`` seconds (BackendUnavailable)."""
+        return self.drive(self.acquire_steps(timeout, lease_ms, holder, priority))
+
+    async def aacquire(
+        self, *, timeout: float | None, lease_ms: int, holder: str, priority: int
+    ) -> Lease | None:
+        """:meth:`acquire` on the event loop. Cancelled while waiting, it gives
+        up its place (and a grant that raced the cancellation) before the
+        ``CancelledError`` propagates."""
+        return await self.adrive(self.acquire_steps(timeout, lease_ms, holder, priority))
+
+    def acquire_steps(
+        self, timeout: float | None, lease_ms: int, holder: str, priority: int
+    ) -> Steps[Lease | None]:
+        """The operation behind :meth:`acquire` and :meth:`aacquire`."""
         started = time.monotonic()
         with deadlines.deadline(None if timeout is None else timeout + DEADLINE_SLACK):
-            lease = self._acquire(
-                timeout=timeout, lease_ms=lease_ms, holder=holder, priority=priority
-            )
+            lease = yield from self._acquire(timeout, lease_ms, holder, priority)
         if lease is not None and timeout is not None:
             late = time.monotonic() - started - timeout
             if late > LATE_GRANT:
@@ -142,13 +177,13 @@ class LeaseEngine:
                     timeout,
                 )
                 with contextlib.suppress(Exception):
-                    self.release(lease.resource, lease.token)
+                    yield from self.release_steps(lease.resource, lease.token)
                 return None
         return lease
 
     def _acquire(
-        self, *, timeout: float | None, lease_ms: int, holder: str, priority: int
-    ) -> Lease | None:
+        self, timeout: float | None, lease_ms: int, holder: str, priority: int
+    ) -> Steps[Lease | None]:
         token = new_token()
         if timeout == 0:
             wait_ms, deadline = -2, None
@@ -158,22 +193,22 @@ class LeaseEngine:
         chunk = self._wait_chunk()
         args = (lease_ms, priority, holder)
         try:
-            reply = self._request(token, args, wait_ms, to_ms(chunk))
+            reply = yield from self._request(token, args, wait_ms, to_ms(chunk))
             if type(reply) is list:
-                return self._lease(reply[0], reply[1])
+                return (yield from self._lease(reply[0], reply[1]))
             if type(reply) is int:
-                return self._wait(token, args, deadline, chunk, reply)
+                return (yield from self._wait(token, args, deadline, chunk, reply))
             self._refused(reply, holder, timeout != 0)
             return None
-        except BackendUnavailable:
+        except (BackendUnavailable, GeneratorExit):
             # Redis is unreachable: a queue place is dropped by the next hand-off
             # once our liveness window has passed; a grant expires with its lease.
             raise
         except BaseException:
-            # Interrupted (even between the operation's run and its reply): give
-            # up our place, and anything granted or handed to us meanwhile.
+            # Interrupted or cancelled (even between the operation's run and its
+            # reply): give up our place, and anything granted or handed to us meanwhile.
             with contextlib.suppress(Exception):
-                self.run("withdraw", token)
+                yield from self.op("withdraw", token)
             raise
 
     def _wait(
@@ -183,7 +218,7 @@ class LeaseEngine:
         deadline: float | None,
         chunk: float,
         next_expiry_ms: int,
-    ) -> Lease | None:
+    ) -> Steps[Lease | None]:
         wake_key = self.wake_prefix + token
         alive_ms = to_ms(chunk)
         while True:
@@ -191,7 +226,7 @@ class LeaseEngine:
             if deadline is not None:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
-                    self.run("withdraw", token)
+                    yield from self.op("withdraw", token)
                     return None
                 block = min(block, remaining)
             if next_expiry_ms >= 0:
@@ -199,15 +234,17 @@ class LeaseEngine:
             with backend_errors():
                 # Never below MIN_BLOCK: Redis < 7.0.8 reads a timeout under
                 # about 1 ms as 0, which means "block forever".
-                popped = waits_client(self.client).blpop([wake_key], timeout=max(block, MIN_BLOCK))
+                popped = yield Call(
+                    "blpop", ([wake_key],), {"timeout": max(block, MIN_BLOCK)}, waits=True
+                )
             reply: Any
             if popped:
                 resource, raw = text(popped[1]).split("\n", 1)
                 reply = [resource, raw]
             else:
-                reply = self.run("wait", token, alive_ms)
+                reply = yield from self.op("wait", token, alive_ms)
             if type(reply) is list:
-                lease = self._lease(reply[0], reply[1])
+                lease = yield from self._lease(reply[0], reply[1])
                 if lease is not None:
                     return lease
                 reply = "gone"
@@ -218,9 +255,9 @@ class LeaseEngine:
                 # provisional grant lapsed. Queue again only if time is left.
                 if deadline is not None and deadline <= time.monotonic():
                     return None
-                reply = self._request(token, args, _remaining_ms(deadline), alive_ms)
+                reply = yield from self._request(token, args, _remaining_ms(deadline), alive_ms)
                 if type(reply) is list:
-                    lease = self._lease(reply[0], reply[1])
+                    lease = yield from self._lease(reply[0], reply[1])
                     if lease is not None:
                         return lease
                     continue
@@ -229,16 +266,20 @@ class LeaseEngine:
                     return None
             next_expiry_ms = reply
 
-    def _request(self, token: str, args: tuple[int, int, str], wait_ms: int, alive_ms: int) -> Any:
+    def _request(
+        self, token: str, args: tuple[int, int, str], wait_ms: int, alive_ms: int
+    ) -> Steps[Any]:
         """Run the acquire operation for ``token``; ``args`` is (lease ms,
         priority, holder)."""
         lease_ms, priority, holder = args
-        reply = self.run(
+        reply = yield from self.op(
             "acquire", token, lease_ms, priority, wait_ms, alive_ms, self.default_max, holder
         )
         if reply == "empty" and self.heal is not None:
-            self.heal()  # (nothing was changed: the same token asks again)
-            reply = self.run("acquire", token, lease_ms, priority, wait_ms, alive_ms, "", holder)
+            yield from self.heal()  # (nothing was changed: the same token asks again)
+            reply = yield from self.op(
+                "acquire", token, lease_ms, priority, wait_ms, alive_ms, "", holder
+            )
         return reply
 
     def _refused(self, reply: str, holder: str, wait: bool) -> None:
@@ -276,11 +317,11 @@ class LeaseEngine:
         )
         return lease, provisional == "1"
 
-    def _lease(self, resource: str, raw: str) -> Lease | None:
+    def _lease(self, resource: str, raw: str) -> Steps[Lease | None]:
         """Lease granted to us; a provisional (unconfirmed) grant to a waiter is
         confirmed first. None if the grant was lost before it could be."""
         lease, provisional = self._decode(resource, raw)
-        if provisional and not self.renew(lease, None):
+        if provisional and not (yield from self.renew_steps(lease, None)):
             return None
         return lease
 
@@ -295,9 +336,9 @@ class LeaseEngine:
 
     # -- holding ----------------------------------------------------------------
 
-    def renew(self, lease: Lease, lease_timeout: float | None) -> bool:
+    def renew_steps(self, lease: Lease, lease_timeout: float | None) -> Steps[bool]:
         """Extend ``lease`` (None keeps its duration); False if it is lost."""
-        expires = self.renew_resource(lease.resource, lease.token, lease_timeout)
+        expires = yield from self.renew_resource_steps(lease.resource, lease.token, lease_timeout)
         if expires is False:
             return False
         lease.expires_at = expires
@@ -305,20 +346,20 @@ class LeaseEngine:
             lease.lease_timeout = lease_timeout
         return True
 
-    def renew_resource(
+    def renew_resource_steps(
         self, resource: str, token: str, lease_timeout: float | None, *, keep: bool = True
-    ) -> float | bool | None:
+    ) -> Steps[float | bool | None]:
         """Extend the lease on ``resource`` held by ``token`` ('' = whoever holds
         it); None keeps its duration (with ``keep=False``: no expiry). Returns
         the new expiry (unix seconds, None for none), or False if there is no
         such live lease."""
         lease_ms = -2 if lease_timeout is None and keep else to_ms(lease_timeout)
-        expires = int(self.run("renew", token, lease_ms, resource))
+        expires = int((yield from self.op("renew", token, lease_ms, resource)))
         if expires == -2:
             return False
         return None if expires == -1 else expires / 1000
 
-    def release(
+    def release_steps(
         self,
         resource: str,
         token: str = "",
@@ -326,7 +367,7 @@ class LeaseEngine:
         *,
         fence: int | None = None,
         force: bool = False,
-    ) -> int:
+    ) -> Steps[int]:
         """End the lease on ``resource`` held by ``token`` ('' = whoever holds it).
 
         Returns 1 if a live lease was ended, 2 if a reentrant lock's count went
@@ -337,7 +378,11 @@ class LeaseEngine:
         """
         request = request or new_token()
         fence_arg = "" if fence is None else fence
-        return int(self.run("release", token, request, fence_arg, int(force), resource))
+        return int((yield from self.op("release", token, request, fence_arg, int(force), resource)))
+
+    def release(self, resource: str, token: str = "", *args: Any, **kwargs: Any) -> int:
+        """:meth:`release_steps`, blocking."""
+        return self.drive(self.release_steps(resource, token, *args, **kwargs))
 
     def gc(self, batch: int = 1000) -> tuple[list[Lease], list[Waiter]]:
         """Reclaim every expired lease and drop dead waiters; returns the

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import heapq
+import inspect
 import itertools
 import logging
 import os
@@ -11,9 +13,10 @@ import time
 import weakref
 from collections.abc import Callable
 from types import TracebackType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..exceptions import PoolError
+from .calls import Steps
 
 if TYPE_CHECKING:
     from .engine import LeaseEngine
@@ -77,7 +80,7 @@ class Lease:
         #: When the hold began (unix seconds, Redis clock; None if unknown).
         self.acquired_at = acquired_at
         self.lost = False
-        self.on_lost: Callable[[Lease], None] | None = None
+        self.on_lost: Callable[[Lease], object] | None = None
 
     @property
     def primitive_kind(self) -> str:
@@ -92,36 +95,58 @@ class Lease:
     def renew(self, lease_timeout: float | None = None) -> bool:
         """Extend the lease by ``lease_timeout`` seconds from now (None keeps its
         current duration). Returns False once the lease is lost."""
-        if self.lost:
-            return False
-        ok = self._engine.renew(self, lease_timeout)
+        return self.lost is False and self._engine.drive(self._renewed(lease_timeout))
+
+    async def arenew(self, lease_timeout: float | None = None) -> bool:
+        """:meth:`renew` on the event loop."""
+        return self.lost is False and await self._engine.adrive(self._renewed(lease_timeout))
+
+    def _renewed(self, lease_timeout: float | None) -> Steps[bool]:
+        ok = yield from self._engine.renew_steps(self, lease_timeout)
         if not ok:
             self._mark_lost("renewal found it gone (expired, force-released or removed)")
         return ok
 
     def release(self) -> bool:
         """Give the resource back. False if this lease no longer held it."""
+        return self._engine.drive(self.release_steps())
+
+    async def arelease(self) -> bool:
+        """:meth:`release` on the event loop."""
+        return await self._engine.adrive(self.release_steps())
+
+    def release_steps(self) -> Steps[bool]:
+        """The operation (see :mod:`.calls`) behind :meth:`release` and :meth:`arelease`."""
         self.stop_auto_renew()
         if self.lost:
             return False
-        ok = self._engine.release(self.resource, self.token) != 0
+        ok = (yield from self._engine.release_steps(self.resource, self.token)) != 0
         if not ok:
             self._mark_lost("it was already gone when released", call_on_lost=False)
         self.lost = True
         return ok
 
-    def start_auto_renew(self, on_lost: Callable[[Lease], None] | None = None) -> None:
-        """Renew at about 2/3 of the lease duration until released, from the
-        process's one renewal thread. If a renewal finds the lease gone, it is
-        logged, ``lost`` is set and ``on_lost(lease)`` is called. A lease without
-        expiry needs nothing. The thread holds only a weak reference: a lease
-        dropped without being released stops being renewed, and simply expires."""
+    def start_auto_renew(self, on_lost: Callable[[Lease], object] | None = None) -> None:
+        """Renew at about 2/3 of the lease duration until released: as a task
+        of the running event loop when called on one, else from the process's
+        one renewal thread. If a renewal finds the lease gone, it is logged,
+        ``lost`` is set and ``on_lost(lease)`` is called (a coroutine function
+        is run as a task of the loop, or to completion off a loop). A lease
+        without expiry needs nothing. The renewer holds only a weak reference:
+        a lease dropped without being released stops being renewed, and simply
+        expires."""
         if on_lost is not None:
             self.on_lost = on_lost
         if self.lease_timeout is None or self._renewing:
             return
         self._renewing = True
-        _renewer().schedule(self, self.lease_timeout * 2 / 3)
+        delay = self.lease_timeout * 2 / 3
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            _renewer().schedule(self, delay)
+        else:
+            _keep(loop.create_task(_renew_on_loop(weakref.ref(self), delay)))
 
     def stop_auto_renew(self) -> None:
         """Stop background renewal (release does this too)."""
@@ -142,7 +167,9 @@ class Lease:
             callbacks.append(self.on_lost)
         for callback in callbacks:
             try:
-                callback(self)
+                result = callback(self)
+                if inspect.isawaitable(result):
+                    _run_awaitable(result)
             except Exception:
                 logger.exception("lease-lost callback %r of %r failed", callback, self)
 
@@ -156,6 +183,17 @@ class Lease:
         tb: TracebackType | None,
     ) -> None:
         self.release()
+
+    async def __aenter__(self) -> Lease:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.arelease()
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Lease):
@@ -212,29 +250,68 @@ class _Renewer(threading.Thread):
 
     @staticmethod
     def _renew(lease: Lease) -> float | None:
-        """Renew ``lease`` once; the delay until the next renewal (None: stop)."""
-        assert lease.lease_timeout is not None
-        interval = lease.lease_timeout * 2 / 3
-        try:
-            ok = lease._engine.renew(lease, None)
-        except PoolError as exc:
-            now = time.monotonic()
-            lease._failing_since = lease._failing_since or now
-            if now - lease._failing_since >= lease.lease_timeout:
-                lease._mark_lost(f"renewal kept failing: {exc}")
-                return None
-            logger.warning("renewing %r failed, retrying: %s", lease, exc)
-            return min(interval, lease.lease_timeout / 10)
-        except Exception:
-            logger.exception("renewing %r failed; it is no longer renewed", lease)
+        return lease._engine.drive(_renewal(lease))
+
+
+def _renewal(lease: Lease) -> Steps[float | None]:
+    """Renew ``lease`` once; the delay until the next renewal (None: stop)."""
+    assert lease.lease_timeout is not None
+    interval = lease.lease_timeout * 2 / 3
+    try:
+        ok = yield from lease._engine.renew_steps(lease, None)
+    except PoolError as exc:
+        now = time.monotonic()
+        lease._failing_since = lease._failing_since or now
+        if now - lease._failing_since >= lease.lease_timeout:
+            lease._mark_lost(f"renewal kept failing: {exc}")
             return None
-        if not lease._renewing:  # released meanwhile: a renewal that found it gone says nothing
-            return None
-        if not ok:
-            lease._mark_lost("renewal found it gone (expired, force-released or removed)")
-            return None
-        lease._failing_since = None
-        return interval
+        logger.warning("renewing %r failed, retrying: %s", lease, exc)
+        return min(interval, lease.lease_timeout / 10)
+    except Exception:
+        logger.exception("renewing %r failed; it is no longer renewed", lease)
+        return None
+    if not lease._renewing:  # released meanwhile: a renewal that found it gone says nothing
+        return None
+    if not ok:
+        lease._mark_lost("renewal found it gone (expired, force-released or removed)")
+        return None
+    lease._failing_since = None
+    return interval
+
+
+async def _renew_on_loop(ref: weakref.ref[Lease], delay: float | None) -> None:
+    """A lease's auto-renewal as a task of the loop it was taken on."""
+    while delay is not None:
+        await asyncio.sleep(delay)
+        lease = ref()
+        if lease is None or not lease._renewing:
+            return
+        delay = await lease._engine.adrive(_renewal(lease))
+        del lease
+
+
+#: Tasks of this module still running (the loop keeps only weak references).
+_tasks: set[asyncio.Future[Any]] = set()
+
+
+def _keep(task: asyncio.Future[Any]) -> None:
+    _tasks.add(task)
+    task.add_done_callback(_tasks.discard)
+
+
+def _run_awaitable(awaitable: Any) -> None:
+    """Run what an ``on_lost`` coroutine function returned: as a task of the
+    running loop, else to completion here (the renewal thread)."""
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+
+        async def complete() -> None:
+            await awaitable
+
+        asyncio.run(complete())
+    else:
+        _keep(asyncio.ensure_future(awaitable, loop=loop))
 
 
 _renewer_lock = threading.Lock()

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import threading
+import types
 import uuid
+import weakref
 from collections.abc import Callable
 from types import TracebackType
 from typing import Any
@@ -12,6 +15,7 @@ from typing import Any
 from ..exceptions import NotOwned, ResourceUnavailable
 from ._common import to_ms
 from .base import DEFAULT_KEY_PREFIX, LeasedPrimitive
+from .calls import Steps
 from .engine import default_holder
 from .lease import Lease
 from .validators import check_holder, check_lease_timeout, check_timeout
@@ -29,9 +33,10 @@ class Lock(LeasedPrimitive):
     gone, a warning is logged and ``on_lost(lease)`` is called. Blocked callers
     are served first come first served and are woken by the release itself.
 
-    The holder is, by default, unique to this Lock object and the calling thread.
-    ``holder=`` names it explicitly: here (for the whole object), in ``acquire``
-    (after ``acquire(holder=h)`` the calling thread acts as ``h`` on this object
+    The holder is, by default, unique to this Lock object and the calling thread
+    (or asyncio task: ``aacquire``, ``async with lock``). ``holder=`` names it
+    explicitly: here (for the whole object), in ``acquire`` (after
+    ``acquire(holder=h)`` the calling thread or task acts as ``h`` on this object
     until it releases), or in ``release``/``extend``/``owned``, so that another
     thread, process or asyncio task can extend or release the lock.
     With ``reentrant=True`` the same holder may acquire again; the lock is free
@@ -63,8 +68,10 @@ class Lock(LeasedPrimitive):
         self.timeout = check_timeout(timeout)
         self.on_lost = on_lost
         self._fixed_holder = None if holder is None else check_holder(holder)
-        # Per thread: the holder named by acquire(holder=...) and the latest fence.
+        # Per thread, and per asyncio task: the holder named by
+        # acquire(holder=...), the latest fence, the default holder.
         self._local = threading.local()
+        self._tasks: weakref.WeakKeyDictionary[asyncio.Task[Any], Any] = weakref.WeakKeyDictionary()
         self._leases: dict[str, Lease] = {}  # holder -> its lease, for auto-renew
         self._mutex = threading.Lock()
 
@@ -80,7 +87,7 @@ class Lock(LeasedPrimitive):
         (strictly increasing across all holders ever); None before the first.
         A lock with a fixed ``holder`` falls back to that holder's current lease,
         whichever thread acquired it."""
-        fence = getattr(self._local, "fence", None)
+        fence = getattr(self._scope(), "fence", None)
         if fence is None and self._fixed_holder is not None:
             lease = self._leases.get(self._fixed_holder)
             fence = None if lease is None else lease.fence
@@ -110,21 +117,35 @@ class Lock(LeasedPrimitive):
         lock._engine = self._engine  # same keys and mode; shares its loaded scripts
         return lock
 
+    def _scope(self) -> Any:
+        """Where this thread's state is kept: or, on an event loop, this task's."""
+        try:
+            task = asyncio.current_task()
+        except RuntimeError:  # no event loop in this thread
+            return self._local
+        if task is None:
+            return self._local
+        scope = self._tasks.get(task)
+        if scope is None:
+            scope = self._tasks[task] = types.SimpleNamespace()
+        return scope
+
     def _holder(self, holder: str | None = None) -> str:
         if holder is not None:
             return check_holder(holder)
-        named = getattr(self._local, "holder", None)
-        return named or self._fixed_holder or self._default_holder()
+        scope = self._scope()
+        named = getattr(scope, "holder", None)
+        return named or self._fixed_holder or self._default_holder(scope)
 
-    def _default_holder(self) -> str:
-        # Unique per object and thread: thread ids are reused once a thread ends
-        # (and a forked child inherits its parent's), so a random id is kept in
-        # this object's thread-local storage, tagged with the pid.
+    def _default_holder(self, scope: Any) -> str:
+        # Unique per object and thread (or task): thread ids are reused once a
+        # thread ends (and a forked child inherits its parent's), so a random id
+        # is kept in the scope, tagged with the pid.
         pid = os.getpid()
-        cached = getattr(self._local, "default", None)
+        cached = getattr(scope, "default", None)
         if cached is None or cached[0] != pid:
             cached = (pid, f"{default_holder()}:{uuid.uuid4().hex[:12]}")
-            self._local.default = cached
+            scope.default = cached
         return cached[1]
 
     # -- acquiring and releasing ----------------------------------------------------
@@ -140,19 +161,30 @@ class Lock(LeasedPrimitive):
         (``blocking=False`` returns False; waiting raises :class:`PoolError`,
         since it would wait for itself).
         """
+        return self._engine.drive(self._acquire(blocking, timeout, holder))
+
+    async def aacquire(
+        self, *, blocking: bool = True, timeout: float | None = None, holder: str | None = None
+    ) -> bool:
+        """:meth:`acquire` on the event loop, as this task's holder, in the same
+        queue as blocking callers. Cancelled while waiting, it leaves the queue
+        (giving back a grant that raced the cancellation) before
+        ``CancelledError`` propagates."""
+        return await self._engine.adrive(self._acquire(blocking, timeout, holder))
+
+    def _acquire(self, blocking: bool, timeout: float | None, holder: str | None) -> Steps[bool]:
         if not blocking and timeout is not None:
             raise ValueError(
                 f"timeout={timeout!r} cannot be combined with blocking=False; pass one or the other"
             )
         wait = 0 if not blocking else check_timeout(timeout)
+        scope = self._scope()
         name = self._holder(holder)
-        lease = self._engine.acquire(
-            timeout=wait, lease_ms=to_ms(self.lease_timeout), holder=name, priority=0
-        )
+        lease = yield from self._engine.acquire_steps(wait, to_ms(self.lease_timeout), name, 0)
         if lease is None:
             return False
         if holder is not None:
-            self._local.holder = name
+            scope.holder = name
         with self._mutex:
             known = self._leases.get(name)
             if known is not None and known.token == lease.token and not known.lost:
@@ -163,17 +195,25 @@ class Lock(LeasedPrimitive):
                 self._leases[name] = lease
                 if self.auto_renew:
                     lease.start_auto_renew(on_lost=self.on_lost)
-        self._local.fence = lease.fence
+        scope.fence = lease.fence
         return True
 
     def release(self, *, holder: str | None = None) -> None:
         """Release the lock (a reentrant one: once). Raises :class:`NotOwned` if
         the holder does not hold it, e.g. because its lease expired."""
+        self._engine.drive(self._release(holder))
+
+    async def arelease(self, *, holder: str | None = None) -> None:
+        """:meth:`release` on the event loop."""
+        await self._engine.adrive(self._release(holder))
+
+    def _release(self, holder: str | None) -> Steps[None]:
+        scope = self._scope()
         name = self._holder(holder)
         known = self._leases.get(name)
         token = known.token if known is not None and not known.lost else ""
         try:
-            result = self._engine.release(name, token)
+            result = yield from self._engine.release_steps(name, token)
         except BaseException:
             # Not known to be released (e.g. Redis unreachable): stop renewing,
             # so that the lease expires rather than being kept alive forever.
@@ -186,8 +226,8 @@ class Lock(LeasedPrimitive):
             if result == 0 and not lease.lost:
                 lease._mark_lost("it was already gone when released", call_on_lost=False)
             lease.lost = True
-        if getattr(self._local, "holder", None) == name:
-            self._local.holder = None
+        if getattr(scope, "holder", None) == name:
+            scope.holder = None
         if result == 0:
             raise NotOwned(
                 f"lock {self.name!r} is not held by {name!r} (never acquired, already "
@@ -206,12 +246,21 @@ class Lock(LeasedPrimitive):
         """Restart the lease: ``lease_timeout`` seconds from now (None: the lock's
         ``lease_timeout``). True when extended; raises :class:`NotOwned` if the
         holder does not hold the lock (e.g. its lease expired)."""
+        return self._engine.drive(self._extend(lease_timeout, holder))
+
+    async def aextend(
+        self, lease_timeout: float | None = None, *, holder: str | None = None
+    ) -> bool:
+        """:meth:`extend` on the event loop."""
+        return await self._engine.adrive(self._extend(lease_timeout, holder))
+
+    def _extend(self, lease_timeout: float | None, holder: str | None) -> Steps[bool]:
         lease_timeout = check_lease_timeout(lease_timeout)
         if lease_timeout is None:
             lease_timeout = self.lease_timeout
         name = self._holder(holder)
         # None is the lock's own: no expiry, whatever an earlier extend set
-        expires = self._engine.renew_resource(name, "", lease_timeout, keep=False)
+        expires = yield from self._engine.renew_resource_steps(name, "", lease_timeout, keep=False)
         if expires is False:
             raise NotOwned(
                 f"lock {self.name!r} is not held by {name!r}, so it cannot be extended "
@@ -259,3 +308,18 @@ class Lock(LeasedPrimitive):
         tb: TracebackType | None,
     ) -> None:
         self.release()
+
+    async def __aenter__(self) -> Lock:
+        if not await self.aacquire(timeout=self.timeout):
+            raise ResourceUnavailable(
+                f"lock {self.name!r} was not acquired within {self.timeout} s"
+            )
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.arelease()

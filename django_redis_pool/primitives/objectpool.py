@@ -3,6 +3,7 @@ optionally capped across every process by a Semaphore, and fork-safe."""
 
 from __future__ import annotations
 
+import asyncio
 import collections
 import contextlib
 import heapq
@@ -44,10 +45,18 @@ class _Item(Generic[T]):
 @dataclass(order=True)
 class _Waiter:
     key: tuple[int, int]  #: (-priority, arrival): the heap's order
+    since: float = field(default_factory=time.monotonic, compare=False)
     ready: threading.Event = field(default_factory=threading.Event, compare=False)
     item: Any = field(default=None, compare=False)
     error: BaseException | None = field(default=None, compare=False)
     gone: bool = field(default=False, compare=False)  #: gave up (timed out)
+    #: Called (with the pool's lock held) once it is served: wakes an async waiter.
+    on_ready: Callable[[], object] | None = field(default=None, compare=False)
+
+    def serve(self) -> None:
+        self.ready.set()
+        if self.on_ready is not None:
+            self.on_ready()
 
 
 class ObjectPool(Generic[T]):
@@ -247,22 +256,53 @@ class ObjectPool(Generic[T]):
         failing (its last error as ``__cause__``)."""
         if self._pid != os.getpid():
             self._own()
-        if not self.test_on_borrow:
-            with self._lock:  # the common case: an idle object, nobody waiting, no Redis
-                if self._idle and not self._pending and not self._draining:
-                    item = self._idle.popleft() if self.fifo else self._idle.pop()
-                    self._loaned[id(item.obj)] = item
-                    return item.obj
         priority = check_priority(priority) if priority else 0
         timeout = self.acquire_timeout if timeout is None else check_timeout(timeout)
         while True:
-            item = self._wait_for_item(priority, timeout)
-            if not self.test_on_borrow or self._valid(item.obj):
-                return item.obj
-            self._take_back(item, destroy=True)
+            got = self._queue(priority)
+            if isinstance(got, _Waiter):
+                left = None if timeout is None else max(0.0, got.since + timeout - time.monotonic())
+                got = self._outcome(got) if got.ready.wait(left) else self._give_up(got, timeout)
+            if not self.test_on_borrow or self._valid(got.obj):
+                return got.obj
+            self._take_back(got, destroy=True)
 
-    def _wait_for_item(self, priority: int, timeout: float | None) -> _Item[T]:
-        deadline = None if timeout is None else time.monotonic() + timeout
+    async def aacquire(self, *, priority: int = 0, timeout: float | None = None) -> T:
+        """:meth:`acquire` on the event loop: an idle object at once, else a wait
+        that holds no thread (objects are still made by creation threads).
+        Cancelled while waiting, it gives up its place (and an object lent to
+        it just then goes back to the pool)."""
+        if self._pid != os.getpid():
+            self._own()
+        priority = check_priority(priority) if priority else 0
+        timeout = self.acquire_timeout if timeout is None else check_timeout(timeout)
+        loop = asyncio.get_running_loop()
+        while True:
+            served: asyncio.Future[None] = loop.create_future()
+            got = self._queue(priority, lambda f=served: loop.call_soon_threadsafe(_done, f))
+            if isinstance(got, _Waiter):
+                try:
+                    await asyncio.wait_for(asyncio.shield(served), timeout)
+                except (TimeoutError, asyncio.TimeoutError):
+                    got = self._give_up(got, timeout)
+                except asyncio.CancelledError:
+                    with contextlib.suppress(ResourceUnavailable):
+                        item = self._give_up(got, timeout)
+                        self._take_back(item, destroy=False)
+                    raise
+                else:
+                    got = self._outcome(got)
+            if not self.test_on_borrow or self._valid(got.obj):
+                return got.obj
+            self._take_back(got, destroy=True)
+
+    def _queue(self, priority: int, on_ready: Callable[[], object] | None = None) -> Any:
+        """An idle object now (an :class:`_Item`), or a place among the waiters
+        (a :class:`_Waiter`, served by :meth:`_dispense`)."""
+        if not self.test_on_borrow:
+            with self._lock:  # the common case: an idle object, nobody waiting, no Redis
+                if self._idle and not self._pending and not self._draining:
+                    return self._lend(self._idle.popleft() if self.fifo else self._idle.pop())
         with self._cond:
             if self._draining:
                 raise ResourceUnavailable(f"{self!r} is draining")
@@ -272,13 +312,15 @@ class ObjectPool(Generic[T]):
                 raise ResourceUnavailable(
                     f"{self!r}: {self.max_waiting} callers already wait (max_waiting)"
                 )
-            waiter = _Waiter((-priority, next(self._arrivals)))
+            waiter = _Waiter((-priority, next(self._arrivals)), on_ready=on_ready)
             heapq.heappush(self._waiters, waiter)
             self._pending += 1
             self._dispense()
-        left = None if deadline is None else max(0.0, deadline - time.monotonic())
-        if waiter.ready.wait(left):
-            return self._outcome(waiter)
+        return waiter
+
+    def _give_up(self, waiter: _Waiter, timeout: float | None) -> _Item[T]:
+        """The wait of ``waiter`` ended unserved (timeout, cancellation): leave
+        the queue and raise, unless it was served just then."""
         with self._cond:
             if not waiter.ready.is_set():
                 waiter.gone = True
@@ -288,7 +330,7 @@ class ObjectPool(Generic[T]):
                 raise ResourceUnavailable(
                     f"{self!r}: nothing was lent within {timeout} s"
                 ) from error
-        return self._outcome(waiter)  # served just as it timed out
+        return self._outcome(waiter)  # served just as it gave up
 
     @staticmethod
     def _outcome(waiter: _Waiter) -> Any:
@@ -377,7 +419,7 @@ class ObjectPool(Generic[T]):
             waiter = heapq.heappop(self._waiters)
             waiter.item = self._lend(self._idle.popleft() if self.fifo else self._idle.pop())
             self._pending -= 1
-            waiter.ready.set()
+            waiter.serve()
             self._prune_waiters()
         wanted = max(self._pending, self._min - self.size) if self._started else self._pending
         wanted -= self._creating
@@ -446,7 +488,7 @@ class ObjectPool(Generic[T]):
                         )
                         error.__cause__ = exc
                         waiter.error, waiter.gone = error, True
-                        waiter.ready.set()
+                        waiter.serve()
                 self._waiters.clear()
                 self._pending = 0
             self._dispense()
@@ -537,3 +579,8 @@ class _Withdrawn(Exception):
 
 
 _NO_SLOT: Any = object()
+
+
+def _done(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)

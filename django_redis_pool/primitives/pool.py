@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Iterable, Iterator
+from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
 from typing import Any
 
 from ._common import text, to_ms
-from .base import DEFAULT_KEY_PREFIX, Collected, LeasedPrimitive, holding
+from .base import DEFAULT_KEY_PREFIX, Collected, LeasedPrimitive, aholding, holding
+from .calls import Steps
 from .engine import default_holder
 from .lease import Lease
 from .validators import (
@@ -69,8 +70,8 @@ class ResourcePool(LeasedPrimitive):
         if self.resources:
             self._engine.default_max, self._engine.heal = "heal", self._heal
 
-    def _heal(self) -> None:
-        added = self.associate_many(self.resources)
+    def _heal(self) -> Steps[None]:
+        added = yield from self._associate(self.resources)
         logger.warning(
             "pool %r held no resource at all (never synced, or Redis lost its keys): "
             "associated its %d configured resources (%d were missing)",
@@ -92,11 +93,13 @@ class ResourcePool(LeasedPrimitive):
     def associate_many(self, resources: Iterable[str]) -> int:
         """Add ``resources`` (one atomic step per 1,000); returns how many were
         new. Waiters blocked on the pool get them at once."""
-        ids = _distinct_ids(resources, "resource")
-        return sum(
-            int(self._engine.run("pool_associate", *ids[start : start + 1000]))
-            for start in range(0, len(ids), 1000)
-        )
+        return self._engine.drive(self._associate(_distinct_ids(resources, "resource")))
+
+    def _associate(self, ids: Sequence[str]) -> Steps[int]:
+        added = 0
+        for start in range(0, len(ids), 1000):
+            added += int((yield from self._engine.op("pool_associate", *ids[start : start + 1000])))
+        return added
 
     def disassociate(self, resource: str) -> bool:
         """Remove ``resource``, available or leased (its holder's later release
@@ -120,16 +123,33 @@ class ResourcePool(LeasedPrimitive):
         unless renewed; ``holder`` labels the holder (default ``host:pid:thread``);
         a larger ``priority`` is served first among blocked callers.
         """
-        timeout = check_timeout(timeout)
+        return self._engine.acquire(**self._ask(timeout, lease_timeout, holder, priority))
+
+    async def aacquire(
+        self,
+        *,
+        timeout: float | None = 0,
+        lease_timeout: float | None = None,
+        holder: str | None = None,
+        priority: int = 0,
+    ) -> Lease | None:
+        """:meth:`acquire` on the event loop, waiting in the same fair queue as
+        blocking callers. Cancelled while waiting, it leaves the queue (giving
+        back a grant that raced the cancellation) before ``CancelledError``
+        propagates."""
+        return await self._engine.aacquire(**self._ask(timeout, lease_timeout, holder, priority))
+
+    def _ask(
+        self, timeout: float | None, lease_timeout: float | None, holder: str | None, priority: int
+    ) -> dict[str, Any]:
+        """The engine's acquire arguments, validated."""
         lease_timeout = check_lease_timeout(lease_timeout)
-        if lease_timeout is None:
-            lease_timeout = self.lease_timeout
-        return self._engine.acquire(
-            timeout=timeout,
-            lease_ms=to_ms(lease_timeout),
-            holder=default_holder() if holder is None else check_holder(holder),
-            priority=check_priority(priority),
-        )
+        return {
+            "timeout": check_timeout(timeout),
+            "lease_ms": to_ms(self.lease_timeout if lease_timeout is None else lease_timeout),
+            "holder": default_holder() if holder is None else check_holder(holder),
+            "priority": check_priority(priority),
+        }
 
     def release(self, lease_or_resource: Lease | str) -> bool:
         """Give a resource back.
@@ -141,6 +161,13 @@ class ResourcePool(LeasedPrimitive):
         if isinstance(lease_or_resource, Lease):
             return lease_or_resource.release()
         return self._engine.release(check_name(lease_or_resource, "resource")) != 0
+
+    async def arelease(self, lease_or_resource: Lease | str) -> bool:
+        """:meth:`release` on the event loop."""
+        if isinstance(lease_or_resource, Lease):
+            return await lease_or_resource.arelease()
+        steps = self._engine.release_steps(check_name(lease_or_resource, "resource"))
+        return await self._engine.adrive(steps) != 0
 
     @contextlib.contextmanager
     def lease(
@@ -162,16 +189,36 @@ class ResourcePool(LeasedPrimitive):
         lease = self.acquire(
             timeout=timeout, lease_timeout=lease_timeout, holder=holder, priority=priority
         )
-        unavailable = f"no resource of pool {self.name!r} became available within {timeout} s"
-        with holding(lease, auto_renew=auto_renew, unavailable=unavailable) as held:
+        with holding(lease, auto_renew, self._unavailable(timeout)) as held:
             yield held
+
+    @contextlib.asynccontextmanager
+    async def alease(
+        self,
+        *,
+        timeout: float | None = None,
+        lease_timeout: float | None = None,
+        holder: str | None = None,
+        priority: int = 0,
+        auto_renew: bool = False,
+    ) -> AsyncIterator[Lease]:
+        """:meth:`lease` as an async context manager (``async with``); its
+        auto-renewal is a task of the loop."""
+        lease = await self.aacquire(
+            timeout=timeout, lease_timeout=lease_timeout, holder=holder, priority=priority
+        )
+        async with aholding(lease, auto_renew, self._unavailable(timeout)) as held:
+            yield held
+
+    def _unavailable(self, timeout: float | None) -> str:
+        return f"no resource of pool {self.name!r} became available within {timeout} s"
 
     def collect(self, *, dry_run: bool = False) -> Collected:
         """What :meth:`LeasedPrimitive.collect` does; also associates the
         configured ``resources`` again if the pool holds none at all."""
         collected = super().collect(dry_run=dry_run)
         if self.resources and not dry_run and self.total_count() == 0:
-            self._heal()
+            self._engine.drive(self._heal())
         return collected
 
     # -- inspection ---------------------------------------------------------------

@@ -18,9 +18,10 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..exceptions import PoolError, ResourceUnavailable, backend_errors
+from ..exceptions import BackendUnavailable, PoolError, ResourceUnavailable, backend_errors
 from ._common import text, to_ms, waits_client
 from .base import DEFAULT_KEY_PREFIX
+from .calls import Call, Local, Steps
 from .engine import MIN_BLOCK, LeaseEngine
 from .validators import check_client, check_duration, check_name, check_timeout
 
@@ -159,13 +160,30 @@ class TaskQueue:
         unless given). ``priority``: -100..100, larger first. ``run_at``: unix
         seconds (Redis clock) before which no worker starts it. An id already
         in the queue is left as it is (a retried enqueue changes nothing twice)."""
+        return self._engine.drive(self._enqueue(name, params, id, priority, run_at))
+
+    async def aenqueue(
+        self,
+        name: str,
+        params: Any = None,
+        *,
+        id: str | None = None,
+        priority: int = 0,
+        run_at: float | None = None,
+    ) -> str:
+        """:meth:`enqueue` on the event loop."""
+        return await self._engine.adrive(self._enqueue(name, params, id, priority, run_at))
+
+    def _enqueue(
+        self, name: str, params: Any, id: str | None, priority: int, run_at: float | None
+    ) -> Steps[str]:
         name = check_name(name, "task name")
         payload = dumps(params, f"params of task {name!r}")
         task_id = uuid.uuid4().hex if id is None else check_name(id, "task id")
         if isinstance(priority, bool) or not isinstance(priority, int) or abs(priority) > 100:
             raise ValueError(f"priority must be an int from -100 to 100, got {priority!r}")
         at = -1 if run_at is None else math.floor(_seconds(run_at, "run_at") * 1000)
-        self._run(
+        yield from self._engine.op(
             "queue_enqueue",
             task_id,
             name,
@@ -180,7 +198,10 @@ class TaskQueue:
     def get_task(self, id: str) -> Task | None:
         """The task ``id`` as stored now (None if there is none, or its result
         expired)."""
-        flat = self._run("queue_read", "task", check_name(id, "task id"))
+        return self._engine.drive(self._get_task(check_name(id, "task id")))
+
+    def _get_task(self, id: str) -> Steps[Task | None]:
+        flat = yield from self._engine.op("queue_read", "task", id)
         if not flat:
             return None
         return _task(id, dict(zip(flat[0::2], flat[1::2], strict=True)))
@@ -211,7 +232,10 @@ class TaskQueue:
 
     def has_worker(self, name: str) -> bool:
         """Whether a live worker listens for task ``name`` now."""
-        return int(self._run("queue_read", "live", check_name(name, "task name"))) > 0
+        return self._engine.drive(self._has_worker(check_name(name, "task name")))
+
+    def _has_worker(self, name: str) -> Steps[bool]:
+        return int((yield from self._engine.op("queue_read", "live", name))) > 0
 
     def retry(self, id: str) -> bool:
         """Queue a failed task again (attempts start over). False if it is not failed."""
@@ -246,6 +270,33 @@ class TaskQueue:
         result comes within ``timeout`` seconds (a task no worker has started
         is withdrawn) and :class:`TaskFailed` when the task failed.
         ``once=True``: the stored task is deleted once its result is returned."""
+        return self._engine.drive(self._query(id, name, params, timeout, policy, once))
+
+    async def aquery(
+        self,
+        id: str,
+        name: str,
+        params: Any = None,
+        *,
+        timeout: float | None = None,
+        policy: TaskExecutePolicy = TaskExecutePolicy.Auto,
+        once: bool = False,
+    ) -> Any:
+        """:meth:`query` on the event loop: the wait for a worker's result
+        holds no thread (a handler run here runs in a thread, or is awaited if
+        it is a coroutine function). Cancelled while waiting, a task no worker
+        has started is withdrawn."""
+        return await self._engine.adrive(self._query(id, name, params, timeout, policy, once))
+
+    def _query(
+        self,
+        id: str,
+        name: str,
+        params: Any,
+        timeout: float | None,
+        policy: TaskExecutePolicy,
+        once: bool,
+    ) -> Steps[Any]:
         id, name = check_name(id, "task id"), check_name(name, "task name")
         timeout = check_timeout(timeout)
         payload = dumps(params, f"params of task {name!r}")
@@ -253,29 +304,33 @@ class TaskQueue:
             raise ValueError(f"policy must be a TaskExecutePolicy, got {policy!r}")
         local = self.task_fn is not None
         if policy is TaskExecutePolicy.Local:
-            return self._run_here(id, name, params)
+            return (yield from self._run_here(id, name, params))
         if policy is TaskExecutePolicy.LocalFirst and local:
             try:
-                return self._run_here(id, name, params)
+                return (yield from self._run_here(id, name, params))
             except TaskFailed:
                 logger.info("task %r (%s) failed here; running it by a worker", name, id)
-        if policy is TaskExecutePolicy.Auto and local and not self.has_worker(name):
-            return self._run_here(id, name, params)
+        if policy is TaskExecutePolicy.Auto and local and not (yield from self._has_worker(name)):
+            return (yield from self._run_here(id, name, params))
         if policy is TaskExecutePolicy.RemoteFirst and local:
-            if not self.has_worker(name):
-                return self._run_here(id, name, params)
+            if not (yield from self._has_worker(name)):
+                return (yield from self._run_here(id, name, params))
             try:
-                return self._remote(id, name, payload, timeout, once, give_up_unstarted=True)
+                return (
+                    yield from self._remote(
+                        id, name, payload, timeout, once, give_up_unstarted=True
+                    )
+                )
             except _NotStarted:
-                return self._run_here(id, name, params)
-        return self._remote(id, name, payload, timeout, once)
+                return (yield from self._run_here(id, name, params))
+        return (yield from self._remote(id, name, payload, timeout, once))
 
-    def _run_here(self, id: str, name: str, params: Any) -> Any:
+    def _run_here(self, id: str, name: str, params: Any) -> Steps[Any]:
         if self.task_fn is None:
             raise PoolError(f"{self!r} has no task_fn to run task {name!r} in this process")
         task = Task(id=id, name=name, params=params, status="running", attempts=1)
         try:
-            result = self.task_fn(task)
+            result = yield Local(self.task_fn, (task,))
             dumps(result, f"the result of task {name!r}")
         except Exception as exc:
             raise TaskFailed(_message(exc), task) from exc
@@ -290,28 +345,37 @@ class TaskQueue:
         once: bool,
         *,
         give_up_unstarted: bool = False,
-    ) -> Any:
-        self._run(
+    ) -> Steps[Any]:
+        run = self._engine.op
+        yield from run(
             "queue_enqueue", id, name, payload, 0, -1, self.max_attempts, to_ms(self.result_ttl)
         )
-        if not self._wait_done(id, timeout):
-            if self._run("queue_withdraw", id) == 1 and give_up_unstarted:
+        try:
+            done = yield from self._wait_done(id, timeout)
+        except (BackendUnavailable, GeneratorExit):
+            raise
+        except BaseException:  # interrupted or cancelled: a task nobody started is withdrawn
+            with contextlib.suppress(Exception):
+                yield from run("queue_withdraw", id)
+            raise
+        if not done:
+            if (yield from run("queue_withdraw", id)) == 1 and give_up_unstarted:
                 raise _NotStarted
             raise ResourceUnavailable(
                 f"task {name!r} ({id}) of {self!r} had no result within {timeout} s"
             )
-        task = self.get_task(id)
+        task = yield from self._get_task(id)
         if task is None:
             raise ResourceUnavailable(
                 f"the result of task {name!r} ({id}) expired before it was read"
             )
         if once:
-            self._run("queue_admin", "forget", id)
+            yield from run("queue_admin", "forget", id)
         if task.status == "failed":
             raise TaskFailed(task.error or "the task failed", task)
         return task.result
 
-    def _wait_done(self, id: str, timeout: float | None) -> bool:
+    def _wait_done(self, id: str, timeout: float | None) -> Steps[bool]:
         """Block until task ``id`` has ended, at most ``timeout`` seconds (None:
         for ever). Its ``:done`` list is pushed when it ends; BLMOVE onto itself
         reads it without taking it, so every waiter sees it, however late."""
@@ -324,8 +388,9 @@ class TaskQueue:
                 return False
             block = chunk if left is None else max(MIN_BLOCK, min(chunk, left))
             with backend_errors():
-                if waits_client(self.client).blmove(key, key, block, "LEFT", "RIGHT") is not None:
-                    return True
+                moved = yield Call("blmove", (key, key, block, "LEFT", "RIGHT"), waits=True)
+            if moved is not None:
+                return True
 
     # -- workers --------------------------------------------------------------------
 

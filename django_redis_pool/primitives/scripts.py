@@ -12,9 +12,9 @@ clients on either path may serve one primitive together:
   never load over each other.
 * **EVALSHA** (Redis 6.2, Redis Cluster, or a server or ACL that refuses
   ``FUNCTION LOAD``): one script per operation, holding only the helpers it
-  uses, run through redis-py's :class:`~redis.commands.core.Script` (which
-  loads it again on ``NOSCRIPT``). A script defines its helpers on every run,
-  which costs as much as the work of an uncontended acquire, so acquire,
+  uses, run by its digest (and loaded again on ``NOSCRIPT``). A script
+  defines its helpers on every run, which costs as much as the work of an
+  uncontended acquire, so acquire,
   release and renew first run a small script for their common case
   (``FAST``), and the whole operation only when that one answers ``slow``.
   A primitive whose common case just failed (it is contended: callers queue,
@@ -34,9 +34,10 @@ import weakref
 from functools import cache
 from typing import Any
 
-from redis.exceptions import NoPermissionError, ResponseError
+from redis.exceptions import NoPermissionError, NoScriptError, ResponseError
 
 from ._common import load_lua
+from .calls import Call, Steps
 
 __all__ = [
     "FAST",
@@ -47,6 +48,7 @@ __all__ = [
     "ScriptRunner",
     "library_source",
     "runner_for",
+    "script_sha",
     "script_source",
 ]
 
@@ -163,52 +165,45 @@ class ScriptRunner:
 
     ``functions`` is None until the first call finds out whether the server
     serves the function library (True) or not (False: EVALSHA from then on).
-    A library lost since (e.g. a restart without persistence) is loaded again.
+    A library lost since (e.g. a restart without persistence) is loaded again,
+    and so is a script (NOSCRIPT). :meth:`steps` is an operation of
+    :mod:`.calls`, so one runner code serves blocking and asyncio clients.
     """
 
     def __init__(self, client: Any) -> None:
-        self.client = client
         self.functions: bool | None = None
         if not callable(getattr(client, "fcall", None)) or hasattr(client, "nodes_manager"):
             self.functions = False  # Redis Cluster: EVALSHA (loaded on every primary)
-        self._scripts: dict[str, Any] = {}
 
-    def call(
+    def steps(
         self, op: str, keys_and_args: tuple[Any, ...], streaks: dict[str, int] | None = None
-    ) -> Any:
+    ) -> Steps[Any]:
         """Run ``op`` with ``NUM_KEYS`` keys followed by its arguments.
         ``streaks`` (one per primitive, kept by the caller) counts the calls
         left that skip the common-case script on the EVALSHA path."""
         if self.functions is not False:
+            call = Call("fcall", (f"{LIBRARY_NAME}_{op}", NUM_KEYS, *keys_and_args))
             try:
-                reply = self.client.fcall(f"{LIBRARY_NAME}_{op}", NUM_KEYS, *keys_and_args)
+                reply = yield call
             except ResponseError as exc:
-                if not self._load_library(exc):
-                    return self.call(op, keys_and_args, streaks)
-                return self.client.fcall(f"{LIBRARY_NAME}_{op}", NUM_KEYS, *keys_and_args)
+                if not (yield from self._load_library(exc)):
+                    return (yield from self.steps(op, keys_and_args, streaks))
+                return (yield call)
             self.functions = True
             return reply
-        keys, args = keys_and_args[:NUM_KEYS], keys_and_args[NUM_KEYS:]
         fast = FAST.get(op)
         if fast is not None:
             if streaks is not None and streaks.get(op):
                 streaks[op] -= 1
             else:
-                reply = self._script(fast)(keys, args)
+                reply = yield from _evalsha(fast, keys_and_args)
                 if reply not in _SLOW:
                     return reply
                 if streaks is not None:
                     streaks[op] = SLOW_STREAK
-        return self._script(op)(keys, args)
+        return (yield from _evalsha(op, keys_and_args))
 
-    def _script(self, op: str) -> Any:
-        """The registered :class:`~redis.commands.core.Script` of ``op``."""
-        script = self._scripts.get(op)
-        if script is None:
-            script = self._scripts[op] = self.client.register_script(script_source(op))
-        return script
-
-    def _load_library(self, exc: ResponseError) -> bool:
+    def _load_library(self, exc: ResponseError) -> Steps[bool]:
         """After FCALL failed with ``exc``: load the library and return True, or
         return False (switching to EVALSHA) if this server or user cannot
         have it. Any other error is raised."""
@@ -219,13 +214,29 @@ class ScriptRunner:
         if "function not found" not in message:
             raise exc
         try:
-            self.client.function_load(library_source())
+            yield Call("function_load", (library_source(),))
         except ResponseError as load_exc:
             if "already exists" not in str(load_exc).lower():
                 self.functions = False  # refused (ACL, read-only replica...): EVALSHA
                 return False
         self.functions = True
         return True
+
+
+def _evalsha(op: str, keys_and_args: tuple[Any, ...]) -> Steps[Any]:
+    """EVALSHA the script of ``op``, loading it first if Redis lost it."""
+    call = Call("evalsha", (script_sha(op), NUM_KEYS, *keys_and_args))
+    try:
+        return (yield call)
+    except NoScriptError:
+        yield Call("script_load", (script_source(op),))  # (every primary of a Cluster)
+        return (yield call)
+
+
+@cache
+def script_sha(op: str) -> str:
+    """The SHA1 digest by which EVALSHA runs the script of ``op``."""
+    return hashlib.sha1(script_source(op).encode()).hexdigest()
 
 
 _runners: weakref.WeakKeyDictionary[Any, ScriptRunner] = weakref.WeakKeyDictionary()

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import contextlib
 import uuid
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 from ..exceptions import backend_errors
 from ._common import to_ms
-from .base import DEFAULT_KEY_PREFIX, LeasedPrimitive, holding
+from .base import DEFAULT_KEY_PREFIX, LeasedPrimitive, aholding, holding
 from .engine import default_holder
 from .lease import Lease
 from .validators import (
@@ -96,13 +96,30 @@ class Semaphore(LeasedPrimitive):
     ) -> Lease | None:
         """Like :meth:`acquire`, but returns the slot's :class:`Lease` (None if
         not granted): its ``fence``, ``expires_at``, ``renew()`` and ``release()``."""
+        return self._engine.acquire(**self._ask(identity, timeout, lease_timeout, priority))
+
+    async def aacquire_lease(
+        self,
+        identity: str,
+        *,
+        timeout: float | None = 0,
+        lease_timeout: float | None = None,
+        priority: int = 0,
+    ) -> Lease | None:
+        """:meth:`acquire_lease` on the event loop (see :meth:`aacquire`)."""
+        return await self._engine.aacquire(**self._ask(identity, timeout, lease_timeout, priority))
+
+    def _ask(
+        self, identity: str, timeout: float | None, lease_timeout: float | None, priority: int
+    ) -> dict[str, Any]:
+        """The engine's acquire arguments, validated."""
         lease_timeout = check_lease_timeout(lease_timeout)
-        return self._engine.acquire(
-            timeout=check_timeout(timeout),
-            lease_ms=to_ms(self.lease_timeout if lease_timeout is None else lease_timeout),
-            holder=check_holder(identity, "identity"),
-            priority=check_priority(priority),
-        )
+        return {
+            "timeout": check_timeout(timeout),
+            "lease_ms": to_ms(self.lease_timeout if lease_timeout is None else lease_timeout),
+            "holder": check_holder(identity, "identity"),
+            "priority": check_priority(priority),
+        }
 
     def acquire(
         self,
@@ -119,15 +136,33 @@ class Semaphore(LeasedPrimitive):
         refreshed, without taking a second slot. Raises :class:`NotConfigured`
         if the max size was never set.
         """
-        lease = self.acquire_lease(
-            identity, timeout=timeout, lease_timeout=lease_timeout, priority=priority
-        )
-        return lease is not None
+        ask = self._ask(identity, timeout, lease_timeout, priority)
+        return self._engine.acquire(**ask) is not None
+
+    async def aacquire(
+        self,
+        identity: str,
+        *,
+        timeout: float | None = 0,
+        lease_timeout: float | None = None,
+        priority: int = 0,
+    ) -> bool:
+        """:meth:`acquire` on the event loop, waiting in the same fair queue as
+        blocking callers. Cancelled while waiting, it leaves the queue (giving
+        back a slot that raced the cancellation) before ``CancelledError``
+        propagates."""
+        ask = self._ask(identity, timeout, lease_timeout, priority)
+        return await self._engine.aacquire(**ask) is not None
 
     def release(self, identity: str) -> bool:
         """Give back the slot of ``identity``; False if it held none (or its
         lease had expired)."""
         return self._engine.release(check_holder(identity, "identity")) != 0
+
+    async def arelease(self, identity: str) -> bool:
+        """:meth:`release` on the event loop."""
+        steps = self._engine.release_steps(check_holder(identity, "identity"))
+        return await self._engine.adrive(steps) != 0
 
     @contextlib.contextmanager
     def hold(
@@ -145,14 +180,38 @@ class Semaphore(LeasedPrimitive):
         when no slot is granted within ``timeout`` (None: wait forever).
         ``auto_renew=True`` renews the lease in the background until the block exits.
         """
-        if identity is None:
-            identity = f"{default_holder()}:{uuid.uuid4().hex[:8]}"
         lease = self.acquire_lease(
-            identity, timeout=timeout, lease_timeout=lease_timeout, priority=priority
+            _unique_identity() if identity is None else identity,
+            timeout=timeout,
+            lease_timeout=lease_timeout,
+            priority=priority,
         )
-        unavailable = f"no slot of semaphore {self.name!r} became free within {timeout} s"
-        with holding(lease, auto_renew=auto_renew, unavailable=unavailable) as held:
+        with holding(lease, auto_renew, self._unavailable(timeout)) as held:
             yield held
+
+    @contextlib.asynccontextmanager
+    async def ahold(
+        self,
+        identity: str | None = None,
+        *,
+        timeout: float | None = None,
+        lease_timeout: float | None = None,
+        priority: int = 0,
+        auto_renew: bool = False,
+    ) -> AsyncIterator[Lease]:
+        """:meth:`hold` as an async context manager (``async with``); its
+        auto-renewal is a task of the loop."""
+        lease = await self.aacquire_lease(
+            _unique_identity() if identity is None else identity,
+            timeout=timeout,
+            lease_timeout=lease_timeout,
+            priority=priority,
+        )
+        async with aholding(lease, auto_renew, self._unavailable(timeout)) as held:
+            yield held
+
+    def _unavailable(self, timeout: float | None) -> str:
+        return f"no slot of semaphore {self.name!r} became free within {timeout} s"
 
     # -- inspection -----------------------------------------------------------------
 
@@ -168,3 +227,8 @@ class Semaphore(LeasedPrimitive):
 def check_max_size(n: object, what: str = "max size") -> int:
     """A semaphore's number of slots: an int >= 0."""
     return check_count(n, what)
+
+
+def _unique_identity() -> str:
+    """A new identity, unique across hosts, processes and calls."""
+    return f"{default_holder()}:{uuid.uuid4().hex[:8]}"

@@ -1,0 +1,159 @@
+"""One code for the blocking and the asyncio API: operations as generators of Redis calls.
+
+An operation that talks to Redis is written once, as a generator that yields
+each call it needs (a :class:`Call`, an engine :class:`Op` or a :class:`Local`
+function) and is sent back its reply. :func:`run` runs it on a redis-py client,
+blocking; :func:`arun` runs the same generator on a ``redis.asyncio`` client,
+awaiting. A call's error is raised inside the generator at its ``yield``, so the
+operation's own ``try``/``except``/``finally`` (e.g. "withdraw if interrupted")
+runs on both paths alike.
+
+On the asyncio path, a call made after the task was cancelled (the cleanup of
+the cancelled operation) is shielded: cancelled again, it still completes in
+the background. Every call is bounded by the current :func:`.deadlines.deadline`;
+past it, redis-py's ``TimeoutError`` is raised. Nothing here imports Django.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import sys
+from collections.abc import Callable, Generator
+from typing import Any, NamedTuple, TypeVar
+
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from ._common import waits_client
+from .deadlines import time_left
+
+__all__ = ["Call", "Local", "Op", "Steps", "arun", "is_async_client", "run"]
+
+T = TypeVar("T")
+
+
+class Call(NamedTuple):
+    """A redis-py method call: ``client.<method>(*args, **kwargs)``."""
+
+    method: str
+    args: tuple[Any, ...] = ()
+    kwargs: dict[str, Any] = {}  # (never mutated)
+    #: A blocking read (BLPOP, BLMOVE): sent on :func:`waits_client`.
+    waits: bool = False
+
+
+class Op(NamedTuple):
+    """A lease-engine operation, run by the client's :class:`.scripts.ScriptRunner`."""
+
+    op: str
+    keys_and_args: tuple[Any, ...]
+    streaks: dict[str, int] | None = None
+
+
+class Local(NamedTuple):
+    """A function of this process (a task handler): called as is on the
+    blocking path; awaited if it is a coroutine function, else run in a thread,
+    on the asyncio path."""
+
+    fn: Callable[..., Any]
+    args: tuple[Any, ...] = ()
+
+
+#: An operation: yields calls, receives their replies, returns its result.
+Steps = Generator[Any, Any, T]
+
+
+def is_async_client(client: object) -> bool:
+    """Whether ``client`` is a ``redis.asyncio`` client."""
+    return (type(client).__module__ or "").startswith("redis.asyncio")
+
+
+def run(client: Any, steps: Steps[T]) -> T:
+    """Run the operation ``steps`` on the blocking redis-py ``client``."""
+    reply: Any = None
+    error: BaseException | None = None
+    while True:
+        try:
+            step = steps.send(reply) if error is None else steps.throw(error)
+        except StopIteration as stop:
+            return stop.value  # type: ignore[no-any-return]
+        finally:
+            error = None
+        try:
+            reply = _call(client, step)
+        except BaseException as exc:
+            reply, error = None, exc
+
+
+def _call(client: Any, step: Any) -> Any:
+    if type(step) is Call:
+        target = waits_client(client) if step.waits else client
+        return getattr(target, step.method)(*step.args, **step.kwargs)
+    if type(step) is Op:
+        from .scripts import runner_for
+
+        return run(client, runner_for(client).steps(*step))
+    return step.fn(*step.args)
+
+
+async def arun(client: Any, steps: Steps[T]) -> T:
+    """Run the operation ``steps`` on the ``redis.asyncio`` ``client``."""
+    reply: Any = None
+    error: BaseException | None = None
+    cancelled = False
+    while True:
+        try:
+            step = steps.send(reply) if error is None else steps.throw(error)
+        except StopIteration as stop:
+            return stop.value  # type: ignore[no-any-return]
+        finally:
+            error = None
+        try:
+            if cancelled:  # the cleanup of a cancelled operation
+                reply = await _shielded(_acall(client, step))
+            else:
+                reply = await _bounded(_acall(client, step))
+        except asyncio.CancelledError as exc:
+            reply, error, cancelled = None, exc, True
+        except BaseException as exc:
+            reply, error = None, exc
+
+
+async def _acall(client: Any, step: Any) -> Any:
+    if type(step) is Call:
+        return await getattr(client, step.method)(*step.args, **step.kwargs)
+    if type(step) is Op:
+        from .scripts import runner_for
+
+        return await arun(client, runner_for(client).steps(*step))
+    if inspect.iscoroutinefunction(step.fn):
+        return await step.fn(*step.args)
+    return await asyncio.to_thread(step.fn, *step.args)
+
+
+async def _bounded(call: Any) -> Any:
+    """Await ``call`` within the current deadline (if any)."""
+    left = time_left()
+    if left is None:
+        return await call
+    if left <= 0:
+        call.close()
+        raise RedisTimeoutError("the deadline passed before the call was sent")
+    try:
+        if sys.version_info >= (3, 11):
+            async with asyncio.timeout(left):
+                return await call
+        return await asyncio.wait_for(call, left)
+    except (TimeoutError, asyncio.TimeoutError) as exc:  # (one class on 3.11+)
+        raise RedisTimeoutError(f"no reply within the deadline ({left:.2f} s)") from exc
+
+
+#: Cleanups still running after their task was cancelled again (kept alive here).
+_cleanups: set[asyncio.Future[Any]] = set()
+
+
+async def _shielded(call: Any) -> Any:
+    task = asyncio.ensure_future(_bounded(call))
+    _cleanups.add(task)
+    task.add_done_callback(_cleanups.discard)
+    return await asyncio.shield(task)

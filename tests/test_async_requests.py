@@ -1,0 +1,106 @@
+"""Async views and middleware on the asyncio path: every connection form of
+the setting, and a thousand requests waiting in one process without a thread
+each. Against real Redis servers (and a real Sentinel and Cluster)."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from typing import Any
+
+import pytest
+from django.test import AsyncClient
+
+from django_redis_pool import get_pool, registry
+from django_redis_pool.primitives.async_clients import async_client_for
+
+from . import request_views as views
+from .waiting import wait_for
+
+pytestmark = pytest.mark.urls("tests.request_views")
+
+POOLS = {"printers": {"RESOURCES": ["p1"], "LEASE_TIMEOUT": 30}}
+
+
+def _connection(form: str, request: pytest.FixtureRequest, settings: Any) -> dict[str, Any]:
+    if form == "cluster":
+        return {"URL": request.getfixturevalue("redis_cluster").url, "CLUSTER": True}
+    if form == "sentinel":
+        port = request.getfixturevalue("sentinel")
+        return {"SENTINELS": [["127.0.0.1", port]], "SERVICE_NAME": "mymaster"}
+    url = request.getfixturevalue("redis_url")
+    if form == "url":
+        return {"URL": url, "OPTIONS": {"socket_timeout": 4}}
+    if form == "bounded":
+        return {"URL": url, "MAX_CONNECTIONS": 2, "POOL_TIMEOUT": 1}
+    backend = {
+        "django_redis": "django_redis.cache.RedisCache",
+        "builtin_cache": "django.core.cache.backends.redis.RedisCache",
+    }[form]
+    settings.CACHES = {
+        "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
+        "redis": {"BACKEND": backend, "LOCATION": url},
+    }
+    return {"CACHE": "redis"}
+
+
+@pytest.mark.parametrize(
+    "form",
+    [
+        "url",
+        "bounded",
+        "django_redis",
+        "builtin_cache",
+        "sentinel",
+        pytest.param("cluster", marks=pytest.mark.cluster),
+    ],
+)
+def test_every_connection_form_serves_async_views_on_its_asyncio_twin(
+    settings: Any, request: pytest.FixtureRequest, form: str
+) -> None:
+    settings.DJANGO_REDIS_POOL = {
+        "CONNECTION": _connection(form, request, settings),
+        "POOLS": POOLS,
+    }
+    pool = get_pool("printers")
+
+    async def scenario() -> None:
+        twin = async_client_for(registry.get_connection())
+        assert type(twin).__module__.startswith("redis.asyncio")
+        response = await AsyncClient().get("/async/")
+        assert response.status_code == 200
+        lease = await pool.aacquire(timeout=1)
+        assert lease is not None and lease.resource == "p1"
+        assert (await AsyncClient().get("/async/")).status_code == 503, "held: refused"
+        assert await lease.arelease()
+
+    asyncio.run(scenario())
+    assert pool.is_available("p1") and pool.waiting_count() == 0
+
+
+def test_a_thousand_async_requests_wait_in_one_process_with_no_thread_more(
+    settings: Any, redis_url: str
+) -> None:
+    settings.DJANGO_REDIS_POOL = {"CONNECTION": {"URL": redis_url}, "POOLS": POOLS}
+    views.RECORD.reset()
+    pool = get_pool("printers")
+    held = pool.acquire(timeout=0)
+    assert held is not None
+    count = 1000
+
+    async def scenario() -> list[int]:
+        # Django's own executors (signals, sync middleware) reach their size first
+        refused = await asyncio.gather(*(AsyncClient().get("/async/") for _ in range(50)))
+        assert {r.status_code for r in refused} == {503}
+        threads = threading.active_count()
+        waiting = [asyncio.ensure_future(AsyncClient().get("/async-queue/")) for _ in range(count)]
+        await asyncio.to_thread(
+            wait_for, lambda: pool.waiting_count() == count, 60, f"{count} requests to wait"
+        )
+        assert threading.active_count() <= threads, "no thread per waiting request"
+        await asyncio.to_thread(held.release)  # each request hands it to the next
+        return [r.status_code for r in await asyncio.gather(*waiting)]
+
+    assert asyncio.run(scenario()) == [200] * count
+    assert len(views.RECORD.seen) == count
+    assert pool.is_available("p1") and pool.waiting_count() == 0
