@@ -17,9 +17,8 @@ In the same run, interleaved round by round, through Django's test ``Client``
 the cost of the Django layer itself (target: <= 0.2 ms). Cases run in blocks
 of ``--requests``, rotating case by case for ``--rounds`` rounds; the median
 block is reported. The async cases do the same for ``async def`` views through
-``AsyncClient``; there the hold is taken and released in worker threads
-(``sync_to_async``), never on the event loop, so the added cost includes two
-thread hand-offs.
+``AsyncClient``; there the hold is taken and released on the event loop, on
+the ``redis.asyncio`` twin of the client.
 
 End-to-end differences carry the jitter of two Redis round trips, so the guard's
 own cost is also measured directly, per kind: ``Guard.enter`` + ``Guard.exit``
