@@ -55,7 +55,22 @@ def pooled_sync(request: HttpRequest) -> HttpResponse:
     return HttpResponse("ok")
 
 
-urlpatterns = [path("async/", pooled_async), path("sync/", pooled_sync)]
+async def plain_async(request: HttpRequest) -> HttpResponse:
+    await asyncio.sleep(HOLD)
+    return HttpResponse("ok")
+
+
+def plain_sync(request: HttpRequest) -> HttpResponse:
+    time.sleep(HOLD)
+    return HttpResponse("ok")
+
+
+urlpatterns = [
+    path("async/", pooled_async),
+    path("sync/", pooled_sync),
+    path("plain-async/", plain_async),
+    path("plain-sync/", plain_sync),
+]
 
 application = get_asgi_application()
 wsgi = get_wsgi_application()

@@ -96,7 +96,7 @@ def sample(pid: int, stop: threading.Event, seen: dict[str, int]) -> None:
 
 def wrk(url: str, clients: int, seconds: float) -> dict[str, float]:
     out = subprocess.run(
-        ["wrk", "-t2", f"-c{clients}", f"-d{seconds}s", "--latency", "--timeout", "30s", url],
+        ["wrk", "-t2", f"-c{clients}", f"-d{max(1, round(seconds))}s", "--latency", "--timeout", "30s", url],
         capture_output=True,
         text=True,
         check=True,
@@ -259,6 +259,8 @@ def main() -> None:
         print(f"\nHand-off (release -> the next waiter holds it), {args.clients} waiters:\n")
         print("| waiters | hand-offs | p50 ms | p99 ms |")
         print("|---|---:|---:|---:|")
+        # (redis-py 8 caps a client's pool at 100 connections: one per waiter here)
+        client = redis.Redis.from_url(url, max_connections=args.clients * 2)
         for label, run in (("asyncio tasks", handoffs_async), ("threads", handoffs_sync)):
             delays = run(client, args.clients, 10, 10)
             print(

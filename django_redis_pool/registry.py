@@ -23,6 +23,7 @@ from django.core.exceptions import ImproperlyConfigured
 from . import conf, kinds
 from .exceptions import BackendUnavailable, NotConfigured, backend_errors
 from .kinds import Kind
+from .primitives._common import MAX_CONNECTIONS
 from .primitives.deadlines import (
     CONNECTION_CLASSES,
     DeadlineBackoff,
@@ -85,8 +86,10 @@ def get_config() -> conf.Config:
 def _with_default_timeouts(
     options: Mapping[str, Any], retries: int = conf.DEFAULT_RETRIES
 ) -> dict[str, Any]:
-    """``options`` plus a short socket timeout and retry unless the user set either."""
-    options = dict(options)
+    """``options`` plus a short socket timeout and retry unless the user set
+    either, and no cap on connections unless the user set one (redis-py 8
+    caps a pool at 100: the 101st waiting caller would fail)."""
+    options = {"max_connections": MAX_CONNECTIONS, **options}
     if "socket_timeout" not in options and "retry" not in options:
         from redis.retry import Retry
 
@@ -158,9 +161,8 @@ def _connect(connection: Mapping[str, Any]) -> Any:
     # starve the commands (a release, a renewal) that would end their wait.
     bounded = redis.BlockingConnectionPool.from_url(
         connection["URL"],
-        max_connections=connection["MAX_CONNECTIONS"],
+        **{**options, "max_connections": connection["MAX_CONNECTIONS"]},
         timeout=connection.get("POOL_TIMEOUT", conf.DEFAULT_POOL_TIMEOUT),
-        **options,
     )
     client = redis.Redis(connection_pool=bounded)
     client.drp_waits_client = redis.Redis.from_url(connection["URL"], **options)

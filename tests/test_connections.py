@@ -102,3 +102,30 @@ def test_a_forked_child_uses_the_registry_without_sharing_its_parents_connection
     assert os.waitstatus_to_exitcode(status) == 0
     again = printers.acquire(timeout=5)
     assert again is not None and again.release(), "the parent's connections still work"
+
+
+def test_more_waiters_than_redis_py_s_default_pool_cap_are_all_served(
+    settings: Any, redis_url: str
+) -> None:
+    """redis-py 8 caps a client's pool at 100 connections; each blocked waiter
+    holds one, so the registry's client has no cap unless one is configured."""
+    settings.DJANGO_REDIS_POOL = setting(redis_url)
+    pool = get_pool("printers")
+    held = pool.acquire(timeout=0)
+    assert held is not None
+    served: list[bool] = []
+
+    def wait() -> None:
+        lease = pool.acquire(timeout=30)
+        served.append(lease is not None)
+        if lease is not None:
+            lease.release()
+
+    threads = [threading.Thread(target=wait) for _ in range(150)]
+    for thread in threads:
+        thread.start()
+    wait_for(lambda: pool.waiting_count() == 150, 30, "150 waiters")
+    held.release()
+    for thread in threads:
+        thread.join(60)
+    assert served == [True] * 150

@@ -14,6 +14,13 @@ _LUA_DIR = Path(__file__).with_name("lua")
 _lua_cache: dict[str, str] = {}
 
 
+#: Connections a client the library builds may open (per node of a Cluster):
+#: as many as the server takes (its ``maxclients``), one per waiting caller.
+#: redis-py 8 caps a pool at 100 by default, and then raises "Too many
+#: connections" at the 101st waiter.
+MAX_CONNECTIONS = 2**31 - 1
+
+
 def waits_client(client: Any) -> Any:
     """The client for blocking reads (BLPOP, BLMOVE): ``client.drp_waits_client``
     when the Django registry gave its bounded client one (so that waiting

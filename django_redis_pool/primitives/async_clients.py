@@ -9,9 +9,9 @@ are closed when their loop shuts down its async generators (``asyncio.run``,
 ``asyncio.Runner``, uvicorn and asgiref all do), or at once by
 :func:`aclose_async_clients`.
 
-The twin's pool is unbounded (:data:`MAX_CONNECTIONS`; redis-py 8's default
-is 100), like the waits client of a bounded Django connection: each waiting
-caller blocks on a connection of its own.
+The twin's pool is unbounded (:data:`._common.MAX_CONNECTIONS`; redis-py 8's
+default is 100), like the waits client of a bounded Django connection: each
+waiting caller blocks on a connection of its own.
 Nothing here imports Django.
 """
 
@@ -26,13 +26,11 @@ from collections.abc import AsyncGenerator
 from functools import cache
 from typing import Any
 
-__all__ = ["MAX_CONNECTIONS", "aclose_async_clients", "async_client_for"]
+from ._common import MAX_CONNECTIONS
+
+__all__ = ["aclose_async_clients", "async_client_for"]
 
 logger = logging.getLogger("django_redis_pool")
-
-#: Connections a twin opens at most (per node of a Cluster): one per waiting
-#: caller, as many as the server takes (its ``maxclients``).
-MAX_CONNECTIONS = 2**31 - 1
 
 
 class _LoopClients:
