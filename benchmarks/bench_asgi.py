@@ -95,8 +95,9 @@ def sample(pid: int, stop: threading.Event, seen: dict[str, int]) -> None:
 
 
 def wrk(url: str, clients: int, seconds: float) -> dict[str, float]:
+    duration = f"-d{max(1, round(seconds))}s"
     out = subprocess.run(
-        ["wrk", "-t2", f"-c{clients}", f"-d{max(1, round(seconds))}s", "--latency", "--timeout", "30s", url],
+        ["wrk", "-t2", f"-c{clients}", duration, "--latency", "--timeout", "30s", url],
         capture_output=True,
         text=True,
         check=True,

@@ -317,10 +317,10 @@ class Guard:
         try:
             with deadline(DEADLINE_SLACK):
                 ok = await held.arelease()
-        except asyncio.CancelledError:  # (the loop is shutting down): release it from a thread
-            threading.Thread(
-                target=self.exit, args=(request, held), name="drp-release", daemon=True
-            ).start()
+        except asyncio.CancelledError:
+            # The loop is shutting down (it cancels its tasks): release it
+            # here and now, blocking, rather than leave it to its lease.
+            self.exit(request, held)
             raise
         except Exception as exc:
             ok = self._release_failed(request, exc)
@@ -387,9 +387,10 @@ class Guard:
     ) -> None:
         """Release ``held`` as its request's ``loop`` does (:meth:`aexit`) while
         that loop runs: from another thread (Django closes an async response
-        in a worker thread), waiting until it is done; on the loop's own
-        thread, as a task. Else :meth:`exit`: in a thread of its own when called
-        on an event loop's thread."""
+        in a worker thread), waiting until it is done, so that the hold has
+        ended when ``close()`` returns; on the loop's own thread, as a task.
+        Else :meth:`exit`: in a thread of its own when called on an event
+        loop's thread."""
         if loop is not None and held.arelease is not None and loop.is_running():
             if not on_event_loop():
                 done = asyncio.run_coroutine_threadsafe(self.aexit(request, held), loop)
