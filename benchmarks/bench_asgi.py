@@ -1,20 +1,21 @@
 """Async views on an ASGI server next to sync views on a threaded WSGI server.
 
 One Django project (``asgi_app.py``): a view that holds one resource of a pool
-of 10 for 2 ms (``--hold-ms``), waiting up to 30 s for it. In the same run,
-round by round:
+of 10 for ``--holds`` milliseconds (2 and 20: the resource's use), waiting up to
+30 s for it, and the same view without the pool (Django's own ceiling). In the
+same run, round by round:
 
-* **async**: ``/async/`` (``async def``) under uvicorn, one worker process;
-* **sync**: ``/sync/`` (``def``) under gunicorn, one worker process with 500
-  threads (``gthread``: one thread per concurrent request, as a sync view needs
-  to wait).
+* **async**: ``async def`` views under uvicorn (uvloop, httptools), one worker
+  process;
+* **sync**: ``def`` views under gunicorn, one worker process with 500 threads
+  (``gthread``: a sync view needs a thread per concurrent request to wait).
 
 ``wrk`` keeps ``--clients`` (500) connections busy for ``--seconds`` per
-measurement, after a warm-up. Reported per server: requests/s, latency p50 and
-p99 (wrk's), non-2xx answers, and the server process's threads and RSS (the
-highest seen, sampled every 0.25 s). Then the hand-off latency (a release ->
-the next waiter holds it), in one process: 500 asyncio tasks, then 500
-threads, on a pool of 10, each holding for 1 ms.
+measurement, after a 2 s warm-up. Reported per server and view: requests/s,
+latency p50 and p99 (wrk's), non-2xx answers, and the serving process's
+threads and RSS (the highest seen, sampled every 0.25 s). Then the hand-off
+latency (a release -> the next waiter holds it), in one process: 500 asyncio
+tasks, then 500 threads, on a pool of 10, each holding for 1 ms.
 
     .venv/bin/python benchmarks/bench_asgi.py [--rounds 3] [--seconds 10]
 
@@ -59,6 +60,7 @@ def server_command(kind: str, port: int, clients: int) -> list[str]:
             sys.executable, "-m", "uvicorn", "asgi_app:application",
             "--host", "127.0.0.1", "--port", str(port), "--workers", "1",
             "--log-level", "warning", "--no-access-log", "--backlog", "4096",
+            "--loop", "uvloop", "--http", "httptools",
         ]  # fmt: skip
     return [
         sys.executable, "-m", "gunicorn", "asgi_app:wsgi",
@@ -121,18 +123,20 @@ def wrk(url: str, clients: int, seconds: float) -> dict[str, float]:
     }
 
 
-def measure(kind: str, url: str, args: argparse.Namespace) -> dict[str, Any]:
+def measure(
+    kind: str, view: str, hold_ms: float, url: str, args: argparse.Namespace
+) -> dict[str, Any]:
     port = free_port()
     env = {
         **os.environ,
         "REDIS_URL": url,
-        "HOLD_MS": str(args.hold_ms),
+        "HOLD_MS": str(hold_ms),
         "POOL_SIZE": str(args.pool_size),
         "PYTHONPATH": f"{HERE}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
     }
     server = subprocess.Popen(server_command(kind, port, args.clients), cwd=HERE, env=env)
     try:
-        base = f"http://127.0.0.1:{port}/{kind}/"
+        base = f"http://127.0.0.1:{port}/{view}/"
         for _ in range(200):
             try:
                 urllib.request.urlopen(base, timeout=5).read()
@@ -216,46 +220,52 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
+#: (server, view, label) measured for each hold time.
+CASES = (
+    ("async", "async", "uvicorn, async view, `@with_resource`"),
+    ("sync", "sync", "gunicorn gthread, sync view, `@with_resource`"),
+    ("async", "plain-async", "uvicorn, async view, no pool"),
+    ("sync", "plain-sync", "gunicorn gthread, sync view, no pool"),
+)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--seconds", type=float, default=10)
     parser.add_argument("--clients", type=int, default=500)
     parser.add_argument("--pool-size", type=int, default=10)
-    parser.add_argument("--hold-ms", type=float, default=2)
+    parser.add_argument("--holds", default="2,20", help="hold times in ms, comma-separated")
     args = parser.parse_args()
     if shutil.which("wrk") is None:
         sys.exit("wrk is needed: apt-get install wrk")
+    holds = [float(h) for h in args.holds.split(",")]
     with benchmark_redis() as (url, client):
-        results: dict[str, list[dict[str, Any]]] = {"async": [], "sync": []}
-        for round_ in range(args.rounds):
-            for kind in ("async", "sync") if round_ % 2 == 0 else ("sync", "async"):
-                client.flushall()
-                results[kind].append(measure(kind, url, args))
-                print(f"round {round_ + 1} {kind}: {results[kind][-1]}", flush=True)
-        print(
-            f"\n{args.clients} clients, pool of {args.pool_size}, hold {args.hold_ms:g} ms, "
-            f"median of {args.rounds} runs of {args.seconds:g} s:\n"
-        )
-        print("| server | requests/s | p50 ms | p99 ms | non-2xx | threads | RSS MB |")
-        print("|---|---:|---:|---:|---:|---:|---:|")
-        medians = {}
-        for kind, label in (
-            ("async", "uvicorn, async view"),
-            ("sync", "gunicorn gthread, sync view"),
-        ):
-            runs = results[kind]
-            row = {
-                key: statistics.median(r[key] for r in runs)
-                for key in ("rps", "p50", "p99", "non2xx", "threads", "rss_kb")
-            }
-            medians[kind] = row
+        for hold in holds:
+            results: dict[str, list[dict[str, Any]]] = {view: [] for _, view, _ in CASES}
+            for round_ in range(args.rounds):
+                order = CASES if round_ % 2 == 0 else CASES[::-1]
+                for kind, view, _ in order:
+                    client.flushall()
+                    results[view].append(measure(kind, view, hold, url, args))
+                    print(f"hold {hold:g} ms, round {round_ + 1}, {view}: {results[view][-1]}")
             print(
-                f"| {label} | {row['rps']:.0f} | {row['p50']:.1f} | {row['p99']:.1f} | "
-                f"{row['non2xx']:.0f} | {row['threads']:.0f} | {row['rss_kb'] / 1024:.0f} |"
+                f"\n{args.clients} clients, pool of {args.pool_size}, hold {hold:g} ms, "
+                f"median of {args.rounds} runs of {args.seconds:g} s:\n"
             )
-        ratio = medians["async"]["rps"] / medians["sync"]["rps"]
-        print(f"\nasync / sync throughput: {ratio:.2f}x")
+            print("| server, view | requests/s | p50 ms | p99 ms | non-2xx | threads | RSS MB |")
+            print("|---|---:|---:|---:|---:|---:|---:|")
+            medians = {}
+            for _, view, label in CASES:
+                keys = ("rps", "p50", "p99", "non2xx", "threads", "rss_kb")
+                row = {key: statistics.median(r[key] for r in results[view]) for key in keys}
+                medians[view] = row
+                print(
+                    f"| {label} | {row['rps']:.0f} | {row['p50']:.1f} | {row['p99']:.1f} | "
+                    f"{row['non2xx']:.0f} | {row['threads']:.0f} | {row['rss_kb'] / 1024:.0f} |"
+                )
+            ratio = medians["async"]["rps"] / medians["sync"]["rps"]
+            print(f"\npooled async / pooled sync throughput: {ratio:.2f}x", flush=True)
         client.flushall()
         print(f"\nHand-off (release -> the next waiter holds it), {args.clients} waiters:\n")
         print("| waiters | hand-offs | p50 ms | p99 ms |")

@@ -72,15 +72,7 @@ def test_a_hung_redis_fails_a_request_within_its_timeout_plus_the_slack(
     settings, hung_server, request, form
 ):
     """Directly, or the master a real Sentinel names."""
-    if form == "url":
-        connection: dict[str, Any] = {"URL": hung_server.url}
-    else:
-        port = request.getfixturevalue("sentinel")
-        connection = {"SENTINELS": [["127.0.0.1", port]], "SERVICE_NAME": "mymaster"}
-    settings.DJANGO_REDIS_POOL = {
-        "CONNECTION": connection,
-        "POOLS": {"printers": {"RESOURCES": ["p1"], "LEASE_TIMEOUT": 30}},
-    }
+    _use_hung_server(settings, hung_server, request, form)
     guard, first = Guard("printers", timeout=1), RequestFactory().get("/")
     held = guard.enter(first)  # connected, and the pool filled
     assert isinstance(held, Held)
@@ -99,15 +91,7 @@ def test_a_hung_redis_fails_an_async_request_within_its_timeout_plus_the_slack(
     settings, hung_server, request, form
 ):
     """The same, on the event loop: every asyncio call keeps the deadline."""
-    if form == "url":
-        connection: dict[str, Any] = {"URL": hung_server.url}
-    else:
-        port = request.getfixturevalue("sentinel")
-        connection = {"SENTINELS": [["127.0.0.1", port]], "SERVICE_NAME": "mymaster"}
-    settings.DJANGO_REDIS_POOL = {
-        "CONNECTION": connection,
-        "POOLS": {"printers": {"RESOURCES": ["p1"], "LEASE_TIMEOUT": 30}},
-    }
+    _use_hung_server(settings, hung_server, request, form)
     guard, first = Guard("printers", timeout=1), RequestFactory().get("/")
 
     async def scenario() -> None:
@@ -124,3 +108,17 @@ def test_a_hung_redis_fails_an_async_request_within_its_timeout_plus_the_slack(
         os.kill(hung_server.pid, signal.SIGCONT)  # (so that the twins close at the loop's end)
 
     asyncio.run(scenario())
+
+
+def _use_hung_server(settings: Any, hung_server: Any, request: Any, form: str) -> None:
+    """Configure the pool ``printers`` on ``hung_server``: by its URL, or as
+    the master a real Sentinel names."""
+    if form == "url":
+        connection: dict[str, Any] = {"URL": hung_server.url}
+    else:
+        port = request.getfixturevalue("sentinel")
+        connection = {"SENTINELS": [["127.0.0.1", port]], "SERVICE_NAME": "mymaster"}
+    settings.DJANGO_REDIS_POOL = {
+        "CONNECTION": connection,
+        "POOLS": {"printers": {"RESOURCES": ["p1"], "LEASE_TIMEOUT": 30}},
+    }

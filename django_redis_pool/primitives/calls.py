@@ -73,16 +73,22 @@ def run(client: Any, steps: Steps[T]) -> T:
     reply: Any = None
     error: BaseException | None = None
     while True:
+        done, step = _advance(steps, reply, error)
+        if done:
+            return step  # type: ignore[no-any-return]
         try:
-            step = steps.send(reply) if error is None else steps.throw(error)
-        except StopIteration as stop:
-            return stop.value  # type: ignore[no-any-return]
-        finally:
-            error = None
-        try:
-            reply = _call(client, step)
+            reply, error = _call(client, step), None
         except BaseException as exc:
             reply, error = None, exc
+
+
+def _advance(steps: Steps[Any], reply: Any, error: BaseException | None) -> tuple[bool, Any]:
+    """Send ``steps`` the reply (or raise the error) of its last call:
+    (False, its next call), or (True, its result)."""
+    try:
+        return False, steps.send(reply) if error is None else steps.throw(error)
+    except StopIteration as stop:
+        return True, stop.value
 
 
 def _call(client: Any, step: Any) -> Any:
@@ -102,17 +108,15 @@ async def arun(client: Any, steps: Steps[T]) -> T:
     error: BaseException | None = None
     cancelled = False
     while True:
-        try:
-            step = steps.send(reply) if error is None else steps.throw(error)
-        except StopIteration as stop:
-            return stop.value  # type: ignore[no-any-return]
-        finally:
-            error = None
+        done, step = _advance(steps, reply, error)
+        if done:
+            return step  # type: ignore[no-any-return]
         try:
             if cancelled:  # the cleanup of a cancelled operation
                 reply = await _shielded(_acall(client, step))
             else:
                 reply = await _bounded(_acall(client, step))
+            error = None
         except asyncio.CancelledError as exc:
             reply, error, cancelled = None, exc, True
         except BaseException as exc:

@@ -12,6 +12,12 @@ blocked waiter also wakes when the earliest lease is due to expire (to reclaim
 it) and at least every ``wait_chunk`` seconds to prove it is alive; a waiter
 that stops checking in is skipped by the next hand-off.
 
+Each operation is written once, as a generator of the Redis calls it makes
+(:mod:`.calls`): :meth:`LeaseEngine.acquire` runs it blocking on the
+primitive's redis-py client, :meth:`LeaseEngine.aacquire` awaits it on the
+``redis.asyncio`` twin of that client (:mod:`.async_clients`), so blocking and
+async callers share one queue and one code.
+
 Every operation is safe to run twice (redis-py retries commands on connection
 errors): an acquire carries a request token, so running it again returns the
 same lease or queue place, never a second lease or a second fence; a release
@@ -90,7 +96,7 @@ class LeaseEngine:
         self._head = (self.base.encode(), mode.encode())
         #: Whether ``client`` is a redis.asyncio client (only the async methods work).
         self.is_async = is_async_client(client)
-        self._streaks: dict[str, int] = {}  # see ScriptRunner.call
+        self._streaks: dict[str, int] = {}  # see ScriptRunner.steps
         self._chunk: float | None = None
         #: What an acquire restores when Redis lost it ("": nothing): a
         #: semaphore's max size, stored if Redis has none; "heal" for a pool
