@@ -88,7 +88,7 @@ def _with_default_timeouts(
 ) -> dict[str, Any]:
     """``options`` plus a short socket timeout and retry unless the user set
     either, and no cap on connections unless the user set one (redis-py 8
-    caps a pool at 100: the 101st waiting caller would fail)."""
+    caps a client at 100 connections: the 101st waiting caller would fail)."""
     options = {"max_connections": MAX_CONNECTIONS, **options}
     if "socket_timeout" not in options and "retry" not in options:
         from redis.retry import Retry
