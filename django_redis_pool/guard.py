@@ -63,6 +63,12 @@ class Sending:
     sender: Any
     kwargs: dict[str, Any]
 
+    def send(self) -> None:
+        signals.send(self.signal, self.sender, **self.kwargs)
+
+    async def asend(self) -> None:
+        await signals.asend(self.signal, self.sender, **self.kwargs)
+
 
 def on_event_loop() -> bool:
     """Whether this thread runs an asyncio event loop now."""
@@ -139,7 +145,7 @@ class Guard:
         else:
             outcome, signal = self._outcome(request, primitive, held, watched, started)
         if signal is not None:
-            signals.send(signal.signal, signal.sender, **signal.kwargs)
+            signal.send()
         return outcome
 
     async def aenter(self, request: HttpRequest) -> Held | Refusal | None:
@@ -170,7 +176,7 @@ class Guard:
         else:
             outcome, signal = self._outcome(request, primitive, held, watched, started)
         if signal is not None:
-            await signals.asend(signal.signal, signal.sender, **signal.kwargs)
+            await signal.asend()
         return outcome
 
     def _ask(
@@ -304,8 +310,7 @@ class Guard:
                 ok = held.release()
         except Exception as exc:
             ok = self._release_failed(request, exc)
-        signal = self._released(request, held, ok)
-        signals.send(signal.signal, signal.sender, **signal.kwargs)
+        self._released(request, held, ok).send()
 
     async def aexit(self, request: HttpRequest, held: Held) -> None:
         """:meth:`exit` on the event loop (in a thread for a hold without ``arelease``)."""
@@ -324,8 +329,7 @@ class Guard:
             raise
         except Exception as exc:
             ok = self._release_failed(request, exc)
-        signal = self._released(request, held, ok)
-        await signals.asend(signal.signal, signal.sender, **signal.kwargs)
+        await self._released(request, held, ok).asend()
 
     def _release_failed(self, request: HttpRequest, exc: Exception) -> bool:
         logger.error(

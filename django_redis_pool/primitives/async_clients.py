@@ -122,8 +122,7 @@ def _cluster_twin(client: Any) -> Any:
 
     manager = client.nodes_manager
     kwargs = dict(manager.connection_kwargs)
-    connection_class = kwargs.pop("connection_class", None)
-    if connection_class is not None and _is_a(connection_class, "SSLConnection"):
+    if _is_a(kwargs.get("connection_class"), "SSLConnection"):
         kwargs["ssl"] = True
     nodes = [ClusterNode(node.host, node.port) for node in manager.startup_nodes.values()]
     accepted = _parameters(RedisCluster)
@@ -150,7 +149,6 @@ def _sentinel_twin(pool: Any, manager: Any, kwargs: dict[str, Any]) -> Any:
     )
     tls = _is_a(pool.connection_class, "SSL")
     connection_class = SentinelManagedSSLConnection if tls else SentinelManagedConnection
-    kwargs.pop("connection_pool", None)
     return sentinel.master_for(
         pool.service_name,
         connection_class=connection_class,
@@ -175,7 +173,6 @@ def _async_connection_class(cls: type | None) -> type:
 
 
 def _async_kwargs(kwargs: dict[str, Any], connection_class: type) -> dict[str, Any]:
-    kwargs.pop("connection_class", None)
     return _converted(kwargs, _parameters(connection_class))
 
 
