@@ -28,6 +28,7 @@ skips that run (Django 6 needs Python 3.12).
 from __future__ import annotations
 
 import hashlib
+import importlib
 import os
 import shutil
 import signal
@@ -260,7 +261,8 @@ def _run_child(cmd: list[str], env: dict[str, str]) -> int:
         return child.wait()
     except BaseException:
         if child.poll() is None:
-            child.send_signal(signal.SIGINT)  # runserver exits cleanly on SIGINT
+            # (SIGTERM, not SIGINT: a child of a background job ignores SIGINT)
+            child.terminate()
             try:
                 child.wait(timeout=5)
             except subprocess.TimeoutExpired:
@@ -294,15 +296,28 @@ def _ensure_example_admin(python: str, env: dict[str, str]) -> None:
         check=False,
     )
     if created.returncode == 0:
-        say("created the example's admin user: admin, password admin")
-    say("admin dashboard: /admin/django_redis_pool/dashboard/ (user admin)")
+        say("created the example's admin user")
+    say("admin: /admin/django_redis_pool/dashboard/ (user admin, password admin)")
+
+
+def _example_queues() -> list[str]:
+    """The task queues that the example's settings configure (read, not set up)."""
+    sys.path.insert(0, str(MANAGE.parent))
+    try:
+        settings = importlib.import_module("example_project.settings")
+    finally:
+        sys.path.remove(str(MANAGE.parent))
+    return list(settings.DJANGO_REDIS_POOL.get("QUEUES", {}))
 
 
 def cmd_example_inner(runserver_args: list[str]) -> int:
     """Runs inside the venv: embedded Redis if needed, migrate, pool_sync, runserver."""
     from django_redis_pool.embedded import EmbeddedRedis
 
-    signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
+    # Ctrl-C and SIGTERM stop everything, also when started as a background
+    # job (whose SIGINT the shell sets to be ignored).
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, _raise_keyboard_interrupt)
     env = dict(os.environ)
     env.pop("DJANGO_SETTINGS_MODULE", None)  # manage.py sets the example's settings
     args = runserver_args or [DEFAULT_ADDR]
@@ -325,17 +340,21 @@ def cmd_example_inner(runserver_args: list[str]) -> int:
                 say(f"manage.py {step[0]} failed ({rc})")
                 return rc
         _ensure_example_admin(python, env)
-        say("manage.py pool_worker (in the background: it runs the example's tasks)")
-        worker = subprocess.Popen([python, str(MANAGE), "pool_worker"], cwd=ROOT, env=env)
+        worker = None
+        queues = _example_queues()
+        if queues:
+            say(f"manage.py pool_worker (in the background: it runs the tasks of {queues})")
+            worker = subprocess.Popen([python, str(MANAGE), "pool_worker"], cwd=ROOT, env=env)
         say(f"serving the example project at http://{addr}/  (Ctrl-C to stop)")
         try:
             return _run_child([python, str(MANAGE), "runserver", "--noreload", *args], env)
         finally:
-            worker.terminate()  # it finishes a running task, then exits
-            try:
-                worker.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                worker.kill()
+            if worker is not None:
+                worker.terminate()  # it finishes a running task, then exits
+                try:
+                    worker.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    worker.kill()
     except KeyboardInterrupt:
         return 130
     finally:

@@ -17,7 +17,10 @@ from django.test import Client
 client = Client(HTTP_HOST="localhost")
 index = client.get("/")
 assert index.status_code == 200, index.status_code
-assert b"available: 3" in index.content, index.content
+assert b"a guided tour" in index.content, index.content
+printers = client.get("/printers/")
+assert printers.status_code == 200, printers.status_code
+assert b"available: 3" in printers.content, printers.content
 printed = client.get("/print/")
 assert printed.status_code == 200, printed.status_code
 assert b"Printed on <b>printer-" in printed.content, printed.content

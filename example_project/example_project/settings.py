@@ -1,8 +1,12 @@
 """Settings of the example project.
 
-Redis is taken from the ``REDIS_URL`` environment variable (default
-``redis://127.0.0.1:6379/0``). Run ``python manage.py pool_sync`` once to put the
-printers into Redis, then ``python manage.py runserver``.
+``python3 scripts/dev.py example`` (from the repository root) runs it all: an
+embedded Redis unless ``REDIS_URL`` is set, ``migrate``, ``pool_sync``, the demo
+superuser, a ``pool_worker`` and ``runserver``. By hand: Redis is taken from
+``REDIS_URL`` (default ``redis://127.0.0.1:6379/0``); run ``python manage.py
+migrate`` and ``python manage.py pool_sync`` once, then ``python manage.py
+runserver`` (and ``python manage.py pool_worker`` for the task demo). The SQLite
+database is ``db.sqlite3`` beside ``manage.py``, or ``$EXAMPLE_DB``.
 """
 
 import os
@@ -58,7 +62,7 @@ TEMPLATES = [
 DATABASES = {
     "default": {
         "ENGINE": "django.db.backends.sqlite3",
-        "NAME": BASE_DIR / "db.sqlite3",
+        "NAME": os.environ.get("EXAMPLE_DB") or BASE_DIR / "db.sqlite3",
     }
 }
 

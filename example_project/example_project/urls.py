@@ -7,6 +7,7 @@ from . import views
 
 urlpatterns = [
     path("", views.index, name="index"),
+    path("printers/", views.printers, name="printers"),
     path("print/", views.print_job, name="print"),
     path("report/", views.report, name="report"),
     path("import/", views.run_import, name="import"),

@@ -1,14 +1,22 @@
-"""Views of the example project: the printers pool's state, a print job (a pool,
-held by ``@with_resource``), a report (a semaphore of 2 slots, held by
-``ResourceMiddleware``: see the settings), an import (a lock, one at a time) and
-a fetch through an outbound proxy (an allocator, bound per visitor) and a
-task whose page shows its progress (a task queue; ``tasks.py`` holds it).
-When nothing is granted in time, or Redis is down, ``busy`` answers (it is the
-``UNAVAILABLE_VIEW`` setting)."""
+"""Views of the example project: a guided tour of every primitive.
 
+The home page (:func:`index`) explains each primitive, links its demo and its
+page in the admin. The demos: a print job (a pool of printers, held by
+``@with_resource``; :func:`printers` shows the pool and can occupy every printer
+to show the 503 page), a report (a semaphore of 2 slots, held by
+``ResourceMiddleware``: see the settings), an import (a lock, one at a time), a
+fetch through an outbound proxy (an allocator, bound per visitor), a task whose
+page shows its progress (a task queue; ``tasks.py`` holds it, ``pool_worker``
+runs it) and a kept-alive HTTP client (an object pool of this process, capped
+across processes by a semaphore). When nothing is granted in time, or Redis is
+down, ``busy`` answers (it is the ``UNAVAILABLE_VIEW`` setting)."""
+
+import math
 import time
+from dataclasses import dataclass
 
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import mark_safe
 
@@ -16,20 +24,34 @@ from django_redis_pool import BackendUnavailable, PoolError, get_pool, get_queue
 from django_redis_pool.decorators import with_resource
 
 POOL = "printers"
+#: The longest a print job may be asked to take (``/print/?seconds=``).
+MAX_PRINT_SECONDS = 15
+
+NAV = (
+    ("/", "tour"),
+    ("/printers/", "printers"),
+    ("/print/", "print"),
+    ("/report/", "report"),
+    ("/import/", "import"),
+    ("/fetch/?visitor=ann", "fetch"),
+    ("/task/", "task"),
+    ("/client/", "client"),
+    ("/admin/django_redis_pool/dashboard/", "admin dashboard"),
+)
 
 
 def _page(title: str, body: str, *, status: int = 200) -> HttpResponse:
+    nav = format_html_join(" · ", "<a href='{}'>{}</a>", NAV)
     html = format_html(
-        "<!doctype html><html><head><meta charset='utf-8'><title>{}</title></head>"
-        "<body><h1>{}</h1>{}<p><a href='/'>state</a> · <a href='/print/'>print</a> · "
-        "<a href='/report/'>report</a> · <a href='/import/'>import</a> · "
-        "<a href='/fetch/?visitor=ann'>fetch</a> · <a href='/task/'>task</a> · "
-        "<a href='/client/'>client</a> · "
-        "<a href='/admin/django_redis_pool/dashboard/'>admin dashboard</a></p>"
-        "</body></html>",
+        "<!doctype html><html><head><meta charset='utf-8'><title>{}</title>"
+        "<style>body{{font-family:system-ui,sans-serif;max-width:62rem;margin:1.5rem auto;"
+        "padding:0 1rem;line-height:1.45}}section{{border-top:1px solid #ddd}}"
+        "code{{background:#f3f3f3;padding:0 .2em}}</style></head>"
+        "<body><h1>{}</h1>{}<nav><p>{}</p></nav></body></html>",
         title,
         title,
         body,
+        nav,
     )
     return HttpResponse(html, status=status)
 
@@ -44,7 +66,103 @@ def _redis_down(exc: BackendUnavailable) -> HttpResponse:
     return response
 
 
+@dataclass(frozen=True)
+class Stop:
+    """One stop of the tour: a primitive, what it does here, where to try it."""
+
+    name: str  #: its name in the DJANGO_REDIS_POOL setting
+    kind: str
+    explains: str
+    demo: str  #: the demo page's URL
+    try_it: str  #: what to do there
+    also: tuple[str, ...] = ()  #: other primitives this stop uses (admin links too)
+
+    def admin_links(self) -> str:
+        """Links to this stop's primitives' pages in the admin."""
+        return format_html_join(
+            " · ",
+            "<a class='admin' href='{}'>{} in the admin</a>",
+            (
+                (reverse("admin:django_redis_pool_primitive", args=[name]), name)
+                for name in (self.name, *self.also)
+            ),
+        )
+
+
+TOUR = (
+    Stop(
+        "printers",
+        "Resource pool",
+        'Three printers; a view decorated with @with_resource("printers", timeout=2) '
+        "borrows one for the request and gives it back after the response. Each hold "
+        "has a fence (a number that only grows) and expires if its process dies.",
+        "/printers/",
+        "See who holds which printer, print, or occupy all three and watch the next "
+        "request get the 503 page.",
+    ),
+    Stop(
+        "reports",
+        "Semaphore",
+        "At most 2 reports are built at once. No view code: ResourceMiddleware holds a "
+        "slot for every request under /report/ (the MIDDLEWARE rule in the settings).",
+        "/report/",
+        "Build a report (it takes a second) and see its slot in the admin while it runs.",
+    ),
+    Stop(
+        "import",
+        "Lock",
+        "One import at a time across every process, renewed while it runs. Its "
+        "TIMEOUT is 0: a second import is refused at once instead of waiting.",
+        "/import/",
+        "Run an import; run another within a second to be refused.",
+    ),
+    Stop(
+        "proxies",
+        "Allocator",
+        "Outbound proxies handed out by priority (proxy-fast first). A visitor keeps "
+        "the same proxy while it is free (soft binding).",
+        "/fetch/?visitor=ann",
+        "Fetch as ann, then as bob: each keeps their proxy.",
+    ),
+    Stop(
+        "default",
+        "Task queue",
+        "Tasks with JSON payloads run by manage.py pool_worker (scripts/dev.py example "
+        "starts one); a task reports its progress, and is redelivered if its worker dies.",
+        "/task/",
+        "Start a task and watch its progress bar.",
+    ),
+    Stop(
+        "http-clients",
+        "Object pool",
+        "Up to 3 HTTP clients per process, kept alive between requests and created on "
+        "demand; a semaphore (http-clients-everywhere, 6 slots) caps them across "
+        "every process of the site.",
+        "/client/",
+        "Borrow a client twice: the second request reuses the first client.",
+        also=("http-clients-everywhere",),
+    ),
+)
+
+
 def index(request: HttpRequest) -> HttpResponse:
+    """The tour: each primitive, what it does here, its demo and its admin page."""
+    stops = format_html_join(
+        "",
+        "<section id='tour-{}'><h2>{} <code>{}</code></h2><p>{}</p>"
+        "<p><a class='demo' href='{}'>Try it</a>: {}</p><p>{}</p></section>",
+        ((s.name, s.kind, s.name, s.explains, s.demo, s.try_it, s.admin_links()) for s in TOUR),
+    )
+    intro = mark_safe(
+        "<p>Every primitive of django-redis-pool, configured in "
+        "<code>example_project/settings.py</code>. The admin (user <code>admin</code>, "
+        "password <code>admin</code> when started by <code>scripts/dev.py example</code>) "
+        "shows each one live: holders, fences, time left, waiters, and actions.</p>"
+    )
+    return _page("django-redis-pool: a guided tour", intro + stops)
+
+
+def printers(request: HttpRequest) -> HttpResponse:
     """Counts of the printers pool and who holds which printer."""
     pool = get_pool(POOL)
     try:
@@ -71,21 +189,52 @@ def index(request: HttpRequest) -> HttpResponse:
         else ""
     )
     body = format_html(
-        "<p>available: {}, leased: {}, total: {}</p>{}"
+        "<p id='counts'>available: {}, leased: {}, total: {}</p>{}"
         "<table border='1'><tr><th>printer</th><th>holder</th><th>fence</th>"
-        "<th>expires at (unix s, Redis clock)</th></tr>{}</table>",
+        "<th>expires at (unix s, Redis clock)</th></tr>{}</table>"
+        "<p><a href='/print/'>Print</a> (holds a printer for a second).</p>"
+        "<p><button id='occupy' type='button' data-printers='{}' data-seconds='{}'>"
+        "Occupy every printer for {} s</button> <span id='occupied'></span></p>"
+        "<script>{}</script>",
         *counts,
         hint,
         rows,
+        counts[2],
+        MAX_PRINT_SECONDS,
+        MAX_PRINT_SECONDS,
+        OCCUPY_SCRIPT,
     )
     return _page(f"Pool {POOL!r}", body)
 
 
+#: Starts one long print job per printer (without waiting for them), so that
+#: the next request finds none free and gets the 503 page after its 2 s.
+OCCUPY_SCRIPT = mark_safe(
+    """
+document.getElementById("occupy").addEventListener("click", (event) => {
+  const count = Number(event.target.dataset.printers);
+  const seconds = event.target.dataset.seconds;
+  // (distinct URLs: a browser sends identical GETs one after the other)
+  for (let i = 1; i <= count; i++) fetch(`/print/?seconds=${seconds}&job=${i}`);
+  document.getElementById("occupied").innerHTML =
+    "Every printer is busy now: <a id='print-now' href='/print/'>print</a> to see the 503 page.";
+});
+"""
+)
+
+
 @with_resource("printers", timeout=2)
 def print_job(request: HttpRequest) -> HttpResponse:
-    """Hold a printer for about a second (released once the response is sent)."""
+    """Hold a printer for a second, or ``?seconds=`` (at most ``MAX_PRINT_SECONDS``);
+    it is released once the response is sent."""
     lease = request.resources["printers"]
-    time.sleep(1)  # "printing"
+    try:
+        seconds = float(request.GET.get("seconds", 1))
+    except ValueError:
+        seconds = 1.0
+    if not math.isfinite(seconds):
+        seconds = 1.0
+    time.sleep(min(max(seconds, 0.0), MAX_PRINT_SECONDS))  # "printing"
     return _page(
         "Printed",
         format_html("<p>Printed on <b>{}</b> with fence {}.</p>", lease.resource, lease.fence),
@@ -130,7 +279,11 @@ def fetch(request: HttpRequest) -> HttpResponse:
     return _page(
         "Fetched",
         format_html(
-            "<p>Fetched for {} through <b>{}</b> (fence {}).</p>", proxy.holder, proxy, proxy.fence
+            "<p>Fetched for {} through <b>{}</b> (fence {}).</p><p>Fetch again as "
+            "<a href='?visitor=ann'>ann</a> or <a href='?visitor=bob'>bob</a>.</p>",
+            proxy.holder,
+            proxy,
+            proxy.fence,
         ),
     )
 
