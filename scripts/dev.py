@@ -275,7 +275,7 @@ def _raise_keyboard_interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
 
-def _ensure_example_admin(python: str, env: dict[str, str]) -> None:
+def _ensure_example_admin(python: str, env: dict[str, str], addr: str) -> None:
     """Create the example's ``admin`` superuser (password ``admin``) on the first
     run, so that the admin dashboard can be opened at once. Local example only."""
     created = subprocess.run(
@@ -297,7 +297,7 @@ def _ensure_example_admin(python: str, env: dict[str, str]) -> None:
     )
     if created.returncode == 0:
         say("created the example's admin user")
-    say("admin: /admin/django_redis_pool/dashboard/ (user admin, password admin)")
+    say(f"admin: http://{addr}/admin/django_redis_pool/dashboard/ (user admin, password admin)")
 
 
 def _example_queues() -> list[str]:
@@ -339,7 +339,7 @@ def cmd_example_inner(runserver_args: list[str]) -> int:
             if rc != 0:
                 say(f"manage.py {step[0]} failed ({rc})")
                 return rc
-        _ensure_example_admin(python, env)
+        _ensure_example_admin(python, env, addr)
         worker = None
         queues = _example_queues()
         if queues:
