@@ -132,7 +132,7 @@ def test_settings_page_lists_every_option_of_every_kind_with_its_default() -> No
                 required=key in kind.required,
             )
         extra = set(rows) - set(kind.options)
-        assert not extra, f"docs/settings.md lists {kind.setting_key} options the code lacks: {extra}"
+        assert not extra, f"docs/settings.md lists unknown {kind.setting_key} options: {extra}"
 
 
 def test_settings_page_lists_every_connection_and_rule_key() -> None:
