@@ -47,8 +47,8 @@ CASES: dict[str, str] = {
     "allocator": "redis-allocator",
     "redis-py": "redis-py Lock",
     "redis_lock": "python-redis-lock",
-    "seed000": "seed 000 pool",
-    "seed002": "seed 002 semaphore",
+    "seed000": "WATCH/MULTI pool",
+    "seed002": "WATCH/MULTI semaphore",
 }
 
 #: Commands each case sends itself per cycle, besides scripts (EVALSHA/FCALL),

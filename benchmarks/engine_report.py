@@ -376,11 +376,12 @@ lease_timeout=30)`. *Peers*: redis-allocator 0.7.0 (`RedisAllocator(client,
 prefix, shared=False)`, on a client with `decode_responses=True`, filled
 with `extend()`; a cycle is `malloc_key(timeout=30)` + `free_keys(key)`),
 redis-py's `client.lock(name, timeout=30)` and python-redis-lock's
-`redis_lock.Lock(client, name, expire=30)`. *Seeds*: the WATCH/MULTI
-resource pool of seed 000 (two sets; acquire = WATCH, SRANDMEMBER, then
-MULTI/SMOVE/EXEC; release = SMOVE) and the counting semaphore with identities
-of seed 002 (acquire = WATCH, SCARD, GET, then MULTI/SADD/EXEC; release =
-SREM), reimplemented in `benchmarks/engine_cases.py` from the seeds' text.
+`redis_lock.Lock(client, name, expire=30)`. *Hand-written
+WATCH/MULTI designs*: a resource pool on two sets (acquire = WATCH,
+SRANDMEMBER, then MULTI/SMOVE/EXEC; release = SMOVE) and a counting semaphore
+with identities (acquire = WATCH, SCARD, GET, then MULTI/SADD/EXEC; release =
+SREM), the way such code is commonly written, reimplemented in
+`benchmarks/engine_cases.py`.
 *Floor*: two EVALSHA of `return 1` on one key, the least any two-call acquire
 + release can cost. Pools, allocators and semaphores have 1,000 resources,
 keys or slots.
@@ -395,8 +396,8 @@ keys or slots.
      itself. `INFO commandstats` does not tell a command sent by the client
      from the same command run inside a script or an EXEC, so each case
      declares which commands it sends itself, and how many per cycle
-     (redis-py Lock: SET; python-redis-lock: GET and SET; seed 000: WATCH,
-     SRANDMEMBER, MULTI, EXEC, SMOVE; seed 002: WATCH, SCARD, GET, MULTI,
+     (redis-py Lock: SET; python-redis-lock: GET and SET; WATCH/MULTI pool: WATCH,
+     SRANDMEMBER, MULTI, EXEC, SMOVE; WATCH/MULTI semaphore: WATCH, SCARD, GET, MULTI,
      EXEC, SREM; ours, redis-allocator and the floor: none). Such a command
      counts for the share of its calls the case sent (e.g. python-redis-lock's
      GET: 1 of 2 per cycle; its release script runs the other); the rest ran

@@ -156,7 +156,7 @@ def _connect(connection: Mapping[str, Any]) -> Any:
     if "MAX_CONNECTIONS" not in connection:
         return redis.Redis.from_url(connection["URL"], **options)
     # At most MAX_CONNECTIONS: a command waits up to POOL_TIMEOUT s for a free
-    # connection (seed 004's BlockingConnectionPool). Blocking reads (waiting
+    # connection (redis-py's BlockingConnectionPool). Blocking reads (waiting
     # callers, idle workers) get connections of their own, so that they never
     # starve the commands (a release, a renewal) that would end their wait.
     bounded = redis.BlockingConnectionPool.from_url(

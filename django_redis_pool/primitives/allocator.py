@@ -1,5 +1,5 @@
-"""Allocator: named keys handed out at once, exclusively or in turn (seed 003's
-RedisAllocator, on the lease engine)."""
+"""Allocator: named keys handed out at once, exclusively or in turn (redis-allocator's
+RedisAllocator API, on the lease engine)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Lock: a distributed lock with expiry, fencing and optional reentrancy (seed 003)."""
+"""Lock: a distributed lock with expiry, fencing and optional reentrancy."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""ObjectPool: a pool of live objects in one process (seed 001's node-pool),
+"""ObjectPool: a pool of live objects in one process (node-pool's design),
 optionally capped across every process by a Semaphore, and fork-safe."""
 
 from __future__ import annotations

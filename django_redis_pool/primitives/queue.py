@@ -1,5 +1,5 @@
 """TaskQueue: named tasks run by workers in any process, with JSON payloads,
-reliable delivery and results (seed 003's RedisTaskQueue, made safe)."""
+reliable delivery and results (redis-allocator's RedisTaskQueue, made safe)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Semaphore: at most N identities hold a slot at once (seed 002, with leases)."""
+"""Semaphore: at most N identities hold a slot at once (with leases)."""
 
 from __future__ import annotations
 
