@@ -56,6 +56,11 @@ ID                    Problem
                       its entries cannot be used.
 ``W002``              ``MIDDLEWARE`` rules are set, but ``ResourceMiddleware`` is not in
                       ``settings.MIDDLEWARE``, so they do nothing.
+``W006``              An entry that names its members has none (``RESOURCES`` of a pool,
+                      ``KEYS`` of an allocator, empty or absent): every request for it
+                      gets a 503. Silence it if members are only added at run time.
+``W007``              ``ResourceMiddleware`` is in ``settings.MIDDLEWARE``, but
+                      ``MIDDLEWARE`` has no rules, so it holds nothing.
 ====================  ==================================================================
 
 ``manage.py check --deploy`` adds checks of the Redis server itself (they
@@ -71,8 +76,6 @@ connect to it) and of what production needs:
                       loses every hold, waiter and task.
 ``W005``              The connection shares a cache's Redis database: ``cache.clear()``
                       (a ``FLUSHDB``) wipes every hold.
-``W006``              An entry that names its members has none (e.g. an empty
-                      ``RESOURCES``): requests would wait for nothing.
 ====================  ==================================================================
 """
 
@@ -136,6 +139,18 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckM
                     id=f"{_PREFIX}.W002",
                 )
             )
+        if installed and isinstance(raw, dict) and rules in (None, [], ()):
+            messages.append(
+                checks.Warning(
+                    f"{MIDDLEWARE_PATH!r} is in settings.MIDDLEWARE, but "
+                    f"{conf.setting_path('MIDDLEWARE')} has no rules, so it holds nothing "
+                    "for any request.",
+                    hint=f'Add rules to {conf.setting_path("MIDDLEWARE")}, e.g. [{{"PATH": '
+                    'r"^/print/", "RESOURCE": "<configured name>"}], or remove the middleware '
+                    "from settings.MIDDLEWARE (@with_resource on a view works without it).",
+                    id=f"{_PREFIX}.W007",
+                )
+            )
         return messages
     except Exception as exc:  # a check must report, never crash `manage.py check`
         return [
@@ -160,9 +175,6 @@ def check_deploy(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMes
             return []
         report = _Report()
         config = registry.get_config()
-        for entry in config.entries.values():
-            for msg, hint in entry.kind.deploy_warnings(entry.name, entry.options):
-                report.warning(6, msg, hint)
         _check_shared_cache(config.connection, caches, report)
         try:
             client = registry.get_connection()
@@ -755,10 +767,14 @@ def _check_options(kind: kinds.Kind, name: str, entry: Mapping[Any, Any], report
                 f"Add {key}: {kind.options[key].hint}",
             )
     if len(report.messages) == before:  # every option valid: how they go together
+        options = conf.entry_options(kind, name, entry)
         try:
-            kind.check_entry(conf.entry_options(kind, name, entry), path)
+            kind.check_entry(options, path)
         except ValueError as exc:
             report.error(18, f"{exc}.", "Make the options agree.")
+            return
+        for msg, hint in kind.entry_warnings(name, options):
+            report.warning(6, msg, hint)
 
 
 def _check_middleware(raw: dict[str, Any], usable: Mapping[str, Any], report: _Report) -> None:

@@ -994,11 +994,9 @@ def test_the_dashboard_lists_every_primitive_with_its_counts_and_health(
     #             name        kind         size free held waiting health
     assert rows == {
         "printers": ["printers", "pool", "3", "2", "1", "0", "OK"],
-        "empty": ["empty", "pool", "0", "0", "0", "0", "no resources: run manage.py pool_sync"],
+        "empty": ["empty", "pool", "0", "0", "0", "0", EMPTY_POOL_NOTE],
         "reports": ["reports", "semaphore", "2", "1", "1", "0", "OK"],
-        "unsized": [
-            "unsized", "semaphore", NA, "0", "0", "0", "no max size: run manage.py pool_sync"
-        ],
+        "unsized": ["unsized", "semaphore", NA, "0", "0", "0", UNSIZED_NOTE],
         "imports": ["imports", "lock", "1", "0", "1", "0", "OK"],
         "plain": ["plain", "lock", "1", "1", "0", "0", "OK"],
     }  # fmt: skip
@@ -1014,6 +1012,48 @@ def test_the_dashboard_lists_every_primitive_with_its_counts_and_health(
     for name in rows:
         assert f'href="{detail_url(name)}"' in response.content.decode()
     assert f"Redis: {redis_url} · key prefix drp" in page_text(response)
+
+
+EMPTY_POOL_NOTE = (
+    'no resources, and DJANGO_REDIS_POOL["POOLS"]["empty"]["RESOURCES"] sets none: set it '
+    "and run manage.py pool_sync, or use the 'Add a resource' action"
+)
+UNSIZED_NOTE = (
+    'no max size, and DJANGO_REDIS_POOL["SEMAPHORES"]["unsized"]["MAX_SIZE"] sets none: '
+    "set it and run manage.py pool_sync, or use the 'Set max size' action"
+)
+
+
+def test_an_empty_primitive_whose_setting_lists_members_is_told_to_run_pool_sync(
+    configured: None, viewer: Client, redis_client: redis.Redis
+) -> None:
+    for key in redis_client.scan_iter("*printers*"):
+        redis_client.delete(key)  # e.g. a fresh Redis, pool_sync not run yet
+
+    response = viewer.get(dashboard_url())
+
+    assert dashboard_row(response, "printers")[6] == (
+        "no resources in Redis: run manage.py pool_sync (it stores RESOURCES), or use the "
+        "'Add a resource' action"
+    )
+
+
+@pytest.mark.parametrize(("name", "note"), [("empty", EMPTY_POOL_NOTE), ("unsized", UNSIZED_NOTE)])
+def test_the_detail_page_of_an_empty_primitive_says_what_fills_it(
+    configured: None, viewer: Client, name: str, note: str
+) -> None:
+    response = viewer.get(detail_url(name))
+
+    assert response.status_code == 200
+    assert note[0].upper() + note[1:] in page_text(response)
+
+
+def test_the_detail_page_of_a_filled_primitive_has_no_empty_note(
+    configured: None, viewer: Client
+) -> None:
+    response = viewer.get(detail_url("printers"))
+
+    assert "drp-empty-note" not in response.content.decode()
 
 
 def health_icons(response: Any) -> dict[str, str]:

@@ -47,7 +47,7 @@ def only(messages: list[Any], check_id: str) -> Any:
             "KEY_PREFIX": "myapp",
             "POOLS": {
                 "printers": {"RESOURCES": ["p1", "p2"], "LEASE_TIMEOUT": 30, "ORDER": "lifo"},
-                "scanners": {},
+                "scanners": {"RESOURCES": ["s1"]},
             },
             "SEMAPHORES": {},
             "LOCKS": {},
@@ -67,8 +67,8 @@ def only(messages: list[Any], check_id: str) -> Any:
                 "SENTINEL_OPTIONS": {"socket_timeout": 1},
             }
         },
-        {"POOLS": {"p": {"LEASE_TIMEOUT": None, "ORDER": "random", "RESOURCES": ()}}},
-        {"POOLS": {"p": {"LEASE_TIMEOUT": 0.5}}},
+        {"POOLS": {"p": {"LEASE_TIMEOUT": None, "ORDER": "random", "RESOURCES": ("r",)}}},
+        {"POOLS": {"p": {"LEASE_TIMEOUT": 0.5, "RESOURCES": ["r"]}}},
     ],
 )
 def test_valid_settings_give_no_messages(settings: Any, value: Any) -> None:
@@ -408,6 +408,42 @@ def test_w002_middleware_rules_without_the_middleware_installed(settings: Any) -
     assert "ResourceMiddleware" in message.msg
 
 
+@pytest.mark.parametrize(
+    ("key", "entry", "option"),
+    [
+        ("POOLS", {}, "RESOURCES"),
+        ("POOLS", {"RESOURCES": []}, "RESOURCES"),
+        ("ALLOCATORS", {}, "KEYS"),
+        ("ALLOCATORS", {"KEYS": {}}, "KEYS"),
+    ],
+)
+def test_w006_plain_check_warns_of_a_pool_or_allocator_without_members(
+    settings: Any, key: str, entry: dict[str, Any], option: str
+) -> None:
+    message = only(ours(settings, {key: {"empty": entry}}), "W006")
+    assert message.level < 40
+    assert f'DJANGO_REDIS_POOL["{key}"]["empty"]["{option}"] is empty or absent' in message.msg
+    assert "503" in message.msg
+    assert option in message.hint and "pool_sync" in message.hint
+    assert "admin" in message.hint and "SILENCED_SYSTEM_CHECKS" in message.hint
+
+
+def test_w006_is_not_repeated_by_the_deploy_checks(settings: Any) -> None:
+    settings.DJANGO_REDIS_POOL = {"POOLS": {"empty": {}}}
+    ids = [m.id for m in run_checks(tags=[TAG], include_deployment_checks=True)]
+    assert ids.count("django_redis_pool.W006") == 1
+
+
+@pytest.mark.parametrize("rules", [None, []])
+def test_w007_middleware_installed_without_rules(settings: Any, rules: Any) -> None:
+    settings.MIDDLEWARE = MIDDLEWARE_INSTALLED
+    value = dict(PRINTERS) if rules is None else {**PRINTERS, "MIDDLEWARE": rules}
+    message = only(ours(settings, value), "W007")
+    assert message.level < 40
+    assert "ResourceMiddleware" in message.msg and "has no rules" in message.msg
+    assert "@with_resource" in message.hint
+
+
 # ------------------------------------------------------ never crash, never connect
 
 
@@ -596,16 +632,6 @@ def test_w005_sharing_a_caches_database(
     assert "cache.clear()" in only(messages, "W005").msg
     other = {"URL": redis_url.rstrip("0123456789").rstrip("/") + "/5"}
     assert not [m for m in deploy(settings, {"CONNECTION": other}, caches) if m.id[-4:] == "W005"]
-
-
-@pytest.mark.parametrize("key, option", [("POOLS", "RESOURCES"), ("ALLOCATORS", "KEYS")])
-def test_w006_a_pool_or_allocator_without_members(
-    settings: Any, redis_url: str, key: str, option: str
-) -> None:
-    value = {"CONNECTION": {"URL": redis_url}, key: {"empty": {}}}
-    messages = [m for m in deploy(settings, value) if m.id[-4:] != "W004"]
-    message = only(messages, "W006")
-    assert f'["{option}"] is empty' in message.msg
 
 
 def test_w003_unreachable_redis(settings: Any) -> None:

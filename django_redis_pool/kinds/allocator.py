@@ -101,6 +101,8 @@ class AllocatorKind(LeaseKind):
     }
     size_word = "keys"
     members = ("KEYS", "keys", "extend()")
+    size_option = "KEYS"
+    fill_action = "add"
     held_label = "Key"
     find_label = "Key"
     counts_slots = False

@@ -127,9 +127,10 @@ class Kind:
         """Raise ``ValueError`` naming ``path`` when valid options do not go
         together (each one alone was validated already)."""
 
-    def deploy_warnings(self, name: str, options: Mapping[str, Any]) -> list[tuple[str, str]]:
-        """(message, hint) pairs that ``manage.py check --deploy`` reports for
-        entry ``name`` (e.g. a pool with no resources). Does no I/O."""
+    def entry_warnings(self, name: str, options: Mapping[str, Any]) -> list[tuple[str, str]]:
+        """(message, hint) pairs that ``manage.py check`` reports (as W006) for
+        entry ``name``, whose ``options`` are valid (e.g. a pool with no
+        resources). Does no I/O."""
         return []
 
     # -- requests --------------------------------------------------------------

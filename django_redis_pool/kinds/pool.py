@@ -61,6 +61,8 @@ class PoolKind(LeaseKind):
     }
     size_word = "resources"
     members = ("RESOURCES", "resource ids", "associate()")
+    size_option = "RESOURCES"
+    fill_action = "add"
     held_label = "Resource"
     find_label = "Resource id"
     counts_slots = False

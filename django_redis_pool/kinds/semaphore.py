@@ -47,6 +47,8 @@ class SemaphoreKind(LeaseKind):
         "LEASE_TIMEOUT": LEASE_TIMEOUT,
     }
     held_label = "Identity"
+    size_option = "MAX_SIZE"
+    fill_action = "max-size"
     find_label = "Identity"
 
     def build(
