@@ -60,6 +60,39 @@ def test_without_prune_unconfigured_resources_stay(pools: None) -> None:
     assert contents("printers") == {"p1", "p2", "p3", "old"}
 
 
+def test_without_prune_unconfigured_resources_are_counted_and_prune_is_suggested(
+    pools: None,
+) -> None:
+    sync()
+    get_pool("printers").associate("removed-from-settings")
+    output = sync(verbosity=2)
+    assert (
+        "printers: 0 added, 3 already there, 1 in Redis but not in the settings (left there; "
+        "manage.py pool_sync --prune removes them)" in output
+    )
+    assert "not in the settings: removed-from-settings" in output
+    assert "scanners: 0 added, 1 already there\n" in output  # nothing to prune: no hint
+
+
+def test_without_prune_unconfigured_allocator_keys_are_counted_and_prune_is_suggested(
+    settings: Any, redis_url: str
+) -> None:
+    from django_redis_pool import get_allocator
+
+    settings.DJANGO_REDIS_POOL = {
+        "CONNECTION": {"URL": redis_url},
+        "ALLOCATORS": {"proxies": {"KEYS": ["a", "b"]}},
+    }
+    sync()
+    get_allocator("proxies").extend(["gone"])
+    output = sync()
+    assert (
+        "proxies: 0 added, 2 already there, 1 in Redis but not in the settings (left there; "
+        "manage.py pool_sync --prune removes them)" in output
+    )
+    assert "proxies: 0 added, 2 already there, 1 removed" in sync("--prune")
+
+
 def test_prune_removes_unconfigured_resources_including_leased_ones(pools: None) -> None:
     pool = get_pool("printers")
     pool.associate("old-free")

@@ -149,12 +149,19 @@ class AllocatorKind(LeaseKind):
         in_redis = set(primitive.keys())
         added = [key for key in configured if key not in in_redis]
         present = [key for key in configured if key in in_redis]
-        removed = sorted(in_redis - set(configured)) if prune else []
+        unconfigured = sorted(in_redis - set(configured))
+        removed = unconfigured if prune else []
         if not dry_run:
             primitive.extend_many(configured)
             primitive.shrink(removed)
         return membership_synced(
-            primitive.name, added, present, removed, prune=prune, dry_run=dry_run
+            primitive.name,
+            added,
+            present,
+            removed,
+            prune=prune,
+            dry_run=dry_run,
+            unconfigured=unconfigured,
         )
 
     def collect(self, primitive: Any, *, dry_run: bool) -> Outcome:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
@@ -270,22 +270,30 @@ def membership_synced(
     *,
     prune: bool,
     dry_run: bool,
+    unconfigured: Sequence[str] = (),
 ) -> Outcome:
     """``pool_sync``'s report for a primitive of named members (a pool's
-    resources, an allocator's keys)."""
+    resources, an allocator's keys). ``unconfigured``: the members in Redis but
+    not in the settings, left there (without ``prune``)."""
     would = "would be " if dry_run else ""
     line = f"{name}: {len(added)} {would}added, {len(present)} already there"
     if prune:
         line += f", {len(removed)} {would}removed"
+    elif unconfigured:
+        line += (
+            f", {len(unconfigured)} in Redis but not in the settings (left there; "
+            "manage.py pool_sync --prune removes them)"
+        )
     if dry_run:
         line += " (dry run, nothing changed)"
     details = [f"  {would}added: {member}" for member in added]
     details += [f"  already there: {member}" for member in present]
     details += [f"  {would}removed: {member}" for member in removed]
+    details += [f"  not in the settings: {member}" for member in unconfigured]
     return Outcome(
         line,
         changed=bool(added or removed),
-        style="warning" if dry_run or removed else "success",
+        style="warning" if dry_run or removed or unconfigured else "success",
         details=tuple(details),
     )
 

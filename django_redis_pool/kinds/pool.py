@@ -108,12 +108,19 @@ class PoolKind(LeaseKind):
         if not dry_run:
             primitive.associate_many(added)  # batched: one round trip per 1,000 ids
         removed: list[str] = []
+        unconfigured = sorted(in_redis - set(configured))
         if prune:
-            for resource in sorted(in_redis - set(configured)):
+            for resource in unconfigured:
                 if dry_run or primitive.disassociate(resource):
                     removed.append(resource)
         return membership_synced(
-            primitive.name, added, present, removed, prune=prune, dry_run=dry_run
+            primitive.name,
+            added,
+            present,
+            removed,
+            prune=prune,
+            dry_run=dry_run,
+            unconfigured=unconfigured,
         )
 
     def find(self, primitive: Any, key: str) -> str:
