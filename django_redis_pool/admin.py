@@ -73,6 +73,19 @@ def connection_label(connection: Mapping[str, Any]) -> str:
     return f"Redis Cluster {label}" if connection.get("CLUSTER") else label
 
 
+def read_error(exc: Exception) -> str:
+    """What a page says when Redis could not be read: what failed, and what to do."""
+    message = str(exc).rstrip(".")
+    if not message.startswith("Redis"):
+        message = f"Redis could not be read: {message}"
+    if isinstance(exc, BackendUnavailable):
+        return (
+            f"{message}. Nothing can be shown or changed until it answers: start Redis, or fix "
+            f"{conf.setting_path('CONNECTION')}, then reload this page."
+        )
+    return f"{message}. Nothing can be shown or changed until it reads; reload this page to retry."
+
+
 @admin.register(Dashboard)
 class DashboardAdmin(admin.ModelAdmin):
     """Serves the dashboard instead of a change list; nothing is stored in SQL."""
@@ -121,6 +134,7 @@ class DashboardAdmin(admin.ModelAdmin):
             rows.append(row)
         context = {
             **self._context(request, "Redis pools"),
+            "error": None if down is None else read_error(BackendUnavailable(down)),
             "rows": rows,
             "connection": connection_label(config.connection),
             "key_prefix": config.key_prefix,
@@ -137,7 +151,10 @@ class DashboardAdmin(admin.ModelAdmin):
             primitive = registry.get_resource(name)
         except PoolError as exc:  # a Redis Cluster that cannot be reached
             stand_in = SimpleNamespace(kind=entry.kind.name, name=name)
-            context = {**self._context(request, self._title(stand_in), stand_in), "error": exc}
+            context = {
+                **self._context(request, self._title(stand_in), stand_in),
+                "error": read_error(exc),
+            }
             return TemplateResponse(request, PRIMITIVE_TEMPLATE, context, status=503)
         actions = dashboard.ACTIONS.get(primitive.kind, {})
         context = {
@@ -156,7 +173,9 @@ class DashboardAdmin(admin.ModelAdmin):
                 data = {**context, **section.context(primitive, request), "section": section}
                 sections.append((section, render_to_string(section.template, data, request)))
         except PoolError as exc:
-            error = str(exc)
+            # Show nothing read and offer no action: the state is unknown.
+            sections, error = [], read_error(exc)
+            context.update(page_actions=[], row_actions={}, action_urls={})
         context.update(sections=sections, error=error)
         return TemplateResponse(request, PRIMITIVE_TEMPLATE, context, status=503 if error else 200)
 
