@@ -56,9 +56,10 @@ ID                    Problem
                       its entries cannot be used.
 ``W002``              ``MIDDLEWARE`` rules are set, but ``ResourceMiddleware`` is not in
                       ``settings.MIDDLEWARE``, so they do nothing.
-``W006``              An entry that names its members has none (e.g. ``RESOURCES`` or
-                      ``KEYS`` empty or absent): every request for it gets a 503.
-                      Silence it if its members are only added at run time.
+``W006``              An entry has no members or no size (e.g. ``RESOURCES`` or ``KEYS``
+                      empty or absent: every request for it gets a 503; ``MAX_SIZE``
+                      unset: every request fails until a size is stored). Silence it
+                      if they are only added at run time.
 ``W007``              ``ResourceMiddleware`` is in ``settings.MIDDLEWARE``, but
                       ``MIDDLEWARE`` has no rules, so it holds nothing.
 ====================  ==================================================================

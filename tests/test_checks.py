@@ -299,7 +299,7 @@ def test_e017_unknown_lock_option_suggests_close_match(settings: Any) -> None:
 
 def test_valid_semaphores_and_locks_pass(settings: Any) -> None:
     value = {
-        "SEMAPHORES": {"api": {"MAX_SIZE": 3, "LEASE_TIMEOUT": 60}, "unsized": {}},
+        "SEMAPHORES": {"api": {"MAX_SIZE": 3, "LEASE_TIMEOUT": 60}, "closed": {"MAX_SIZE": 0}},
         "LOCKS": {
             "nightly": {"LEASE_TIMEOUT": 10, "REENTRANT": True, "AUTO_RENEW": True},
             "forever": {"LEASE_TIMEOUT": None, "TIMEOUT": 5},
@@ -426,6 +426,14 @@ def test_w006_plain_check_warns_of_a_pool_or_allocator_without_members(
     assert "503" in message.msg
     assert option in message.hint and "pool_sync" in message.hint
     assert "admin" in message.hint and "SILENCED_SYSTEM_CHECKS" in message.hint
+
+
+def test_w006_plain_check_warns_of_a_semaphore_without_max_size(settings: Any) -> None:
+    message = only(ours(settings, {"SEMAPHORES": {"unsized": {"LEASE_TIMEOUT": 30}}}), "W006")
+    assert 'DJANGO_REDIS_POOL["SEMAPHORES"]["unsized"]["MAX_SIZE"] is not set' in message.msg
+    assert "NotConfigured" in message.msg
+    assert "pool_sync" in message.hint and "Set max size" in message.hint
+    assert "SILENCED_SYSTEM_CHECKS" in message.hint
 
 
 def test_w006_is_not_repeated_by_the_deploy_checks(settings: Any) -> None:

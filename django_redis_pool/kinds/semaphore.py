@@ -8,7 +8,7 @@ from typing import Any
 
 from django import forms
 
-from .. import registry
+from .. import conf, registry
 from ..dashboard import action
 from ..primitives.semaphore import Semaphore, check_max_size
 from .base import Ask, Held, Option, Outcome
@@ -50,6 +50,24 @@ class SemaphoreKind(LeaseKind):
     size_option = "MAX_SIZE"
     fill_action = "max-size"
     find_label = "Identity"
+
+    def entry_warnings(self, name: str, options: Mapping[str, Any]) -> list[tuple[str, str]]:
+        """A semaphore without ``MAX_SIZE``: until a max size is stored in Redis,
+        every acquire raises ``NotConfigured`` (a request gets a 500)."""
+        if options["MAX_SIZE"] is not None:
+            return []
+        path = conf.setting_path(self.setting_key, name, "MAX_SIZE")
+        return [
+            (
+                f"{path} is not set: the semaphore {name!r} has no max size until one is "
+                "stored in Redis, so until then every request for it fails (NotConfigured, "
+                "a 500).",
+                f"Set {path}, e.g. 3 (stored by the first acquire and by manage.py "
+                "pool_sync), or set it at run time from the admin ('Set max size') or with "
+                "set_max_size(). If you only set it at run time, silence this with "
+                'SILENCED_SYSTEM_CHECKS = ["django_redis_pool.W006"].',
+            )
+        ]
 
     def build(
         self, client: Any, name: str, key_prefix: str, options: Mapping[str, Any]
