@@ -74,6 +74,25 @@ def test_without_prune_unconfigured_resources_are_counted_and_prune_is_suggested
     assert "scanners: 0 added, 1 already there\n" in output  # nothing to prune: no hint
 
 
+@pytest.mark.parametrize(
+    ("key", "entry", "option"),
+    [
+        ("POOLS", {}, "RESOURCES"),
+        ("POOLS", {"RESOURCES": []}, "RESOURCES"),
+        ("ALLOCATORS", {"KEYS": {}}, "KEYS"),
+    ],
+)
+def test_an_entry_listing_no_members_is_named_instead_of_a_silent_success(
+    settings: Any, redis_url: str, key: str, entry: dict[str, Any], option: str
+) -> None:
+    settings.DJANGO_REDIS_POOL = {"CONNECTION": {"URL": redis_url}, key: {"empty": entry}}
+    output = sync()
+    assert (
+        f'empty: 0 added, 0 already there (DJANGO_REDIS_POOL["{key}"]["empty"]["{option}"] '
+        "lists none: list them there and run pool_sync again, or add them from the admin)"
+    ) in output
+
+
 def test_without_prune_unconfigured_allocator_keys_are_counted_and_prune_is_suggested(
     settings: Any, redis_url: str
 ) -> None:
@@ -197,6 +216,7 @@ def test_stores_the_configured_max_size(semaphores: None) -> None:
     assert raw_semaphore("api").get_max_size() == 3
     assert "api: max size set to 3 (was 0)" in output
     assert "unsized: no MAX_SIZE configured" in output
+    assert 'set DJANGO_REDIS_POOL["SEMAPHORES"]["unsized"]["MAX_SIZE"]' in output
     assert raw_semaphore("unsized").get_max_size() == 0
 
 

@@ -162,6 +162,7 @@ class AllocatorKind(LeaseKind):
             prune=prune,
             dry_run=dry_run,
             unconfigured=unconfigured,
+            option_path=conf.setting_path(self.setting_key, primitive.name, "KEYS"),
         )
 
     def collect(self, primitive: Any, *, dry_run: bool) -> Outcome:

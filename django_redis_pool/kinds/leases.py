@@ -271,12 +271,20 @@ def membership_synced(
     prune: bool,
     dry_run: bool,
     unconfigured: Sequence[str] = (),
+    option_path: str = "",
 ) -> Outcome:
     """``pool_sync``'s report for a primitive of named members (a pool's
     resources, an allocator's keys). ``unconfigured``: the members in Redis but
-    not in the settings, left there (without ``prune``)."""
+    not in the settings, left there (without ``prune``); ``option_path``: the
+    setting that lists them (named when it lists none)."""
     would = "would be " if dry_run else ""
     line = f"{name}: {len(added)} {would}added, {len(present)} already there"
+    none_listed = option_path and not (added or present)
+    if none_listed:
+        line += (
+            f" ({option_path} lists none: list them there and run pool_sync again, or add "
+            "them from the admin)"
+        )
     if prune:
         line += f", {len(removed)} {would}removed"
     elif unconfigured:
@@ -293,7 +301,7 @@ def membership_synced(
     return Outcome(
         line,
         changed=bool(added or removed),
-        style="warning" if dry_run or removed or unconfigured else "success",
+        style="warning" if dry_run or removed or unconfigured or none_listed else "success",
         details=tuple(details),
     )
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from .. import registry
+from .. import conf, registry
 from ..dashboard import action, outcome
 from ..primitives.pool import ORDERS, ResourcePool
 from ..primitives.validators import check_name
@@ -121,6 +121,7 @@ class PoolKind(LeaseKind):
             prune=prune,
             dry_run=dry_run,
             unconfigured=unconfigured,
+            option_path=conf.setting_path(self.setting_key, primitive.name, "RESOURCES"),
         )
 
     def find(self, primitive: Any, key: str) -> str:

@@ -103,7 +103,12 @@ class SemaphoreKind(LeaseKind):
         serves waiting callers at once)."""
         name, size = primitive.name, options["MAX_SIZE"]
         if size is None:
-            return Outcome(f"{name}: no MAX_SIZE configured, max size left as it is")
+            path = conf.setting_path(self.setting_key, name, "MAX_SIZE")
+            return Outcome(
+                f"{name}: no MAX_SIZE configured, max size left as it is (set {path} and run "
+                "pool_sync again, or set it from the admin)",
+                style="warning",
+            )
         before = primitive.get_max_size()
         if before == size:
             return Outcome(f"{name}: max size {size} already set", style="success")
