@@ -1015,11 +1015,11 @@ def test_the_dashboard_lists_every_primitive_with_its_counts_and_health(
 
 
 EMPTY_POOL_NOTE = (
-    'no resources, and DJANGO_REDIS_POOL["POOLS"]["empty"]["RESOURCES"] sets none: set it '
-    "and run manage.py pool_sync, or use the 'Add a resource' action"
+    'no resources, and DJANGO_REDIS_POOL["POOLS"]["empty"]["RESOURCES"] lists none: list '
+    "them there and run manage.py pool_sync, or use the 'Add a resource' action"
 )
 UNSIZED_NOTE = (
-    'no max size, and DJANGO_REDIS_POOL["SEMAPHORES"]["unsized"]["MAX_SIZE"] sets none: '
+    'no max size, and DJANGO_REDIS_POOL["SEMAPHORES"]["unsized"]["MAX_SIZE"] is not set: '
     "set it and run manage.py pool_sync, or use the 'Set max size' action"
 )
 

@@ -157,8 +157,13 @@ class LeaseKind(Kind):
         configured = entry.options.get(option)
         path = conf.setting_path(self.setting_key, name, option)
         if configured is None or (not isinstance(configured, (int, float)) and not configured):
+            if self.members is not None:
+                return (
+                    f"no {self.size_word}, and {path} lists none: list them there and run "
+                    f"manage.py pool_sync{or_add}"
+                )
             return (
-                f"no {self.size_word}, and {path} sets none: set it and run manage.py "
+                f"no {self.size_word}, and {path} is not set: set it and run manage.py "
                 f"pool_sync{or_add}"
             )
         if configured == 0:
