@@ -40,6 +40,8 @@ logger = logging.getLogger("django_redis_pool")
 
 MASK = "********"
 PRIMITIVE_TEMPLATE = "admin/django_redis_pool/primitive.html"
+#: An overview row's note while Redis cannot be reached (the page says why once).
+UNREAD = "not read: Redis could not be reached (see above)"
 
 
 def masked_url(url: str) -> str:
@@ -123,14 +125,15 @@ class DashboardAdmin(admin.ModelAdmin):
             row: dict[str, Any] = {"name": name, "kind": entry.kind.label}
             row["supported"] = entry.kind.supported and summarize is not None
             if row["supported"] and down is not None:
-                row["summary"] = dashboard.Summary(health="error", note=down)
+                row["summary"] = dashboard.Summary(health="error", note=UNREAD)
             elif row["supported"]:
                 try:
                     row["summary"] = summarize(registry.get_resource(name))
+                except BackendUnavailable as exc:  # said once, above the table
+                    row["summary"] = dashboard.Summary(health="error", note=UNREAD)
+                    down = str(exc)
                 except PoolError as exc:
                     row["summary"] = dashboard.Summary(health="error", note=str(exc))
-                    if isinstance(exc, BackendUnavailable):
-                        down = str(exc)
             rows.append(row)
         context = {
             **self._context(request, "Redis pools"),
