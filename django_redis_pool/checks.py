@@ -36,13 +36,14 @@ ID                    Problem
                       kind).
 ``E019``              ``MIDDLEWARE`` is not a list.
 ``E020``              A ``MIDDLEWARE`` rule is invalid (not a dict, unknown or missing
-                      key, bad regex, unconfigured ``RESOURCE``, bad ``METHODS``,
-                      ``TIMEOUT``, ``LEASE_TIMEOUT``, ``IDENTITY``, ``STATUS`` or
-                      ``RETRY_AFTER``).
+                      key, bad regex, unconfigured ``RESOURCE`` or one a request cannot
+                      hold, bad ``METHODS``, ``TIMEOUT``, ``LEASE_TIMEOUT``,
+                      ``IDENTITY``, ``STATUS`` or ``RETRY_AFTER``).
 ``E021``              ``UNAVAILABLE_VIEW`` is not a callable or an importable dotted path.
 ``E022``              ``FAIL_OPEN`` is not True or False.
 ``E023``              A view decorated with ``@with_resource(name)`` (found through the
-                      URLconf) names a primitive that is not configured.
+                      URLconf) names a primitive that is not configured, or one of a
+                      kind a request cannot hold.
 ``E024``              An entry lacks an option its kind requires (e.g. ``FACTORY``).
 ``E025``              Bad ``MAX_CONNECTIONS`` (not an int >= 1, or with ``CLUSTER``) or
                       ``POOL_TIMEOUT`` (not seconds >= 0, or without ``MAX_CONNECTIONS``).
@@ -320,6 +321,20 @@ def check_view_resources(app_configs: Any = None, **kwargs: Any) -> list[checks.
                     hint=f"Fix the name, or configure it, e.g. in "
                     f"{conf.setting_path(kinds.example_key())}. Configured: "
                     f"{', '.join(map(repr, sorted(usable))) or 'none'}.",
+                    obj=view,
+                    id=f"{_PREFIX}.E023",
+                )
+            )
+        elif not config.entries[guard.name].kind.holds_requests:
+            kind = config.entries[guard.name].kind
+            holdable = sorted(name for name in usable if config.entries[name].kind.holds_requests)
+            messages.append(
+                checks.Error(
+                    f"{view} is decorated with @with_resource({guard.name!r}), but "
+                    f"{guard.name!r} is a {kind.label}, which a request cannot hold "
+                    "(every request would fail with NotConfigured).",
+                    hint="Name a primitive a request can hold: "
+                    f"{', '.join(map(repr, holdable)) or 'none is configured'}.",
                     obj=view,
                     id=f"{_PREFIX}.E023",
                 )

@@ -525,6 +525,25 @@ def test_e023_with_resource_on_a_routed_view_names_an_unconfigured_primitive(
 
 
 @pytest.mark.urls("tests.check_urls")
+def test_e023_with_resource_naming_a_primitive_a_request_cannot_hold(settings: Any) -> None:
+    settings.DJANGO_REDIS_POOL = {**PRINTERS, "QUEUES": {"scanners": {}}}
+    messages = [m for m in run_checks(tags=[TAG]) if m.id == "django_redis_pool.E023"]
+    held = [m for m in messages if "'scanners'" in m.msg]
+    assert len(held) == 1
+    assert "'scanners' is a queue, which a request cannot hold" in held[0].msg
+    assert "'printers'" in held[0].hint
+
+
+def test_e020_middleware_rule_naming_a_primitive_a_request_cannot_hold(settings: Any) -> None:
+    settings.MIDDLEWARE = MIDDLEWARE_INSTALLED
+    rules = [{"PATH": "^/jobs/", "RESOURCE": "jobs"}]
+    value = {**PRINTERS, "QUEUES": {"jobs": {}}, "MIDDLEWARE": rules}
+    message = only(ours(settings, value), "E020")
+    assert "'jobs' is a queue, which a request cannot hold" in message.msg
+    assert "'printers'" in message.msg
+
+
+@pytest.mark.urls("tests.check_urls")
 def test_e023_is_not_reported_while_the_setting_itself_is_invalid(settings: Any) -> None:
     settings.DJANGO_REDIS_POOL = {"POOLS": "nope"}
     ids = [m.id for m in run_checks(tags=[TAG])]

@@ -150,6 +150,12 @@ class Kind:
         raise NotImplementedError
 
     @property
+    def holds_requests(self) -> bool:
+        """Whether a request can hold a primitive of this kind (``@with_resource``,
+        a ``MIDDLEWARE`` rule): it has its own :meth:`hold`."""
+        return type(self).hold is not Kind.hold
+
+    @property
     def holds_on_loop(self) -> bool:
         """Whether this kind has its own :meth:`ahold`."""
         return type(self).ahold is not Kind.ahold
