@@ -130,8 +130,10 @@ def test_dry_run_changes_nothing(pools: None, redis_client: Any) -> None:
     get_pool("printers").associate("p1")
     get_pool("printers").associate("old")
     before = sorted(redis_client.keys("*"))
-    output = sync("--dry-run", "--prune")
+    output = sync("--dry-run", "--prune", verbosity=2)
     assert sorted(redis_client.keys("*")) == before
+    assert "would be removed: old" in output
+    assert "not in the settings" not in output  # listed once, as removed
     assert contents("printers") == {"p1", "old"}
     assert "printers: 2 would be added, 1 already there, 1 would be removed" in output
     assert "dry run" in output

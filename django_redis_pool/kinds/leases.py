@@ -302,7 +302,8 @@ def membership_synced(
     details = [f"  {would}added: {member}" for member in added]
     details += [f"  already there: {member}" for member in present]
     details += [f"  {would}removed: {member}" for member in removed]
-    details += [f"  not in the settings: {member}" for member in unconfigured]
+    if not prune:
+        details += [f"  not in the settings: {member}" for member in unconfigured]
     return Outcome(
         line,
         changed=bool(added or removed),
