@@ -63,6 +63,9 @@ ID                    Problem
                       if they are only added at run time.
 ``W007``              ``ResourceMiddleware`` is in ``settings.MIDDLEWARE``, but
                       ``MIDDLEWARE`` has no rules, so it holds nothing.
+``W008``              ``ResourceMiddleware`` comes before ``AuthenticationMiddleware``
+                      in ``settings.MIDDLEWARE`` while a rule sets ``IDENTITY``: an
+                      identity that reads ``request.user`` fails.
 ====================  ==================================================================
 
 ``manage.py check --deploy`` adds checks of the Redis server itself (they
@@ -98,6 +101,7 @@ __all__ = ["TAG", "check_deploy", "check_settings", "check_view_resources", "val
 TAG = "django_redis_pool"
 _PREFIX = "django_redis_pool"
 MIDDLEWARE_PATH = "django_redis_pool.middleware.ResourceMiddleware"
+AUTH_MIDDLEWARE_PATH = "django.contrib.auth.middleware.AuthenticationMiddleware"
 
 
 class _Report:
@@ -139,6 +143,24 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckM
                     hint=f"Add {MIDDLEWARE_PATH!r} to settings.MIDDLEWARE (after the session "
                     "and authentication middleware if a rule's IDENTITY uses request.user).",
                     id=f"{_PREFIX}.W002",
+                )
+            )
+        order = list(getattr(settings, "MIDDLEWARE", ()))
+        if (
+            installed
+            and AUTH_MIDDLEWARE_PATH in order
+            and order.index(AUTH_MIDDLEWARE_PATH) > order.index(MIDDLEWARE_PATH)
+            and isinstance(rules, (list, tuple))
+            and any(isinstance(rule, dict) and rule.get("IDENTITY") for rule in rules)
+        ):
+            messages.append(
+                checks.Warning(
+                    f"{MIDDLEWARE_PATH!r} comes before {AUTH_MIDDLEWARE_PATH!r} in "
+                    f"settings.MIDDLEWARE, and a rule of {conf.setting_path('MIDDLEWARE')} "
+                    "sets IDENTITY: an IDENTITY that reads request.user fails (a 500), as "
+                    "the user is not set yet when the rule is applied.",
+                    hint=f"Move {MIDDLEWARE_PATH!r} after {AUTH_MIDDLEWARE_PATH!r}.",
+                    id=f"{_PREFIX}.W008",
                 )
             )
         if installed and isinstance(raw, dict) and rules in (None, [], ()):

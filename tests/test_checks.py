@@ -452,6 +452,21 @@ def test_w007_middleware_installed_without_rules(settings: Any, rules: Any) -> N
     assert "@with_resource" in message.hint
 
 
+AUTH = "django.contrib.auth.middleware.AuthenticationMiddleware"
+
+
+def test_w008_middleware_before_authentication_with_an_identity_rule(settings: Any) -> None:
+    rules = [{"PATH": "^/print/", "RESOURCE": "printers", "IDENTITY": f"{__name__}.identity_of"}]
+    settings.MIDDLEWARE = [*MIDDLEWARE_INSTALLED, AUTH]
+    message = only(ours(settings, {**PRINTERS, "MIDDLEWARE": rules}), "W008")
+    assert "request.user" in message.msg and "after" in message.hint
+    settings.MIDDLEWARE = [AUTH, *MIDDLEWARE_INSTALLED]
+    assert ours(settings, {**PRINTERS, "MIDDLEWARE": rules}) == []
+    settings.MIDDLEWARE = [*MIDDLEWARE_INSTALLED, AUTH]  # no IDENTITY: no user is read
+    plain = [{"PATH": "^/", "RESOURCE": "printers"}]
+    assert ours(settings, {**PRINTERS, "MIDDLEWARE": plain}) == []
+
+
 # ------------------------------------------------------ never crash, never connect
 
 
