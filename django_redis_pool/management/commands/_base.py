@@ -88,10 +88,9 @@ class PoolCommand(BaseCommand):
             raise CommandError(
                 f"{exc} Start Redis or fix {conf.setting_path('CONNECTION')}, then try again."
             ) from exc
-        except PoolError as exc:  # Redis answered with an error
+        except PoolError as exc:  # Redis answered with an error (OOM, READONLY, ...)
             raise CommandError(
-                f"{exc} Check that nothing else writes under the key prefix "
-                f"{conf.setting_path('KEY_PREFIX')} on this Redis."
+                f"{exc} Check the Redis server (manage.py check --deploy checks its settings)."
             ) from exc
 
     def write_json(self, data: Any) -> None:
