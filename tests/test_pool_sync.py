@@ -157,6 +157,14 @@ def test_unknown_name_is_a_command_error(pools: None) -> None:
         sync("--name", "plotters")
 
 
+def test_a_redis_error_reply_is_a_command_error_not_a_traceback(
+    pools: None, redis_client: Any
+) -> None:
+    redis_client.set("drp:{pool:printers}:avail", "not a sorted set")  # e.g. another app
+    with pytest.raises(CommandError, match=r"Redis rejected the operation.*WRONGTYPE.*Check the"):
+        sync()
+
+
 def test_redis_down_is_a_command_error(settings: Any) -> None:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
