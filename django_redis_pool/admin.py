@@ -19,6 +19,7 @@ registered in :mod:`.dashboard`.
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Mapping
 from types import SimpleNamespace
 from typing import Any
@@ -26,7 +27,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from django.contrib import admin, messages
 from django.contrib.admin.utils import quote, unquote
-from django.core.exceptions import PermissionDenied
+from django.core.exceptions import ImproperlyConfigured, PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.loader import render_to_string
 from django.template.response import TemplateResponse
@@ -40,6 +41,7 @@ logger = logging.getLogger("django_redis_pool")
 
 MASK = "********"
 PRIMITIVE_TEMPLATE = "admin/django_redis_pool/primitive.html"
+DASHBOARD_TEMPLATE = "admin/django_redis_pool/dashboard.html"
 #: An overview row's note while Redis cannot be reached (the page says why once).
 UNREAD = "not read: Redis could not be reached (see above)"
 
@@ -62,6 +64,13 @@ def masked_url(url: str) -> str:
     if url.startswith(f"{parts.scheme}://") and not rebuilt.startswith(f"{parts.scheme}://"):
         rebuilt = f"{parts.scheme}://{rebuilt[len(parts.scheme) + 1 :]}"
     return rebuilt
+
+
+def masked_text(text: str) -> str:
+    """``text`` with the passwords of any URLs in it (credentials, or a query
+    parameter whose name contains "password") replaced by asterisks."""
+    text = re.sub(r"(://[^\s/@'\"]*:)[^\s@'\"]+@", rf"\g<1>{MASK}@", text)
+    return re.sub(r"(?i)(password=)[^&\s'\"]+", rf"\g<1>{MASK}", text)
 
 
 def connection_label(connection: Mapping[str, Any]) -> str:
@@ -116,6 +125,9 @@ class DashboardAdmin(admin.ModelAdmin):
     def dashboard_view(self, request: HttpRequest) -> HttpResponse:
         """Every configured primitive: kind, counts and health."""
         self._require(request, self.has_view_permission)
+        refused = self._invalid_setting(request)
+        if refused is not None:
+            return refused
         config = registry.get_config()
         rows = []
         down: str | None = None  # every primitive shares one client: fail once
@@ -143,11 +155,14 @@ class DashboardAdmin(admin.ModelAdmin):
             "key_prefix": config.key_prefix,
             "kinds": kinds.plurals(),
         }
-        return TemplateResponse(request, "admin/django_redis_pool/dashboard.html", context)
+        return TemplateResponse(request, DASHBOARD_TEMPLATE, context)
 
     def primitive_view(self, request: HttpRequest, name: str) -> HttpResponse:
         """One primitive: the sections its kind registered, and its page actions."""
         self._require(request, self.has_view_permission)
+        refused = self._invalid_setting(request)
+        if refused is not None:
+            return refused
         name = unquote(name)
         entry = self._entry(name)
         try:
@@ -185,6 +200,9 @@ class DashboardAdmin(admin.ModelAdmin):
     def action_view(self, request: HttpRequest, name: str, action: str) -> HttpResponse:
         """GET: the confirmation page. POST: run the action, then redirect."""
         self._require(request, self.has_change_permission)
+        refused = self._invalid_setting(request)
+        if refused is not None:
+            return refused
         name = unquote(name)
         entry = self._entry(name)
         chosen = dashboard.ACTIONS.get(entry.kind.name, {}).get(action)
@@ -226,6 +244,21 @@ class DashboardAdmin(admin.ModelAdmin):
     def _require(self, request: HttpRequest, permission: Any) -> None:
         if not permission(request):
             raise PermissionDenied
+
+    def _invalid_setting(self, request: HttpRequest) -> HttpResponse | None:
+        """The dashboard saying what is wrong if the setting is invalid (a 500
+        that names the problem, not a traceback), else None."""
+        try:
+            registry.get_config()
+        except ImproperlyConfigured as exc:
+            context = {
+                **self._context(request, "Redis pools"),
+                "config_error": masked_text(
+                    f"{conf.SETTING_NAME} is invalid, so nothing can be shown: {exc}"
+                ),
+            }
+            return TemplateResponse(request, DASHBOARD_TEMPLATE, context, status=500)
+        return None
 
     def _entry(self, name: str) -> conf.Entry:
         entry = registry.get_config().entries.get(name)

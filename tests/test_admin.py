@@ -1349,6 +1349,34 @@ def test_the_dashboard_never_shows_a_password_given_in_the_query_string(
     assert "s3cret" not in response.content.decode()
 
 
+@pytest.mark.parametrize(
+    "url",
+    [
+        lambda: dashboard_url(),
+        lambda: detail_url("printers"),
+        lambda: action_url("printers", "gc"),
+    ],
+    ids=["dashboard", "detail", "action"],
+)
+def test_an_invalid_setting_gives_a_page_naming_the_problem_not_a_traceback(
+    settings: Any, operator: Client, url: Callable[[], str]
+) -> None:
+    settings.DJANGO_REDIS_POOL = {
+        "CONNECTION": {"URL": "http://user:s3cret@127.0.0.1:6379/0"},
+        "POOLS": {"printers": {"RESOURCES": ["p1"]}},
+    }
+
+    response = operator.get(url())
+
+    assert response.status_code == 500
+    text = page_text(response)
+    assert "DJANGO_REDIS_POOL is invalid" in text
+    assert "(django_redis_pool.E007)" in text and 'DJANGO_REDIS_POOL["CONNECTION"]["URL"]' in text
+    assert "manage.py check" in text
+    assert "s3cret" not in response.content.decode()
+    assert MASK in text
+
+
 # ====================================================================== Redis down
 
 
