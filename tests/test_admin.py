@@ -1016,11 +1016,11 @@ def test_the_dashboard_lists_every_primitive_with_its_counts_and_health(
 
 EMPTY_POOL_NOTE = (
     'no resources, and DJANGO_REDIS_POOL["POOLS"]["empty"]["RESOURCES"] lists none: list '
-    "them there and run manage.py pool_sync, or use the 'Add a resource' action"
+    "them there and run manage.py pool_sync, or use the admin's 'Add a resource' action"
 )
 UNSIZED_NOTE = (
     'no max size, and DJANGO_REDIS_POOL["SEMAPHORES"]["unsized"]["MAX_SIZE"] is not set: '
-    "set it and run manage.py pool_sync, or use the 'Set max size' action"
+    "set it and run manage.py pool_sync, or use the admin's 'Set max size' action"
 )
 
 
@@ -1034,7 +1034,7 @@ def test_an_empty_primitive_whose_setting_lists_members_is_told_to_run_pool_sync
 
     assert dashboard_row(response, "printers")[6] == (
         "no resources in Redis: run manage.py pool_sync (it stores RESOURCES), or use the "
-        "'Add a resource' action"
+        "admin's 'Add a resource' action"
     )
 
 

@@ -203,6 +203,19 @@ def test_status_only_reads(configured: None, redis_client: redis.Redis) -> None:
     assert rows["printers"] == ["pool", "0", "1", "0", "1"]
 
 
+def test_status_says_what_fills_an_empty_primitive(settings: Any, redis_url: str) -> None:
+    settings.DJANGO_REDIS_POOL = {
+        "CONNECTION": {"URL": redis_url},
+        "POOLS": {"empty": {}, "unsynced": {"RESOURCES": ["p1"]}},
+    }
+    output = run("pool_status")
+    assert (
+        '  no resources, and DJANGO_REDIS_POOL["POOLS"]["empty"]["RESOURCES"] lists none: '
+        "list them there and run manage.py pool_sync, or use the admin's 'Add a resource' action"
+    ) in output
+    assert "  no resources in Redis: run manage.py pool_sync (it stores RESOURCES)" in output
+
+
 def test_status_and_gc_with_nothing_configured_say_so(settings: Any, redis_url: str) -> None:
     settings.DJANGO_REDIS_POOL = {"CONNECTION": {"URL": redis_url}}
     nothing = "No pools, semaphores, locks, allocators, queues or object pools are configured."

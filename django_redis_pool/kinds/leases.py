@@ -151,7 +151,7 @@ class LeaseKind(Kind):
         entry = registry.get_config().entries.get(name)
         option = self.size_option
         add = self.fill_label()
-        or_add = f", or use the {add!r} action" if add else ""
+        or_add = f", or use the admin's {add!r} action" if add else ""
         if option is None or entry is None:
             return f"no {self.size_word}: run manage.py pool_sync"
         configured = entry.options.get(option)
@@ -245,9 +245,14 @@ class LeaseKind(Kind):
         long_hold = long_hold_note(snap)
         if long_hold:
             details.insert(0, f"  {long_hold}")
+        empty = not snap.size
+        if empty:
+            details.insert(0, f"  {self.empty_note(primitive.name)}")
         return Outcome(
             primitive.name,
-            changed=bool(long_hold) or (snap.free == 0 and bool(snap.leases or snap.waiters)),
+            changed=bool(long_hold)
+            or empty
+            or (snap.free == 0 and bool(snap.leases or snap.waiters)),
             details=tuple(details),
             data=snap.as_dict(),
         )
