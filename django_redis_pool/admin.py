@@ -19,6 +19,7 @@ registered in :mod:`.dashboard`.
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Mapping
 from types import SimpleNamespace
 from typing import Any
@@ -26,7 +27,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from django.contrib import admin, messages
 from django.contrib.admin.utils import quote, unquote
-from django.core.exceptions import PermissionDenied
+from django.core.exceptions import ImproperlyConfigured, PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.loader import render_to_string
 from django.template.response import TemplateResponse
@@ -40,6 +41,9 @@ logger = logging.getLogger("django_redis_pool")
 
 MASK = "********"
 PRIMITIVE_TEMPLATE = "admin/django_redis_pool/primitive.html"
+DASHBOARD_TEMPLATE = "admin/django_redis_pool/dashboard.html"
+#: An overview row's note while Redis cannot be reached (the page says why once).
+UNREAD = "not read: Redis could not be reached (see above)"
 
 
 def masked_url(url: str) -> str:
@@ -62,6 +66,13 @@ def masked_url(url: str) -> str:
     return rebuilt
 
 
+def masked_text(text: str) -> str:
+    """``text`` with the passwords of any URLs in it (credentials, or a query
+    parameter whose name contains "password") replaced by asterisks."""
+    text = re.sub(r"(://[^\s/@'\"]*:)[^\s@'\"]+@", rf"\g<1>{MASK}@", text)
+    return re.sub(r"(?i)(password=)[^&\s'\"]+", rf"\g<1>{MASK}", text)
+
+
 def connection_label(connection: Mapping[str, Any]) -> str:
     """Where the primitives live, for people: passwords masked, options left out."""
     if "CACHE" in connection:
@@ -71,6 +82,19 @@ def connection_label(connection: Mapping[str, Any]) -> str:
         return f"Sentinel service {connection['SERVICE_NAME']!r} via {sentinels}"
     label = masked_url(str(connection.get("URL", "")))
     return f"Redis Cluster {label}" if connection.get("CLUSTER") else label
+
+
+def read_error(exc: Exception) -> str:
+    """What a page says when Redis could not be read: what failed, and what to do."""
+    message = str(exc).rstrip(".")
+    if not message.startswith("Redis"):
+        message = f"Redis could not be read: {message}"
+    if isinstance(exc, BackendUnavailable):
+        return (
+            f"{message}. Nothing can be shown or changed until it answers: start Redis, or fix "
+            f"{conf.setting_path('CONNECTION')}, then reload this page."
+        )
+    return f"{message}. Nothing can be shown or changed until it reads; reload this page to retry."
 
 
 @admin.register(Dashboard)
@@ -101,6 +125,9 @@ class DashboardAdmin(admin.ModelAdmin):
     def dashboard_view(self, request: HttpRequest) -> HttpResponse:
         """Every configured primitive: kind, counts and health."""
         self._require(request, self.has_view_permission)
+        refused = self._invalid_setting(request)
+        if refused is not None:
+            return refused
         config = registry.get_config()
         rows = []
         down: str | None = None  # every primitive shares one client: fail once
@@ -110,34 +137,42 @@ class DashboardAdmin(admin.ModelAdmin):
             row: dict[str, Any] = {"name": name, "kind": entry.kind.label}
             row["supported"] = entry.kind.supported and summarize is not None
             if row["supported"] and down is not None:
-                row["summary"] = dashboard.Summary(health="error", note=down)
+                row["summary"] = dashboard.Summary(health="error", note=UNREAD)
             elif row["supported"]:
                 try:
                     row["summary"] = summarize(registry.get_resource(name))
+                except BackendUnavailable as exc:  # said once, above the table
+                    row["summary"] = dashboard.Summary(health="error", note=UNREAD)
+                    down = str(exc)
                 except PoolError as exc:
                     row["summary"] = dashboard.Summary(health="error", note=str(exc))
-                    if isinstance(exc, BackendUnavailable):
-                        down = str(exc)
             rows.append(row)
         context = {
             **self._context(request, "Redis pools"),
+            "error": None if down is None else read_error(BackendUnavailable(down)),
             "rows": rows,
             "connection": connection_label(config.connection),
             "key_prefix": config.key_prefix,
             "kinds": kinds.plurals(),
         }
-        return TemplateResponse(request, "admin/django_redis_pool/dashboard.html", context)
+        return TemplateResponse(request, DASHBOARD_TEMPLATE, context)
 
     def primitive_view(self, request: HttpRequest, name: str) -> HttpResponse:
         """One primitive: the sections its kind registered, and its page actions."""
         self._require(request, self.has_view_permission)
+        refused = self._invalid_setting(request)
+        if refused is not None:
+            return refused
         name = unquote(name)
         entry = self._entry(name)
         try:
             primitive = registry.get_resource(name)
         except PoolError as exc:  # a Redis Cluster that cannot be reached
             stand_in = SimpleNamespace(kind=entry.kind.name, name=name)
-            context = {**self._context(request, self._title(stand_in), stand_in), "error": exc}
+            context = {
+                **self._context(request, self._title(stand_in), stand_in),
+                "error": read_error(exc),
+            }
             return TemplateResponse(request, PRIMITIVE_TEMPLATE, context, status=503)
         actions = dashboard.ACTIONS.get(primitive.kind, {})
         context = {
@@ -156,13 +191,18 @@ class DashboardAdmin(admin.ModelAdmin):
                 data = {**context, **section.context(primitive, request), "section": section}
                 sections.append((section, render_to_string(section.template, data, request)))
         except PoolError as exc:
-            error = str(exc)
+            # Show nothing read and offer no action: the state is unknown.
+            sections, error = [], read_error(exc)
+            context.update(page_actions=[], row_actions={}, action_urls={})
         context.update(sections=sections, error=error)
         return TemplateResponse(request, PRIMITIVE_TEMPLATE, context, status=503 if error else 200)
 
     def action_view(self, request: HttpRequest, name: str, action: str) -> HttpResponse:
         """GET: the confirmation page. POST: run the action, then redirect."""
         self._require(request, self.has_change_permission)
+        refused = self._invalid_setting(request)
+        if refused is not None:
+            return refused
         name = unquote(name)
         entry = self._entry(name)
         chosen = dashboard.ACTIONS.get(entry.kind.name, {}).get(action)
@@ -204,6 +244,21 @@ class DashboardAdmin(admin.ModelAdmin):
     def _require(self, request: HttpRequest, permission: Any) -> None:
         if not permission(request):
             raise PermissionDenied
+
+    def _invalid_setting(self, request: HttpRequest) -> HttpResponse | None:
+        """The dashboard saying what is wrong if the setting is invalid (a 500
+        that names the problem, not a traceback), else None."""
+        try:
+            registry.get_config()
+        except ImproperlyConfigured as exc:
+            context = {
+                **self._context(request, "Redis pools"),
+                "config_error": masked_text(
+                    f"{conf.SETTING_NAME} is invalid, so nothing can be shown: {exc}"
+                ),
+            }
+            return TemplateResponse(request, DASHBOARD_TEMPLATE, context, status=500)
+        return None
 
     def _entry(self, name: str) -> conf.Entry:
         entry = registry.get_config().entries.get(name)

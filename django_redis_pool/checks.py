@@ -36,13 +36,14 @@ ID                    Problem
                       kind).
 ``E019``              ``MIDDLEWARE`` is not a list.
 ``E020``              A ``MIDDLEWARE`` rule is invalid (not a dict, unknown or missing
-                      key, bad regex, unconfigured ``RESOURCE``, bad ``METHODS``,
-                      ``TIMEOUT``, ``LEASE_TIMEOUT``, ``IDENTITY``, ``STATUS`` or
-                      ``RETRY_AFTER``).
+                      key, bad regex, unconfigured ``RESOURCE`` or one a request cannot
+                      hold, bad ``METHODS``, ``TIMEOUT``, ``LEASE_TIMEOUT``,
+                      ``IDENTITY``, ``STATUS`` or ``RETRY_AFTER``).
 ``E021``              ``UNAVAILABLE_VIEW`` is not a callable or an importable dotted path.
 ``E022``              ``FAIL_OPEN`` is not True or False.
 ``E023``              A view decorated with ``@with_resource(name)`` (found through the
-                      URLconf) names a primitive that is not configured.
+                      URLconf) names a primitive that is not configured, or one of a
+                      kind a request cannot hold.
 ``E024``              An entry lacks an option its kind requires (e.g. ``FACTORY``).
 ``E025``              Bad ``MAX_CONNECTIONS`` (not an int >= 1, or with ``CLUSTER``) or
                       ``POOL_TIMEOUT`` (not seconds >= 0, or without ``MAX_CONNECTIONS``).
@@ -56,6 +57,15 @@ ID                    Problem
                       its entries cannot be used.
 ``W002``              ``MIDDLEWARE`` rules are set, but ``ResourceMiddleware`` is not in
                       ``settings.MIDDLEWARE``, so they do nothing.
+``W006``              An entry has no members or no size (e.g. ``RESOURCES`` or ``KEYS``
+                      empty or absent: every request for it gets a 503; ``MAX_SIZE``
+                      unset: every request fails until a size is stored). Silence it
+                      if they are only added at run time.
+``W007``              ``ResourceMiddleware`` is in ``settings.MIDDLEWARE``, but
+                      ``MIDDLEWARE`` has no rules, so it holds nothing.
+``W008``              ``ResourceMiddleware`` comes before ``AuthenticationMiddleware``
+                      in ``settings.MIDDLEWARE`` while a rule sets ``IDENTITY``: an
+                      identity that reads ``request.user`` fails.
 ====================  ==================================================================
 
 ``manage.py check --deploy`` adds checks of the Redis server itself (they
@@ -71,8 +81,6 @@ connect to it) and of what production needs:
                       loses every hold, waiter and task.
 ``W005``              The connection shares a cache's Redis database: ``cache.clear()``
                       (a ``FLUSHDB``) wipes every hold.
-``W006``              An entry that names its members has none (e.g. an empty
-                      ``RESOURCES``): requests would wait for nothing.
 ====================  ==================================================================
 """
 
@@ -93,6 +101,7 @@ __all__ = ["TAG", "check_deploy", "check_settings", "check_view_resources", "val
 TAG = "django_redis_pool"
 _PREFIX = "django_redis_pool"
 MIDDLEWARE_PATH = "django_redis_pool.middleware.ResourceMiddleware"
+AUTH_MIDDLEWARE_PATH = "django.contrib.auth.middleware.AuthenticationMiddleware"
 
 
 class _Report:
@@ -136,6 +145,36 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckM
                     id=f"{_PREFIX}.W002",
                 )
             )
+        order = list(getattr(settings, "MIDDLEWARE", ()))
+        if (
+            installed
+            and AUTH_MIDDLEWARE_PATH in order
+            and order.index(AUTH_MIDDLEWARE_PATH) > order.index(MIDDLEWARE_PATH)
+            and isinstance(rules, (list, tuple))
+            and any(isinstance(rule, dict) and rule.get("IDENTITY") for rule in rules)
+        ):
+            messages.append(
+                checks.Warning(
+                    f"{MIDDLEWARE_PATH!r} comes before {AUTH_MIDDLEWARE_PATH!r} in "
+                    f"settings.MIDDLEWARE, and a rule of {conf.setting_path('MIDDLEWARE')} "
+                    "sets IDENTITY: an IDENTITY that reads request.user fails (a 500), as "
+                    "the user is not set yet when the rule is applied.",
+                    hint=f"Move {MIDDLEWARE_PATH!r} after {AUTH_MIDDLEWARE_PATH!r}.",
+                    id=f"{_PREFIX}.W008",
+                )
+            )
+        if installed and isinstance(raw, dict) and rules in (None, [], ()):
+            messages.append(
+                checks.Warning(
+                    f"{MIDDLEWARE_PATH!r} is in settings.MIDDLEWARE, but "
+                    f"{conf.setting_path('MIDDLEWARE')} has no rules, so it holds nothing "
+                    "for any request.",
+                    hint=f'Add rules to {conf.setting_path("MIDDLEWARE")}, e.g. [{{"PATH": '
+                    'r"^/print/", "RESOURCE": "<configured name>"}], or remove the middleware '
+                    "from settings.MIDDLEWARE (@with_resource on a view works without it).",
+                    id=f"{_PREFIX}.W007",
+                )
+            )
         return messages
     except Exception as exc:  # a check must report, never crash `manage.py check`
         return [
@@ -160,9 +199,6 @@ def check_deploy(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMes
             return []
         report = _Report()
         config = registry.get_config()
-        for entry in config.entries.values():
-            for msg, hint in entry.kind.deploy_warnings(entry.name, entry.options):
-                report.warning(6, msg, hint)
         _check_shared_cache(config.connection, caches, report)
         try:
             client = registry.get_connection()
@@ -307,6 +343,20 @@ def check_view_resources(app_configs: Any = None, **kwargs: Any) -> list[checks.
                     hint=f"Fix the name, or configure it, e.g. in "
                     f"{conf.setting_path(kinds.example_key())}. Configured: "
                     f"{', '.join(map(repr, sorted(usable))) or 'none'}.",
+                    obj=view,
+                    id=f"{_PREFIX}.E023",
+                )
+            )
+        elif not config.entries[guard.name].kind.holds_requests:
+            kind = config.entries[guard.name].kind
+            holdable = sorted(name for name in usable if config.entries[name].kind.holds_requests)
+            messages.append(
+                checks.Error(
+                    f"{view} is decorated with @with_resource({guard.name!r}), but "
+                    f"{guard.name!r} is a {kind.label}, which a request cannot hold "
+                    "(every request would fail with NotConfigured).",
+                    hint="Name a primitive a request can hold: "
+                    f"{', '.join(map(repr, holdable)) or 'none is configured'}.",
                     obj=view,
                     id=f"{_PREFIX}.E023",
                 )
@@ -755,10 +805,14 @@ def _check_options(kind: kinds.Kind, name: str, entry: Mapping[Any, Any], report
                 f"Add {key}: {kind.options[key].hint}",
             )
     if len(report.messages) == before:  # every option valid: how they go together
+        options = conf.entry_options(kind, name, entry)
         try:
-            kind.check_entry(conf.entry_options(kind, name, entry), path)
+            kind.check_entry(options, path)
         except ValueError as exc:
             report.error(18, f"{exc}.", "Make the options agree.")
+            return
+        for msg, hint in kind.entry_warnings(name, options):
+            report.warning(6, msg, hint)
 
 
 def _check_middleware(raw: dict[str, Any], usable: Mapping[str, Any], report: _Report) -> None:

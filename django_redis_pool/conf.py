@@ -206,6 +206,13 @@ def parse_rule(raw: Any, index: int, names: Mapping[str, Any]) -> Rule:
             f'{path}["RESOURCE"] = {resource!r} is not a configured name (configured: '
             f"{', '.join(map(repr, sorted(names))) or 'none'})"
         )
+    kind = getattr(names[resource], "kind", names[resource])  # an Entry, or its Kind
+    if not getattr(kind, "holds_requests", True):
+        holdable = sorted(n for n, v in names.items() if getattr(v, "kind", v).holds_requests)
+        raise ValueError(
+            f'{path}["RESOURCE"] = {resource!r} is a {kind.label}, which a request cannot '
+            f"hold (names a request can hold: {', '.join(map(repr, holdable)) or 'none'})"
+        )
     methods = raw.get("METHODS")
     if methods is not None:
         if (

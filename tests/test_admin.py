@@ -994,11 +994,9 @@ def test_the_dashboard_lists_every_primitive_with_its_counts_and_health(
     #             name        kind         size free held waiting health
     assert rows == {
         "printers": ["printers", "pool", "3", "2", "1", "0", "OK"],
-        "empty": ["empty", "pool", "0", "0", "0", "0", "no resources: run manage.py pool_sync"],
+        "empty": ["empty", "pool", "0", "0", "0", "0", EMPTY_POOL_NOTE],
         "reports": ["reports", "semaphore", "2", "1", "1", "0", "OK"],
-        "unsized": [
-            "unsized", "semaphore", NA, "0", "0", "0", "no max size: run manage.py pool_sync"
-        ],
+        "unsized": ["unsized", "semaphore", NA, "0", "0", "0", UNSIZED_NOTE],
         "imports": ["imports", "lock", "1", "0", "1", "0", "OK"],
         "plain": ["plain", "lock", "1", "1", "0", "0", "OK"],
     }  # fmt: skip
@@ -1014,6 +1012,48 @@ def test_the_dashboard_lists_every_primitive_with_its_counts_and_health(
     for name in rows:
         assert f'href="{detail_url(name)}"' in response.content.decode()
     assert f"Redis: {redis_url} · key prefix drp" in page_text(response)
+
+
+EMPTY_POOL_NOTE = (
+    'no resources, and DJANGO_REDIS_POOL["POOLS"]["empty"]["RESOURCES"] lists none: list '
+    "them there and run manage.py pool_sync, or use the admin's 'Add a resource' action"
+)
+UNSIZED_NOTE = (
+    'no max size, and DJANGO_REDIS_POOL["SEMAPHORES"]["unsized"]["MAX_SIZE"] is not set: '
+    "set it and run manage.py pool_sync, or use the admin's 'Set max size' action"
+)
+
+
+def test_an_empty_primitive_whose_setting_lists_members_is_told_to_run_pool_sync(
+    configured: None, viewer: Client, redis_client: redis.Redis
+) -> None:
+    for key in redis_client.scan_iter("*printers*"):
+        redis_client.delete(key)  # e.g. a fresh Redis, pool_sync not run yet
+
+    response = viewer.get(dashboard_url())
+
+    assert dashboard_row(response, "printers")[6] == (
+        "no resources in Redis: run manage.py pool_sync (it stores RESOURCES), or use the "
+        "admin's 'Add a resource' action"
+    )
+
+
+@pytest.mark.parametrize(("name", "note"), [("empty", EMPTY_POOL_NOTE), ("unsized", UNSIZED_NOTE)])
+def test_the_detail_page_of_an_empty_primitive_says_what_fills_it(
+    configured: None, viewer: Client, name: str, note: str
+) -> None:
+    response = viewer.get(detail_url(name))
+
+    assert response.status_code == 200
+    assert note[0].upper() + note[1:] in page_text(response)
+
+
+def test_the_detail_page_of_a_filled_primitive_has_no_empty_note(
+    configured: None, viewer: Client
+) -> None:
+    response = viewer.get(detail_url("printers"))
+
+    assert "drp-empty-note" not in response.content.decode()
 
 
 def health_icons(response: Any) -> dict[str, str]:
@@ -1279,7 +1319,11 @@ def test_the_dashboard_of_an_unreachable_redis_masks_its_password_and_shows_erro
     for name in ("printers", "reports", "imports"):
         row = dashboard_row(response, name)
         assert row[2:6] == [NA, NA, NA, NA]
-        assert f"127.0.0.1:{DOWN_PORT}" in row[6]  # the note says what failed
+        assert row[6] == "not read: Redis could not be reached (see above)"
+    # one note above the table says what failed and what to do
+    assert content.count('class="errornote"') == 1
+    assert page_text(response).count(f"127.0.0.1:{DOWN_PORT}. Connection refused") == 1
+    assert 'start Redis, or fix DJANGO_REDIS_POOL["CONNECTION"], then reload' in page_text(response)
 
 
 def test_the_dashboard_never_shows_the_connection_options(settings: Any, viewer: Client) -> None:
@@ -1305,20 +1349,56 @@ def test_the_dashboard_never_shows_a_password_given_in_the_query_string(
     assert "s3cret" not in response.content.decode()
 
 
+@pytest.mark.parametrize(
+    "url",
+    [
+        lambda: dashboard_url(),
+        lambda: detail_url("printers"),
+        lambda: action_url("printers", "gc"),
+    ],
+    ids=["dashboard", "detail", "action"],
+)
+def test_an_invalid_setting_gives_a_page_naming_the_problem_not_a_traceback(
+    settings: Any, operator: Client, url: Callable[[], str]
+) -> None:
+    settings.DJANGO_REDIS_POOL = {
+        "CONNECTION": {"URL": "http://user:s3cret@127.0.0.1:6379/0"},
+        "POOLS": {"printers": {"RESOURCES": ["p1"]}},
+    }
+
+    response = operator.get(url())
+
+    assert response.status_code == 500
+    text = page_text(response)
+    assert "DJANGO_REDIS_POOL is invalid" in text
+    assert "(django_redis_pool.E007)" in text and 'DJANGO_REDIS_POOL["CONNECTION"]["URL"]' in text
+    assert "manage.py check" in text
+    assert "s3cret" not in response.content.decode()
+    assert MASK in text
+
+
 # ====================================================================== Redis down
 
 
 @pytest.mark.parametrize("name", ["printers", "reports", "imports"])
-def test_the_detail_page_of_an_unreachable_redis_is_a_503_with_an_error_note(
-    settings: Any, viewer: Client, name: str
+def test_the_detail_page_of_an_unreachable_redis_is_a_503_with_one_clear_error_and_no_actions(
+    settings: Any, operator: Client, name: str
 ) -> None:
     settings.DJANGO_REDIS_POOL = down_setting(retries=False)
 
-    response = viewer.get(detail_url(name))
+    response = operator.get(detail_url(name))
 
     assert response.status_code == 503
-    assert 'class="errornote"' in response.content.decode()
-    assert "Redis could not be read:" in page_text(response)
+    content = response.content.decode()
+    assert content.count('class="errornote"') == 1
+    text = page_text(response)
+    assert text.count("Redis could not be") == 1, text  # the message is not doubled
+    assert "Redis could not be reached:" in text
+    assert 'start Redis, or fix DJANGO_REDIS_POOL["CONNECTION"], then reload' in text
+    # the state is unknown: no action is offered
+    assert "object-tools" not in content and "data-action" not in content
+    assert "/actions/" not in content
+    assert "<form" not in content.split('id="content-main"', 1)[1]
     assert f"127.0.0.1:{DOWN_PORT}" in page_text(response)
     assert "Traceback" not in response.content.decode()
     assert "s3cret" not in response.content.decode()
@@ -1367,7 +1447,7 @@ def test_the_detail_page_of_an_unreachable_redis_cluster_is_a_503(
     response = viewer.get(detail_url("printers"))
 
     assert response.status_code == 503
-    assert "Redis could not be read:" in page_text(response)
+    assert page_text(response).count("Redis could not be") == 1
 
 
 def test_an_action_while_a_redis_cluster_is_unreachable_reports_an_error(
@@ -1399,6 +1479,7 @@ def test_the_dashboard_of_an_unreachable_redis_cluster_shows_errors(
 
     assert response.status_code == 200
     assert health_icons(response) == {"printers": "Error"}
+    assert 'class="errornote"' in response.content.decode()
     assert "s3cret" not in response.content.decode()
     assert f"Redis Cluster redis://:{MASK}@127.0.0.1:{DOWN_PORT}/0" in page_text(response)
 
@@ -1710,6 +1791,8 @@ def test_a_registered_section_that_cannot_read_redis_makes_a_503(
 
     assert response.status_code == 503
     assert "Redis could not be read: the extra store is down" in page_text(response)
+    content = response.content.decode()
+    assert "object-tools" not in content and "/actions/" not in content
 
 
 def test_a_registered_summary_replaces_the_overview_row_of_its_kind(

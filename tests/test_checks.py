@@ -47,7 +47,7 @@ def only(messages: list[Any], check_id: str) -> Any:
             "KEY_PREFIX": "myapp",
             "POOLS": {
                 "printers": {"RESOURCES": ["p1", "p2"], "LEASE_TIMEOUT": 30, "ORDER": "lifo"},
-                "scanners": {},
+                "scanners": {"RESOURCES": ["s1"]},
             },
             "SEMAPHORES": {},
             "LOCKS": {},
@@ -67,8 +67,8 @@ def only(messages: list[Any], check_id: str) -> Any:
                 "SENTINEL_OPTIONS": {"socket_timeout": 1},
             }
         },
-        {"POOLS": {"p": {"LEASE_TIMEOUT": None, "ORDER": "random", "RESOURCES": ()}}},
-        {"POOLS": {"p": {"LEASE_TIMEOUT": 0.5}}},
+        {"POOLS": {"p": {"LEASE_TIMEOUT": None, "ORDER": "random", "RESOURCES": ("r",)}}},
+        {"POOLS": {"p": {"LEASE_TIMEOUT": 0.5, "RESOURCES": ["r"]}}},
     ],
 )
 def test_valid_settings_give_no_messages(settings: Any, value: Any) -> None:
@@ -299,7 +299,7 @@ def test_e017_unknown_lock_option_suggests_close_match(settings: Any) -> None:
 
 def test_valid_semaphores_and_locks_pass(settings: Any) -> None:
     value = {
-        "SEMAPHORES": {"api": {"MAX_SIZE": 3, "LEASE_TIMEOUT": 60}, "unsized": {}},
+        "SEMAPHORES": {"api": {"MAX_SIZE": 3, "LEASE_TIMEOUT": 60}, "closed": {"MAX_SIZE": 0}},
         "LOCKS": {
             "nightly": {"LEASE_TIMEOUT": 10, "REENTRANT": True, "AUTO_RENEW": True},
             "forever": {"LEASE_TIMEOUT": None, "TIMEOUT": 5},
@@ -408,6 +408,65 @@ def test_w002_middleware_rules_without_the_middleware_installed(settings: Any) -
     assert "ResourceMiddleware" in message.msg
 
 
+@pytest.mark.parametrize(
+    ("key", "entry", "option"),
+    [
+        ("POOLS", {}, "RESOURCES"),
+        ("POOLS", {"RESOURCES": []}, "RESOURCES"),
+        ("ALLOCATORS", {}, "KEYS"),
+        ("ALLOCATORS", {"KEYS": {}}, "KEYS"),
+    ],
+)
+def test_w006_plain_check_warns_of_a_pool_or_allocator_without_members(
+    settings: Any, key: str, entry: dict[str, Any], option: str
+) -> None:
+    message = only(ours(settings, {key: {"empty": entry}}), "W006")
+    assert message.level < 40
+    assert f'DJANGO_REDIS_POOL["{key}"]["empty"]["{option}"] is empty or absent' in message.msg
+    assert "503" in message.msg
+    assert option in message.hint and "pool_sync" in message.hint
+    assert "admin" in message.hint and "SILENCED_SYSTEM_CHECKS" in message.hint
+
+
+def test_w006_plain_check_warns_of_a_semaphore_without_max_size(settings: Any) -> None:
+    message = only(ours(settings, {"SEMAPHORES": {"unsized": {"LEASE_TIMEOUT": 30}}}), "W006")
+    assert 'DJANGO_REDIS_POOL["SEMAPHORES"]["unsized"]["MAX_SIZE"] is not set' in message.msg
+    assert "NotConfigured" in message.msg
+    assert "pool_sync" in message.hint and "Set max size" in message.hint
+    assert "SILENCED_SYSTEM_CHECKS" in message.hint
+
+
+def test_w006_is_not_repeated_by_the_deploy_checks(settings: Any) -> None:
+    settings.DJANGO_REDIS_POOL = {"POOLS": {"empty": {}}}
+    ids = [m.id for m in run_checks(tags=[TAG], include_deployment_checks=True)]
+    assert ids.count("django_redis_pool.W006") == 1
+
+
+@pytest.mark.parametrize("rules", [None, []])
+def test_w007_middleware_installed_without_rules(settings: Any, rules: Any) -> None:
+    settings.MIDDLEWARE = MIDDLEWARE_INSTALLED
+    value = dict(PRINTERS) if rules is None else {**PRINTERS, "MIDDLEWARE": rules}
+    message = only(ours(settings, value), "W007")
+    assert message.level < 40
+    assert "ResourceMiddleware" in message.msg and "has no rules" in message.msg
+    assert "@with_resource" in message.hint
+
+
+AUTH = "django.contrib.auth.middleware.AuthenticationMiddleware"
+
+
+def test_w008_middleware_before_authentication_with_an_identity_rule(settings: Any) -> None:
+    rules = [{"PATH": "^/print/", "RESOURCE": "printers", "IDENTITY": f"{__name__}.identity_of"}]
+    settings.MIDDLEWARE = [*MIDDLEWARE_INSTALLED, AUTH]
+    message = only(ours(settings, {**PRINTERS, "MIDDLEWARE": rules}), "W008")
+    assert "request.user" in message.msg and "after" in message.hint
+    settings.MIDDLEWARE = [AUTH, *MIDDLEWARE_INSTALLED]
+    assert ours(settings, {**PRINTERS, "MIDDLEWARE": rules}) == []
+    settings.MIDDLEWARE = [*MIDDLEWARE_INSTALLED, AUTH]  # no IDENTITY: no user is read
+    plain = [{"PATH": "^/", "RESOURCE": "printers"}]
+    assert ours(settings, {**PRINTERS, "MIDDLEWARE": plain}) == []
+
+
 # ------------------------------------------------------ never crash, never connect
 
 
@@ -478,6 +537,25 @@ def test_e023_with_resource_on_a_routed_view_names_an_unconfigured_primitive(
         ("tests.check_urls.misspelt", "scanners"),
     ], "each misnamed view once, the configured one not at all"
     assert all("'printers'" in m.hint for m in messages)
+
+
+@pytest.mark.urls("tests.check_urls")
+def test_e023_with_resource_naming_a_primitive_a_request_cannot_hold(settings: Any) -> None:
+    settings.DJANGO_REDIS_POOL = {**PRINTERS, "QUEUES": {"scanners": {}}}
+    messages = [m for m in run_checks(tags=[TAG]) if m.id == "django_redis_pool.E023"]
+    held = [m for m in messages if "'scanners'" in m.msg]
+    assert len(held) == 1
+    assert "'scanners' is a queue, which a request cannot hold" in held[0].msg
+    assert "'printers'" in held[0].hint
+
+
+def test_e020_middleware_rule_naming_a_primitive_a_request_cannot_hold(settings: Any) -> None:
+    settings.MIDDLEWARE = MIDDLEWARE_INSTALLED
+    rules = [{"PATH": "^/jobs/", "RESOURCE": "jobs"}]
+    value = {**PRINTERS, "QUEUES": {"jobs": {}}, "MIDDLEWARE": rules}
+    message = only(ours(settings, value), "E020")
+    assert "'jobs' is a queue, which a request cannot hold" in message.msg
+    assert "'printers'" in message.msg
 
 
 @pytest.mark.urls("tests.check_urls")
@@ -596,16 +674,6 @@ def test_w005_sharing_a_caches_database(
     assert "cache.clear()" in only(messages, "W005").msg
     other = {"URL": redis_url.rstrip("0123456789").rstrip("/") + "/5"}
     assert not [m for m in deploy(settings, {"CONNECTION": other}, caches) if m.id[-4:] == "W005"]
-
-
-@pytest.mark.parametrize("key, option", [("POOLS", "RESOURCES"), ("ALLOCATORS", "KEYS")])
-def test_w006_a_pool_or_allocator_without_members(
-    settings: Any, redis_url: str, key: str, option: str
-) -> None:
-    value = {"CONNECTION": {"URL": redis_url}, key: {"empty": {}}}
-    messages = [m for m in deploy(settings, value) if m.id[-4:] != "W004"]
-    message = only(messages, "W006")
-    assert f'["{option}"] is empty' in message.msg
 
 
 def test_w003_unreachable_redis(settings: Any) -> None:

@@ -203,6 +203,19 @@ def test_status_only_reads(configured: None, redis_client: redis.Redis) -> None:
     assert rows["printers"] == ["pool", "0", "1", "0", "1"]
 
 
+def test_status_says_what_fills_an_empty_primitive(settings: Any, redis_url: str) -> None:
+    settings.DJANGO_REDIS_POOL = {
+        "CONNECTION": {"URL": redis_url},
+        "POOLS": {"empty": {}, "unsynced": {"RESOURCES": ["p1"]}},
+    }
+    output = run("pool_status")
+    assert (
+        '  no resources, and DJANGO_REDIS_POOL["POOLS"]["empty"]["RESOURCES"] lists none: '
+        "list them there and run manage.py pool_sync, or use the admin's 'Add a resource' action"
+    ) in output
+    assert "  no resources in Redis: run manage.py pool_sync (it stores RESOURCES)" in output
+
+
 def test_status_and_gc_with_nothing_configured_say_so(settings: Any, redis_url: str) -> None:
     settings.DJANGO_REDIS_POOL = {"CONNECTION": {"URL": redis_url}}
     nothing = "No pools, semaphores, locks, allocators, queues or object pools are configured."
@@ -333,6 +346,48 @@ def test_status_unknown_name_exits_1_from_the_command_line(tmp_path: Path, redis
     assert result.returncode == 1, result.stderr
     assert "CommandError: Not configured: 'nope'" in result.stderr
     assert result.stdout == ""
+
+
+def run_django(tmp_path: Path, url: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """``python -m django <args>`` in a fresh process, as a user runs it."""
+    return subprocess.run(
+        [sys.executable, "-m", "django", *args],
+        cwd=ROOT,
+        env=subprocess_env(tmp_path, url),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+@pytest.mark.parametrize("command", ["pool_status", "pool_gc"])
+def test_json_with_redis_down_prints_the_error_as_json_and_exits_1(
+    tmp_path: Path, command: str
+) -> None:
+    result = run_django(tmp_path, f"redis://127.0.0.1:{closed_port()}/0", command, "--json")
+    assert result.returncode == 1, result.stderr
+    document = json.loads(result.stdout)
+    assert set(document) == {"error"}
+    assert "Redis could not be reached" in document["error"]
+    assert "Start Redis" in document["error"]
+
+
+@pytest.mark.parametrize("command", ["pool_status", "pool_gc"])
+def test_json_with_an_unknown_name_prints_the_error_as_json_and_exits_1(
+    tmp_path: Path, redis_url: str, command: str
+) -> None:
+    result = run_django(tmp_path, redis_url, command, "--json", "--name", "nope")
+    assert result.returncode == 1, result.stderr
+    assert "Not configured: 'nope'" in json.loads(result.stdout)["error"]
+
+
+def test_json_error_is_raised_as_a_command_error_by_call_command(settings: Any) -> None:
+    settings.DJANGO_REDIS_POOL = setting(f"redis://127.0.0.1:{closed_port()}/0")
+    out = io.StringIO()
+    with pytest.raises(CommandError, match="Redis could not be reached"):
+        call_command("pool_status", "--json", stdout=out, stderr=io.StringIO())
+    assert "Redis could not be reached" in json.loads(out.getvalue())["error"]
 
 
 # ----------------------------------------------------------------------- pool_gc
@@ -522,6 +577,21 @@ def test_gc_loop_keeps_running_while_redis_is_down(tmp_path: Path) -> None:
     finally:
         status = stop(proc)
     assert status == 0, err.read_text()
+
+
+def test_gc_loop_json_reports_each_failed_pass_as_json(tmp_path: Path) -> None:
+    url = f"redis://127.0.0.1:{closed_port()}/0"
+    proc, out, _ = start_django(tmp_path, url, "pool_gc", "--loop", "--json", "--interval", "0.2")
+    try:
+        wait_for(
+            lambda: len(out.read_text().splitlines()) >= 2, timeout=30, what="two failed passes"
+        )
+    finally:
+        stop(proc)
+    for line in out.read_text().splitlines():
+        document = json.loads(line)
+        assert "Redis could not be reached" in document["error"]
+        assert document["retry_in"] == 0.2
 
 
 # --------------------------------------------------------------------- pool_sync

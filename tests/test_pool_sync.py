@@ -60,6 +60,58 @@ def test_without_prune_unconfigured_resources_stay(pools: None) -> None:
     assert contents("printers") == {"p1", "p2", "p3", "old"}
 
 
+def test_without_prune_unconfigured_resources_are_counted_and_prune_is_suggested(
+    pools: None,
+) -> None:
+    sync()
+    get_pool("printers").associate("removed-from-settings")
+    output = sync(verbosity=2)
+    assert (
+        "printers: 0 added, 3 already there, 1 in Redis but not in the settings (left there; "
+        "manage.py pool_sync --prune removes them)" in output
+    )
+    assert "not in the settings: removed-from-settings" in output
+    assert "scanners: 0 added, 1 already there\n" in output  # nothing to prune: no hint
+
+
+@pytest.mark.parametrize(
+    ("key", "entry", "option"),
+    [
+        ("POOLS", {}, "RESOURCES"),
+        ("POOLS", {"RESOURCES": []}, "RESOURCES"),
+        ("ALLOCATORS", {"KEYS": {}}, "KEYS"),
+    ],
+)
+def test_an_entry_listing_no_members_is_named_instead_of_a_silent_success(
+    settings: Any, redis_url: str, key: str, entry: dict[str, Any], option: str
+) -> None:
+    settings.DJANGO_REDIS_POOL = {"CONNECTION": {"URL": redis_url}, key: {"empty": entry}}
+    output = sync()
+    assert (
+        f'empty: 0 added, 0 already there (DJANGO_REDIS_POOL["{key}"]["empty"]["{option}"] '
+        "lists none: list them there and run pool_sync again, or add them from the admin)"
+    ) in output
+
+
+def test_without_prune_unconfigured_allocator_keys_are_counted_and_prune_is_suggested(
+    settings: Any, redis_url: str
+) -> None:
+    from django_redis_pool import get_allocator
+
+    settings.DJANGO_REDIS_POOL = {
+        "CONNECTION": {"URL": redis_url},
+        "ALLOCATORS": {"proxies": {"KEYS": ["a", "b"]}},
+    }
+    sync()
+    get_allocator("proxies").extend(["gone"])
+    output = sync()
+    assert (
+        "proxies: 0 added, 2 already there, 1 in Redis but not in the settings (left there; "
+        "manage.py pool_sync --prune removes them)" in output
+    )
+    assert "proxies: 0 added, 2 already there, 1 removed" in sync("--prune")
+
+
 def test_prune_removes_unconfigured_resources_including_leased_ones(pools: None) -> None:
     pool = get_pool("printers")
     pool.associate("old-free")
@@ -78,8 +130,10 @@ def test_dry_run_changes_nothing(pools: None, redis_client: Any) -> None:
     get_pool("printers").associate("p1")
     get_pool("printers").associate("old")
     before = sorted(redis_client.keys("*"))
-    output = sync("--dry-run", "--prune")
+    output = sync("--dry-run", "--prune", verbosity=2)
     assert sorted(redis_client.keys("*")) == before
+    assert "would be removed: old" in output
+    assert "not in the settings" not in output  # listed once, as removed
     assert contents("printers") == {"p1", "old"}
     assert "printers: 2 would be added, 1 already there, 1 would be removed" in output
     assert "dry run" in output
@@ -101,6 +155,14 @@ def test_name_is_repeatable(pools: None) -> None:
 def test_unknown_name_is_a_command_error(pools: None) -> None:
     with pytest.raises(CommandError, match=r"'plotters'.*'printers', 'scanners'"):
         sync("--name", "plotters")
+
+
+def test_a_redis_error_reply_is_a_command_error_not_a_traceback(
+    pools: None, redis_client: Any
+) -> None:
+    redis_client.set("drp:{pool:printers}:avail", "not a sorted set")  # e.g. another app
+    with pytest.raises(CommandError, match=r"Redis rejected the operation.*WRONGTYPE.*Check the"):
+        sync()
 
 
 def test_redis_down_is_a_command_error(settings: Any) -> None:
@@ -164,6 +226,7 @@ def test_stores_the_configured_max_size(semaphores: None) -> None:
     assert raw_semaphore("api").get_max_size() == 3
     assert "api: max size set to 3 (was 0)" in output
     assert "unsized: no MAX_SIZE configured" in output
+    assert 'set DJANGO_REDIS_POOL["SEMAPHORES"]["unsized"]["MAX_SIZE"]' in output
     assert raw_semaphore("unsized").get_max_size() == 0
 
 

@@ -91,6 +91,16 @@ def test_max_jobs_stops_after_that_many(configured: None) -> None:
     assert jobs.counts()["pending"] == 2
 
 
+def test_a_worker_without_any_configured_queue_says_how_to_add_one(
+    settings: Any, redis_url: str
+) -> None:
+    settings.DJANGO_REDIS_POOL = {"CONNECTION": {"URL": redis_url}}
+    with pytest.raises(
+        CommandError, match=r'No queues are configured.*DJANGO_REDIS_POOL\["QUEUES"\]'
+    ):
+        run("pool_worker", "--burst")
+
+
 def test_a_queue_without_handlers_or_configuration_is_refused(configured: None) -> None:
     with pytest.raises(CommandError, match="No @task handler is registered for 'idle'"):
         run("pool_worker", "--queue", "idle", "--burst")

@@ -101,6 +101,8 @@ class AllocatorKind(LeaseKind):
     }
     size_word = "keys"
     members = ("KEYS", "keys", "extend()")
+    size_option = "KEYS"
+    fill_action = "add"
     held_label = "Key"
     find_label = "Key"
     counts_slots = False
@@ -147,12 +149,20 @@ class AllocatorKind(LeaseKind):
         in_redis = set(primitive.keys())
         added = [key for key in configured if key not in in_redis]
         present = [key for key in configured if key in in_redis]
-        removed = sorted(in_redis - set(configured)) if prune else []
+        unconfigured = sorted(in_redis - set(configured))
+        removed = unconfigured if prune else []
         if not dry_run:
             primitive.extend_many(configured)
             primitive.shrink(removed)
         return membership_synced(
-            primitive.name, added, present, removed, prune=prune, dry_run=dry_run
+            primitive.name,
+            added,
+            present,
+            removed,
+            prune=prune,
+            dry_run=dry_run,
+            unconfigured=unconfigured,
+            option_path=conf.setting_path(self.setting_key, primitive.name, "KEYS"),
         )
 
     def collect(self, primitive: Any, *, dry_run: bool) -> Outcome:

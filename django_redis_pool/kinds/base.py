@@ -127,9 +127,10 @@ class Kind:
         """Raise ``ValueError`` naming ``path`` when valid options do not go
         together (each one alone was validated already)."""
 
-    def deploy_warnings(self, name: str, options: Mapping[str, Any]) -> list[tuple[str, str]]:
-        """(message, hint) pairs that ``manage.py check --deploy`` reports for
-        entry ``name`` (e.g. a pool with no resources). Does no I/O."""
+    def entry_warnings(self, name: str, options: Mapping[str, Any]) -> list[tuple[str, str]]:
+        """(message, hint) pairs that ``manage.py check`` reports (as W006) for
+        entry ``name``, whose ``options`` are valid (e.g. a pool with no
+        resources). Does no I/O."""
         return []
 
     # -- requests --------------------------------------------------------------
@@ -147,6 +148,12 @@ class Kind:
         thread, and when cancelled leaves nothing held. A kind that does not
         override it (:attr:`holds_on_loop` is False) is held from a thread."""
         raise NotImplementedError
+
+    @property
+    def holds_requests(self) -> bool:
+        """Whether a request can hold a primitive of this kind (``@with_resource``,
+        a ``MIDDLEWARE`` rule): it has its own :meth:`hold`."""
+        return type(self).hold is not Kind.hold
 
     @property
     def holds_on_loop(self) -> bool:

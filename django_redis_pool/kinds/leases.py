@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
@@ -17,7 +17,7 @@ from django import forms
 from django.http import HttpRequest
 
 from .. import conf, registry, signals
-from ..dashboard import ActionFailed, Summary, action, section, summary
+from ..dashboard import ACTIONS, ActionFailed, Summary, action, section, summary
 from ..primitives.base import Snapshot
 from ..primitives.lease import Lease
 from ..primitives.validators import check_lease_timeout, check_name
@@ -90,6 +90,10 @@ class LeaseKind(Kind):
     #: The option listing an entry's members, what they are, and the method
     #: adding them at run time (None: its entries name no members).
     members: tuple[str, str, str] | None = None
+    #: The option giving an entry its size or members (None: none does), and the
+    #: slug of the dashboard action that sets them at run time (None: none).
+    size_option: str | None = None
+    fill_action: str | None = None
 
     def __init__(self) -> None:
         summary(self.name)(lease_summary)
@@ -117,18 +121,54 @@ class LeaseKind(Kind):
     def register_actions(self) -> None:
         """Register this kind's own dashboard actions (between force-release and gc)."""
 
-    def deploy_warnings(self, name: str, options: Mapping[str, Any]) -> list[tuple[str, str]]:
-        """An entry whose ``members`` option is empty."""
+    def entry_warnings(self, name: str, options: Mapping[str, Any]) -> list[tuple[str, str]]:
+        """An entry whose ``members`` option is empty or absent (W006)."""
         if self.members is None or options[self.members[0]]:
             return []
         option, what, method = self.members
+        add = self.fill_label()
         return [
             (
-                f"{conf.setting_path(self.setting_key, name, option)} is empty: the "
-                f"{self.label} {name!r} starts with no {what}, and its requests wait for nothing.",
-                f"List its {what} there (or add them at run time with {method} or the admin).",
+                f"{conf.setting_path(self.setting_key, name, option)} is empty or absent: the "
+                f"{self.label} {name!r} has no {what}, so no request can get one: each is answered "
+                "with a 503 (after waiting its whole timeout, where it waits).",
+                f"List its {what} in {option} and run manage.py pool_sync"
+                + (f", or add them from the admin ({add!r} on its page)" if add else "")
+                + f" or with {method}. If you only add them at run time, silence this with "
+                f'SILENCED_SYSTEM_CHECKS = ["django_redis_pool.W006"].',
             )
         ]
+
+    def fill_label(self) -> str | None:
+        """The label of the dashboard action that gives a primitive of this kind
+        its size or members (``fill_action``), if it has one."""
+        chosen = ACTIONS.get(self.name, {}).get(self.fill_action or "")
+        return chosen.label if chosen is not None else None
+
+    def empty_note(self, name: str) -> str:
+        """What the dashboard says of a primitive with no size (or no members) in
+        Redis: what actually fills it, given what its entry configures."""
+        entry = registry.get_config().entries.get(name)
+        option = self.size_option
+        add = self.fill_label()
+        or_add = f", or use the admin's {add!r} action" if add else ""
+        if option is None or entry is None:
+            return f"no {self.size_word}: run manage.py pool_sync"
+        configured = entry.options.get(option)
+        path = conf.setting_path(self.setting_key, name, option)
+        if configured is None or (not isinstance(configured, (int, float)) and not configured):
+            if self.members is not None:
+                return (
+                    f"no {self.size_word}, and {path} lists none: list them there and run "
+                    f"manage.py pool_sync{or_add}"
+                )
+            return (
+                f"no {self.size_word}, and {path} is not set: set it and run manage.py "
+                f"pool_sync{or_add}"
+            )
+        if configured == 0:
+            return f"no {self.size_word}: {path} is 0{or_add}"
+        return f"no {self.size_word} in Redis: run manage.py pool_sync (it stores {option}){or_add}"
 
     # -- requests --------------------------------------------------------------
 
@@ -205,9 +245,14 @@ class LeaseKind(Kind):
         long_hold = long_hold_note(snap)
         if long_hold:
             details.insert(0, f"  {long_hold}")
+        empty = not snap.size
+        if empty:
+            details.insert(0, f"  {self.empty_note(primitive.name)}")
         return Outcome(
             primitive.name,
-            changed=bool(long_hold) or (snap.free == 0 and bool(snap.leases or snap.waiters)),
+            changed=bool(long_hold)
+            or empty
+            or (snap.free == 0 and bool(snap.leases or snap.waiters)),
             details=tuple(details),
             data=snap.as_dict(),
         )
@@ -235,22 +280,39 @@ def membership_synced(
     *,
     prune: bool,
     dry_run: bool,
+    unconfigured: Sequence[str] = (),
+    option_path: str = "",
 ) -> Outcome:
     """``pool_sync``'s report for a primitive of named members (a pool's
-    resources, an allocator's keys)."""
+    resources, an allocator's keys). ``unconfigured``: the members in Redis but
+    not in the settings, left there (without ``prune``); ``option_path``: the
+    setting that lists them (named when it lists none)."""
     would = "would be " if dry_run else ""
     line = f"{name}: {len(added)} {would}added, {len(present)} already there"
+    none_listed = option_path and not (added or present)
+    if none_listed:
+        line += (
+            f" ({option_path} lists none: list them there and run pool_sync again, or add "
+            "them from the admin)"
+        )
     if prune:
         line += f", {len(removed)} {would}removed"
+    elif unconfigured:
+        line += (
+            f", {len(unconfigured)} in Redis but not in the settings (left there; "
+            "manage.py pool_sync --prune removes them)"
+        )
     if dry_run:
         line += " (dry run, nothing changed)"
     details = [f"  {would}added: {member}" for member in added]
     details += [f"  already there: {member}" for member in present]
     details += [f"  {would}removed: {member}" for member in removed]
+    if not prune:
+        details += [f"  not in the settings: {member}" for member in unconfigured]
     return Outcome(
         line,
         changed=bool(added or removed),
-        style="warning" if dry_run or removed else "success",
+        style="warning" if dry_run or removed or unconfigured or none_listed else "success",
         details=tuple(details),
     )
 
@@ -288,7 +350,7 @@ def lease_summary(primitive: Any) -> Summary:
         notes.append(note)
     if snap.size is None or snap.size == 0:
         health = "warning"
-        notes.append(f"no {kind_of(primitive).size_word}: run manage.py pool_sync")
+        notes.append(kind_of(primitive).empty_note(primitive.name))
     elif snap.free == 0 and snap.waiting_count:
         health = "warning"
         notes.append(f"exhausted, {snap.waiting_count} waiting")
@@ -403,6 +465,7 @@ def lease_contents(primitive: Any, request: HttpRequest) -> dict[str, Any]:
         "read_at": as_datetime(snap.now),
         "tables": {table.name: table for table in tables},
         "found": _find(kind, primitive, request.GET.get("find", ""), snap),
+        "empty_note": kind.empty_note(primitive.name) if not snap.size else "",
     }
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from .. import registry
+from .. import conf, registry
 from ..dashboard import action, outcome
 from ..primitives.pool import ORDERS, ResourcePool
 from ..primitives.validators import check_name
@@ -61,6 +61,8 @@ class PoolKind(LeaseKind):
     }
     size_word = "resources"
     members = ("RESOURCES", "resource ids", "associate()")
+    size_option = "RESOURCES"
+    fill_action = "add"
     held_label = "Resource"
     find_label = "Resource id"
     counts_slots = False
@@ -106,12 +108,20 @@ class PoolKind(LeaseKind):
         if not dry_run:
             primitive.associate_many(added)  # batched: one round trip per 1,000 ids
         removed: list[str] = []
+        unconfigured = sorted(in_redis - set(configured))
         if prune:
-            for resource in sorted(in_redis - set(configured)):
+            for resource in unconfigured:
                 if dry_run or primitive.disassociate(resource):
                     removed.append(resource)
         return membership_synced(
-            primitive.name, added, present, removed, prune=prune, dry_run=dry_run
+            primitive.name,
+            added,
+            present,
+            removed,
+            prune=prune,
+            dry_run=dry_run,
+            unconfigured=unconfigured,
+            option_path=conf.setting_path(self.setting_key, primitive.name, "RESOURCES"),
         )
 
     def find(self, primitive: Any, key: str) -> str:

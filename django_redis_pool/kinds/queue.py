@@ -25,7 +25,7 @@ from django import forms
 from django.core.management.base import CommandError, CommandParser
 from django.db import close_old_connections
 
-from .. import registry
+from .. import conf, registry
 from ..dashboard import Summary, action, outcome, section, summary
 from ..management.commands._base import PoolCommand
 from ..primitives.queue import Task, TaskQueue
@@ -391,6 +391,12 @@ class WorkerCommand(PoolCommand):
             config = registry.get_config()
             configured = config.names(KIND)
             wanted = list(dict.fromkeys(names)) if names else configured
+            if not configured:
+                raise CommandError(
+                    f"No queues are configured, so there is nothing to work on: add one to "
+                    f'{conf.setting_path(KIND.setting_key)}, e.g. {{"default": {{}}}}, and '
+                    "its @task handlers to an app's tasks.py."
+                )
             unknown = [name for name in wanted if name not in configured]
             if unknown:
                 raise CommandError(

@@ -8,7 +8,7 @@ from typing import Any
 
 from django import forms
 
-from .. import registry
+from .. import conf, registry
 from ..dashboard import action
 from ..primitives.semaphore import Semaphore, check_max_size
 from .base import Ask, Held, Option, Outcome
@@ -47,7 +47,27 @@ class SemaphoreKind(LeaseKind):
         "LEASE_TIMEOUT": LEASE_TIMEOUT,
     }
     held_label = "Identity"
+    size_option = "MAX_SIZE"
+    fill_action = "max-size"
     find_label = "Identity"
+
+    def entry_warnings(self, name: str, options: Mapping[str, Any]) -> list[tuple[str, str]]:
+        """A semaphore without ``MAX_SIZE``: until a max size is stored in Redis,
+        every acquire raises ``NotConfigured`` (a request gets a 500)."""
+        if options["MAX_SIZE"] is not None:
+            return []
+        path = conf.setting_path(self.setting_key, name, "MAX_SIZE")
+        return [
+            (
+                f"{path} is not set: the semaphore {name!r} has no max size until one is "
+                "stored in Redis, so until then every request for it fails (NotConfigured, "
+                "a 500).",
+                f"Set {path}, e.g. 3 (stored by the first acquire and by manage.py "
+                "pool_sync), or set it at run time from the admin ('Set max size') or with "
+                "set_max_size(). If you only set it at run time, silence this with "
+                'SILENCED_SYSTEM_CHECKS = ["django_redis_pool.W006"].',
+            )
+        ]
 
     def build(
         self, client: Any, name: str, key_prefix: str, options: Mapping[str, Any]
@@ -83,7 +103,12 @@ class SemaphoreKind(LeaseKind):
         serves waiting callers at once)."""
         name, size = primitive.name, options["MAX_SIZE"]
         if size is None:
-            return Outcome(f"{name}: no MAX_SIZE configured, max size left as it is")
+            path = conf.setting_path(self.setting_key, name, "MAX_SIZE")
+            return Outcome(
+                f"{name}: no MAX_SIZE configured, max size left as it is (set {path} and run "
+                "pool_sync again, or set it from the admin)",
+                style="warning",
+            )
         before = primitive.get_max_size()
         if before == size:
             return Outcome(f"{name}: max size {size} already set", style="success")

@@ -13,11 +13,30 @@ from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from ... import conf, kinds, registry
-from ...exceptions import BackendUnavailable
+from ...exceptions import BackendUnavailable, PoolError
 
 
 class PoolCommand(BaseCommand):
-    """Base of the commands that act on configured primitives (``--name``)."""
+    """Base of the commands that act on configured primitives (``--name``).
+
+    With ``--json`` (a command that has it), every outcome is JSON on stdout:
+    an error too, as ``{"error": "<message>"}``, with exit status 1.
+    """
+
+    json_output = False  #: whether this run was asked for --json
+
+    def execute(self, *args: Any, **options: Any) -> Any:
+        self.json_output = bool(options.get("json"))
+        try:
+            return super().execute(*args, **options)
+        except CommandError as exc:
+            if self.json_output:
+                self.write_error_json(str(exc))
+            raise
+
+    def write_error_json(self, message: str, **extra: Any) -> None:
+        """The error document of ``--json``: ``{"error": message, ...}``."""
+        self.write_json({"error": message, **extra})
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument(
@@ -68,6 +87,10 @@ class PoolCommand(BaseCommand):
         except BackendUnavailable as exc:
             raise CommandError(
                 f"{exc} Start Redis or fix {conf.setting_path('CONNECTION')}, then try again."
+            ) from exc
+        except PoolError as exc:  # Redis answered with an error (OOM, READONLY, ...)
+            raise CommandError(
+                f"{exc} Check the Redis server (manage.py check --deploy checks its settings)."
             ) from exc
 
     def write_json(self, data: Any) -> None:

@@ -7,7 +7,9 @@ acquiring from, so that holds, counts and the admin stay exact, and sends
 ``lease_reclaimed`` for each. ``--dry-run`` only reports
 what would be reclaimed. ``--loop`` keeps running, every ``--interval`` seconds,
 until SIGINT or SIGTERM (a long-running reaper; Redis errors are reported and
-the next pass retries). ``--json`` prints one JSON document per pass.
+the next pass retries). ``--json`` prints one JSON document per pass; an error
+is ``{"error": "<message>"}`` (exit status 1, or with ``--loop`` also
+``"retry_in"`` seconds, and the loop goes on).
 """
 
 from __future__ import annotations
@@ -73,7 +75,10 @@ class Command(PoolCommand):
                     self.run_pass(primitives, options, quiet=True)
                 except PoolError as exc:  # Redis unreachable or failing: next pass retries
                     failed = "is unreachable" if isinstance(exc, BackendUnavailable) else "failed"
-                    self.stderr.write(f"Redis {failed}, retrying in {interval:g} s: {exc}")
+                    if options["json"]:
+                        self.write_error_json(str(exc), retry_in=interval)
+                    else:
+                        self.stderr.write(f"Redis {failed}, retrying in {interval:g} s: {exc}")
                 deadline = time.monotonic() + interval
                 while not stopped and time.monotonic() < deadline:
                     time.sleep(min(0.1, max(0.0, deadline - time.monotonic())))

@@ -5,8 +5,9 @@ kind details (:meth:`Kind.status <...kinds.Kind.status>`; for the kinds on the
 lease engine: the holders with fence and seconds left, and the waiters).
 ``--json`` prints the same as one JSON document: ``{"primitives": [...]}`` with,
 for each, ``kind``, ``name``, the counts and the details (for the lease-engine
-kinds: ``time``, ``available``, ``holders``, ``waiters``). Reads only; one round
-trip per primitive.
+kinds: ``time``, ``available``, ``holders``, ``waiters``); an error (Redis down,
+a bad setting or ``--name``) is ``{"error": "<message>"}`` there too, with exit
+status 1. Reads only; one round trip per primitive.
 """
 
 from __future__ import annotations
