@@ -353,7 +353,7 @@ def check_view_resources(app_configs: Any = None, **kwargs: Any) -> list[checks.
             messages.append(
                 checks.Error(
                     f"{view} is decorated with @with_resource({guard.name!r}), but "
-                    f"{guard.name!r} is a {kind.label}, which a request cannot hold "
+                    f"{guard.name!r} is {kind.a_label}, which a request cannot hold "
                     "(every request would fail with NotConfigured).",
                     hint="Name a primitive a request can hold: "
                     f"{', '.join(map(repr, holdable)) or 'none is configured'}.",
@@ -801,7 +801,7 @@ def _check_options(kind: kinds.Kind, name: str, entry: Mapping[Any, Any], report
         if key not in entry:
             report.error(
                 24,
-                f"{path} has no {key}, which a {kind.label} needs.",
+                f"{path} has no {key}, which {kind.a_label} needs.",
                 f"Add {key}: {kind.options[key].hint}",
             )
     if len(report.messages) == before:  # every option valid: how they go together

@@ -210,7 +210,7 @@ def parse_rule(raw: Any, index: int, names: Mapping[str, Any]) -> Rule:
     if not getattr(kind, "holds_requests", True):
         holdable = sorted(n for n, v in names.items() if getattr(v, "kind", v).holds_requests)
         raise ValueError(
-            f'{path}["RESOURCE"] = {resource!r} is a {kind.label}, which a request cannot '
+            f'{path}["RESOURCE"] = {resource!r} is {kind.a_label}, which a request cannot '
             f"hold (names a request can hold: {', '.join(map(repr, holdable)) or 'none'})"
         )
     methods = raw.get("METHODS")

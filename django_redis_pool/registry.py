@@ -225,7 +225,7 @@ def get(kind: Kind, name: str) -> Any:
         entry = config.entries.get(name) if isinstance(name, str) else None
         if entry is None or entry.kind is not kind:
             configured = ", ".join(map(repr, config.names(kind))) or "none"
-            found = f" (it is a {entry.kind.label})" if entry is not None else ""
+            found = f" (it is {entry.kind.a_label})" if entry is not None else ""
             raise NotConfigured(
                 f"No {kind.label} named {name!r} in {conf.setting_path(kind.setting_key)}"
                 f"{found}; configured {kind.plural}: {configured}. Add it there."

@@ -88,6 +88,7 @@ def test_example_project_views_work(redis_url: str) -> None:
     assert "printers: 3 added" in synced.stdout
     assert "reports: max size set to 2" in synced.stdout
     assert "proxies: 3 added" in synced.stdout
+    assert "http-clients: an object pool, nothing to sync" in synced.stdout
     result = manage(redis_url, "shell", "-c", VIEWS_SCRIPT)
     assert result.returncode == 0, result.stderr
     assert "views ok" in result.stdout

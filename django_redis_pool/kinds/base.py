@@ -109,6 +109,11 @@ class Kind:
         return self.name.replace("_", " ")
 
     @property
+    def a_label(self) -> str:
+        """The human name with its article, e.g. "an object pool"."""
+        return f"{'an' if self.label[:1] in 'aeiou' else 'a'} {self.label}"
+
+    @property
     def plural(self) -> str:
         """Human name of several, e.g. "object pools"."""
         return f"{self.label}s"
@@ -166,7 +171,7 @@ class Kind:
         self, primitive: Any, options: Mapping[str, Any], *, prune: bool, dry_run: bool
     ) -> Outcome:
         """``pool_sync``: make Redis hold what ``options`` configure."""
-        return Outcome(f"{primitive.name}: a {self.label}, nothing to sync")
+        return Outcome(f"{primitive.name}: {self.a_label}, nothing to sync")
 
     def collect(self, primitive: Any, *, dry_run: bool) -> Outcome:
         """``pool_gc`` (and the admin's gc action): reclaim what crashed holders
