@@ -51,7 +51,7 @@ PROJECT = "mysite"
 NOT_RUN = {
     "pip install": "installs from PyPI; the test runs the working tree's package",
     "python3 scripts/dev.py": "starts the example project or the whole suite "
-    "(tests/test_example_project.py and the harness cover them)",
+    "(tests/test_example_tour_browser.py runs the example that way)",
     "python manage.py createsuperuser": "interactive",
     "python manage.py runserver": "a server until stopped; the views are requested "
     "with the test client instead",
