@@ -23,7 +23,8 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.release
+# (the build and the venv, made in the first test's setup, fetch from the index)
+pytestmark = [pytest.mark.release, pytest.mark.timeout(600)]
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "django_redis_pool"
