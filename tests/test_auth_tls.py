@@ -65,11 +65,20 @@ def tls_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[int, 
     def openssl(*args: str) -> None:
         subprocess.run(["openssl", *args], cwd=tmp, check=True, capture_output=True)
 
+    # (the extensions a strict verifier wants: Python >= 3.13's default context
+    # sets VERIFY_X509_STRICT, which refuses a CA without keyUsage)
     openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out",
-            "ca.crt", "-days", "1", "-subj", "/CN=drp-test-ca")  # fmt: skip
+            "ca.crt", "-days", "1", "-subj", "/CN=drp-test-ca",
+            "-addext", "basicConstraints=critical,CA:TRUE",
+            "-addext", "keyUsage=critical,keyCertSign,cRLSign")  # fmt: skip
     openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", "server.key", "-out",
             "server.csr", "-subj", "/CN=127.0.0.1")  # fmt: skip
-    (tmp / "san.ext").write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
+    (tmp / "san.ext").write_text(
+        "subjectAltName=IP:127.0.0.1,DNS:localhost\n"
+        "authorityKeyIdentifier=keyid,issuer\n"
+        "keyUsage=critical,digitalSignature,keyEncipherment\n"
+        "extendedKeyUsage=serverAuth\n"
+    )
     openssl("x509", "-req", "-in", "server.csr", "-CA", "ca.crt", "-CAkey", "ca.key",
             "-CAcreateserial", "-out", "server.crt", "-days", "1",
             "-extfile", "san.ext")  # fmt: skip

