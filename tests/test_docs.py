@@ -185,19 +185,23 @@ def test_commands_page_lists_every_option_of_every_command() -> None:
     from django.core.management.base import BaseCommand
 
     common = {
-        opt for action in BaseCommand().create_parser("manage.py", "x")._actions
+        opt
+        for action in BaseCommand().create_parser("manage.py", "x")._actions
         for opt in action.option_strings
     }
     page = (DOCS / "commands.md").read_text()
     commands = sorted(
-        p.stem for p in (PACKAGE / "management" / "commands").glob("*.py")
+        p.stem
+        for p in (PACKAGE / "management" / "commands").glob("*.py")
         if not p.stem.startswith("_")
     )
     assert commands == ["pool_gc", "pool_status", "pool_sync", "pool_worker"]
     for name in commands:
         parser = load_command_class("django_redis_pool", name).create_parser("manage.py", name)
         options = {
-            opt for action in parser._actions for opt in action.option_strings
+            opt
+            for action in parser._actions
+            for opt in action.option_strings
             if opt.startswith("--")
         } - common
         assert options, name

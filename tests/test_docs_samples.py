@@ -106,7 +106,11 @@ def _run(run: Run, argv: list[str], what: str, timeout: float = 120) -> str:
 
 def _service(run: Run, argv: list[str], what: str, alive_for: float) -> None:
     proc = subprocess.Popen(
-        argv, cwd=run.cwd, env=run.env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        argv,
+        cwd=run.cwd,
+        env=run.env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
     )
     try:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import threading
 import time
 from typing import Any
 
@@ -20,8 +21,10 @@ from redis.retry import Retry
 from django_redis_pool import BackendUnavailable, Lock, ResourcePool
 from django_redis_pool.guard import Guard, Refusal
 from django_redis_pool.kinds import Held
+from django_redis_pool.primitives import lease as lease_module
 from django_redis_pool.primitives.deadlines import DeadlineBackoff, DeadlineConnection
 from django_redis_pool.primitives.engine import DEADLINE_SLACK, LATE_GRANT
+from tests.waiting import wait_for
 
 
 @pytest.mark.parametrize("timeout", [0, 0.2])
@@ -122,3 +125,43 @@ def _use_hung_server(settings: Any, hung_server: Any, request: Any, form: str) -
         "CONNECTION": connection,
         "POOLS": {"printers": {"RESOURCES": ["p1"], "LEASE_TIMEOUT": 30}},
     }
+
+
+def test_a_renewal_stuck_on_a_hung_redis_delays_no_renewal_on_another(hung_server, redis_url):
+    """Each client's leases are renewed by a thread of their own: a renewal that
+    waits on a Redis that stopped answering (here for up to 10 s) must not let a
+    short lease on a healthy Redis expire meanwhile."""
+    hung = hung_server.client(socket_timeout=10)
+    stuck = Lock(hung, "stuck", lease_timeout=0.6, auto_renew=True)
+    assert stuck.acquire(blocking=False)
+    os.kill(hung_server.pid, signal.SIGSTOP)  # its renewal, 0.4 s from now, hangs
+    healthy = Lock(redis.Redis.from_url(redis_url), "healthy", lease_timeout=0.6, auto_renew=True)
+    assert healthy.acquire(blocking=False)
+    try:
+        for _ in range(10):  # 2 s: over three lease durations
+            time.sleep(0.2)
+            assert healthy.owned(), "the healthy Redis's lease expired: its renewal was held up"
+        assert healthy.lease is not None and not healthy.lease.lost
+    finally:
+        healthy.release()
+
+
+def test_a_client_s_renewal_thread_ends_when_idle_and_comes_back_when_needed(
+    redis_client, monkeypatch
+):
+    """One renewal thread per client, so they must not pile up: one with
+    nothing to renew ends after RENEWER_IDLE, and the next renewal starts one."""
+    monkeypatch.setattr(lease_module, "RENEWER_IDLE", 0.3)
+    name = f"drp-renewer-{id(redis_client):x}"
+
+    def renewers() -> list[threading.Thread]:
+        return [thread for thread in threading.enumerate() if thread.name == name]
+
+    for round in range(2):
+        lock = Lock(redis_client, f"idle-{round}", lease_timeout=0.5, auto_renew=True)
+        assert lock.acquire(blocking=False)
+        assert len(renewers()) == 1
+        time.sleep(1.0)  # two lease durations: renewed all along
+        assert lock.owned()
+        lock.release()
+        wait_for(lambda: not renewers(), timeout=5, what="the idle renewal thread to end")

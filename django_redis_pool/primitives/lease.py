@@ -128,13 +128,14 @@ class Lease:
 
     def start_auto_renew(self, on_lost: Callable[[Lease], object] | None = None) -> None:
         """Renew at about 2/3 of the lease duration until released: as a task
-        of the running event loop when called on one, else from the process's
-        one renewal thread. If a renewal finds the lease gone, it is logged,
-        ``lost`` is set and ``on_lost(lease)`` is called (a coroutine function
-        is run as a task of the loop, or to completion off a loop). A lease
-        without expiry needs nothing. The renewer holds only a weak reference:
-        a lease dropped without being released stops being renewed, and simply
-        expires."""
+        of the running event loop when called on one, else from the renewal
+        thread of its Redis client (one per client, so a Redis that hangs or
+        refuses delays no renewal on another). If a renewal finds the lease
+        gone, it is logged, ``lost`` is set and ``on_lost(lease)`` is called
+        (a coroutine function is run as a task of the loop, or to completion
+        off a loop). A lease without expiry needs nothing. The renewer holds
+        only a weak reference: a lease dropped without being released stops
+        being renewed, and simply expires."""
         if on_lost is not None:
             self.on_lost = on_lost
         if self.lease_timeout is None or self._renewing:
@@ -144,7 +145,7 @@ class Lease:
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:
-            _renewer().schedule(self, delay)
+            _schedule(self, delay)
         else:
             _keep(loop.create_task(_renew_on_loop(weakref.ref(self), delay)))
 
@@ -210,20 +211,29 @@ class Lease:
         )
 
 
-class _Renewer(threading.Thread):
-    """The process's background renewals: one thread, a heap of due times, and
-    only weak references to the leases it renews.
+#: How long a client's renewal thread waits with nothing to renew before it ends.
+RENEWER_IDLE = 60.0
 
-    It waits on a condition (woken when an earlier renewal is scheduled), never
-    busy-loops. A renewal that cannot reach Redis is retried at shorter
-    intervals until the lease's own duration has passed since the first
-    failure, after which the lease is reported lost. A forked child starts its
-    own (empty: it renews nothing of its parent's).
+
+class _Renewer(threading.Thread):
+    """The background renewals of the leases on one Redis client: one thread,
+    a heap of due times, and only weak references to the leases it renews.
+
+    One thread per client (not per process): a renewal that waits on a Redis
+    that hangs or refuses delays the renewals of that Redis only, whose leases
+    cannot be renewed anyway. It waits on a condition (woken when an earlier
+    renewal is scheduled), never busy-loops, and ends once it has had nothing
+    to renew for :data:`RENEWER_IDLE` seconds. A renewal that cannot reach
+    Redis is retried at shorter intervals until the lease's own duration has
+    passed since the first failure, after which the lease is reported lost. A
+    forked child starts its own (empty: it renews nothing of its parent's).
     """
 
-    def __init__(self) -> None:
-        super().__init__(name="drp-renewer", daemon=True)
+    def __init__(self, key: int) -> None:
+        super().__init__(name=f"drp-renewer-{key:x}", daemon=True)
+        self.key = key
         self.pid = os.getpid()
+        self.retired = False  #: set (under ``_renewers_lock``) when it ends
         self._due: list[tuple[float, int, weakref.ref[Lease]]] = []
         self._order = itertools.count()
         self._changed = threading.Condition()
@@ -236,17 +246,28 @@ class _Renewer(threading.Thread):
                 self._changed.notify()
 
     def run(self) -> None:
-        while True:
-            with self._changed:
-                while not self._due or self._due[0][0] > time.monotonic():
-                    self._changed.wait(self._due[0][0] - time.monotonic() if self._due else None)
-                _, _, ref = heapq.heappop(self._due)
+        while (ref := self._next_due()) is not None:
             lease = ref()
             if lease is not None and lease._renewing:
                 delay = self._renew(lease)
                 if delay is not None:
                     self.schedule(lease, delay)
             del lease
+
+    def _next_due(self) -> weakref.ref[Lease] | None:
+        """The next lease to renew, once it is due; None once this thread has
+        been idle for :data:`RENEWER_IDLE` seconds and has retired."""
+        while True:
+            with self._changed:
+                while not self._due or self._due[0][0] > time.monotonic():
+                    if self._due:
+                        self._changed.wait(self._due[0][0] - time.monotonic())
+                    elif not self._changed.wait(RENEWER_IDLE) and not self._due:
+                        break
+                else:
+                    return heapq.heappop(self._due)[2]
+            if _retire(self):
+                return None
 
     @staticmethod
     def _renew(lease: Lease) -> float | None:
@@ -314,15 +335,29 @@ def _run_awaitable(awaitable: Any) -> None:
         _keep(asyncio.ensure_future(awaitable, loop=loop))
 
 
-_renewer_lock = threading.Lock()
-_the_renewer: _Renewer | None = None
+#: The renewal threads, by ``id()`` of the client their leases are on.
+_renewers: dict[int, _Renewer] = {}
+_renewers_lock = threading.Lock()  # taken before a renewer's condition, never after
 
 
-def _renewer() -> _Renewer:
-    """The process's renewal thread, started on first use (again after a fork)."""
-    global _the_renewer
-    with _renewer_lock:
-        if _the_renewer is None or _the_renewer.pid != os.getpid():
-            _the_renewer = _Renewer()
-            _the_renewer.start()
-        return _the_renewer
+def _schedule(lease: Lease, delay: float) -> None:
+    """Renew ``lease`` in ``delay`` seconds, on its client's renewal thread
+    (started on first use, again after a fork or once the last one retired)."""
+    key = id(lease._engine.client)
+    with _renewers_lock:
+        renewer = _renewers.get(key)
+        if renewer is None or renewer.retired or renewer.pid != os.getpid():
+            renewer = _renewers[key] = _Renewer(key)
+            renewer.start()
+        renewer.schedule(lease, delay)
+
+
+def _retire(renewer: _Renewer) -> bool:
+    """End ``renewer`` unless something was scheduled on it meanwhile."""
+    with _renewers_lock, renewer._changed:
+        if renewer._due:
+            return False
+        renewer.retired = True
+        if _renewers.get(renewer.key) is renewer:
+            del _renewers[renewer.key]
+        return True
