@@ -129,6 +129,16 @@ def test_sdist_carries_what_it_needs_to_build(dist: dict[str, Path]) -> None:
     assert top == dist["sdist"].name.removesuffix(".tar.gz")
     assert {"pyproject.toml", "README.md", "LICENSE", "PKG-INFO"} <= names
     assert package_files() - names == set(), "files of the package missing from the sdist"
+    # MANIFEST.in: the whole test suite (not only setuptools' tests/test_*.py) and
+    # the docs site's sources
+    tracked = subprocess.run(
+        ["git", "ls-files", "tests", "docs", "mkdocs.yml", "scripts/mkdocs_hooks.py"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    assert tracked and set(tracked) - names == set(), "tests or docs missing from the sdist"
 
 
 def free_port() -> int:
