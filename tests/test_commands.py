@@ -334,15 +334,7 @@ def test_status_verbosity_0_prints_only_the_table(synced: None) -> None:
 
 
 def test_status_unknown_name_exits_1_from_the_command_line(tmp_path: Path, redis_url: str) -> None:
-    result = subprocess.run(
-        [sys.executable, "-m", "django", "pool_status", "--name", "nope"],
-        cwd=ROOT,
-        env=subprocess_env(tmp_path, redis_url),
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    result = run_django(tmp_path, redis_url, "pool_status", "--name", "nope")
     assert result.returncode == 1, result.stderr
     assert "CommandError: Not configured: 'nope'" in result.stderr
     assert result.stdout == ""
