@@ -7,6 +7,7 @@ overloaded server would.
 from __future__ import annotations
 
 import asyncio
+import multiprocessing
 import os
 import signal
 import threading
@@ -19,6 +20,7 @@ from django.test import RequestFactory
 from redis.retry import Retry
 
 from django_redis_pool import BackendUnavailable, Lock, ResourcePool
+from django_redis_pool.embedded import EmbeddedRedis
 from django_redis_pool.guard import Guard, Refusal
 from django_redis_pool.kinds import Held
 from django_redis_pool.primitives import lease as lease_module
@@ -128,40 +130,111 @@ def _use_hung_server(settings: Any, hung_server: Any, request: Any, form: str) -
 
 
 def test_a_renewal_stuck_on_a_hung_redis_delays_no_renewal_on_another(hung_server, redis_url):
-    """Each client's leases are renewed by a thread of their own: a renewal that
+    """Each server's leases are renewed by a thread of their own: a renewal that
     waits on a Redis that stopped answering (here for up to 10 s) must not let a
-    short lease on a healthy Redis expire meanwhile."""
+    lease on a healthy Redis expire meanwhile."""
     hung = hung_server.client(socket_timeout=10)
     stuck = Lock(hung, "stuck", lease_timeout=0.6, auto_renew=True)
     assert stuck.acquire(blocking=False)
     os.kill(hung_server.pid, signal.SIGSTOP)  # its renewal, 0.4 s from now, hangs
-    healthy = Lock(redis.Redis.from_url(redis_url), "healthy", lease_timeout=0.6, auto_renew=True)
+    healthy = Lock(redis.Redis.from_url(redis_url), "healthy", lease_timeout=1.5, auto_renew=True)
     assert healthy.acquire(blocking=False)
     try:
-        for _ in range(10):  # 2 s: over three lease durations
+        for _ in range(15):  # 3 s: two lease durations
             time.sleep(0.2)
             assert healthy.owned(), "the healthy Redis's lease expired: its renewal was held up"
         assert healthy.lease is not None and not healthy.lease.lost
     finally:
         healthy.release()
+        assert stuck.lease is not None
+        stuck.lease.stop_auto_renew()  # its renewal, once Redis answers, reports nothing
 
 
-def test_a_client_s_renewal_thread_ends_when_idle_and_comes_back_when_needed(
-    redis_client, monkeypatch
-):
-    """One renewal thread per client, so they must not pile up: one with
-    nothing to renew ends after RENEWER_IDLE, and the next renewal starts one."""
+def test_renewal_threads_are_one_per_server_and_end_when_idle(monkeypatch):
+    """Clients of one server share its renewal thread, so threads do not pile up
+    with clients; one with nothing to renew ends after RENEWER_IDLE, and the
+    next renewal starts another."""
     monkeypatch.setattr(lease_module, "RENEWER_IDLE", 0.3)
-    name = f"drp-renewer-{id(redis_client):x}"
+    server = EmbeddedRedis().start()  # of its own: no renewer of an earlier test
+    try:
+        key = lease_module._server_key(server.client())
+        seen: list[threading.Thread] = []
+        for round in range(2):
+            before = set(renewal_threads())
+            locks = [
+                Lock(server.client(), f"idle-{round}-{i}", lease_timeout=1.5, auto_renew=True)
+                for i in range(3)  # three clients of one server
+            ]
+            assert all(lock.acquire(blocking=False) for lock in locks)
+            renewer = lease_module._renewers[key]
+            assert set(renewal_threads()) - before == {renewer}, "one thread for the server"
+            assert renewer not in seen
+            seen.append(renewer)
+            time.sleep(3.0)  # two lease durations: renewed all along
+            assert all(lock.owned() for lock in locks)
+            for lock in locks:
+                lock.release()
+            wait_for(lambda r=renewer: not r.is_alive(), timeout=5, what="the idle thread to end")
+            assert key not in lease_module._renewers
+    finally:
+        server.stop()
 
-    def renewers() -> list[threading.Thread]:
-        return [thread for thread in threading.enumerate() if thread.name == name]
 
-    for round in range(2):
-        lock = Lock(redis_client, f"idle-{round}", lease_timeout=0.5, auto_renew=True)
+def renewal_threads() -> list[threading.Thread]:
+    return [thread for thread in threading.enumerate() if thread.name.startswith("drp-renewer")]
+
+
+def test_a_renewal_that_raises_leaves_its_thread_renewing_the_others(caplog):
+    """A lease of an asyncio client asked to renew off its loop cannot be
+    renewed from a thread: that is logged, and the thread goes on."""
+    server = EmbeddedRedis().start()
+    try:
+        aclient = redis.asyncio.Redis(port=server.port)
+        pool = ResourcePool(aclient, "async-off-loop", resources=["r"], lease_timeout=0.6)
+        lease = asyncio.run(pool.aacquire(timeout=0))
+        assert lease is not None
+        lease.start_auto_renew()  # off the loop: the thread's renewal, 0.4 s on, raises
+        renewer = lease_module._renewers[lease_module._server_key(aclient)]
+        wait_for(lambda: "is no longer renewed" in caplog.text, what="the failure to be logged")
+        assert renewer.is_alive(), "the renewal thread died with the renewal"
+    finally:
+        server.stop()
+
+
+def test_a_renewal_failing_after_its_lease_was_let_go_reports_no_loss():
+    """A renewal in flight during a long outage, that fails after the holder
+    stopped renewing (released it, or stopped auto-renewal), calls no on_lost."""
+    server = EmbeddedRedis().start()
+    lost: list[object] = []
+    try:
+        lock = Lock(server.client(), "let-go", lease_timeout=0.5, on_lost=lost.append)
         assert lock.acquire(blocking=False)
-        assert len(renewers()) == 1
-        time.sleep(1.0)  # two lease durations: renewed all along
-        assert lock.owned()
-        lock.release()
-        wait_for(lambda: not renewers(), timeout=5, what="the idle renewal thread to end")
+        lease = lock.lease
+        assert lease is not None
+        lease.start_auto_renew()
+        lease._failing_since = time.monotonic() - 10  # failing for longer than the lease
+        server.stop()  # refused from now on
+        lease.stop_auto_renew()  # the holder lets go while a renewal is in flight
+        assert lease._engine.drive(lease_module._renewal(lease)) is None
+        assert lost == [] and not lease.lost
+    finally:
+        server.stop()
+
+
+def _child_can_schedule_renewals(result: Any) -> None:
+    result.put(lease_module._renewers_lock.acquire(timeout=2) and not lease_module._renewers)
+
+
+def test_a_child_forked_while_a_renewal_thread_holds_the_lock_can_renew(redis_client):
+    """A fork (gunicorn, prefork workers) while a thread of the parent holds the
+    renewers' lock must not leave the child's first auto-renewal blocked."""
+    lock = Lock(redis_client, "forked", lease_timeout=30, auto_renew=True)
+    assert lock.acquire(blocking=False)  # the parent has a renewal thread
+    context = multiprocessing.get_context("fork")
+    result = context.Queue()
+    with lease_module._renewers_lock:  # as a renewer retiring at the moment of the fork
+        child = context.Process(target=_child_can_schedule_renewals, args=(result,))
+        child.start()
+    child.join(10)
+    lock.release()
+    assert result.get(timeout=5) is True

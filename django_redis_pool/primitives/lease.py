@@ -11,9 +11,11 @@ import os
 import threading
 import time
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
+
+from redis import BlockingConnectionPool, ConnectionPool
 
 from ..exceptions import PoolError
 from .calls import Steps
@@ -129,7 +131,7 @@ class Lease:
     def start_auto_renew(self, on_lost: Callable[[Lease], object] | None = None) -> None:
         """Renew at about 2/3 of the lease duration until released: as a task
         of the running event loop when called on one, else from the renewal
-        thread of its Redis client (one per client, so a Redis that hangs or
+        thread of its Redis server (one per server, so a Redis that hangs or
         refuses delays no renewal on another). If a renewal finds the lease
         gone, it is logged, ``lost`` is set and ``on_lost(lease)`` is called
         (a coroutine function is run as a task of the loop, or to completion
@@ -211,28 +213,28 @@ class Lease:
         )
 
 
-#: How long a client's renewal thread waits with nothing to renew before it ends.
+#: How long a renewal thread waits with nothing to renew before it ends.
 RENEWER_IDLE = 60.0
 
 
 class _Renewer(threading.Thread):
-    """The background renewals of the leases on one Redis client: one thread,
+    """The background renewals of the leases on one Redis server: one thread,
     a heap of due times, and only weak references to the leases it renews.
 
-    One thread per client (not per process): a renewal that waits on a Redis
-    that hangs or refuses delays the renewals of that Redis only, whose leases
-    cannot be renewed anyway. It waits on a condition (woken when an earlier
-    renewal is scheduled), never busy-loops, and ends once it has had nothing
-    to renew for :data:`RENEWER_IDLE` seconds. A renewal that cannot reach
-    Redis is retried at shorter intervals until the lease's own duration has
-    passed since the first failure, after which the lease is reported lost. A
-    forked child starts its own (empty: it renews nothing of its parent's).
+    One thread per server (:func:`_server_key`), not per process: a renewal
+    that waits on a Redis that hangs or refuses delays the renewals of that
+    Redis only, whose leases cannot be renewed anyway. It waits on a condition
+    (woken when an earlier renewal is scheduled), never busy-loops, and ends
+    once it has had nothing to renew for :data:`RENEWER_IDLE` seconds. A
+    renewal that cannot reach Redis is retried at shorter intervals until the
+    lease's own duration has passed since the first failure, after which the
+    lease is reported lost. A forked child starts its own (empty: it renews
+    nothing of its parent's).
     """
 
-    def __init__(self, key: int) -> None:
-        super().__init__(name=f"drp-renewer-{key:x}", daemon=True)
+    def __init__(self, key: Hashable) -> None:
+        super().__init__(name=f"drp-renewer-{next(_renewer_numbers)}", daemon=True)
         self.key = key
-        self.pid = os.getpid()
         self.retired = False  #: set (under ``_renewers_lock``) when it ends
         self._due: list[tuple[float, int, weakref.ref[Lease]]] = []
         self._order = itertools.count()
@@ -249,7 +251,11 @@ class _Renewer(threading.Thread):
         while (ref := self._next_due()) is not None:
             lease = ref()
             if lease is not None and lease._renewing:
-                delay = self._renew(lease)
+                try:
+                    delay = self._renew(lease)
+                except Exception:  # e.g. a lease on an asyncio client, renewed off a loop
+                    logger.exception("renewing %r failed; it is no longer renewed", lease)
+                    delay = None
                 if delay is not None:
                     self.schedule(lease, delay)
             del lease
@@ -281,6 +287,8 @@ def _renewal(lease: Lease) -> Steps[float | None]:
     try:
         ok = yield from lease._engine.renew_steps(lease, None)
     except PoolError as exc:
+        if not lease._renewing:  # released or stopped meanwhile: nothing to report
+            return None
         now = time.monotonic()
         lease._failing_since = lease._failing_since or now
         if now - lease._failing_since >= lease.lease_timeout:
@@ -335,18 +343,33 @@ def _run_awaitable(awaitable: Any) -> None:
         _keep(asyncio.ensure_future(awaitable, loop=loop))
 
 
-#: The renewal threads, by ``id()`` of the client their leases are on.
-_renewers: dict[int, _Renewer] = {}
+#: The renewal threads, by :func:`_server_key`.
+_renewers: dict[Hashable, _Renewer] = {}
 _renewers_lock = threading.Lock()  # taken before a renewer's condition, never after
+_renewer_numbers = itertools.count(1)
+
+
+def _server_key(client: Any) -> Hashable:
+    """Which Redis server ``client`` talks to, as far as its settings tell:
+    the clients of one server share a renewal thread (a server that hangs
+    holds up all of its renewals anyway). A client that names no one server (a
+    Cluster, a Sentinel's master) has a thread of its own."""
+    pool = getattr(client, "connection_pool", None)
+    kwargs = getattr(pool, "connection_kwargs", None) or {}
+    if type(pool) in (ConnectionPool, BlockingConnectionPool) and (
+        kwargs.get("host") or kwargs.get("path")
+    ):
+        return (kwargs.get("host"), kwargs.get("port"), kwargs.get("path"))
+    return id(client)
 
 
 def _schedule(lease: Lease, delay: float) -> None:
-    """Renew ``lease`` in ``delay`` seconds, on its client's renewal thread
-    (started on first use, again after a fork or once the last one retired)."""
-    key = id(lease._engine.client)
+    """Renew ``lease`` in ``delay`` seconds, on its server's renewal thread
+    (started on first use, and again once the last one retired)."""
+    key = _server_key(lease._engine.client)
     with _renewers_lock:
         renewer = _renewers.get(key)
-        if renewer is None or renewer.retired or renewer.pid != os.getpid():
+        if renewer is None or renewer.retired or not renewer.is_alive():
             renewer = _renewers[key] = _Renewer(key)
             renewer.start()
         renewer.schedule(lease, delay)
@@ -361,3 +384,14 @@ def _retire(renewer: _Renewer) -> bool:
         if _renewers.get(renewer.key) is renewer:
             del _renewers[renewer.key]
         return True
+
+
+def _forget_renewers() -> None:
+    """In a forked child: no renewal thread (they were the parent's), and a
+    lock that no thread of the parent may have held at the fork."""
+    global _renewers_lock
+    _renewers_lock = threading.Lock()
+    _renewers.clear()
+
+
+os.register_at_fork(after_in_child=_forget_renewers)
