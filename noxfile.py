@@ -97,10 +97,31 @@ def redis_server_env(session: nox.Session, line: str) -> dict[str, str]:
     return {"DJANGO_REDIS_POOL_REDIS_SERVER": server}
 
 
+def split_markexpr(posargs: list[str]) -> tuple[str | None, list[str]]:
+    """The user's marker expression (``-m EXPR``, ``-mEXPR``, ``--markexpr EXPR``,
+    ``--markexpr=EXPR``; the last one wins, as in pytest) and the other arguments."""
+    expr, rest = None, []
+    args = iter(posargs)
+    for arg in args:
+        if arg in {"-m", "--markexpr"}:
+            expr = next(args, "")
+        elif arg.startswith("--markexpr="):
+            expr = arg.partition("=")[2]
+        elif arg.startswith("-m") and not arg.startswith("--"):
+            expr = arg[2:]
+        else:
+            rest.append(arg)
+    return expr, rest
+
+
 def pytest_args(posargs: list[str]) -> list[str]:
-    """The leg's files, unless the arguments name test files or folders."""
-    names_paths = any(not arg.startswith("-") and arg.startswith("tests") for arg in posargs)
-    return posargs if names_paths else [*LEG_TESTS, *posargs]
+    """``-m`` with the leg's markers (and the user's ``-m``, which would otherwise
+    replace them: pytest keeps the last), then the leg's files unless the
+    arguments name test files or folders, then the other arguments."""
+    user_expr, rest = split_markexpr(posargs)
+    markers = f"({user_expr}) and {LEG_MARKERS}" if user_expr else LEG_MARKERS
+    names_paths = any(not arg.startswith("-") and arg.startswith("tests") for arg in rest)
+    return ["-m", markers, *(rest if names_paths else [*LEG_TESTS, *rest])]
 
 
 def make_leg(python: str, django: str, redis_py: str, server: str) -> None:
@@ -110,9 +131,7 @@ def make_leg(python: str, django: str, redis_py: str, server: str) -> None:
         session.install("-e", ".[test]", DJANGO[django], REDIS_PY[redis_py])
         # (an empty DJANGO_REDIS_POOL_REDIS_* counts as unset: the embedded 6.2)
         env = {"DJANGO_SETTINGS_MODULE": "tests.settings", **redis_server_env(session, server)}
-        session.run(
-            "python", "-m", "pytest", "-m", LEG_MARKERS, *pytest_args(session.posargs), env=env
-        )
+        session.run("python", "-m", "pytest", *pytest_args(session.posargs), env=env)
 
     leg.__doc__ = (
         f"Python {python}, Django {django}, redis-py {redis_py}, Redis {server}: "

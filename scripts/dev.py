@@ -224,6 +224,36 @@ def run(cmd: list[str], env: dict[str, str] | None = None) -> int:
     return subprocess.run(cmd, cwd=ROOT, env=env, check=False).returncode
 
 
+#: The default leg's Redis 7 run (and the noxfile's legs) deselect these.
+REDIS7_MARKERS = "not cluster and not async_path and not release"
+
+
+def split_markexpr(pytest_args: list[str]) -> tuple[str | None, list[str]]:
+    """The user's marker expression (``-m EXPR``, ``-mEXPR``, ``--markexpr EXPR``,
+    ``--markexpr=EXPR``; the last one wins, as in pytest) and the other arguments."""
+    expr, rest = None, []
+    args = iter(pytest_args)
+    for arg in args:
+        if arg in {"-m", "--markexpr"}:
+            expr = next(args, "")
+        elif arg.startswith("--markexpr="):
+            expr = arg.partition("=")[2]
+        elif arg.startswith("-m") and not arg.startswith("--"):
+            expr = arg[2:]
+        else:
+            rest.append(arg)
+    return expr, rest
+
+
+def marker_args(user_expr: str | None, own_expr: str | None) -> list[str]:
+    """``-m`` for a run with its own marker expression (or None) and the user's
+    (or None): both apply (pytest would keep only the last ``-m``)."""
+    if user_expr and own_expr:
+        return ["-m", f"({user_expr}) and {own_expr}"]
+    expr = user_expr or own_expr
+    return ["-m", expr] if expr else []
+
+
 def cmd_test(pytest_args: list[str]) -> int:
     """``ruff check .`` then ``pytest``; non-zero if either fails or nothing ran."""
     ensure_venv("test", VENV, sys.executable, NOX)
@@ -235,19 +265,18 @@ def cmd_test(pytest_args: list[str]) -> int:
     say("ruff check .")
     ruff_rc = run([str(VENV_PYTHON), "-m", "ruff", "check", "."], env)
     results = [("ruff", ruff_rc, 0.0)]
-    for label, run_env, extra in (
-        ("Redis 6.2 (embedded) and Cluster", env, []),
+    # (a user's -m is combined with each run's own: pytest keeps only the last)
+    user_expr, other_args = split_markexpr(pytest_args)
+    for label, run_env, own_expr in (
+        ("Redis 6.2 (embedded) and Cluster", env, None),
         # (the asyncio twins' rerun of the behaviour tests, marked async_path,
         # runs on 6.2 and Cluster; on Redis 7, tests/test_async*.py cover them)
-        (
-            f"Redis 7 ({redis7['DJANGO_REDIS_POOL_REDIS_SERVER']})",
-            redis7,
-            ["-m", "not cluster and not async_path and not release"],
-        ),
+        (f"Redis 7 ({redis7['DJANGO_REDIS_POOL_REDIS_SERVER']})", redis7, REDIS7_MARKERS),
     ):
-        say(f"pytest on {label}: " + " ".join([*extra, *pytest_args]))
+        args = [*marker_args(user_expr, own_expr), *other_args]
+        say(f"pytest on {label}: " + " ".join(args))
         started = time.monotonic()
-        rc = run([str(VENV_PYTHON), "-m", "pytest", *extra, *pytest_args], run_env)
+        rc = run([str(VENV_PYTHON), "-m", "pytest", *args], run_env)
         if rc == PYTEST_NO_TESTS_COLLECTED:
             say("pytest collected no tests: treating that as a failure")
         results.append((f"pytest on {label}", rc, time.monotonic() - started))
