@@ -22,6 +22,7 @@ import os
 import shutil
 
 import nox
+from nox.command import CommandFailed
 
 nox.options.default_venv_backend = "venv"
 nox.options.reuse_venv = "yes"
@@ -66,6 +67,7 @@ LEG_MARKERS = "not cluster and not async_path and not release"
 DJANGO = {"5.2": "Django>=5.2,<5.3", "6": "Django>=6.0,<7"}
 REDIS_PY = {"5": "redis>=5,<6", "newest": "redis>=6"}
 DEBIAN_REDIS_SERVER = "/usr/bin/redis-server"
+PYTEST_NO_TESTS_COLLECTED = 5
 
 #: (Python, Django line, redis-py line, Redis server line). With the default
 #: leg (dev.py's own Python: 3.11 in CI, Django 5.2, the newest redis-py),
@@ -124,6 +126,27 @@ def pytest_args(posargs: list[str]) -> list[str]:
     return ["-m", markers, *(rest if names_paths else [*LEG_TESTS, *rest])]
 
 
+def return_code(error: CommandFailed) -> int | None:
+    """The exit code of a failed ``session.run`` (older nox only gives the reason
+    ``Returned code N``)."""
+    code = getattr(error, "return_code", None)
+    if code is None and (error.reason or "").startswith("Returned code "):
+        code = int(error.reason.rpartition(" ")[2])
+    return code
+
+
+def run_pytest(session: nox.Session, cmd: list[str], env: dict[str, str]) -> None:
+    """Run pytest's ``cmd``. When the user's arguments select nothing here (e.g.
+    only release tests), pytest exits 5 and the leg is skipped; without user
+    arguments, no tests collected stays a failure."""
+    try:
+        session.run(*cmd, env=env)
+    except CommandFailed as error:
+        if session.posargs and return_code(error) == PYTEST_NO_TESTS_COLLECTED:
+            session.skip("nothing selected (pytest collected no tests)")
+        raise
+
+
 def make_leg(python: str, django: str, redis_py: str, server: str) -> None:
     name = leg_name(python, django, redis_py)
 
@@ -131,7 +154,7 @@ def make_leg(python: str, django: str, redis_py: str, server: str) -> None:
         session.install("-e", ".[test]", DJANGO[django], REDIS_PY[redis_py])
         # (an empty DJANGO_REDIS_POOL_REDIS_* counts as unset: the embedded 6.2)
         env = {"DJANGO_SETTINGS_MODULE": "tests.settings", **redis_server_env(session, server)}
-        session.run("python", "-m", "pytest", *pytest_args(session.posargs), env=env)
+        run_pytest(session, ["python", "-m", "pytest", *pytest_args(session.posargs)], env)
 
     leg.__doc__ = (
         f"Python {python}, Django {django}, redis-py {redis_py}, Redis {server}: "

@@ -36,6 +36,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -135,10 +136,12 @@ def nox_legs(env: dict[str, str]) -> list[dict[str, str]]:
     return json.loads(listed.stdout)
 
 
-def run_legs(env: dict[str, str], pytest_args: list[str]) -> list[tuple[str, int, float]]:
+def run_legs(env: dict[str, str], pytest_args: list[str]) -> list[tuple[str, int | None, float]]:
     """Run every leg of ``noxfile.py`` whose interpreter is found (its folder goes
-    first on nox's PATH); report the others as skipped. One result per leg."""
-    results = []
+    first on nox's PATH); report the others as skipped. One result per leg; its
+    exit code is None when nox skipped it (with the user's arguments, the
+    noxfile skips a leg whose pytest collects nothing)."""
+    results: list[tuple[str, int | None, float]] = []
     found: list[str] = []
     path_dirs: list[str] = []
     for leg in nox_legs(env):
@@ -149,14 +152,36 @@ def run_legs(env: dict[str, str], pytest_args: list[str]) -> list[tuple[str, int
         found.append(leg["session"])
         if str(python.parent) not in path_dirs:
             path_dirs.append(str(python.parent))
-    for session in found:
-        say(f"nox -s {session}")
-        nox_env = {**env, "PATH": os.pathsep.join([*path_dirs, env.get("PATH", "")])}
-        cmd = [str(VENV_PYTHON), "-m", "nox", "--no-error-on-missing-interpreters", "-s", session]
-        started = time.monotonic()
-        rc = run([*cmd, "--", *pytest_args] if pytest_args else cmd, nox_env)
-        results.append((f"leg {session} (nox)", rc, time.monotonic() - started))
+    nox_env = {**env, "PATH": os.pathsep.join([*path_dirs, env.get("PATH", "")])}
+    with tempfile.TemporaryDirectory() as reports:
+        for session in found:
+            say(f"nox -s {session}")
+            report = Path(reports) / f"{session}.json"
+            cmd = [str(VENV_PYTHON), "-m", "nox", "--no-error-on-missing-interpreters"]
+            cmd += ["--report", str(report), "-s", session]
+            started = time.monotonic()
+            rc: int | None = run([*cmd, "--", *pytest_args] if pytest_args else cmd, nox_env)
+            name = f"leg {session} (nox)"
+            skipped = nox_skip_reason(report, bool(pytest_args)) if rc == 0 else None
+            if skipped is not None:
+                rc, name = None, f"{name}: {skipped}"
+            results.append((name, rc, time.monotonic() - started))
     return results
+
+
+def nox_skip_reason(report: Path, user_args: bool) -> str | None:
+    """Why nox skipped the session of its ``--report`` file, or None if it ran.
+    (Older nox reports no reason; with the user's arguments, the noxfile's skip
+    is the likely one.)"""
+    try:
+        sessions = json.loads(report.read_text())["sessions"]
+    except (OSError, ValueError, KeyError):
+        return None
+    skipped = [entry for entry in sessions if entry.get("result") == "skipped"]
+    if not skipped:
+        return None
+    fallback = "nothing selected, or see nox's output" if user_args else "see nox's output"
+    return skipped[0].get("reason") or fallback
 
 
 def can_apt_install() -> bool:
@@ -264,7 +289,7 @@ def cmd_test(pytest_args: list[str]) -> int:
     redis7 = {**env, **ensure_redis7()}
     say("ruff check .")
     ruff_rc = run([str(VENV_PYTHON), "-m", "ruff", "check", "."], env)
-    results = [("ruff", ruff_rc, 0.0)]
+    results: list[tuple[str, int | None, float]] = [("ruff", ruff_rc, 0.0)]
     # (a user's -m is combined with each run's own: pytest keeps only the last)
     user_expr, other_args = split_markexpr(pytest_args)
     for label, run_env, own_expr in (
@@ -276,15 +301,21 @@ def cmd_test(pytest_args: list[str]) -> int:
         args = [*marker_args(user_expr, own_expr), *other_args]
         say(f"pytest on {label}: " + " ".join(args))
         started = time.monotonic()
-        rc = run([str(VENV_PYTHON), "-m", "pytest", *args], run_env)
-        if rc == PYTEST_NO_TESTS_COLLECTED:
+        rc: int | None = run([str(VENV_PYTHON), "-m", "pytest", *args], run_env)
+        name = f"pytest on {label}"
+        if rc == PYTEST_NO_TESTS_COLLECTED and own_expr is not None and pytest_args:
+            # (the user's arguments select only tests that this run deselects)
+            say("pytest collected no tests: nothing selected, skipped")
+            rc, name = None, f"{name}: nothing selected (pytest collected no tests)"
+        elif rc == PYTEST_NO_TESTS_COLLECTED:
             say("pytest collected no tests: treating that as a failure")
-        results.append((f"pytest on {label}", rc, time.monotonic() - started))
+        results.append((name, rc, time.monotonic() - started))
     legs_env = {**env, "REDIS7_SERVER": redis7["DJANGO_REDIS_POOL_REDIS_SERVER"]}
     results += run_legs(legs_env, pytest_args)
     for name, rc, seconds in results[1:]:
-        say(f"{'ok    ' if rc == 0 else 'FAILED'} {seconds / 60:4.1f} min  {name}")
-    failed = [name for name, rc, _ in results if rc != 0]
+        status = "ok     " if rc == 0 else "skipped" if rc is None else "FAILED "
+        say(f"{status} {seconds / 60:4.1f} min  {name}")
+    failed = [name for name, rc, _ in results if rc not in (0, None)]
     if failed:
         say("FAILED: " + ", ".join(failed))
         return 1
