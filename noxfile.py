@@ -19,7 +19,9 @@ when they name no test file, the leg's own files are kept.
 from __future__ import annotations
 
 import os
+import re
 import shutil
+import subprocess
 
 import nox
 from nox.command import CommandFailed
@@ -96,6 +98,14 @@ def redis_server_env(session: nox.Session, line: str) -> dict[str, str]:
     server = os.environ.get("REDIS7_SERVER") or shutil.which(DEBIAN_REDIS_SERVER)
     if not server:
         session.error(f"this leg needs Redis 7: set REDIS7_SERVER or install {DEBIAN_REDIS_SERVER}")
+    printed = subprocess.run([server, "--version"], capture_output=True, text=True, check=False)
+    version = re.search(r"\bv=(\d+)\.\d+\.\d+", printed.stdout)
+    if version is None or int(version[1]) < 7:
+        found = version[0].removeprefix("v=") if version else "no version in its --version"
+        session.error(
+            f"this leg needs redis-server >= 7, found {found} ({server}): "
+            "set REDIS7_SERVER=/path/to/it"
+        )
     return {"DJANGO_REDIS_POOL_REDIS_SERVER": server}
 
 

@@ -32,6 +32,7 @@ import hashlib
 import importlib
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -210,11 +211,12 @@ def ensure_debian_binary(variable: str, path: Path, package: str, purpose: str) 
     say(f"installing Debian's {package} for {purpose} (apt-get; first run only)")
     env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
     install = [APT_GET, "install", "-y", "-q", "--no-install-recommends", package]
+    instead = f"install {package} another way and set {variable}=/path/to/{path.name}"
     for cmd in ([APT_GET, "update", "-q"], install):
         if not run_quiet(cmd, env):
-            sys.exit(f"[dev] failed: {' '.join(cmd)}")
+            sys.exit(f"[dev] failed: {' '.join(cmd)}; {instead}")
     if not path.exists():
-        sys.exit(f"[dev] `apt-get install {package}` succeeded but {path} is missing")
+        sys.exit(f"[dev] `apt-get install {package}` succeeded but {path} is missing; {instead}")
     return str(path)
 
 
@@ -223,12 +225,32 @@ def ensure_chromium() -> str:
     return ensure_debian_binary("CHROMIUM", DEBIAN_CHROMIUM, "chromium", "the browser tests")
 
 
+def redis_server_version(server: str) -> tuple[int, ...] | None:
+    """The ``v=X.Y.Z`` of ``server --version``, or None if it prints none."""
+    try:
+        printed = subprocess.run(
+            [server, "--version"], capture_output=True, text=True, timeout=30, check=False
+        ).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    match = re.search(r"\bv=(\d+)\.(\d+)\.(\d+)", printed)
+    return tuple(int(part) for part in match.groups()) if match else None
+
+
 def ensure_redis7() -> dict[str, str]:
     """The environment that points the test harness at Redis 7 (``$REDIS7_SERVER``,
     Debian's ``redis-server``, or apt-get it)."""
     server = ensure_debian_binary(
         "REDIS7_SERVER", DEBIAN_REDIS_SERVER, "redis-server", "the Redis 7 test run"
     )
+    # (Debian 12's redis-server is 7.0; Ubuntu 22.04's is 6.0)
+    version = redis_server_version(server)
+    if version is None or version < (7,):
+        found = ".".join(map(str, version)) if version else "no version in its --version"
+        sys.exit(
+            f"[dev] the Redis 7 run needs redis-server >= 7, found {found} ({server}): "
+            "set REDIS7_SERVER=/path/to/it"
+        )
     env = {"DJANGO_REDIS_POOL_REDIS_SERVER": server}
     cli = Path(server).with_name("redis-cli")
     if cli.exists():
