@@ -110,12 +110,15 @@ PYENV_VERSIONS = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv")) / "v
 
 def find_python(version: str) -> Path | None:
     """A working ``python<version>`` (e.g. ``3.10``): on PATH, else pyenv's; or None.
-    (pyenv's shims exist even for versions that are not selected, hence the probe.)"""
+    (pyenv's shims exist even for versions that are not selected, hence the probe;
+    it imports ensurepip too: a Debian/deadsnakes Python without python3.X-venv
+    has ``venv`` but cannot create one.)"""
     candidates = [shutil.which(f"python{version}")]
     candidates += sorted(map(str, PYENV_VERSIONS.glob(f"{version}.*/bin/python{version}")))
     want = tuple(int(part) for part in version.split("."))
     for candidate in filter(None, candidates):
-        probe = [candidate, "-c", f"import sys, venv; sys.exit(sys.version_info[:2] != {want})"]
+        check = f"import sys, venv, ensurepip; sys.exit(sys.version_info[:2] != {want})"
+        probe = [candidate, "-c", check]
         if subprocess.run(probe, capture_output=True, check=False).returncode == 0:
             return Path(candidate)
     return None
