@@ -444,13 +444,13 @@ def cmd_example_inner(runserver_args: list[str]) -> int:
                 say(f"manage.py {step[0]} failed ({rc})")
                 return rc
         _ensure_example_admin(python, env, addr)
-        worker = None
         queues = _example_queues()
-        if queues:
-            say(f"manage.py pool_worker (in the background: it runs the tasks of {queues})")
-            worker = subprocess.Popen([python, str(MANAGE), "pool_worker"], cwd=ROOT, env=env)
-        say(f"serving the example project at http://{addr}/  (Ctrl-C to stop)")
-        try:
+        worker: subprocess.Popen[bytes] | None = None
+        try:  # (started inside it, so that a Ctrl-C right after the start stops it too)
+            if queues:
+                say(f"manage.py pool_worker (in the background: it runs the tasks of {queues})")
+                worker = subprocess.Popen([python, str(MANAGE), "pool_worker"], cwd=ROOT, env=env)
+            say(f"serving the example project at http://{addr}/  (Ctrl-C to stop)")
             return _run_child([python, str(MANAGE), "runserver", "--noreload", *args], env)
         finally:
             if worker is not None:
@@ -459,6 +459,7 @@ def cmd_example_inner(runserver_args: list[str]) -> int:
                     worker.wait(timeout=10)
                 except subprocess.TimeoutExpired:
                     worker.kill()
+                    worker.wait()
     except KeyboardInterrupt:
         return 130
     finally:
