@@ -7,7 +7,7 @@ through this file. By hand::
 
     .venv/bin/python -m nox -l                       # the legs
     .venv/bin/python -m nox -s "django52-py310-redis5"
-    .venv/bin/python -m nox -s "django6-py312-redis-newest" -- -k waiting
+    .venv/bin/python -m nox -s "django6-py312-redisnewest" -- -k waiting
 
 Each leg installs ``-e .[test]`` with its Django line and redis-py line into
 ``.nox/<leg>`` (kept between runs) and runs the Django layer's tests plus the
