@@ -33,6 +33,7 @@ import importlib
 import json
 import os
 import re
+import shlex
 import shutil
 import signal
 import subprocess
@@ -325,7 +326,7 @@ def cmd_test(pytest_args: list[str]) -> int:
         (f"Redis 7 ({redis7['DJANGO_REDIS_POOL_REDIS_SERVER']})", redis7, REDIS7_MARKERS),
     ):
         args = [*marker_args(user_expr, own_expr), *other_args]
-        say(f"pytest on {label}: " + " ".join(args))
+        say(f"pytest on {label}: " + shlex.join(args))
         started = time.monotonic()
         rc: int | None = run([str(VENV_PYTHON), "-m", "pytest", *args], run_env)
         name = f"pytest on {label}"
