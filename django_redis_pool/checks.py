@@ -546,6 +546,18 @@ _OPTION_TYPES: dict[str, tuple[type, ...]] = {
     "client_name": (str, type(None)),
 }
 
+#: Parts of an option's name that mark its value as a secret: a message about
+#: such an option names the value's type, never the value (messages are shown by
+#: ``manage.py check``, in logs and on the admin's invalid-setting page).
+_SECRET_PARTS = ("password", "secret", "token", "credential")
+
+
+def _is_secret(name: str) -> bool:
+    """Whether the client option ``name`` holds a secret (``username`` counts:
+    it is half of the credentials)."""
+    lowered = name.lower()
+    return lowered == "username" or any(part in lowered for part in _SECRET_PARTS)
+
 
 def _client_arguments() -> set[str]:
     """Every keyword argument redis-py's clients and connections take."""
@@ -592,9 +604,10 @@ def _check_client_options(key: str, options: dict[str, Any], report: _Report) ->
             expected = " or ".join(
                 "None" if t is type(None) else t.__name__ for t in _OPTION_TYPES[name]
             )
+            got = f"a {type(value).__name__}" if _is_secret(name) else repr(value)
             report.error(
                 27,
-                f"{path} must be {expected}, got {value!r}.",
+                f"{path} must be {expected}, got {got}.",
                 f"Give {name} a value of that type (e.g. 5 for a number of seconds).",
             )
 
