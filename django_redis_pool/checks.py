@@ -332,7 +332,7 @@ def check_view_resources(app_configs: Any = None, **kwargs: Any) -> list[checks.
         found = set(_routed_guards(get_resolver().url_patterns))
     except Exception:
         return []
-    usable = {name for name, entry in config.entries.items() if entry.kind.supported}
+    usable = {name: entry.kind for name, entry in config.entries.items() if entry.kind.supported}
     messages: list[checks.CheckMessage] = []
     for view, guard in sorted(found, key=lambda item: (item[0], item[1].name)):
         if guard.name not in usable:
@@ -347,9 +347,9 @@ def check_view_resources(app_configs: Any = None, **kwargs: Any) -> list[checks.
                     id=f"{_PREFIX}.E023",
                 )
             )
-        elif not config.entries[guard.name].kind.holds_requests:
-            kind = config.entries[guard.name].kind
-            holdable = sorted(name for name in usable if config.entries[name].kind.holds_requests)
+        elif not usable[guard.name].holds_requests:
+            kind = usable[guard.name]
+            holdable = conf.holdable_names(usable)
             messages.append(
                 checks.Error(
                     f"{view} is decorated with @with_resource({guard.name!r}), but "
@@ -828,7 +828,9 @@ def _check_options(kind: kinds.Kind, name: str, entry: Mapping[Any, Any], report
             report.warning(6, msg, hint)
 
 
-def _check_middleware(raw: dict[str, Any], usable: Mapping[str, Any], report: _Report) -> None:
+def _check_middleware(
+    raw: dict[str, Any], usable: Mapping[str, kinds.Kind], report: _Report
+) -> None:
     if "MIDDLEWARE" not in raw:
         return
     rules = raw["MIDDLEWARE"]
