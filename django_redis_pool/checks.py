@@ -48,10 +48,12 @@ ID                    Problem
 ``E025``              Bad ``MAX_CONNECTIONS`` (not an int >= 1, or with ``CLUSTER``) or
                       ``POOL_TIMEOUT`` (not seconds >= 0, or without ``MAX_CONNECTIONS``).
 ``E026``              ``REQUEST_LEASE`` is not a number of seconds >= 1.
-``E031``              ``LONG_HOLD`` is not a number of seconds > 0 or None.
 ``E027``              ``CONNECTION["OPTIONS"]`` / ``["SENTINEL_OPTIONS"]`` names an argument
                       redis-py's client does not take, or gives a common one a value of
                       the wrong type (checked without connecting).
+``E030``              A task backend of ``TASKS`` (``tasks.RedisBackend``) names an entry
+                      not configured in this setting (reported by the backend's own check).
+``E031``              ``LONG_HOLD`` is not a number of seconds > 0 or None.
 ``E099``              The check itself failed unexpectedly (the error is reported).
 ``W001``              A kind is configured that this version does not support yet;
                       its entries cannot be used.
