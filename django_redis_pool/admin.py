@@ -130,7 +130,7 @@ class DashboardAdmin(admin.ModelAdmin):
             return refused
         config = registry.get_config()
         rows = []
-        down: str | None = None  # every primitive shares one client: fail once
+        down: BackendUnavailable | None = None  # every primitive shares one client: fail once
         for name in config.names():
             entry = config.entries[name]
             summarize = dashboard.SUMMARIES.get(entry.kind.name)
@@ -143,13 +143,13 @@ class DashboardAdmin(admin.ModelAdmin):
                     row["summary"] = summarize(registry.get_resource(name))
                 except BackendUnavailable as exc:  # said once, above the table
                     row["summary"] = dashboard.Summary(health="error", note=UNREAD)
-                    down = str(exc)
+                    down = exc
                 except PoolError as exc:
                     row["summary"] = dashboard.Summary(health="error", note=str(exc))
             rows.append(row)
         context = {
             **self._context(request, "Redis pools"),
-            "error": None if down is None else read_error(BackendUnavailable(down)),
+            "error": None if down is None else read_error(down),
             "rows": rows,
             "connection": connection_label(config.connection),
             "key_prefix": config.key_prefix,

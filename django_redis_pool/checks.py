@@ -48,10 +48,12 @@ ID                    Problem
 ``E025``              Bad ``MAX_CONNECTIONS`` (not an int >= 1, or with ``CLUSTER``) or
                       ``POOL_TIMEOUT`` (not seconds >= 0, or without ``MAX_CONNECTIONS``).
 ``E026``              ``REQUEST_LEASE`` is not a number of seconds >= 1.
-``E031``              ``LONG_HOLD`` is not a number of seconds > 0 or None.
 ``E027``              ``CONNECTION["OPTIONS"]`` / ``["SENTINEL_OPTIONS"]`` names an argument
                       redis-py's client does not take, or gives a common one a value of
                       the wrong type (checked without connecting).
+``E030``              A task backend of ``TASKS`` (``tasks.RedisBackend``) names an entry
+                      not configured in this setting (reported by the backend's own check).
+``E031``              ``LONG_HOLD`` is not a number of seconds > 0 or None.
 ``E099``              The check itself failed unexpectedly (the error is reported).
 ``W001``              A kind is configured that this version does not support yet;
                       its entries cannot be used.
@@ -332,7 +334,7 @@ def check_view_resources(app_configs: Any = None, **kwargs: Any) -> list[checks.
         found = set(_routed_guards(get_resolver().url_patterns))
     except Exception:
         return []
-    usable = {name for name, entry in config.entries.items() if entry.kind.supported}
+    usable = {name: entry.kind for name, entry in config.entries.items() if entry.kind.supported}
     messages: list[checks.CheckMessage] = []
     for view, guard in sorted(found, key=lambda item: (item[0], item[1].name)):
         if guard.name not in usable:
@@ -347,9 +349,9 @@ def check_view_resources(app_configs: Any = None, **kwargs: Any) -> list[checks.
                     id=f"{_PREFIX}.E023",
                 )
             )
-        elif not config.entries[guard.name].kind.holds_requests:
-            kind = config.entries[guard.name].kind
-            holdable = sorted(name for name in usable if config.entries[name].kind.holds_requests)
+        elif not usable[guard.name].holds_requests:
+            kind = usable[guard.name]
+            holdable = conf.holdable_names(usable)
             messages.append(
                 checks.Error(
                     f"{view} is decorated with @with_resource({guard.name!r}), but "
@@ -546,6 +548,18 @@ _OPTION_TYPES: dict[str, tuple[type, ...]] = {
     "client_name": (str, type(None)),
 }
 
+#: Parts of an option's name that mark its value as a secret: a message about
+#: such an option names the value's type, never the value (messages are shown by
+#: ``manage.py check``, in logs and on the admin's invalid-setting page).
+_SECRET_PARTS = ("password", "secret", "token", "credential")
+
+
+def _is_secret(name: str) -> bool:
+    """Whether the client option ``name`` holds a secret (``username`` counts:
+    it is half of the credentials)."""
+    lowered = name.lower()
+    return lowered == "username" or any(part in lowered for part in _SECRET_PARTS)
+
 
 def _client_arguments() -> set[str]:
     """Every keyword argument redis-py's clients and connections take."""
@@ -592,9 +606,10 @@ def _check_client_options(key: str, options: dict[str, Any], report: _Report) ->
             expected = " or ".join(
                 "None" if t is type(None) else t.__name__ for t in _OPTION_TYPES[name]
             )
+            got = f"a {type(value).__name__}" if _is_secret(name) else repr(value)
             report.error(
                 27,
-                f"{path} must be {expected}, got {value!r}.",
+                f"{path} must be {expected}, got {got}.",
                 f"Give {name} a value of that type (e.g. 5 for a number of seconds).",
             )
 
@@ -815,7 +830,9 @@ def _check_options(kind: kinds.Kind, name: str, entry: Mapping[Any, Any], report
             report.warning(6, msg, hint)
 
 
-def _check_middleware(raw: dict[str, Any], usable: Mapping[str, Any], report: _Report) -> None:
+def _check_middleware(
+    raw: dict[str, Any], usable: Mapping[str, kinds.Kind], report: _Report
+) -> None:
     if "MIDDLEWARE" not in raw:
         return
     rules = raw["MIDDLEWARE"]

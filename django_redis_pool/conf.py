@@ -45,6 +45,7 @@ __all__ = [
     "check_status",
     "entry_options",
     "get_setting",
+    "holdable_names",
     "import_callable",
     "parse",
     "parse_rule",
@@ -182,9 +183,15 @@ class Rule:
         return self.path.match(path) is not None
 
 
-def parse_rule(raw: Any, index: int, names: Mapping[str, Any]) -> Rule:
-    """Validate rule ``index`` of ``MIDDLEWARE``; ``names`` are the configured
-    primitives that a rule may name. Raises ``ValueError`` naming the setting."""
+def holdable_names(names: Mapping[str, Kind]) -> list[str]:
+    """The names among ``names`` (name -> its kind) that a request can hold, sorted."""
+    return sorted(name for name, kind in names.items() if kind.holds_requests)
+
+
+def parse_rule(raw: Any, index: int, names: Mapping[str, Kind]) -> Rule:
+    """Validate rule ``index`` of ``MIDDLEWARE``; ``names`` maps each configured
+    primitive that a rule may name to its kind. Raises ``ValueError`` naming the
+    setting."""
     path = setting_path("MIDDLEWARE", index)
     if not isinstance(raw, dict):
         raise ValueError(f"{path} must be a dict with PATH and RESOURCE, got {raw!r}")
@@ -206,9 +213,9 @@ def parse_rule(raw: Any, index: int, names: Mapping[str, Any]) -> Rule:
             f'{path}["RESOURCE"] = {resource!r} is not a configured name (configured: '
             f"{', '.join(map(repr, sorted(names))) or 'none'})"
         )
-    kind = getattr(names[resource], "kind", names[resource])  # an Entry, or its Kind
-    if not getattr(kind, "holds_requests", True):
-        holdable = sorted(n for n, v in names.items() if getattr(v, "kind", v).holds_requests)
+    kind = names[resource]
+    if not kind.holds_requests:
+        holdable = holdable_names(names)
         raise ValueError(
             f'{path}["RESOURCE"] = {resource!r} is {kind.a_label}, which a request cannot '
             f"hold (names a request can hold: {', '.join(map(repr, holdable)) or 'none'})"
@@ -325,7 +332,7 @@ def parse(raw: Mapping[str, Any]) -> Config:
     for kind in kinds.all_kinds():
         for name, entry in raw.get(kind.setting_key, {}).items():
             entries[name] = Entry(kind, name, entry_options(kind, name, entry))
-    usable = {name: e for name, e in entries.items() if e.kind.supported}
+    usable = {name: e.kind for name, e in entries.items() if e.kind.supported}
     return Config(
         connection=raw.get("CONNECTION", DEFAULT_CONNECTION),
         key_prefix=raw.get("KEY_PREFIX", DEFAULT_KEY_PREFIX),

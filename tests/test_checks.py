@@ -588,6 +588,27 @@ def test_e027_bad_client_options_are_caught_without_connecting(
     assert fragment in message.msg + message.hint
 
 
+@pytest.mark.parametrize(
+    "options, secret",
+    [
+        ({"password": b"hunter2-bytes"}, "hunter2-bytes"),
+        ({"password": ["hunter2-list"]}, "hunter2-list"),
+        ({"username": 73519246}, "73519246"),
+    ],
+)
+def test_e027_never_shows_a_secret(settings: Any, options: dict[str, Any], secret: str) -> None:
+    """A password (or username) of the wrong type is named by its type only: the
+    message is shown by manage.py check, in logs and on the admin's page."""
+    message = only(ours(settings, {"CONNECTION": {"URL": URL, "OPTIONS": options}}), "E027")
+    assert "must be str or None, got a " in message.msg
+    assert secret not in message.msg + message.hint
+    settings.DJANGO_REDIS_POOL = {
+        "CONNECTION": {"SENTINELS": [["s1", 26379]], "SERVICE_NAME": "m", "OPTIONS": options}
+    }
+    for message in run_checks(tags=[TAG]):
+        assert secret not in f"{message.msg} {message.hint}"
+
+
 def test_e027_covers_sentinel_options(settings: Any) -> None:
     value = {
         "CONNECTION": {

@@ -365,6 +365,38 @@ def test_json_with_redis_down_prints_the_error_as_json_and_exits_1(
     assert "Start Redis" in document["error"]
 
 
+def test_an_invalid_setting_is_reported_as_docs_commands_md_says(tmp_path: Path) -> None:
+    """Django's check report (several lines) before the command; with
+    --skip-checks, one line per error and "Run manage.py check"; no traceback."""
+    env = subprocess_env(tmp_path, "redis://127.0.0.1:6379/0")
+    bad = {"POOLS": {"p": {"ORDER": "x"}, "q": {"LEASE_TIMEOUT": -1}}}
+    (tmp_path / "cmd_settings.py").write_text(
+        f"from tests.settings import *  # noqa: F403\nDJANGO_REDIS_POOL = {bad!r}\n"
+    )
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "django", "pool_status", *args],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+
+    checked = run()
+    assert checked.returncode == 1 and "Traceback" not in checked.stderr
+    assert checked.stderr.startswith("SystemCheckError: System check identified some issues:")
+    assert checked.stderr.count("HINT:") == 2
+    skipped = run("--skip-checks")
+    assert skipped.returncode == 1 and "Traceback" not in skipped.stderr
+    lines = skipped.stderr.strip().splitlines()
+    assert lines[0].startswith("CommandError: (django_redis_pool.E018) ")
+    assert lines[1].startswith("(django_redis_pool.E018) ") and " HINT: " in lines[1]
+    assert lines[2:] == ["Run manage.py check for details."]
+
+
 @pytest.mark.parametrize("command", ["pool_status", "pool_gc"])
 def test_json_with_an_unknown_name_prints_the_error_as_json_and_exits_1(
     tmp_path: Path, redis_url: str, command: str

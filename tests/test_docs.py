@@ -154,27 +154,56 @@ def test_settings_page_lists_every_connection_and_rule_key() -> None:
 
 
 def _emitted_check_ids() -> set[str]:
-    """Every check id the package's source can emit: the id strings (``E030``,
-    ``W002``, also in the docstring table of checks.py) and the numbers passed to
-    ``report.error(N, ...)`` / ``report.warning(N, ...)``."""
+    """Every check id the package's code can emit, read from the code alone (no
+    docstring or comment counts): the ids in ``id=...`` arguments
+    (``id=f"{_PREFIX}.W002"``, ``id="django_redis_pool.E030"``) and the numbers
+    passed to ``report.error(N, ...)`` / ``report.warning(N, ...)``."""
     ids: set[str] = set()
     for path in PACKAGE.rglob("*.py"):
-        source = path.read_text()
-        ids.update(re.findall(r"\b([EW]0\d\d)\b", source))
-        for kind, number in re.findall(r"\.(error|warning)\(\s*(\d+)\s*,", source):
-            ids.add(f"{'E' if kind == 'error' else 'W'}{int(number):03d}")
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if not isinstance(node, ast.Call):
+                continue
+            for keyword in node.keywords:
+                if keyword.arg == "id":
+                    for part in ast.walk(keyword.value):
+                        if isinstance(part, ast.Constant) and isinstance(part.value, str):
+                            ids.update(re.findall(r"\b([EW]\d\d\d)$", part.value))
+            func, args = node.func, node.args
+            if (
+                isinstance(func, ast.Attribute)
+                and func.attr in ("error", "warning")
+                and isinstance(func.value, ast.Name)
+                and func.value.id == "report"
+                and args
+                and isinstance(args[0], ast.Constant)
+                and type(args[0].value) is int
+            ):
+                ids.add(f"{'E' if func.attr == 'error' else 'W'}{args[0].value:03d}")
     return ids
+
+
+def _listed_on_checks_page() -> set[str]:
+    page = (DOCS / "checks.md").read_text()
+    return set(re.findall(r"^\|\s*`([EW]\d\d\d)`\s*\|", page, flags=re.M))
 
 
 def test_checks_page_lists_every_check_id() -> None:
     ids = _emitted_check_ids()
-    assert {"E001", "E030", "W002", "W006"} <= ids  # the collection itself works
-    page = (DOCS / "checks.md").read_text()
-    listed = set(re.findall(r"^\|\s*`([EW]0\d\d)`\s*\|", page, flags=re.M))
+    # each form of emission is read: report.error, report.warning, id=f"...", id="..."
+    assert {"E001", "W001", "W002", "E030"} <= ids, sorted(ids)
+    listed = _listed_on_checks_page()
     missing = sorted(ids - listed)
     assert not missing, f"docs/checks.md lacks the check ids {missing}"
     unknown = sorted(listed - ids)
     assert not unknown, f"docs/checks.md lists ids the code never emits: {unknown}"
+
+
+def test_checks_docstring_table_lists_the_ids_of_the_checks_page() -> None:
+    from django_redis_pool import checks
+
+    table = set(re.findall(r"^``([EW]\d\d\d)``\s", checks.__doc__ or "", flags=re.M))
+    assert table, "the docstring table of checks.py is read"
+    assert sorted(table) == sorted(_listed_on_checks_page())
 
 
 # ------------------------------------------------------------------ commands page

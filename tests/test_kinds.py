@@ -195,3 +195,64 @@ def test_every_option_of_every_kind_is_documented() -> None:
         if f'"{key}"' not in text and f"`{key}`" not in text
     ]
     assert missing == []
+
+
+@pytest.fixture
+def own_panels() -> Iterator[None]:
+    """The dashboard's registries as they were, after the test's kinds registered theirs."""
+    registries = (dashboard.SUMMARIES, dashboard.SECTIONS, dashboard.ACTIONS)
+    saved = [dict(r) for r in registries]
+    yield
+    for registry_, before in zip(registries, saved, strict=True):
+        registry_.clear()
+        registry_.update(before)  # type: ignore[attr-defined]
+
+
+def test_size_option_defaults_to_the_members_option() -> None:
+    from django_redis_pool.kinds.pool import PoolKind
+
+    class Shelves(PoolKind):
+        members = ("SHELVES", "shelves", "shelve()")
+
+    class Sized(PoolKind):
+        members = ("SHELVES", "shelves", "shelve()")
+        size_option = "CAPACITY"
+
+    class Unsized(LeaseKind):
+        pass
+
+    assert Shelves.size_option == "SHELVES"
+    assert Sized.size_option == "CAPACITY"
+    assert Unsized.size_option is None
+    assert kinds.by_name()["pool"].size_option == "RESOURCES"
+    assert kinds.by_name()["allocator"].size_option == "KEYS"
+
+
+def test_w006_names_the_kinds_own_fill_action(own_panels: None) -> None:
+    """The hints name the action from ``fill_action`` (``fill_label()``), not a
+    label written into the message."""
+    from django_redis_pool.dashboard import action
+    from django_redis_pool.kinds.pool import PoolKind
+    from django_redis_pool.kinds.semaphore import SemaphoreKind, set_max_size
+
+    class Turnstile(SemaphoreKind):
+        name = "turnstile"
+        setting_key = "TURNSTILES"
+        fill_action = "resize"
+
+        def register_actions(self) -> None:
+            action(self.name, "resize", label="Resize")(set_max_size)
+
+    class Shelf(PoolKind):
+        name = "shelf"
+        setting_key = "SHELVES"
+        fill_action = "stock"
+
+        def register_actions(self) -> None:
+            action(self.name, "stock", label="Stock a shelf")(lambda primitive, data: "")
+
+    [(_, hint)] = Turnstile().entry_warnings("t", {"MAX_SIZE": None})
+    assert "from the admin ('Resize' on its page) or with set_max_size()" in hint
+    assert "Set max size" not in hint and "django_redis_pool.W006" in hint
+    [(_, hint)] = Shelf().entry_warnings("s", {"RESOURCES": ()})
+    assert "from the admin ('Stock a shelf' on its page) or with associate()" in hint

@@ -75,21 +75,22 @@ def test_without_prune_unconfigured_resources_are_counted_and_prune_is_suggested
 
 
 @pytest.mark.parametrize(
-    ("key", "entry", "option"),
+    ("key", "entry", "option", "label"),
     [
-        ("POOLS", {}, "RESOURCES"),
-        ("POOLS", {"RESOURCES": []}, "RESOURCES"),
-        ("ALLOCATORS", {"KEYS": {}}, "KEYS"),
+        ("POOLS", {}, "RESOURCES", "Add a resource"),
+        ("POOLS", {"RESOURCES": []}, "RESOURCES", "Add a resource"),
+        ("ALLOCATORS", {"KEYS": {}}, "KEYS", "Add a key"),
     ],
 )
 def test_an_entry_listing_no_members_is_named_instead_of_a_silent_success(
-    settings: Any, redis_url: str, key: str, entry: dict[str, Any], option: str
+    settings: Any, redis_url: str, key: str, entry: dict[str, Any], option: str, label: str
 ) -> None:
     settings.DJANGO_REDIS_POOL = {"CONNECTION": {"URL": redis_url}, key: {"empty": entry}}
     output = sync()
     assert (
         f'empty: 0 added, 0 already there (DJANGO_REDIS_POOL["{key}"]["empty"]["{option}"] '
-        "lists none: list them there and run pool_sync again, or add them from the admin)"
+        "lists none: list them there and run pool_sync again, or add them from the admin "
+        f"('{label}' on its page))"
     ) in output
 
 
@@ -227,6 +228,7 @@ def test_stores_the_configured_max_size(semaphores: None) -> None:
     assert "api: max size set to 3 (was 0)" in output
     assert "unsized: no MAX_SIZE configured" in output
     assert 'set DJANGO_REDIS_POOL["SEMAPHORES"]["unsized"]["MAX_SIZE"]' in output
+    assert "or set it from the admin ('Set max size' on its page))" in output
     assert raw_semaphore("unsized").get_max_size() == 0
 
 

@@ -101,7 +101,6 @@ class AllocatorKind(LeaseKind):
     }
     size_word = "keys"
     members = ("KEYS", "keys", "extend()")
-    size_option = "KEYS"
     fill_action = "add"
     held_label = "Key"
     find_label = "Key"
@@ -162,7 +161,8 @@ class AllocatorKind(LeaseKind):
             prune=prune,
             dry_run=dry_run,
             unconfigured=unconfigured,
-            option_path=conf.setting_path(self.setting_key, primitive.name, "KEYS"),
+            option_path=conf.setting_path(self.setting_key, primitive.name, self.size_option),
+            from_the_admin=self.from_the_admin(),
         )
 
     def collect(self, primitive: Any, *, dry_run: bool) -> Outcome:

@@ -88,12 +88,21 @@ class LeaseKind(Kind):
     #: named resources (an available table; ids are trimmed in the finder).
     counts_slots = True
     #: The option listing an entry's members, what they are, and the method
-    #: adding them at run time (None: its entries name no members).
+    #: adding them at run time (None: its entries name no members). An entry
+    #: whose members option is empty or absent gets W006 (``entry_warnings``).
     members: tuple[str, str, str] | None = None
-    #: The option giving an entry its size or members (None: none does), and the
-    #: slug of the dashboard action that sets them at run time (None: none).
+    #: The option giving an entry its size or members (None: none does; by
+    #: default the ``members`` option), and the slug of the dashboard action that
+    #: sets them at run time (None: none). They name what fills an empty
+    #: primitive in its dashboard note and in the hints; a kind sized by a number
+    #: (no ``members``) says in its own ``entry_warnings`` what a missing size does.
     size_option: str | None = None
     fill_action: str | None = None
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "size_option" not in vars(cls) and "members" in vars(cls) and cls.members:
+            cls.size_option = cls.members[0]
 
     def __init__(self) -> None:
         summary(self.name)(lease_summary)
@@ -126,16 +135,13 @@ class LeaseKind(Kind):
         if self.members is None or options[self.members[0]]:
             return []
         option, what, method = self.members
-        add = self.fill_label()
         return [
             (
                 f"{conf.setting_path(self.setting_key, name, option)} is empty or absent: the "
                 f"{self.label} {name!r} has no {what}, so no request can get one: each is answered "
                 "with a 503 (after waiting its whole timeout, where it waits).",
-                f"List its {what} in {option} and run manage.py pool_sync"
-                + (f", or add them from the admin ({add!r} on its page)" if add else "")
-                + f" or with {method}. If you only add them at run time, silence this with "
-                f'SILENCED_SYSTEM_CHECKS = ["django_redis_pool.W006"].',
+                f"List its {what} in {option} and run manage.py pool_sync, "
+                + self.run_time_hint("add them", method),
             )
         ]
 
@@ -144,6 +150,24 @@ class LeaseKind(Kind):
         its size or members (``fill_action``), if it has one."""
         chosen = ACTIONS.get(self.name, {}).get(self.fill_action or "")
         return chosen.label if chosen is not None else None
+
+    def from_the_admin(self) -> str:
+        """How to fill a primitive of this kind from the admin, as the end of a
+        sentence (" from the admin ('Add a resource' on its page)"); "" for a
+        kind without a fill action."""
+        add = self.fill_label()
+        return f" from the admin ({add!r} on its page)" if add else ""
+
+    def run_time_hint(self, verb: str, method: str) -> str:
+        """The end of a W006 hint: how to ``verb`` (e.g. "add them") at run time
+        (the admin's fill action, or ``method``), and how to silence W006 if that
+        is the plan."""
+        admin = self.from_the_admin()
+        return (
+            f"or {verb} at run time{admin}{' or' if admin else ''} with {method}. If you only "
+            f"{verb} at run time, silence this with "
+            'SILENCED_SYSTEM_CHECKS = ["django_redis_pool.W006"].'
+        )
 
     def empty_note(self, name: str) -> str:
         """What the dashboard says of a primitive with no size (or no members) in
@@ -282,18 +306,19 @@ def membership_synced(
     dry_run: bool,
     unconfigured: Sequence[str] = (),
     option_path: str = "",
+    from_the_admin: str = "",
 ) -> Outcome:
     """``pool_sync``'s report for a primitive of named members (a pool's
     resources, an allocator's keys). ``unconfigured``: the members in Redis but
     not in the settings, left there (without ``prune``); ``option_path``: the
-    setting that lists them (named when it lists none)."""
+    setting that lists them (named when it lists none); ``from_the_admin``: how
+    to add them from the admin (:meth:`LeaseKind.from_the_admin`), if one can."""
     would = "would be " if dry_run else ""
     line = f"{name}: {len(added)} {would}added, {len(present)} already there"
     none_listed = option_path and not (added or present)
     if none_listed:
-        line += (
-            f" ({option_path} lists none: list them there and run pool_sync again, or add "
-            "them from the admin)"
+        line += f" ({option_path} lists none: list them there and run pool_sync again" + (
+            f", or add them{from_the_admin})" if from_the_admin else ")"
         )
     if prune:
         line += f", {len(removed)} {would}removed"

@@ -61,7 +61,6 @@ class PoolKind(LeaseKind):
     }
     size_word = "resources"
     members = ("RESOURCES", "resource ids", "associate()")
-    size_option = "RESOURCES"
     fill_action = "add"
     held_label = "Resource"
     find_label = "Resource id"
@@ -121,7 +120,8 @@ class PoolKind(LeaseKind):
             prune=prune,
             dry_run=dry_run,
             unconfigured=unconfigured,
-            option_path=conf.setting_path(self.setting_key, primitive.name, "RESOURCES"),
+            option_path=conf.setting_path(self.setting_key, primitive.name, self.size_option),
+            from_the_admin=self.from_the_admin(),
         )
 
     def find(self, primitive: Any, key: str) -> str:

@@ -63,9 +63,7 @@ class SemaphoreKind(LeaseKind):
                 "stored in Redis, so until then every request for it fails (NotConfigured, "
                 "a 500).",
                 f"Set {path}, e.g. 3 (stored by the first acquire and by manage.py "
-                "pool_sync), or set it at run time from the admin ('Set max size') or with "
-                "set_max_size(). If you only set it at run time, silence this with "
-                'SILENCED_SYSTEM_CHECKS = ["django_redis_pool.W006"].',
+                "pool_sync), " + self.run_time_hint("set it", "set_max_size()"),
             )
         ]
 
@@ -106,7 +104,7 @@ class SemaphoreKind(LeaseKind):
             path = conf.setting_path(self.setting_key, name, "MAX_SIZE")
             return Outcome(
                 f"{name}: no MAX_SIZE configured, max size left as it is (set {path} and run "
-                "pool_sync again, or set it from the admin)",
+                f"pool_sync again, or set it{self.from_the_admin() or ' with set_max_size()'})",
                 style="warning",
             )
         before = primitive.get_max_size()
