@@ -21,12 +21,23 @@ and when they select nothing in a leg (pytest's exit 5), it is skipped.
 from __future__ import annotations
 
 import os
-import re
 import shutil
-import subprocess
+import sys
+from pathlib import Path
 
 import nox
 from nox.command import CommandFailed
+
+# scripts/dev.py (stdlib only) holds what the default leg and these legs share.
+sys.path.insert(0, str(Path(__file__).resolve().parent / "scripts"))
+from dev import (
+    DEBIAN_REDIS_SERVER,
+    PYTEST_NO_TESTS_COLLECTED,
+    REDIS7_MARKERS,
+    marker_args,
+    redis_server_version,
+    split_markexpr,
+)
 
 nox.options.default_venv_backend = "venv"
 nox.options.reuse_venv = "yes"
@@ -68,12 +79,9 @@ PRIMITIVE_TESTS = [
 #: In the default leg's (alphabetical) order: the timing-sensitive tests of
 #: tests/test_async.py and tests/test_semaphore.py then run where they run there.
 LEG_TESTS = sorted(DJANGO_TESTS + PRIMITIVE_TESTS)
-LEG_MARKERS = "not cluster and not async_path and not release"
 
 DJANGO = {"5.2": "Django>=5.2,<5.3", "6": "Django>=6.0,<7"}
 REDIS_PY = {"5": "redis>=5,<6", "newest": "redis>=6"}
-DEBIAN_REDIS_SERVER = "/usr/bin/redis-server"
-PYTEST_NO_TESTS_COLLECTED = 5
 
 #: (Python, Django line, redis-py line, Redis server line). With the default
 #: leg (dev.py's own Python: 3.11 in CI, Django 5.2, the newest redis-py),
@@ -100,18 +108,12 @@ def redis_server_env(session: nox.Session, line: str) -> dict[str, str]:
     version must be 7 or later (Ubuntu 22.04's is 6.0)."""
     if line == "6.2":
         return {"DJANGO_REDIS_POOL_REDIS_SERVER": "", "DJANGO_REDIS_POOL_REDIS_CLI": ""}
-    server = os.environ.get("REDIS7_SERVER") or shutil.which(DEBIAN_REDIS_SERVER)
+    server = os.environ.get("REDIS7_SERVER") or shutil.which(str(DEBIAN_REDIS_SERVER))
     if not server:
         session.error(f"this leg needs Redis 7: set REDIS7_SERVER or install {DEBIAN_REDIS_SERVER}")
-    try:
-        printed = subprocess.run(
-            [server, "--version"], capture_output=True, text=True, check=False
-        ).stdout
-    except OSError:
-        printed = ""
-    version = re.search(r"\bv=(\d+)\.\d+\.\d+", printed)
-    if version is None or int(version[1]) < 7:
-        found = version[0].removeprefix("v=") if version else "no version in its --version"
+    version = redis_server_version(server)
+    if version is None or version < (7,):
+        found = ".".join(map(str, version)) if version else "no version in its --version"
         session.error(
             f"this leg needs redis-server >= 7, found {found} ({server}): "
             "set REDIS7_SERVER=/path/to/it"
@@ -119,31 +121,14 @@ def redis_server_env(session: nox.Session, line: str) -> dict[str, str]:
     return {"DJANGO_REDIS_POOL_REDIS_SERVER": server}
 
 
-def split_markexpr(posargs: list[str]) -> tuple[str | None, list[str]]:
-    """The user's marker expression (``-m EXPR``, ``-mEXPR``, ``--markexpr EXPR``,
-    ``--markexpr=EXPR``; the last one wins, as in pytest) and the other arguments."""
-    expr, rest = None, []
-    args = iter(posargs)
-    for arg in args:
-        if arg in {"-m", "--markexpr"}:
-            expr = next(args, "")
-        elif arg.startswith("--markexpr="):
-            expr = arg.partition("=")[2]
-        elif arg.startswith("-m") and not arg.startswith("--"):
-            expr = arg[2:]
-        else:
-            rest.append(arg)
-    return expr, rest
-
-
 def pytest_args(posargs: list[str]) -> list[str]:
     """``-m`` with the leg's markers (and the user's ``-m``, which would otherwise
     replace them: pytest keeps the last), then the leg's files unless the
     arguments name test files or folders, then the other arguments."""
     user_expr, rest = split_markexpr(posargs)
-    markers = f"({user_expr}) and {LEG_MARKERS}" if user_expr else LEG_MARKERS
     names_paths = any(not arg.startswith("-") and arg.startswith("tests") for arg in rest)
-    return ["-m", markers, *(rest if names_paths else [*LEG_TESTS, *rest])]
+    files = rest if names_paths else [*LEG_TESTS, *rest]
+    return [*marker_args(user_expr, REDIS7_MARKERS), *files]
 
 
 def return_code(error: CommandFailed) -> int | None:
