@@ -35,7 +35,7 @@ from dev import (
     PYTEST_NO_TESTS_COLLECTED,
     REDIS7_MARKERS,
     marker_args,
-    redis_server_version,
+    not_redis7,
     split_markexpr,
 )
 
@@ -111,13 +111,9 @@ def redis_server_env(session: nox.Session, line: str) -> dict[str, str]:
     server = os.environ.get("REDIS7_SERVER") or shutil.which(str(DEBIAN_REDIS_SERVER))
     if not server:
         session.error(f"this leg needs Redis 7: set REDIS7_SERVER or install {DEBIAN_REDIS_SERVER}")
-    version = redis_server_version(server)
-    if version is None or version < (7,):
-        found = ".".join(map(str, version)) if version else "no version in its --version"
-        session.error(
-            f"this leg needs redis-server >= 7, found {found} ({server}): "
-            "set REDIS7_SERVER=/path/to/it"
-        )
+    problem = not_redis7(server)
+    if problem:
+        session.error(f"this leg {problem}")
     return {"DJANGO_REDIS_POOL_REDIS_SERVER": server}
 
 

@@ -243,20 +243,25 @@ def redis_server_version(server: str) -> tuple[int, ...] | None:
     return tuple(int(part) for part in match.groups()) if match else None
 
 
+def not_redis7(server: str) -> str | None:
+    """Why ``server`` cannot serve the Redis 7 runs ("needs redis-server >= 7,
+    found ..."), or None if it can. (Debian 12's is 7.0; Ubuntu 22.04's is 6.0.)"""
+    version = redis_server_version(server)
+    if version is not None and version >= (7,):
+        return None
+    found = ".".join(map(str, version)) if version else "no version in its --version"
+    return f"needs redis-server >= 7, found {found} ({server}): set REDIS7_SERVER=/path/to/it"
+
+
 def ensure_redis7() -> dict[str, str]:
     """The environment that points the test harness at Redis 7 (``$REDIS7_SERVER``,
     Debian's ``redis-server``, or apt-get it)."""
     server = ensure_debian_binary(
         "REDIS7_SERVER", DEBIAN_REDIS_SERVER, "redis-server", "the Redis 7 test run"
     )
-    # (Debian 12's redis-server is 7.0; Ubuntu 22.04's is 6.0)
-    version = redis_server_version(server)
-    if version is None or version < (7,):
-        found = ".".join(map(str, version)) if version else "no version in its --version"
-        sys.exit(
-            f"[dev] the Redis 7 run needs redis-server >= 7, found {found} ({server}): "
-            "set REDIS7_SERVER=/path/to/it"
-        )
+    problem = not_redis7(server)
+    if problem:
+        sys.exit(f"[dev] the Redis 7 run {problem}")
     env = {"DJANGO_REDIS_POOL_REDIS_SERVER": server}
     cli = Path(server).with_name("redis-cli")
     if cli.exists():
