@@ -23,7 +23,6 @@ from .leases import (
     ResourceForm,
     as_datetime,
     lease_timeout_option,
-    membership_synced,
     page_number,
     paged_table,
 )
@@ -146,23 +145,19 @@ class AllocatorKind(LeaseKind):
         included."""
         configured = dict(options["KEYS"])
         in_redis = set(primitive.keys())
-        added = [key for key in configured if key not in in_redis]
-        present = [key for key in configured if key in in_redis]
-        unconfigured = sorted(in_redis - set(configured))
+        added, present, unconfigured = self.split_members(list(configured), in_redis)
         removed = unconfigured if prune else []
         if not dry_run:
             primitive.extend_many(configured)
             primitive.shrink(removed)
-        return membership_synced(
-            primitive.name,
+        return self.members_synced(
+            primitive,
             added,
             present,
             removed,
+            unconfigured=unconfigured,
             prune=prune,
             dry_run=dry_run,
-            unconfigured=unconfigured,
-            option_path=conf.setting_path(self.setting_key, primitive.name, self.size_option),
-            from_the_admin=self.from_the_admin(),
         )
 
     def collect(self, primitive: Any, *, dry_run: bool) -> Outcome:

@@ -31,7 +31,6 @@ __all__ = [
     "ResourceForm",
     "as_datetime",
     "lease_timeout_option",
-    "membership_synced",
     "page_number",
     "paged_table",
 ]
@@ -194,6 +193,63 @@ class LeaseKind(Kind):
             return f"no {self.size_word}: {path} is 0{or_add}"
         return f"no {self.size_word} in Redis: run manage.py pool_sync (it stores {option}){or_add}"
 
+    @staticmethod
+    def split_members(
+        configured: Sequence[str], in_redis: set[str]
+    ) -> tuple[list[str], list[str], list[str]]:
+        """``pool_sync``'s three lists for named members: the configured ones to
+        add, the configured ones already there, and those in Redis that are no
+        longer configured (sorted)."""
+        added = [member for member in configured if member not in in_redis]
+        present = [member for member in configured if member in in_redis]
+        return added, present, sorted(in_redis - set(configured))
+
+    def members_synced(
+        self,
+        primitive: Any,
+        added: list[str],
+        present: list[str],
+        removed: list[str],
+        *,
+        unconfigured: Sequence[str],
+        prune: bool,
+        dry_run: bool,
+    ) -> Outcome:
+        """``pool_sync``'s report for a primitive of named members (a pool's
+        resources, an allocator's keys). ``unconfigured``: the members in Redis
+        but not in the settings, left there without ``prune``; an entry that
+        lists none is told which setting to fill (and the admin's action)."""
+        name = primitive.name
+        option_path = conf.setting_path(self.setting_key, name, self.size_option)
+        from_the_admin = self.from_the_admin()
+        would = "would be " if dry_run else ""
+        line = f"{name}: {len(added)} {would}added, {len(present)} already there"
+        none_listed = option_path and not (added or present)
+        if none_listed:
+            line += f" ({option_path} lists none: list them there and run pool_sync again" + (
+                f", or add them{from_the_admin})" if from_the_admin else ")"
+            )
+        if prune:
+            line += f", {len(removed)} {would}removed"
+        elif unconfigured:
+            line += (
+                f", {len(unconfigured)} in Redis but not in the settings (left there; "
+                "manage.py pool_sync --prune removes them)"
+            )
+        if dry_run:
+            line += " (dry run, nothing changed)"
+        details = [f"  {would}added: {member}" for member in added]
+        details += [f"  already there: {member}" for member in present]
+        details += [f"  {would}removed: {member}" for member in removed]
+        if not prune:
+            details += [f"  not in the settings: {member}" for member in unconfigured]
+        return Outcome(
+            line,
+            changed=bool(added or removed),
+            style="warning" if dry_run or removed or unconfigured or none_listed else "success",
+            details=tuple(details),
+        )
+
     # -- requests --------------------------------------------------------------
 
     @staticmethod
@@ -294,52 +350,6 @@ class LeaseKind(Kind):
             f"gc of {primitive.kind} {primitive.name!r}: reclaimed {counts['reclaimed']} "
             f"expired hold(s), dropped {counts['dropped']} waiter(s)."
         )
-
-
-def membership_synced(
-    name: str,
-    added: list[str],
-    present: list[str],
-    removed: list[str],
-    *,
-    prune: bool,
-    dry_run: bool,
-    unconfigured: Sequence[str] = (),
-    option_path: str = "",
-    from_the_admin: str = "",
-) -> Outcome:
-    """``pool_sync``'s report for a primitive of named members (a pool's
-    resources, an allocator's keys). ``unconfigured``: the members in Redis but
-    not in the settings, left there (without ``prune``); ``option_path``: the
-    setting that lists them (named when it lists none); ``from_the_admin``: how
-    to add them from the admin (:meth:`LeaseKind.from_the_admin`), if one can."""
-    would = "would be " if dry_run else ""
-    line = f"{name}: {len(added)} {would}added, {len(present)} already there"
-    none_listed = option_path and not (added or present)
-    if none_listed:
-        line += f" ({option_path} lists none: list them there and run pool_sync again" + (
-            f", or add them{from_the_admin})" if from_the_admin else ")"
-        )
-    if prune:
-        line += f", {len(removed)} {would}removed"
-    elif unconfigured:
-        line += (
-            f", {len(unconfigured)} in Redis but not in the settings (left there; "
-            "manage.py pool_sync --prune removes them)"
-        )
-    if dry_run:
-        line += " (dry run, nothing changed)"
-    details = [f"  {would}added: {member}" for member in added]
-    details += [f"  already there: {member}" for member in present]
-    details += [f"  {would}removed: {member}" for member in removed]
-    if not prune:
-        details += [f"  not in the settings: {member}" for member in unconfigured]
-    return Outcome(
-        line,
-        changed=bool(added or removed),
-        style="warning" if dry_run or removed or unconfigured or none_listed else "success",
-        details=tuple(details),
-    )
 
 
 def kind_of(primitive: Any) -> LeaseKind:

@@ -6,12 +6,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from .. import conf, registry
+from .. import registry
 from ..dashboard import action, outcome
 from ..primitives.pool import ORDERS, ResourcePool
 from ..primitives.validators import check_name
 from .base import Ask, Held, Option, Outcome
-from .leases import LEASE_TIMEOUT, LeaseKind, ResourceForm, membership_synced
+from .leases import LEASE_TIMEOUT, LeaseKind, ResourceForm
 
 __all__ = ["KIND", "PoolKind", "get_pool"]
 
@@ -102,26 +102,22 @@ class PoolKind(LeaseKind):
         leased ones included (their holders' later release returns False)."""
         configured: tuple[str, ...] = options["RESOURCES"]
         in_redis = set(primitive.available()) | {lease.resource for lease in primitive.leases()}
-        added = [resource for resource in configured if resource not in in_redis]
-        present = [resource for resource in configured if resource in in_redis]
+        added, present, unconfigured = self.split_members(configured, in_redis)
         if not dry_run:
             primitive.associate_many(added)  # batched: one round trip per 1,000 ids
         removed: list[str] = []
-        unconfigured = sorted(in_redis - set(configured))
         if prune:
             for resource in unconfigured:
                 if dry_run or primitive.disassociate(resource):
                     removed.append(resource)
-        return membership_synced(
-            primitive.name,
+        return self.members_synced(
+            primitive,
             added,
             present,
             removed,
+            unconfigured=unconfigured,
             prune=prune,
             dry_run=dry_run,
-            unconfigured=unconfigured,
-            option_path=conf.setting_path(self.setting_key, primitive.name, self.size_option),
-            from_the_admin=self.from_the_admin(),
         )
 
     def find(self, primitive: Any, key: str) -> str:
