@@ -317,17 +317,25 @@ def test_an_async_wait_holds_no_thread_and_times_out_on_time(redis_client):
     held = pool.acquire(timeout=0)
     before = threading.active_count()
 
-    async def scenario() -> list[Any]:
+    async def timed(timeout: float) -> tuple[Any, float]:
         started = time.monotonic()
-        results = await asyncio.gather(*(pool.aacquire(timeout=0.5) for _ in range(200)))
-        assert time.monotonic() - started < 5
-        return results
+        return await pool.aacquire(timeout=timeout), time.monotonic() - started
 
     async def watch() -> list[Any]:
-        waiting = asyncio.ensure_future(scenario())
-        await asyncio.to_thread(wait_for, lambda: pool.waiting_count() == 200, 10, "200 waiters")
+        # The floor: 200 refused tries at once, which also opens the connections the
+        # waiters reuse. The waits last several floors, so that all 200 are queued
+        # before the first one times out, however busy the machine is.
+        started = time.monotonic()
+        assert await asyncio.gather(*(timed(0) for _ in range(200)))
+        floor = time.monotonic() - started
+        timeout = max(1.0, 10 * floor)
+        waiting = asyncio.gather(*(timed(timeout) for _ in range(200)))
+        await asyncio.to_thread(wait_for, lambda: pool.waiting_count() == 200, timeout, "200 waiters")
         assert threading.active_count() <= before + 1  # (+ the to_thread worker)
-        return await waiting
+        results = await waiting
+        waited = [elapsed for _, elapsed in results]
+        assert timeout * 0.9 <= min(waited) and max(waited) <= timeout + max(1.0, 5 * floor)
+        return [lease for lease, _ in results]
 
     assert asyncio.run(watch()) == [None] * 200
     assert held is not None and held.release()
