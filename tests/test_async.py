@@ -330,7 +330,9 @@ def test_an_async_wait_holds_no_thread_and_times_out_on_time(redis_client):
         floor = time.monotonic() - started
         timeout = max(1.0, 10 * floor)
         waiting = asyncio.gather(*(timed(timeout) for _ in range(200)))
-        await asyncio.to_thread(wait_for, lambda: pool.waiting_count() == 200, timeout, "200 waiters")
+        await asyncio.to_thread(
+            wait_for, lambda: pool.waiting_count() == 200, timeout, "200 waiters"
+        )
         assert threading.active_count() <= before + 1  # (+ the to_thread worker)
         results = await waiting
         waited = [elapsed for _, elapsed in results]

@@ -278,6 +278,21 @@ def test_an_idle_worker_is_woken_by_the_enqueue(queue: TaskQueue, worker: thread
     assert time.monotonic() - started < chunk * 0.75
 
 
+def test_idle_workers_stop_at_once_when_the_event_is_set(queue: TaskQueue, client: Any) -> None:
+    chunk = queue._engine._wait_chunk()  # how long an idle wait lasts without a push
+    stop = threading.Event()
+    thread = threading.Thread(
+        target=queue.listen, args=(["add"],), kwargs={"event": stop, "workers": 3}
+    )
+    thread.start()
+    wait_for(lambda: queue.has_worker("add"), what="the workers to listen")
+    time.sleep(0.2)  # they are blocked now
+    stop.set()
+    thread.join(chunk * 0.75)  # woken by the push of a listen() that stops, not by a chunk
+    assert not thread.is_alive()
+    assert not list(client.scan_iter(match=f"{queue.base}:halt:*"))
+
+
 def test_a_deferred_task_runs_when_due(
     queue: TaskQueue, client: Any, worker: threading.Event
 ) -> None:

@@ -30,6 +30,10 @@ __all__ = ["Task", "TaskExecutePolicy", "TaskFailed", "TaskQueue"]
 logger = logging.getLogger("django_redis_pool")
 
 _HOST = socket.gethostname()
+#: How often listen() looks at its stop event (a local check, no Redis call).
+_STOP_CHECK = 0.1
+#: How long the tokens that wake a stopping listen()'s idle workers last.
+_HALT_TTL = 60.0
 
 
 class TaskFailed(PoolError):
@@ -416,9 +420,10 @@ class TaskQueue:
             raise ValueError(f"workers must be an int >= 1, got {workers!r}")
         stop = event or threading.Event()
         budget = _Budget(max_jobs)
+        halt = uuid.uuid4().hex
         runners = [
             threading.Thread(
-                target=Worker(self, listened, stop, burst, budget).run,
+                target=Worker(self, listened, stop, burst, budget, halt).run,
                 name=f"drp-worker-{i}",
                 daemon=True,
             )
@@ -426,9 +431,29 @@ class TaskQueue:
         ]
         for runner in runners:
             runner.start()
-        for runner in runners:
-            runner.join()
+        try:
+            self._supervise(runners, stop, halt)
+        finally:
+            with contextlib.suppress(PoolError), backend_errors():
+                self.client.delete(f"{self.base}:halt:{halt}")
         return budget.done
+
+    def _supervise(self, runners: list[threading.Thread], stop: threading.Event, halt: str) -> None:
+        """Wait for the worker threads. When ``stop`` is set, wake the idle ones
+        at once (a push to the list they block on beside their wake lists), so
+        that they need not wait for the end of their blocking chunk."""
+        pending = runners
+        while pending:
+            pending[0].join(_STOP_CHECK)  # (returns at once when that thread ends)
+            pending = [runner for runner in pending if runner.is_alive()]
+            if pending and stop.is_set():
+                try:
+                    self._run("queue_halt", halt, len(pending), to_ms(_HALT_TTL))
+                except PoolError as exc:  # they see ``stop`` at their chunk's end
+                    logger.warning("could not wake the idle workers to stop: %s", exc)
+                for runner in pending:
+                    runner.join()
+                return
 
 
 class _NotStarted(Exception):
@@ -465,6 +490,7 @@ class Worker:
         stop: threading.Event,
         burst: bool,
         budget: _Budget,
+        halt: str,
     ) -> None:
         self.queue, self.names, self.stop, self.burst, self.budget = (
             queue,
@@ -473,6 +499,8 @@ class Worker:
             burst,
             budget,
         )
+        #: Where its listen() pushes when it stops (blocked on beside the wake lists).
+        self.halt_key = f"{queue.base}:halt:{halt}"
         self.id = f"{_HOST}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
         self.running: list[str] = []
         #: Heartbeat period; presence lasts three periods.
@@ -518,7 +546,7 @@ class Worker:
         chunk (to see ``stop``), whichever comes first."""
         chunk = self.queue._engine._wait_chunk()
         block = chunk if next_due_ms < 0 else max(MIN_BLOCK, min(chunk, next_due_ms / 1000))
-        keys = [f"{self.queue.base}:wake:{name}" for name in self.names]
+        keys = [f"{self.queue.base}:wake:{name}" for name in self.names] + [self.halt_key]
         with backend_errors():
             waits_client(self.queue.client).blpop(keys, timeout=block)
 

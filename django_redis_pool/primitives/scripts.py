@@ -75,6 +75,7 @@ OPERATIONS = (
     "queue_take",
     "queue_beat",
     "queue_leave",
+    "queue_halt",
     "queue_finish",
     "queue_progress",
     "queue_withdraw",
