@@ -27,7 +27,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from ._common import waits_client
 from .deadlines import time_left
 
-__all__ = ["Call", "Local", "Op", "Steps", "arun", "is_async_client", "run"]
+__all__ = ["Call", "CancelWatch", "Local", "Op", "Steps", "arun", "is_async_client", "run"]
 
 T = TypeVar("T")
 
@@ -103,10 +103,13 @@ def _call(client: Any, step: Any) -> Any:
 
 
 async def arun(client: Any, steps: Steps[T]) -> T:
-    """Run the operation ``steps`` on the ``redis.asyncio`` ``client``."""
+    """Run the operation ``steps`` on the ``redis.asyncio`` ``client``. A
+    cancellation that a call swallowed (:class:`CancelWatch`) cancels the
+    operation there, as if the call's reply had been lost."""
     reply: Any = None
     error: BaseException | None = None
     cancelled = False
+    watch = CancelWatch()
     while True:
         done, step = _advance(steps, reply, error)
         if done:
@@ -116,11 +119,30 @@ async def arun(client: Any, steps: Steps[T]) -> T:
                 reply = await _shielded(_acall(client, step))
             else:
                 reply = await _bounded(_acall(client, step))
+                watch.check()
             error = None
         except asyncio.CancelledError as exc:
             reply, error, cancelled = None, exc, True
         except BaseException as exc:
             reply, error = None, exc
+
+
+class CancelWatch:
+    """Sees a cancellation of the current task that an awaited call swallowed:
+    Python 3.11's ``asyncio.wait_for`` (which redis-py uses to send a command)
+    returns its result when a cancellation races its completion (bpo-42130),
+    but the task's ``cancelling()`` count still went up. Python 3.10 has no
+    such count, so nothing is seen there."""
+
+    def __init__(self) -> None:
+        self._count = getattr(asyncio.current_task(), "cancelling", None)
+        self._before = self._count() if self._count is not None else 0
+
+    def check(self) -> None:
+        """Raise ``CancelledError`` if the task was cancelled since (and the
+        cancellation was not delivered)."""
+        if self._count is not None and self._count() > self._before:
+            raise asyncio.CancelledError("cancelled while an awaited call completed")
 
 
 async def _acall(client: Any, step: Any) -> Any:

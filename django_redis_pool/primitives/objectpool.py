@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 from ..exceptions import NotOwned, PoolError, ResourceUnavailable
+from .calls import CancelWatch
 from .lease import Lease
 from .validators import check_count, check_lease_timeout, check_priority, check_timeout
 
@@ -277,12 +278,14 @@ class ObjectPool(Generic[T]):
         priority = check_priority(priority) if priority else 0
         timeout = self.acquire_timeout if timeout is None else check_timeout(timeout)
         loop = asyncio.get_running_loop()
+        watch = CancelWatch()
         while True:
             served: asyncio.Future[None] = loop.create_future()
             got = self._queue(priority, lambda f=served: loop.call_soon_threadsafe(_done, f))
             if isinstance(got, _Waiter):
                 try:
                     await asyncio.wait_for(asyncio.shield(served), timeout)
+                    watch.check()  # (wait_for may return as the cancellation lands)
                 except (TimeoutError, asyncio.TimeoutError):
                     got = self._give_up(got, timeout)
                 except asyncio.CancelledError:
