@@ -37,6 +37,7 @@ from dev import (
     marker_args,
     not_redis7,
     split_markexpr,
+    worker_args,
 )
 
 nox.options.default_venv_backend = "venv"
@@ -124,7 +125,7 @@ def pytest_args(posargs: list[str]) -> list[str]:
     user_expr, rest = split_markexpr(posargs)
     names_paths = any(not arg.startswith("-") and arg.startswith("tests") for arg in rest)
     files = rest if names_paths else [*LEG_TESTS, *rest]
-    return [*marker_args(user_expr, REDIS7_MARKERS), *files]
+    return [*worker_args(rest), *marker_args(user_expr, REDIS7_MARKERS), *files]
 
 
 def return_code(error: CommandFailed) -> int | None:
