@@ -45,17 +45,9 @@ def test_sync_and_async_waiters_are_served_in_one_priority_then_arrival_order(re
             served.append(who)
         lease.release()  # hands over to the next in line
 
-    async def async_waiters(names: list[tuple[str, int]], queued: threading.Event) -> None:
-        async def one(who: str, priority: int) -> None:
-            lease = await pool.aacquire(timeout=20, holder=who, priority=priority)
-            take(lease, who)  # (a blocking release: the order is what is tested)
-
-        tasks = []
-        for who, priority in names:
-            tasks.append(asyncio.ensure_future(one(who, priority)))
-            await asyncio.to_thread(wait_for, lambda w=who: _queued(pool, w), 10, who)
-            queued.set()
-        await asyncio.gather(*tasks)
+    async def async_waiter(who: str, priority: int) -> None:
+        lease = await pool.aacquire(timeout=20, holder=who, priority=priority)
+        take(lease, who)  # (a blocking release: the order is what is tested)
 
     threads = []
     for who, priority in arrivals:
@@ -67,10 +59,7 @@ def test_sync_and_async_waiters_are_served_in_one_priority_then_arrival_order(re
             )
             thread.start()
         else:
-            queued = threading.Event()
-            thread = threading.Thread(
-                target=asyncio.run, args=(async_waiters([(who, priority)], queued),)
-            )
+            thread = threading.Thread(target=asyncio.run, args=(async_waiter(who, priority),))
             thread.start()
         threads.append(thread)
         wait_for(lambda w=who: _queued(pool, w), what=f"{who} to queue")
@@ -265,14 +254,18 @@ def test_a_lock_default_holder_is_one_per_task(redis_client):
 # -- the asyncio clients ----------------------------------------------------------------
 
 
-def _clients(redis_client: redis.Redis) -> int:
-    return len(redis_client.client_list())
+def _clients(redis_client: redis.Redis, name: str) -> int:
+    """The connections named ``name`` (the test's own client and its twins:
+    those of earlier tests, such as an idle renewal thread, come and go)."""
+    return sum(client.get("name") == name for client in redis_client.client_list())
 
 
 def test_twins_are_one_per_loop_and_closed_when_their_loop_shuts_down(redis_client, redis_url):
-    blocking = redis.Redis.from_url(redis_url.rsplit("/", 1)[0] + "/3", socket_timeout=7)
+    blocking = redis.Redis.from_url(
+        redis_url.rsplit("/", 1)[0] + "/3", socket_timeout=7, client_name="twins"
+    )
     pool = ResourcePool(blocking, "twins", resources=["r"], lease_timeout=30)
-    before = _clients(redis_client)
+    before = _clients(redis_client, "twins")
     twins: list[Any] = []
 
     async def scenario() -> None:
@@ -286,24 +279,26 @@ def test_twins_are_one_per_loop_and_closed_when_their_loop_shuts_down(redis_clie
         for lease in leases:
             if lease is not None:
                 await lease.arelease()
-        assert _clients(redis_client) > before
+        assert _clients(redis_client, "twins") > before
 
     asyncio.run(scenario())
     asyncio.run(scenario())
     assert twins[0] is not twins[1], "a new loop, a new twin"
-    wait_for(lambda: _clients(redis_client) == before, what="the twins' connections to close")
+    wait_for(
+        lambda: _clients(redis_client, "twins") == before, what="the twins' connections to close"
+    )
     assert pool.is_available("r")
 
 
 def test_aclose_async_clients_closes_this_loops_twins_now(redis_client, redis_url):
-    blocking = redis.Redis.from_url(redis_url)
-    before = _clients(redis_client)
+    blocking = redis.Redis.from_url(redis_url, client_name="aclose")
+    before = _clients(redis_client, "aclose")
 
     async def scenario() -> None:
         await async_client_for(blocking).ping()
-        assert _clients(redis_client) == before + 1
+        assert _clients(redis_client, "aclose") == before + 1
         await aclose_async_clients()
-        assert _clients(redis_client) == before
+        assert _clients(redis_client, "aclose") == before
         await async_client_for(blocking).ping()  # a new one on demand
 
     asyncio.run(scenario())
