@@ -666,8 +666,9 @@ def _block_then_report(spec, report_key):
     lock.release()
 
 
-def test_lock_is_handed_to_a_waiter_in_another_process_within_50ms_of_release(client):
+def test_lock_is_handed_to_a_waiter_in_another_process_by_a_push_not_its_chunk(client):
     lock = Lock(client, "wake")
+    chunk = lock._engine._wait_chunk()  # the child's too (same settings): its blocking read
     latencies = []
     for i in range(5):
         assert lock.acquire(timeout=10)
@@ -682,7 +683,8 @@ def test_lock_is_handed_to_a_waiter_in_another_process_within_50ms_of_release(cl
         assert popped, "the child never got the lock"
         latencies.append(float(popped[1]) - released_at)
         _join_ok(proc)
-    assert max(latencies) < 0.050, latencies
+    # woken by the release's push, not by the end of a blocking read (>= 0.2 s off)
+    assert max(latencies) < (chunk - 0.2) / 2, latencies
 
 
 def _fence_cycles(spec, log_key, cycles):
@@ -821,7 +823,8 @@ def test_a_sigkilled_holders_lock_goes_to_a_blocked_waiter_at_lease_expiry(clien
     assert waiter.owned() and waiter.holder() != "crasher"
     assert got_at - killed_at >= 0.5, "granted before the crashed holder's lease expired"
     assert got_at >= expires_at - 0.02, (got_at, expires_at)
-    assert got_at - expires_at < 0.5, f"woken {got_at - expires_at:.3f} s after the expiry"
+    chunk = waiter._engine._wait_chunk()  # a wake at the end of a blocking read, not then
+    assert got_at - expires_at < chunk / 2, f"woken {got_at - expires_at:.3f} s after the expiry"
     assert len(runs) <= 5, f"the waiter polled: {runs}"
     waiter.release()
 

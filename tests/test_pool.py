@@ -14,6 +14,8 @@ import pytest
 from django_redis_pool import Lease, ResourcePool, ResourceUnavailable
 from django_redis_pool.exceptions import PoolError
 
+from .waiting import wait_for
+
 #: Every test here runs on the blocking API and on the asyncio twins.
 pytestmark = pytest.mark.usefixtures("api")
 
@@ -187,12 +189,12 @@ def test_gc_reclaims_expired_leases_and_counts_them(client):
 
 
 def test_gc_reclaims_more_than_one_batch(client):
-    pool = ResourcePool(client, "big", lease_timeout=0.1)
+    pool = ResourcePool(client, "big", lease_timeout=1.0)  # (outlasts 40 acquires)
     for i in range(40):
         pool.associate(f"r{i}")
-    for _ in range(40):
-        pool.acquire()
-    time.sleep(0.2)
+    assert all(pool.acquire(timeout=0) for _ in range(40))
+    acquired = _redis_time(client)
+    wait_for(lambda: _redis_time(client) > acquired + 1.05, what="every lease to end")
     assert len(pool._engine.gc(batch=7)[0]) == 40
 
 

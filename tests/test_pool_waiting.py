@@ -62,9 +62,10 @@ def _block_then_report(spec, ready_key, report_key):
     lease.release()
 
 
-def test_blocked_waiter_in_another_process_is_woken_within_50ms_of_release(client):
+def test_blocked_waiter_in_another_process_is_woken_by_a_push_not_its_chunk(client):
     pool = ResourcePool(client, "wake")
     pool.associate("r")
+    chunk = pool._engine._wait_chunk()  # the child's too (same settings): its blocking read
     latencies = []
     for i in range(5):
         held = pool.acquire()
@@ -80,7 +81,8 @@ def test_blocked_waiter_in_another_process_is_woken_within_50ms_of_release(clien
         latencies.append(float(woke_at) - released_at)
         proc.join(10)
         assert proc.exitcode == 0
-    assert max(latencies) < 0.050, latencies
+    # woken by the release's push, not by the end of a blocking read (>= 0.3 s off)
+    assert max(latencies) < (chunk - 0.3) / 2, latencies
 
 
 def test_timeouts_racing_releases_lose_nothing(client):
