@@ -1,7 +1,8 @@
 -- alloc_extend: add keys to an allocator, or update the ones already there.
 -- args[2] lifetime ms (-1: they stay for ever), args[3] priority, args[4..]
--- keys. A free key moves to its new priority; a held key keeps its lease and
--- an unhealthy one its cooldown. Returns how many keys were new.
+-- keys. A free key keeps its place in the free order (moved to its new
+-- priority, if that changed); a held key keeps its lease and an unhealthy one
+-- its cooldown. Returns how many keys were new.
 local life, priority = tonumber(args[2]), tonumber(args[3])
 local expires = life < 0 and -1 or NOW + life
 local K_KEYS = BASE .. ':keys'
@@ -17,9 +18,10 @@ for i = 4, #args do
     redis.call('ZADD', BASE .. ':kexp', expires, key)
   end
   if redis.call('ZSCORE', K_LEASES, key) then
-    set_held_priority(key, tostring(priority))
+    -- (its free reads the meta while it is out of rotation, to see the cooldown)
+    set_held_priority(key, tonumber(sick) > NOW and '' or tostring(priority))
   else
-    make_available(key)
+    keep_available(key, priority)
   end
 end
 if expires ~= -1 then

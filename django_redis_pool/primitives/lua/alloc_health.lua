@@ -6,8 +6,8 @@ if not set_cooldown(key, cooldown > 0 and NOW + cooldown or 0) then
   return 0
 end
 if cooldown > 0 then
-  redis.call('ZREM', K_AVAIL, key)
+  take_off(key)
 elseif not redis.call('ZSCORE', K_LEASES, key) then
-  make_available(key)
+  keep_available(key)  -- a free key stays where it is
 end
 return 1

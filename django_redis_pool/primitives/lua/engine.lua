@@ -12,7 +12,7 @@
 -- KEYS[1] is the base key, ending in the hash tag; every key is the base plus
 -- a suffix, so all of them live in the base's Redis Cluster slot:
 --   :avail  ZSET  resource -> order of becoming available (pools; Redis time
---                 in microseconds)
+--                 in microseconds); allocators: free key -> -priority
 --   :leases ZSET  resource -> expiry in ms on the Redis clock ("inf" = none)
 --   :info   HASH  resource -> lease record; "\0" .. token -> what that request
 --                 token has: "r" .. resource (granted) or "w" .. waiter id
@@ -33,6 +33,10 @@
 --   Allocators also keep (all bounded by the number of keys or bindings):
 --   :keys   HASH  key -> "priority|expires ms (-1: stays for ever)|end of its
 --                 cooldown ms (0: none)": membership
+--   :order:<p> ZSET  the free keys of priority p -> their turn (a :seq number
+--                 taken when the key became free, or, shared, when it was last
+--                 handed out): the hand-out order within p, on the whole Redis
+--                 clock (no part of it is cut off, so it never wraps)
 --   :kexp   ZSET  key -> when it leaves the allocator (keys with a lifetime)
 --   :sick   ZSET  key -> end of its cooldown (out of rotation until then)
 --   :bind   HASH  soft-binding name -> key;  :bindexp ZSET name -> its expiry
@@ -361,16 +365,28 @@ local function serve_slots()
   end
 end
 
+-- @fn priority_of
+-- Allocators: a free key's priority from its score in :avail (0 - x, not -x,
+-- so that priority 0 is never "-0").
+local function priority_of(score)
+  return 0 - tonumber(score)
+end
+
+-- @fn order_key
+-- Allocators: the ZSET of the free keys of `priority` (a number or its text).
+local function order_key(priority)
+  return BASE .. ':order:' .. string.format('%d', tonumber(priority))
+end
+
 -- @fn make_available
 -- Pools: put `resource` into avail, behind everything already there.
--- Allocators: before every key of lower priority and behind its equals, in
--- the order of `turn` (a :seq number: the fence of the lease that just ended,
--- else a new one); a key removed meanwhile stays out, and an unhealthy one
--- waits out its cooldown in :sick. `priority`, when the caller knows it (a
--- lease record's, or a key just handed out): the key is known to be in the
--- allocator and healthy, so its meta is not read. Returns its turn (nil if it
--- stayed out).
-local function make_available(resource, turn, priority)
+-- Allocators: `resource` becomes free now: before every key of lower priority
+-- and behind its equals (a new turn); a key removed meanwhile stays out, and
+-- an unhealthy one waits out its cooldown in :sick. `priority`, when the
+-- caller knows it (a lease record's, or a key just handed out): the key is
+-- known to be in the allocator and healthy, so its meta is not read. Returns
+-- its turn (nil if it stayed out).
+local function make_available(resource, priority)
   if not ALLOC then
     redis.call('ZADD', K_AVAIL, NOW_US, resource)
     return
@@ -386,17 +402,38 @@ local function make_available(resource, turn, priority)
       return
     end
   end
-  -- priority bands of 2^32 (|priority| <= 2^20 keeps the score exact); within
-  -- one, the turn modulo 2^32
-  turn = turn or next_seq()
-  redis.call('ZADD', K_AVAIL, -tonumber(priority) * 4294967296 + turn % 4294967296, resource)
+  local turn = next_seq()
+  redis.call('ZADD', K_AVAIL, -tonumber(priority), resource)
+  redis.call('ZADD', order_key(priority), turn, resource)
   return turn
 end
 
--- @fn key_priority
--- Allocators: the priority of a key from its score in :avail.
-local function key_priority(score)
-  return tostring(-math.floor(tonumber(score) / 4294967296))
+-- @fn keep_available
+-- Allocators: `key`, not leased, is to be free. A key already free keeps its
+-- turn (re-adding a key, or reporting a healthy key healthy, never moves it),
+-- moving to `priority` if that is given and differs; any other key becomes
+-- free now (make_available, which reads its meta).
+local function keep_available(key, priority)
+  local score = redis.call('ZSCORE', K_AVAIL, key)
+  if not score then
+    make_available(key)
+  elseif priority and priority_of(score) ~= tonumber(priority) then
+    local from = order_key(priority_of(score))
+    local turn = redis.call('ZSCORE', from, key) or next_seq()
+    redis.call('ZREM', from, key)
+    redis.call('ZADD', K_AVAIL, -tonumber(priority), key)
+    redis.call('ZADD', order_key(priority), turn, key)
+  end
+end
+
+-- @fn take_off
+-- Allocators: `key` is no longer free (a no-op if it was not).
+local function take_off(key)
+  local score = redis.call('ZSCORE', K_AVAIL, key)
+  if score then
+    redis.call('ZREM', K_AVAIL, key)
+    redis.call('ZREM', order_key(priority_of(score)), key)
+  end
 end
 
 -- @fn set_held_priority
@@ -435,7 +472,7 @@ end
 -- or free finds it gone). Returns 1 if it was a key.
 local function drop_key(key)
   local rec = decode(redis.call('HGET', K_INFO, key))
-  redis.call('ZREM', K_AVAIL, key)
+  take_off(key)
   redis.call('ZREM', BASE .. ':kexp', key)
   redis.call('ZREM', BASE .. ':sick', key)
   if redis.call('ZREM', K_LEASES, key) == 1 and rec then
@@ -457,28 +494,31 @@ end
 
 -- @fn pick_key
 -- Allocators: the key a malloc gets (nil if none is free): the one bound to
--- `name` if that key is free, else the head of :avail (taken off it in "alloc"
--- mode). Returns the key, its priority and whether it was taken off :avail.
+-- `name` if that key is free, else the head of the highest priority's order
+-- (taken off the free keys in "alloc" mode). Returns the key, its priority
+-- and whether it was taken off.
 local function pick_key(name)
   if name ~= '' then
     local bound = redis.call('HGET', BASE .. ':bind', name)
     if bound and tonumber(redis.call('ZSCORE', BASE .. ':bindexp', name) or 0) > NOW then
       local score = redis.call('ZSCORE', K_AVAIL, bound)
       if score then
-        return bound, key_priority(score), false
+        return bound, priority_of(score), false
       end
     end
   end
-  local head
-  if MODE == 'shared' then
-    head = redis.call('ZRANGE', K_AVAIL, 0, 0, 'WITHSCORES')
-  else
-    head = redis.call('ZPOPMIN', K_AVAIL)
-  end
-  if not head[1] then
+  local top = redis.call('ZRANGE', K_AVAIL, 0, 0, 'WITHSCORES')
+  if not top[1] then
     return nil
   end
-  return head[1], key_priority(head[2]), MODE ~= 'shared'
+  local priority = priority_of(top[2])
+  local order = order_key(priority)
+  if MODE == 'shared' then
+    return redis.call('ZRANGE', order, 0, 0)[1] or top[1], priority, false
+  end
+  local key = redis.call('ZPOPMIN', order)[1] or top[1]
+  redis.call('ZREM', K_AVAIL, key)
+  return key, priority, true
 end
 
 -- @fn hand_out
@@ -492,10 +532,11 @@ local function hand_out(key, priority, popped, name, bind_ms, token, holder, lea
     redis.call('ZADD', BASE .. ':bindexp', NOW + bind_ms, name)
   end
   if MODE == 'shared' then
-    return {key, make_available(key, nil, priority)}  -- its turn is the fence
+    return {key, make_available(key, priority)}  -- its new turn is the fence
   end
   if not popped then
     redis.call('ZREM', K_AVAIL, key)
+    redis.call('ZREM', order_key(priority), key)
   end
   return {key, grant(key, token, holder, lease_ms, false, priority)}
 end
@@ -638,15 +679,14 @@ end
 
 -- @fn put_back
 -- Make `resource` available: straight to the head waiter, else into avail
--- (slot modes: its slot goes to the queue). `turn`, `priority`: see
--- make_available.
-local function put_back(resource, turn, priority)
+-- (slot modes: its slot goes to the queue). `priority`: see make_available.
+local function put_back(resource, priority)
   if SLOTS then
     serve_slots()
   elseif ALLOC then  -- (an allocator never queues)
-    make_available(resource, turn, priority)
+    make_available(resource, priority)
   elseif not hand_to_waiter(resource) then
-    make_available(resource, turn)
+    make_available(resource)
   end
 end
 
@@ -655,7 +695,7 @@ end
 local function end_lease(resource, rec)
   redis.call('ZREM', K_LEASES, resource)
   redis.call('HDEL', K_INFO, resource, '\0' .. rec.t)
-  put_back(resource, rec.f, ALLOC and rec.q)
+  put_back(resource, ALLOC and rec.q)
 end
 
 -- @fn reclaim

@@ -20,6 +20,33 @@ local function hmget_all(hash, ids, paired)
   return out
 end
 
+-- Allocators: `count` free keys (-1: all) from rank `offset` of the order
+-- they are handed out in: by priority (highest first), each priority by turn.
+-- Visits one priority at a time, so it reads no more than it returns, besides
+-- one count per priority skipped.
+local function free_keys_page(offset, count)
+  local out, above = {}, '-inf'
+  while count < 0 or #out < count do
+    local top = redis.call('ZRANGEBYSCORE', K_AVAIL, above, '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
+    if not top[1] then
+      break
+    end
+    above = '(' .. top[2]
+    local order = order_key(priority_of(top[2]))
+    local size = redis.call('ZCARD', order)
+    if offset >= size then
+      offset = offset - size
+    else
+      local stop = count < 0 and -1 or offset + count - #out - 1
+      for _, key in ipairs(redis.call('ZRANGE', order, offset, stop)) do
+        out[#out + 1] = key
+      end
+      offset = 0
+    end
+  end
+  return out
+end
+
 if WHAT == 'counts' then
   -- {available (free slots), held by a live lease, waiting, size (slots; -1 unset)}
   local held = redis.call('ZCOUNT', K_LEASES, live, '+inf')
@@ -92,7 +119,11 @@ elseif WHAT == 'snapshot' then
     -- the available set first, then expired leases (available once reclaimed)
     local in_set = redis.call('ZCARD', K_AVAIL)
     avail_total = in_set + expired
-    available = page(K_AVAIL, a_off, MODE == 'lifo')  -- in hand-out order
+    if ALLOC and limit ~= 0 then
+      available = free_keys_page(a_off, limit)
+    else
+      available = page(K_AVAIL, a_off, MODE == 'lifo')  -- in hand-out order
+    end
     local wanted = limit < 0 and expired or limit - #available
     if wanted > 0 then
       local skip = math.max(0, a_off - in_set)

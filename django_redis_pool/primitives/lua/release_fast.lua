@@ -18,7 +18,7 @@ end
 redis.call('ZREM', K_LEASES, res)
 redis.call('HDEL', K_INFO, res, '\0' .. rec.t)
 if not SLOTS then
-  make_available(res, rec.f, ALLOC and rec.q)
+  make_available(res, ALLOC and rec.q)
 end
 remember(req, 1)
 return 1
