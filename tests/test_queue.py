@@ -54,6 +54,18 @@ def handler(task: Task) -> Any:
             assert task.update(i, 3)
             time.sleep(0.05)
         return "counted"
+    if task.name == "fraction":
+        assert task.update(50.0, 100.0) and task.update(0.5, 1)
+        return "halfway"
+    if task.name == "bad-progress":
+        refused = []
+        for pair in task.params:  # {"float": "nan"}: a float JSON cannot carry
+            current, total = (float(v["float"]) if isinstance(v, dict) else v for v in pair)
+            try:
+                task.update(current, total)
+            except ValueError as exc:
+                refused.append(str(exc))
+        return refused
     if task.name == "slow":
         time.sleep(task.params["seconds"])
         return "slept"
@@ -70,6 +82,7 @@ def worker(queue: TaskQueue) -> Iterator[threading.Event]:
     """A listening worker thread (for every name the tests use) until the test ends."""
     stop = threading.Event()
     names = ["add", "nothing", "zero", "where", "boom", "bad-result", "progress", "slow"]
+    names += ["fraction", "bad-progress"]
     thread = threading.Thread(target=queue.listen, args=(names,), kwargs={"event": stop})
     thread.start()
     wait_for(lambda: queue.has_worker("add"), what="the worker to listen")
@@ -237,6 +250,29 @@ def test_progress_is_visible_while_the_task_runs(queue: TaskQueue, worker: threa
     final = queue.get_task(task_id)
     assert final.result == "counted", "progress never overwrites the result"
     assert final.progress == (3, 3) and seen & {(1, 3), (2, 3)}
+
+
+def test_progress_takes_floats_and_keeps_ints_as_ints(
+    queue: TaskQueue, worker: threading.Event
+) -> None:
+    assert queue.query("f", "fraction", policy=Policy.Remote, timeout=10) == "halfway"
+    assert queue.query("i", "progress", policy=Policy.Remote, timeout=10) == "counted"
+    fraction, whole = queue.get_task("f").progress, queue.get_task("i").progress
+    assert fraction == (0.5, 1) and [type(v) for v in fraction] == [float, int]
+    assert whole == (3, 3) and [type(v) for v in whole] == [int, int]
+
+
+def test_progress_that_is_not_a_finite_number_is_refused_naming_it(
+    queue: TaskQueue, worker: threading.Event
+) -> None:
+    bad = [[True, 1], ["1", 2], [1, None], [{"float": "nan"}, 1], [1, {"float": "-inf"}]]
+    refused = queue.query("b", "bad-progress", bad, policy=Policy.Remote, timeout=10)
+    named = ["current", "current", "total", "current", "total"]
+    got = ["True", "'1'", "None", "nan", "-inf"]
+    assert [m.split(" ")[0] for m in refused] == named
+    assert [m.rpartition("got ")[2].split(":")[0] for m in refused] == got
+    assert all("must be a finite int or float" in m for m in refused)
+    assert queue.get_task("b").progress is None, "nothing was stored"
 
 
 def test_a_retried_enqueue_changes_nothing_twice(queue: TaskQueue) -> None:

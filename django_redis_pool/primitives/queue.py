@@ -8,6 +8,7 @@ import enum
 import json
 import logging
 import math
+import numbers
 import os
 import socket
 import threading
@@ -68,7 +69,8 @@ class Task:
     error: str | None = None
     traceback: str | None = None
     attempts: int = 0
-    progress: tuple[int, int] | None = None  #: (current, total), from update()
+    #: (current, total), from update(): ints or floats, as they were given
+    progress: tuple[float, float] | None = None
     priority: int = 0
     enqueued_at: float | None = None  #: unix seconds, Redis clock
     started_at: float | None = None
@@ -76,17 +78,40 @@ class Task:
     run_at: float | None = None  #: a deferred task's start (unix seconds)
     worker: str | None = None  #: the worker of the latest delivery
     workers: list[str] = field(default_factory=list)  #: every delivery's worker, in order
-    _report: Callable[[int, int], bool] | None = field(default=None, repr=False, compare=False)
+    _report: Callable[[str, str], bool] | None = field(default=None, repr=False, compare=False)
 
-    def update(self, current: int, total: int) -> bool:
-        """Report progress (visible to other processes while the task runs;
-        never overwrites the result). False if this run no longer holds the
-        task (its worker was presumed dead and the task delivered again)."""
-        for value, what in ((current, "current"), (total, "total")):
-            if isinstance(value, bool) or not isinstance(value, int):
-                raise ValueError(f"{what} must be an int, got {value!r}")
+    def update(self, current: float, total: float) -> bool:
+        """Report progress: ``current`` out of ``total``, each a real number
+        (readers in other processes get an integer back as an int, any other
+        number as a float). Visible while the task runs; never overwrites the result.
+        False if this run no longer holds the task (its worker was presumed
+        dead and the task delivered again). A bool, NaN, infinity or anything
+        that is not a number raises ``ValueError``."""
+        texts = [_progress(current, "current"), _progress(total, "total")]
         self.progress = (current, total)
-        return self._report(current, total) if self._report is not None else True
+        return self._report(*texts) if self._report is not None else True
+
+
+def _progress(value: object, what: str) -> str:
+    """``value`` as JSON text: an integer (``int``, numpy's) as an int, another
+    real number (``float``, ``Fraction``, numpy's) as a float if it is finite;
+    anything else (a bool, NaN, infinity, a str) raises ``ValueError``."""
+    number: int | float | None = None
+    if isinstance(value, bool):
+        pass
+    elif isinstance(value, numbers.Integral):
+        number = int(value)
+    elif isinstance(value, numbers.Real):
+        with contextlib.suppress(OverflowError):
+            number = float(value)
+        if number is not None and not math.isfinite(number):
+            number = None
+    if number is None:
+        raise ValueError(
+            f"{what} must be a finite int or float (not a bool, NaN or infinity), got "
+            f"{value!r}: e.g. task.update(3, 10) or task.update(0.3, 1.0)"
+        )
+    return json.dumps(number)
 
 
 def dumps(value: Any, what: str) -> str:
@@ -637,7 +662,7 @@ def _task(id: str, fields: dict[Any, Any]) -> Task:
     if "result" in f:
         task.result = json.loads(f["result"])
     if "current" in f:
-        task.progress = (int(f["current"]), int(f["total"]))
+        task.progress = (json.loads(f["current"]), json.loads(f["total"]))
     return task
 
 

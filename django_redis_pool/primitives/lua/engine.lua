@@ -42,8 +42,8 @@
 --   :bind   HASH  soft-binding name -> key;  :bindexp ZSET name -> its expiry
 --   Task queues keep (their own operations, queue_*.lua):
 --   :t:<id>          HASH  one task: name, params and result (JSON text),
---                    status, attempts, progress, times, its max attempts and
---                    how long it is kept once done ("ttl" ms)
+--                    status, attempts, progress (JSON numbers), times, its max
+--                    attempts and how long it is kept once done ("ttl" ms)
 --   :pending:<name>  ZSET  ready task ids by priority, then arrival
 --   :sched  ZSET  deferred task id -> when it becomes ready (ms)
 --   :inflight ZSET running task id -> deadline (ms): past it, its worker is
