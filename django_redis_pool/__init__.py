@@ -22,7 +22,7 @@ from .primitives.lease import Lease
 from .primitives.lock import Lock
 from .primitives.objectpool import ObjectPool
 from .primitives.pool import ResourcePool
-from .primitives.queue import Task, TaskExecutePolicy, TaskFailed, TaskQueue
+from .primitives.queue import Task, TaskExecutePolicy, TaskFailed, TaskQueue, WorkerLost
 from .primitives.semaphore import Semaphore
 
 if TYPE_CHECKING:
@@ -55,6 +55,7 @@ __all__ = [
     "TaskExecutePolicy",
     "TaskFailed",
     "TaskQueue",
+    "WorkerLost",
     "get_allocator",
     "get_lock",
     "get_object_pool",

@@ -139,7 +139,7 @@ TWINS: dict[type, dict[str, str]] = {
     },
     Lease: {"release": "arelease", "renew": "arenew"},
     Allocator: {"malloc_key": "amalloc_key", "free_keys": "afree_keys"},
-    TaskQueue: {"enqueue": "aenqueue", "query": "aquery"},
+    TaskQueue: {"enqueue": "aenqueue", "query": "aquery", "submit": "asubmit"},
 }
 
 

@@ -8,9 +8,11 @@ Cluster (the ``client`` fixture is parametrized).
 
 from __future__ import annotations
 
+import importlib
 import multiprocessing
 import os
 import signal
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -20,7 +22,13 @@ from typing import Any
 import pytest
 
 from django_redis_pool import ResourceUnavailable
-from django_redis_pool.primitives.queue import Task, TaskExecutePolicy, TaskFailed, TaskQueue
+from django_redis_pool.primitives.queue import (
+    Task,
+    TaskExecutePolicy,
+    TaskFailed,
+    TaskQueue,
+    WorkerLost,
+)
 
 from .clients import client_from, spec_of
 from .primitive_helpers import redis_time
@@ -66,6 +74,10 @@ def handler(task: Task) -> Any:
             except ValueError as exc:
                 refused.append(str(exc))
         return refused
+    if task.name == "exit":
+        if task.params == "interrupt":
+            raise KeyboardInterrupt("pressed inside the task")
+        sys.exit(task.params)
     if task.name == "slow":
         time.sleep(task.params["seconds"])
         return "slept"
@@ -82,7 +94,7 @@ def worker(queue: TaskQueue) -> Iterator[threading.Event]:
     """A listening worker thread (for every name the tests use) until the test ends."""
     stop = threading.Event()
     names = ["add", "nothing", "zero", "where", "boom", "bad-result", "progress", "slow"]
-    names += ["fraction", "bad-progress"]
+    names += ["fraction", "bad-progress", "exit"]
     thread = threading.Thread(target=queue.listen, args=(names,), kwargs={"event": stop})
     thread.start()
     wait_for(lambda: queue.has_worker("add"), what="the worker to listen")
@@ -275,6 +287,36 @@ def test_progress_that_is_not_a_finite_number_is_refused_naming_it(
     assert queue.get_task("b").progress is None, "nothing was stored"
 
 
+def test_submit_returns_the_task_as_get_task_reads_it(queue: TaskQueue, client: Any) -> None:
+    before = redis_time(client)
+    submitted = queue.submit("add", {"a": 1, "b": (2, 3)}, priority=5, run_at=before + 60)
+    assert submitted == queue.get_task(submitted.id)
+    assert submitted.params == {"a": 1, "b": [2, 3]}, "as JSON stores it"
+    assert submitted.status == "queued" and submitted.priority == 5
+    before_ms = int(before * 1000) / 1000  # the task's times are whole ms
+    assert before_ms <= submitted.enqueued_at <= redis_time(client), "on the Redis clock"
+    again = queue.submit("add", {"a": 9}, id=submitted.id)
+    assert again == submitted, "an id already there: the task as it is"
+
+
+def test_a_task_delivered_again_keeps_its_first_and_latest_start(client: Any) -> None:
+    queue = TaskQueue(client, "jobs", task_fn=handler, visibility_timeout=30)
+    task_id = queue.enqueue("add", {"a": 1, "b": 1})
+    assert isinstance(queue._run("queue_take", "ghost", 200, "add"), list)
+    first = queue.get_task(task_id)
+    assert first.first_started_at == first.started_at is not None
+    start = redis_time(client)
+    wait_for(lambda: redis_time(client) > start + 0.25, what="the ghost's deadline")
+    assert queue.gc()[1] == [task_id]
+    waiting = queue.get_task(task_id)
+    assert waiting.status == "queued" and waiting.workers == ["ghost"]
+    assert (waiting.first_started_at, waiting.started_at) == (first.started_at,) * 2
+    assert queue.listen(["add"], burst=True) == 1
+    done = queue.get_task(task_id)
+    assert done.first_started_at == first.started_at < done.started_at
+    assert done.attempts == 2 and done.workers[0] == "ghost"
+
+
 def test_a_retried_enqueue_changes_nothing_twice(queue: TaskQueue) -> None:
     assert queue.enqueue("add", {"a": 1, "b": 1}, id="same") == "same"
     assert queue.enqueue("add", {"a": 9, "b": 9}, id="same") == "same"
@@ -296,6 +338,43 @@ def test_max_jobs_stops_a_worker(queue: TaskQueue) -> None:
         queue.enqueue("add", {"a": i, "b": 0})
     assert queue.listen(["add"], workers=2, max_jobs=3) == 3
     assert queue.counts()["pending"] == 2
+
+
+@pytest.mark.parametrize("how", [0, 3, "interrupt"])
+def test_a_handler_that_exits_fails_its_task_and_the_worker_goes_on(
+    queue: TaskQueue, how: Any
+) -> None:
+    failed = queue.enqueue("exit", how)
+    after = queue.enqueue("add", {"a": 1, "b": 1})
+    assert queue.listen(["exit", "add"], burst=True) == 2, "one worker thread ran both"
+    task = queue.get_task(failed)
+    cls = "KeyboardInterrupt" if how == "interrupt" else "SystemExit"
+    assert task.status == "failed" and task.error.startswith(cls)
+    assert task.attempts == 1 and f"{cls}" in task.traceback
+    assert queue.get_task(after).result == 2
+
+
+def _listen_in_the_main_thread(spec: tuple[str, str, int]) -> None:
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # as in a fresh process
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    queue = TaskQueue(client_from(spec), "jobs", task_fn=handler)
+    queue.listen(["add"])
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_to_the_worker_process_still_stops_it(client: Any, signum: int) -> None:
+    queue = TaskQueue(client, "jobs", task_fn=handler)
+    proc = mp.Process(target=_listen_in_the_main_thread, args=(spec_of(client),))
+    proc.start()
+    try:
+        wait_for(lambda: queue.has_worker("add"), what="the worker to listen")
+        os.kill(proc.pid, signum)
+        proc.join(10)
+        assert proc.exitcode is not None and proc.exitcode != 0
+    finally:
+        if proc.is_alive():
+            proc.kill()
+            proc.join()
 
 
 def test_higher_priority_tasks_run_first(queue: TaskQueue) -> None:
@@ -378,9 +457,18 @@ def test_a_task_whose_workers_keep_dying_ends_in_the_dead_letter(client: Any) ->
     assert (requeued, failed) == ([], [task_id])
     task = queue.get_task(task_id)
     assert task.status == "failed" and "died" in task.error and task.attempts == 2
+    # its error names an importable exception class, and its traceback says why
+    module, _, name = task.error.partition(":")[0].rpartition(".")
+    assert getattr(importlib.import_module(module), name) is WorkerLost
+    assert task.traceback == task.error + "\n"
+    with pytest.raises(WorkerLost, match="died or stalled on each of its 2 attempt"):
+        queue.query(task_id, "slow", {"seconds": 60}, policy=Policy.Remote, timeout=5)
     total, listed = queue.failed()
     assert total == 1 and listed[0].id == task_id
-    assert queue.retry(task_id) and queue.get_task(task_id).status == "queued"
+    assert queue.retry(task_id)
+    retried = queue.get_task(task_id)
+    assert retried.status == "queued" and retried.attempts == 0 and retried.workers == []
+    assert retried.started_at is None and retried.first_started_at is None, "as new"
     assert queue.delete(task_id) and queue.get_task(task_id) is None
 
 
@@ -393,7 +481,7 @@ def test_a_worker_presumed_dead_cannot_finish_a_redelivered_task(client: Any) ->
     second = queue._run("queue_take", "w2", 10_000, "add")
     assert second[0] == first[0] and int(second[3]) == 2
     assert queue._run("queue_finish", task_id, "w1", "1", "done", "1", "") == 0
-    assert queue._run("queue_finish", task_id, "w2", "2", "done", "2", "") == 1
+    assert queue._run("queue_finish", task_id, "w2", "2", "done", "2", "") > 0, "its end time"
     assert queue.get_task(task_id).result == 2
 
 

@@ -26,7 +26,7 @@ from .calls import Call, Local, Steps
 from .engine import MIN_BLOCK, LeaseEngine
 from .validators import check_client, check_duration, check_name, check_timeout
 
-__all__ = ["Task", "TaskExecutePolicy", "TaskFailed", "TaskQueue"]
+__all__ = ["Task", "TaskExecutePolicy", "TaskFailed", "TaskQueue", "WorkerLost"]
 
 logger = logging.getLogger("django_redis_pool")
 
@@ -39,12 +39,25 @@ _HALT_TTL = 60.0
 
 class TaskFailed(PoolError):
     """A task's handler raised (or returned something that is not JSON, or its
-    worker died on every attempt). The message is the handler's error; the
-    traceback is stored with the task (``Task.traceback``)."""
+    worker died on every attempt: :class:`WorkerLost`). The message is the
+    handler's error; the traceback is stored with the task (``Task.traceback``)."""
 
     def __init__(self, message: str, task: Task | None = None) -> None:
         super().__init__(message)
         self.task = task
+
+
+class WorkerLost(TaskFailed):
+    """A task failed by the queue, not by its handler: its worker died or
+    stalled (no heartbeat within the visibility timeout) on each of its
+    ``max_attempts`` deliveries. Its stored error is
+    ``"django_redis_pool.primitives.queue.WorkerLost: its worker died or stalled
+    on each of its N attempt(s)"``, and :meth:`TaskQueue.query` raises it for
+    such a task."""
+
+
+#: How the stored error of a task failed by the queue starts (``engine.lua``).
+_WORKER_LOST = f"{WorkerLost.__module__}.{WorkerLost.__qualname__}:"
 
 
 class TaskExecutePolicy(enum.Enum):
@@ -73,12 +86,18 @@ class Task:
     progress: tuple[float, float] | None = None
     priority: int = 0
     enqueued_at: float | None = None  #: unix seconds, Redis clock
+    #: when the latest delivery started (kept while the task waits to be delivered again)
     started_at: float | None = None
     finished_at: float | None = None
+    first_started_at: float | None = None  #: when the first delivery started
     run_at: float | None = None  #: a deferred task's start (unix seconds)
     worker: str | None = None  #: the worker of the latest delivery
     workers: list[str] = field(default_factory=list)  #: every delivery's worker, in order
     _report: Callable[[str, str], bool] | None = field(default=None, repr=False, compare=False)
+    #: Called by the worker once this delivery's end is stored, with the task
+    #: as stored (status, result, error, traceback, finished_at); inside the
+    #: ``except`` block when the handler raised.
+    _ended: Callable[[Task], None] | None = field(default=None, repr=False, compare=False)
 
     def update(self, current: float, total: float) -> bool:
         """Report progress: ``current`` out of ``total``, each a real number
@@ -189,7 +208,7 @@ class TaskQueue:
         unless given). ``priority``: -100..100, larger first. ``run_at``: unix
         seconds (Redis clock) before which no worker starts it. An id already
         in the queue is left as it is (a retried enqueue changes nothing twice)."""
-        return self._engine.drive(self._enqueue(name, params, id, priority, run_at))
+        return self._engine.drive(self._enqueue(name, params, id, priority, run_at)).id
 
     async def aenqueue(
         self,
@@ -201,18 +220,44 @@ class TaskQueue:
         run_at: float | None = None,
     ) -> str:
         """:meth:`enqueue` on the event loop."""
+        return (await self._engine.adrive(self._enqueue(name, params, id, priority, run_at))).id
+
+    def submit(
+        self,
+        name: str,
+        params: Any = None,
+        *,
+        id: str | None = None,
+        priority: int = 0,
+        run_at: float | None = None,
+    ) -> Task:
+        """:meth:`enqueue`, returning the task as stored: what :meth:`get_task`
+        reads right after (``enqueued_at`` on the Redis clock), in the same
+        round trip. An id already in the queue: that task, as it is."""
+        return self._engine.drive(self._enqueue(name, params, id, priority, run_at))
+
+    async def asubmit(
+        self,
+        name: str,
+        params: Any = None,
+        *,
+        id: str | None = None,
+        priority: int = 0,
+        run_at: float | None = None,
+    ) -> Task:
+        """:meth:`submit` on the event loop."""
         return await self._engine.adrive(self._enqueue(name, params, id, priority, run_at))
 
     def _enqueue(
         self, name: str, params: Any, id: str | None, priority: int, run_at: float | None
-    ) -> Steps[str]:
+    ) -> Steps[Task]:
         name = check_name(name, "task name")
         payload = dumps(params, f"params of task {name!r}")
         task_id = uuid.uuid4().hex if id is None else check_name(id, "task id")
         if isinstance(priority, bool) or not isinstance(priority, int) or abs(priority) > 100:
             raise ValueError(f"priority must be an int from -100 to 100, got {priority!r}")
         at = -1 if run_at is None else math.floor(_seconds(run_at, "run_at") * 1000)
-        yield from self._engine.op(
+        added, flat = yield from self._engine.op(
             "queue_enqueue",
             task_id,
             name,
@@ -222,7 +267,10 @@ class TaskQueue:
             self.max_attempts,
             to_ms(self.result_ttl),
         )
-        return task_id
+        fields = dict(zip(flat[0::2], flat[1::2], strict=True))
+        if int(added):  # the stored params are ours: not sent back
+            fields["params"] = payload
+        return _task(task_id, fields)
 
     def get_task(self, id: str) -> Task | None:
         """The task ``id`` as stored now (None if there is none, or its result
@@ -401,7 +449,8 @@ class TaskQueue:
         if once:
             yield from run("queue_admin", "forget", id)
         if task.status == "failed":
-            raise TaskFailed(task.error or "the task failed", task)
+            error = task.error or "the task failed"
+            raise (WorkerLost if error.startswith(_WORKER_LOST) else TaskFailed)(error, task)
         return task.result
 
     def _wait_done(self, id: str, timeout: float | None) -> Steps[bool]:
@@ -435,7 +484,13 @@ class TaskQueue:
         """Run tasks of ``names`` with ``task_fn`` in ``workers`` threads until
         ``event`` is set (or, with ``burst``, until none is ready, or after
         ``max_jobs`` tasks). Idle workers block on wake lists, never poll.
-        Returns how many tasks ran."""
+        Returns how many tasks ran.
+
+        Whatever a handler raises fails its task, ``SystemExit`` and
+        ``KeyboardInterrupt`` included; the worker goes on. Signals are the
+        calling thread's: a ``KeyboardInterrupt`` (SIGINT) there ends this
+        call, as any exception would (``pool_worker`` instead sets ``event``
+        on SIGTERM and SIGINT, so that running tasks finish)."""
         if self.task_fn is None:
             raise PoolError(f"{self!r} has no task_fn: give TaskQueue(..., task_fn=...) to listen")
         listened = [check_name(n, "task name") for n in names]
@@ -575,49 +630,69 @@ class Worker:
         with backend_errors():
             waits_client(self.queue.client).blpop(keys, timeout=block)
 
-    def _execute(self, task_id: Any, name: Any, params: Any, attempt: Any) -> None:
-        task_id, name, attempt = text(task_id), text(name), str(int(attempt))
-        task = Task(
-            id=task_id,
-            name=name,
-            params=json.loads(text(params)),
-            status="running",
-            attempts=int(attempt),
-            worker=self.id,
-        )
+    def _execute(self, task_id: Any, name: Any, params: Any, attempt: Any, flat: Any) -> None:
+        """Run the task just taken (its fields as ``queue_take`` returned them)
+        and store its end."""
+        fields = dict(zip(flat[0::2], flat[1::2], strict=True))
+        fields["params"] = params
+        task = _task(text(task_id), fields)
+        attempt = str(int(attempt))
         task._report = lambda current, total: (
-            int(self.queue._run("queue_progress", task_id, self.id, attempt, current, total)) == 1
+            int(self.queue._run("queue_progress", task.id, self.id, attempt, current, total)) == 1
         )
-        self.running.append(task_id)
+        self.running.append(task.id)
         try:
             try:
-                result = dumps(self.queue.task_fn(task), f"the result of task {name!r}")  # type: ignore[misc]
-                status, trace = "done", ""
-            except Exception as exc:
-                result, status, trace = _message(exc), "failed", traceback.format_exc()
-                logger.warning("task %r (%s) failed: %s", name, task_id, result)
-            try:
-                finished = self.queue._run(
-                    "queue_finish", task_id, self.id, attempt, status, result, trace
-                )
-            except PoolError as exc:
-                logger.error(
-                    "task %r (%s) ran, but its outcome could not be stored (%s): it is "
-                    "delivered again once its deadline passes",
-                    name,
-                    task_id,
-                    exc,
-                )
-                return
-            if not int(finished):
-                logger.warning(
-                    "task %r (%s) finished after its deadline passed and it was delivered "
-                    "again: this run's outcome is dropped",
-                    name,
-                    task_id,
-                )
+                result = dumps(self.queue.task_fn(task), f"the result of task {task.name!r}")  # type: ignore[misc]
+            except BaseException as exc:
+                # Whatever the handler raised, SystemExit and KeyboardInterrupt
+                # included, is its task's failure, not this worker's end: this
+                # thread is never the main thread, so no signal to the process
+                # raises here (its main thread handles them, see listen()).
+                message = _message(exc)
+                logger.warning("task %r (%s) failed: %s", task.name, task.id, message)
+                self._finish(task, attempt, "failed", message, traceback.format_exc())
+            else:
+                self._finish(task, attempt, "done", result, "")
         finally:
-            self.running.remove(task_id)
+            self.running.remove(task.id)
+
+    def _finish(self, task: Task, attempt: str, status: str, outcome: str, trace: str) -> None:
+        """Store the end of this delivery of ``task`` (``outcome``: its result
+        as JSON text, or its error); then, if it was stored, tell the task's
+        ``_ended`` hook what was stored."""
+        try:
+            finished = self.queue._run(
+                "queue_finish", task.id, self.id, attempt, status, outcome, trace
+            )
+        except PoolError as exc:
+            logger.error(
+                "task %r (%s) ran, but its outcome could not be stored (%s): it is "
+                "delivered again once its deadline passes",
+                task.name,
+                task.id,
+                exc,
+            )
+            return
+        if not int(finished):
+            logger.warning(
+                "task %r (%s) finished after its deadline passed and it was delivered "
+                "again: this run's outcome is dropped",
+                task.name,
+                task.id,
+            )
+            return
+        if task._ended is None:
+            return
+        task.status, task.finished_at = status, int(finished) / 1000
+        if status == "done":
+            task.result = json.loads(outcome)
+        else:
+            task.error, task.traceback = outcome, trace or None
+        try:
+            task._ended(task)
+        except Exception:
+            logger.exception("the end hook of task %r (%s) failed", task.name, task.id)
 
     def _heartbeat(self) -> None:
         while not self._beating.wait(self.period):
@@ -653,6 +728,7 @@ def _task(id: str, fields: dict[Any, Any]) -> Task:
         enqueued_at=ms("enqueued"),
         started_at=ms("started"),
         finished_at=ms("finished"),
+        first_started_at=ms("first"),
         run_at=ms("run_at"),
         worker=f.get("worker"),
         workers=f["workers"].split("\n") if f.get("workers") else [],

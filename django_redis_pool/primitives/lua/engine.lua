@@ -42,8 +42,9 @@
 --   :bind   HASH  soft-binding name -> key;  :bindexp ZSET name -> its expiry
 --   Task queues keep (their own operations, queue_*.lua):
 --   :t:<id>          HASH  one task: name, params and result (JSON text),
---                    status, attempts, progress (JSON numbers), times, its max
---                    attempts and how long it is kept once done ("ttl" ms)
+--                    status, attempts, progress (JSON numbers), times ("first"
+--                    and "started": the first and the latest delivery's start),
+--                    its max attempts and how long it is kept once done ("ttl" ms)
 --   :pending:<name>  ZSET  ready task ids by priority, then arrival
 --   :sched  ZSET  deferred task id -> when it becomes ready (ms)
 --   :inflight ZSET running task id -> deadline (ms): past it, its worker is
@@ -99,6 +100,9 @@ local DONE_TTL_MS = 60000    -- a generation of remembered replies lives this lo
 local DONE_LIMIT = 1000      -- remembered replies per generation
 local OLDEST_CHECKED = 1000  -- live holds a snapshot checks for the oldest
 local F_DUE = '\1due'        -- allocators' field in :info (see above)
+-- The exception class of a task failed because its worker died on each attempt
+-- (the Python class's path: tests check that it imports).
+local WORKER_LOST = 'django_redis_pool.primitives.queue.WorkerLost'
 
 local REC_PATTERN = '^([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|(.*)$'
 local REC_FORMAT = '%s|%d|%d|%d|%d|%d|%d|%s|%s'
@@ -589,6 +593,20 @@ local function queue_ready(id, name, priority, seq)
   redis.call('LTRIM', wake, -WAKE_TOKENS, -1)
 end
 
+-- @fn queue_fields
+-- Task queues: the fields of task hash `task` as a flat list, without its
+-- params when `skip_params` (the caller has them already).
+local function queue_fields(task, skip_params)
+  local flat, out = redis.call('HGETALL', task), {}
+  for i = 1, #flat, 2 do
+    if not (skip_params and flat[i] == 'params') then
+      out[#out + 1] = flat[i]
+      out[#out + 1] = flat[i + 1]
+    end
+  end
+  return out
+end
+
 -- @fn queue_settle
 -- Task queues: record the end of task `id`: 'done' with its result (kept for
 -- the task's "ttl" ms), or 'failed' with an error message and traceback (kept
@@ -612,7 +630,10 @@ end
 -- Task queues: at most `limit` deferred tasks that are due become ready, and
 -- at most `limit` tasks whose worker is presumed dead (deadline passed) are
 -- delivered again, or failed after their last attempt (dead letter).
--- Returns {made ready, requeued ids, failed ids}.
+-- Returns {made ready, requeued ids, failed ids}. A task failed so is given the
+-- error of WORKER_LOST (its class path first, as the worker writes a handler's
+-- error) and that line as its traceback. A task delivered again keeps its
+-- start times ("first", "started") and its workers.
 local function queue_upkeep(limit)
   local sched, inflight = BASE .. ':sched', BASE .. ':inflight'
   local ready = due(sched, limit)
@@ -629,12 +650,13 @@ local function queue_upkeep(limit)
     local task = BASE .. ':t:' .. id
     local got = redis.call('HMGET', task, 'name', 'priority', 'seq', 'attempts', 'max')
     if got[1] and tonumber(got[4]) >= tonumber(got[5]) then
-      queue_settle(id, 'failed', 'its worker died or stalled on each of its ' .. got[4] ..
-        ' attempt(s)', '')
+      local error = WORKER_LOST .. ': its worker died or stalled on each of its ' .. got[4] ..
+        ' attempt(s)'
+      queue_settle(id, 'failed', error, error .. '\n')
       failed[#failed + 1] = id
     elseif got[1] then
       redis.call('HSET', task, 'status', 'queued')
-      redis.call('HDEL', task, 'worker', 'started')
+      redis.call('HDEL', task, 'worker')
       queue_ready(id, got[1], tonumber(got[2]), tonumber(got[3]))
       requeued[#requeued + 1] = id
     end

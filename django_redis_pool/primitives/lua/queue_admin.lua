@@ -1,5 +1,6 @@
 -- queue_admin: an operator's (or a reader's) change to one task. args[2]
--- 'retry' (a failed task is queued again with its attempts reset), 'delete'
+-- 'retry' (a failed task is queued again with its attempts, workers, start
+-- times and progress reset), 'delete'
 -- (a task that is not running is removed), or 'forget' (a finished task is
 -- removed once its result was read: query(once=True)). args[3] id. Returns 1
 -- if done, 0 if the task was not in a state that allows it.
@@ -14,7 +15,7 @@ if what == 'retry' then
   redis.call('ZREM', BASE .. ':failed', id)
   redis.call('HSET', task, 'status', 'queued', 'attempts', 0)
   redis.call('HDEL', task, 'result', 'error', 'trace', 'finished', 'worker', 'workers', 'current',
-    'total')
+    'total', 'started', 'first')
   redis.call('PERSIST', task)
   redis.call('DEL', BASE .. ':done:' .. id)
   queue_ready(id, got[2], tonumber(got[3]), tonumber(got[4]))

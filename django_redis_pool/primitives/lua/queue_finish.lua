@@ -3,7 +3,8 @@
 -- error message, args[7] traceback.
 -- Only the delivery that holds the task (same worker and attempt, still
 -- running) may finish it: a worker presumed dead whose task was delivered again
--- changes nothing. Returns 1, or 0 for such a stale report.
+-- changes nothing. Returns the time it stored as the task's end (ms on the
+-- Redis clock), or 0 for such a stale report.
 local id, worker, attempt, status = args[2], args[3], args[4], args[5]
 local task = BASE .. ':t:' .. id
 local got = redis.call('HMGET', task, 'status', 'worker', 'attempts')
@@ -12,4 +13,4 @@ if got[1] ~= 'running' or got[2] ~= worker or got[3] ~= attempt then
 end
 redis.call('ZREM', BASE .. ':inflight', id)
 queue_settle(id, status, args[6], args[7])
-return 1
+return NOW

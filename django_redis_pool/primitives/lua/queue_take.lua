@@ -4,8 +4,10 @@
 -- First, bounded upkeep: deferred tasks that are due become ready, and tasks
 -- of dead workers (deadline passed) go back to the queue or, after their last
 -- attempt, to the failed set.
--- Returns {id, name, params, attempts} or, with nothing to take, the ms until
--- the next deferred task or deadline is due (-1: none), for the idle wait.
+-- Returns {id, name, params, attempts, the task's other fields as now stored
+-- (a flat list)} or, with nothing to take, the ms until the next deferred task
+-- or deadline is due (-1: none), for the idle wait. "started" is this
+-- delivery's start, "first" the first delivery's (kept until a retry).
 local worker, visibility = args[2], tonumber(args[3])
 queue_upkeep(UPKEEP_LIMIT)
 local best, best_name, best_score
@@ -24,5 +26,6 @@ local attempts = redis.call('HINCRBY', task, 'attempts', 1)
 local before = redis.call('HGET', task, 'workers')
 redis.call('HSET', task, 'status', 'running', 'worker', worker, 'started', NOW, 'workers',
   before and before .. '\n' .. worker or worker)
+redis.call('HSETNX', task, 'first', NOW)
 redis.call('ZADD', BASE .. ':inflight', NOW + visibility, best)
-return {best, best_name, redis.call('HGET', task, 'params'), attempts}
+return {best, best_name, redis.call('HGET', task, 'params'), attempts, queue_fields(task, true)}
