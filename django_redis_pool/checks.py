@@ -54,6 +54,9 @@ ID                    Problem
 ``E030``              A task backend of ``TASKS`` (``tasks.RedisBackend``) names an entry
                       not configured in this setting (reported by the backend's own check).
 ``E031``              ``LONG_HOLD`` is not a number of seconds > 0 or None.
+``E032``              A task backend of ``TASKS`` (``tasks.RedisBackend``) lists no
+                      entry (meaning any configured one), but this setting configures
+                      none of that kind (reported by the backend's own check).
 ``E099``              The check itself failed unexpectedly (the error is reported).
 ``W001``              A kind is configured that this version does not support yet;
                       its entries cannot be used.

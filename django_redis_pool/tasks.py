@@ -8,34 +8,44 @@
 
 Works with ``django.tasks`` (Django >= 6.0) and with the ``django-tasks``
 backport (Django 5.2). Each Tasks queue name is a configured queue of
-``DJANGO_REDIS_POOL["QUEUES"]`` (a system check says so when one is not);
-``manage.py pool_worker`` runs its tasks. A task is stored as a JSON task of
-our queue named :data:`TASK_NAME` whose params say which function to call with
-which arguments, so tasks get everything the queue gives: priority, deferred
-``run_after`` (woken on time, not polled), redelivery when a worker dies,
-attempts, results for ``RESULT_TTL`` seconds. A result id is the queue task id
-followed by ``.<queue name>``.
+``DJANGO_REDIS_POOL["QUEUES"]`` (a system check says so when one is not); an
+empty ``QUEUES`` (the framework's "any queue") means any queue configured
+there. ``manage.py pool_worker`` runs its tasks. A task is stored as a JSON
+task of our queue named :data:`TASK_NAME` whose params say which function to
+call with which arguments and its ``using()`` options (queue name, priority,
+``run_after``, backend), so tasks get everything the queue gives: priority,
+deferred ``run_after`` (woken on time, not polled), redelivery when a worker
+dies, attempts, results for ``RESULT_TTL`` seconds.
+
+A result id is the queue task's id: 32 random hex digits, a dot, and 8 hex
+digits of a digest of the queue name (41 characters, whatever the queue name),
+from which ``get_result()`` finds the queue in one read. Every
+``TaskResult`` (the one ``enqueue()`` returns, the ones ``get_result()``
+reads, a running task's context and the framework's signals) is built from the
+task as Redis stores it, so they agree, times included (Redis's clock).
 
 ``pool_worker`` runs :func:`run_django_task` for :data:`TASK_NAME` on every
-queue a ``RedisBackend`` in ``settings.TASKS`` lists. On a Django without
+queue a ``RedisBackend`` in ``settings.TASKS`` serves. On a Django without
 ``django.tasks`` and without the backport, ``RedisBackend`` refuses to start.
 """
 
 from __future__ import annotations
 
-import traceback
+import hashlib
+import re
 import uuid
 from datetime import datetime, timezone
 from typing import Any
 
 from django.core import checks
-from django.core.exceptions import ImproperlyConfigured
+from django.core.exceptions import ImproperlyConfigured, SuspiciousOperation
 from django.utils.module_loading import import_string
 
 from . import registry
+from .exceptions import NotConfigured
 from .kinds.queue import DJANGO_TASKS, KIND
 from .primitives.queue import Task as QueueTask
-from .primitives.queue import TaskQueue
+from .primitives.queue import TaskFailed, TaskQueue, dumps
 
 __all__ = ["TASK_NAME", "RedisBackend"]
 
@@ -45,14 +55,18 @@ TASK_NAME = DJANGO_TASKS
 try:  # Django >= 6.0
     from django.tasks import TaskContext, TaskResult, TaskResultStatus
     from django.tasks.backends.base import BaseTaskBackend
+    from django.tasks.base import Task as FrameworkTask
     from django.tasks.base import TaskError
+    from django.tasks.exceptions import InvalidTask
     from django.tasks.exceptions import TaskResultDoesNotExist as ResultDoesNotExist
     from django.tasks.signals import task_enqueued, task_finished, task_started
 except ImportError:  # Django 5.2 with the django-tasks backport
     try:
         from django_tasks import TaskContext, TaskResult, TaskResultStatus
         from django_tasks.backends.base import BaseTaskBackend
+        from django_tasks.base import Task as FrameworkTask
         from django_tasks.base import TaskError
+        from django_tasks.exceptions import InvalidTaskError as InvalidTask
         from django_tasks.exceptions import TaskResultDoesNotExist as ResultDoesNotExist
         from django_tasks.signals import task_enqueued, task_finished, task_started
     except ImportError:  # neither: the backend cannot be used
@@ -65,53 +79,72 @@ _STATUS = {
     "failed": "FAILED",
 }
 
+#: A result id: the random part, then the digest of the queue name.
+_RESULT_ID = re.compile(r"[0-9a-f]{32}\.([0-9a-f]{8})")
+#: A dotted path of Python names (an exception class's, at the head of a stored error).
+_DOTTED = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*")
 
-def _queue(name: str) -> TaskQueue:
-    queue: TaskQueue = registry.get(KIND, name)
-    return queue
+
+def _queue_tag(queue_name: str) -> str:
+    """The 8 hex digits of a queue name that end the ids of its results."""
+    return hashlib.blake2b(queue_name.encode(), digest_size=4).hexdigest()
+
+
+def _new_result_id(queue_name: str) -> str:
+    """A new result id of a task of ``queue_name`` (uuid4's randomness)."""
+    return f"{uuid.uuid4().hex}.{_queue_tag(queue_name)}"
 
 
 def _when(seconds: float | None) -> datetime | None:
     return None if seconds is None else datetime.fromtimestamp(seconds, tz=timezone.utc)
 
 
+def _framework_task(params: dict[str, Any]) -> Any:
+    """The framework's task that ``params`` (a stored task's) describe: the
+    module-level task, with the ``using()`` options it was enqueued with."""
+    path = params["task"]
+    task = import_string(path)
+    if not isinstance(task, FrameworkTask):  # someone else wrote it: never called
+        raise SuspiciousOperation(
+            f"A stored Django task names {path!r}, which is not a task of Django's Tasks "
+            "framework (a function decorated with @task): it is not run."
+        )
+    run_after = params.get("run_after")
+    return task.using(
+        priority=params.get("priority"),
+        queue_name=params.get("queue_name"),
+        run_after=None if run_after is None else datetime.fromisoformat(run_after),
+        backend=params.get("backend"),
+    )
+
+
 def run_django_task(job: QueueTask) -> Any:
     """The handler of :data:`TASK_NAME`: call the task function with its
-    arguments (and a ``TaskContext`` if it takes one); its return value is the
-    task's result. Sends the framework's ``task_started`` and
-    ``task_finished`` signals around it."""
+    arguments (and a ``TaskContext`` if it takes one); its return value, which
+    must be JSON, is the task's result. Sends the framework's ``task_started``
+    signal before, and ``task_finished`` once the worker has stored the
+    outcome, with the result as stored (from the ``except`` block of the
+    worker when the task raised, so that Django's log of it has the
+    traceback)."""
     params = job.params
-    framework_task = import_string(params["task"])
+    framework_task = _framework_task(params)
     backend = framework_task.get_backend()
-    result = backend.result_of(job, framework_task)
     sender = type(backend)
+    result = backend.result_of(job, framework_task)
+
+    def ended(stored: QueueTask) -> None:
+        task_finished.send(sender=sender, task_result=backend.result_of(stored, framework_task))
+
+    job._ended = ended
     task_started.send(sender=sender, task_result=result)
     args, kwargs = params["args"], params["kwargs"]
-    try:
-        if framework_task.takes_context:
-            value = framework_task.call(TaskContext(task_result=result), *args, **kwargs)
-        else:
-            value = framework_task.call(*args, **kwargs)
-    except BaseException as exc:
-        cls = type(exc)
-        error = TaskError(
-            exception_class_path=f"{cls.__module__}.{cls.__qualname__}",
-            traceback="".join(traceback.format_exception(exc)),
-        )
-        _settle(result, "FAILED", errors=[error])
-        task_finished.send(sender=sender, task_result=result)
-        raise
-    _settle(result, "SUCCESSFUL", value=value)
-    task_finished.send(sender=sender, task_result=result)
+    if framework_task.takes_context:
+        value = framework_task.call(TaskContext(task_result=result), *args, **kwargs)
+    else:
+        value = framework_task.call(*args, **kwargs)
+    # here, to name the task (the worker's own check names the queue task only)
+    dumps(value, f"the return value of task {framework_task.module_path!r}")
     return value
-
-
-def _settle(result: Any, status: str, *, value: Any = None, errors: Any = ()) -> None:
-    """What the finished signal reports (the queue stores the same)."""
-    object.__setattr__(result, "status", TaskResultStatus[status])
-    object.__setattr__(result, "finished_at", datetime.now(timezone.utc))
-    object.__setattr__(result, "_return_value", value)
-    result.errors.extend(errors)
 
 
 if BaseTaskBackend is None:
@@ -137,66 +170,100 @@ else:
 
         def enqueue(self, task: Any, args: Any, kwargs: Any) -> Any:
             self.validate_task(task)
-            queue = _queue(task.queue_name)
-            task_id = uuid.uuid4().hex
+            queue = self._queue_of(task)
             run_at = None if task.run_after is None else task.run_after.timestamp()
-            params = {"task": task.module_path, "args": list(args), "kwargs": dict(kwargs)}
-            queue.enqueue(TASK_NAME, params, id=task_id, priority=task.priority, run_at=run_at)
-            result_id = f"{task_id}.{task.queue_name}"
-            result = self._result(task, result_id, None, params)  # no read back: just queued
+            params = {
+                "task": task.module_path,
+                "args": list(args),
+                "kwargs": dict(kwargs),
+                "queue_name": task.queue_name,
+                "priority": task.priority,
+                "run_after": None if task.run_after is None else task.run_after.isoformat(),
+                "backend": task.backend,
+            }
+            stored = queue.submit(
+                TASK_NAME,
+                params,
+                id=_new_result_id(task.queue_name),
+                priority=task.priority,
+                run_at=run_at,
+            )
+            result = self._result(task, stored)
             task_enqueued.send(sender=type(self), task_result=result)
             return result
 
+        def _queue_of(self, task: Any) -> TaskQueue:
+            """The configured queue of ``task``; ``InvalidTask`` naming the fix
+            when there is none."""
+            try:
+                queue: TaskQueue = registry.get(KIND, task.queue_name)
+            except NotConfigured as exc:
+                raise InvalidTask(
+                    f"Task {task.module_path!r} is for queue {task.queue_name!r}, which is "
+                    f'not configured in DJANGO_REDIS_POOL["QUEUES"]: add '
+                    f'DJANGO_REDIS_POOL["QUEUES"][{task.queue_name!r}] = {{}}, or enqueue it '
+                    f"on a configured queue with .using(queue_name=...). ({exc})"
+                ) from None
+            return queue
+
+        def served(self) -> list[str]:
+            """The names of the queues whose Django Tasks this backend runs and
+            reads: its ``QUEUES``, or, when that is empty (the framework's
+            "any queue"), every queue configured in ``DJANGO_REDIS_POOL``."""
+            if self.queues:
+                return sorted(self.queues)
+            try:
+                return list(registry.get_config().names(KIND))
+            except ImproperlyConfigured:
+                return []
+
         def get_result(self, result_id: str) -> Any:
-            task_id, _, queue_name = str(result_id).partition(".")
-            if len(task_id) != 32 or not queue_name or queue_name not in self.queues:
-                raise ResultDoesNotExist(result_id)
-            stored = _queue(queue_name).get_task(task_id)
-            if stored is None or stored.name != TASK_NAME:
-                raise ResultDoesNotExist(result_id)
-            return self._result(import_string(stored.params["task"]), result_id, stored)
+            match = _RESULT_ID.fullmatch(result_id) if isinstance(result_id, str) else None
+            if match is not None:
+                for name in self.served():
+                    if _queue_tag(name) != match[1]:
+                        continue
+                    try:
+                        queue: TaskQueue = registry.get(KIND, name)
+                    except NotConfigured:  # (reported by the check, E030)
+                        continue
+                    stored = queue.get_task(result_id)
+                    if stored is not None and stored.name == TASK_NAME:
+                        return self._result(_framework_task(stored.params), stored)
+            raise ResultDoesNotExist(result_id)
 
-        def result_of(self, job: QueueTask, framework_task: Any) -> Any:
-            """The TaskResult of the queue task ``job`` (running now)."""
-            queue_name = framework_task.queue_name
-            stored = _queue(queue_name).get_task(job.id) or job  # its workers so far
-            return self._result(framework_task, f"{job.id}.{queue_name}", stored)
+        def result_of(self, stored: QueueTask, framework_task: Any) -> Any:
+            """The TaskResult of ``framework_task`` stored as the queue task
+            ``stored`` (a running task's, as its worker took it)."""
+            return self._result(framework_task, stored)
 
-        def _result(
-            self,
-            framework_task: Any,
-            result_id: str,
-            stored: QueueTask | None,
-            params: dict[str, Any] | None = None,
-        ) -> Any:
-            """The TaskResult of the stored task (None: just enqueued with
-            ``params``)."""
-            status = "queued" if stored is None else stored.status
-            params = stored.params if stored is not None else params or {}
-            workers = [] if stored is None else list(stored.workers)
+        def _result(self, framework_task: Any, stored: QueueTask) -> Any:
+            """The TaskResult of the stored task: what ``get_result()`` reads."""
+            params = stored.params
             errors = []
-            if stored is not None and stored.status == "failed":
+            if stored.status == "failed":
                 errors.append(
                     TaskError(
                         exception_class_path=_exception_path(stored.error),
                         traceback=stored.traceback or stored.error or "",
                     )
                 )
+            first = stored.first_started_at
             result = TaskResult(
                 task=framework_task,
-                id=result_id,
-                status=TaskResultStatus[_STATUS[status]],
-                enqueued_at=_when(stored.enqueued_at) if stored else datetime.now(timezone.utc),
-                started_at=_when(stored.started_at if stored else None),
-                finished_at=_when(stored.finished_at if stored else None),
-                last_attempted_at=_when(stored.started_at if stored else None),
+                id=stored.id,
+                status=TaskResultStatus[_STATUS[stored.status]],
+                enqueued_at=_when(stored.enqueued_at),
+                started_at=_when(first if first is not None else stored.started_at),
+                finished_at=_when(stored.finished_at),
+                last_attempted_at=_when(stored.started_at),
                 args=list(params.get("args", [])),
                 kwargs=dict(params.get("kwargs", {})),
-                backend=self.alias,
+                backend=params.get("backend", self.alias),
                 errors=errors,
-                worker_ids=workers,
+                worker_ids=list(stored.workers),
             )
-            if stored is not None and stored.status == "done":
+            if stored.status == "done":
                 object.__setattr__(result, "_return_value", stored.result)
             return result
 
@@ -206,6 +273,17 @@ else:
                 configured = set(registry.get_config().names(KIND))
             except ImproperlyConfigured:
                 return messages  # the app's own checks report the setting
+            if not self.queues and not configured:
+                messages.append(
+                    checks.Error(
+                        f'TASKS["{self.alias}"]["QUEUES"] is empty, which lets its tasks use '
+                        'any queue configured in DJANGO_REDIS_POOL["QUEUES"], but none is '
+                        "configured: no task can be enqueued.",
+                        hint='Configure one, e.g. DJANGO_REDIS_POOL["QUEUES"] = {"default": {}} '
+                        "(the framework's default queue name).",
+                        id="django_redis_pool.E032",
+                    )
+                )
             for name in sorted(self.queues - configured):
                 messages.append(
                     checks.Error(
@@ -220,6 +298,10 @@ else:
 
 
 def _exception_path(error: str | None) -> str:
-    """``module.Class`` from a stored error (``"module.Class: message"``)."""
+    """``module.Class`` from a stored error (``"module.Class: message"``, or
+    ``"Class: message"`` for a builtin); ``TaskFailed``'s path for an error of
+    another form."""
     head = (error or "").partition(":")[0]
-    return head if "." in head else f"builtins.{head or 'Exception'}"
+    if not _DOTTED.fullmatch(head):
+        return f"{TaskFailed.__module__}.{TaskFailed.__qualname__}"
+    return head if "." in head else f"builtins.{head}"

@@ -5,7 +5,9 @@ with ``get_result()`` / ``refresh()``."""
 
 from __future__ import annotations
 
+import copy
 import io
+import re
 import time
 from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
@@ -16,16 +18,21 @@ from asgiref.local import Local
 from django.core.management import call_command
 
 from django_redis_pool import get_queue
+from django_redis_pool.primitives.queue import WorkerLost
 from django_redis_pool.tasks import TASK_NAME
 
 try:
     from django import tasks as framework
     from django.tasks import signals
+    from django.tasks.exceptions import InvalidTask
 except ImportError:
     import django_tasks as framework
     from django_tasks import signals
+    from django_tasks.exceptions import InvalidTaskError as InvalidTask
 
+from .primitive_helpers import redis_time
 from .queue_app import framework_tasks as jobs
+from .waiting import wait_for
 
 Status = framework.TaskResultStatus
 
@@ -51,10 +58,70 @@ def backend(settings: Any, redis_url: str) -> Iterator[None]:
     reset_backends()
 
 
-def work() -> str:
+def work(*queues: str) -> str:
+    """``pool_worker --burst`` on ``queues`` (default: "default"; "*": every queue)."""
     out = io.StringIO()
-    call_command("pool_worker", "--queue", "default", "--burst", stdout=out)
+    names = [] if queues == ("*",) else [a for q in queues or ("default",) for a in ("--queue", q)]
+    call_command("pool_worker", *names, "--burst", stdout=out)
     return out.getvalue()
+
+
+def configure(settings: Any, redis_url: str, queues: dict[str, Any], **tasks: Any) -> None:
+    """``DJANGO_REDIS_POOL["QUEUES"]`` = ``queues``; ``TASKS`` = ``tasks`` (alias
+    -> its QUEUES), each a ``RedisBackend``."""
+    settings.DJANGO_REDIS_POOL = {"CONNECTION": {"URL": redis_url}, "QUEUES": queues}
+    settings.TASKS = {
+        alias: {"BACKEND": "django_redis_pool.tasks.RedisBackend", "QUEUES": names}
+        for alias, names in tasks.items()
+    }
+    reset_backends()
+
+
+def die_mid_task(queue_name: str, worker: str = "ghost") -> float:
+    """A worker ``worker`` takes the ready task of ``queue_name`` and dies at
+    once (no heartbeat); returns the Redis time just after its take."""
+    queue = get_queue(queue_name)
+    taken = queue._run("queue_take", worker, 200, TASK_NAME)
+    assert isinstance(taken, list), "a task was ready"
+    return redis_time(queue.client)
+
+
+def past_its_deadline(queue_name: str, taken_at: float) -> None:
+    """Wait until the dead worker's deadline (200 ms after ``taken_at``,
+    Redis clock) has passed, then run the queue's upkeep."""
+    queue = get_queue(queue_name)
+    wait_for(lambda: redis_time(queue.client) > taken_at + 0.25, what="the deadline")
+    queue.gc()
+
+
+class Signals:
+    """Records the task results that the framework's signals carry."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[str, Any]] = []
+        self.sent = {
+            "enqueued": signals.task_enqueued,
+            "started": signals.task_started,
+            "finished": signals.task_finished,
+        }
+
+    def __enter__(self) -> Signals:
+        for name, signal in self.sent.items():
+            signal.connect(self._receiver(name), weak=False, dispatch_uid=f"test-{name}")
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        for name, signal in self.sent.items():
+            signal.disconnect(dispatch_uid=f"test-{name}")
+
+    def _receiver(self, name: str) -> Any:
+        def receive(sender: Any, task_result: Any, **kwargs: Any) -> None:
+            self.seen.append((name, copy.copy(task_result)))
+
+        return receive
+
+    def of(self, name: str) -> list[Any]:
+        return [result for signal, result in self.seen if signal == name]
 
 
 def test_the_backend_is_ours_and_says_what_it_supports() -> None:
@@ -67,7 +134,7 @@ def test_the_backend_is_ours_and_says_what_it_supports() -> None:
 def test_an_enqueued_task_is_run_by_pool_worker_and_read_back() -> None:
     result = jobs.add.enqueue(2, 3)
     assert result.status == Status.READY and result.args == [2, 3]
-    assert get_queue("default").get_task(result.id.partition(".")[0]).name == TASK_NAME
+    assert get_queue("default").get_task(result.id).name == TASK_NAME
     assert "Stopped after 1 task(s)." in work()
     result.refresh()
     assert result.status == Status.SUCCESSFUL and result.return_value == 5
@@ -122,7 +189,9 @@ def test_run_after_defers_a_task_until_then() -> None:
 
 def test_an_unknown_result_id_does_not_exist() -> None:
     backend = framework.task_backends["default"]
-    for result_id in ("nope", "0" * 32 + ".default", "0" * 32 + ".elsewhere"):
+    real = jobs.nothing.enqueue().id
+    missing = "0" * 32 + real[32:]  # of queue "default", but no such task
+    for result_id in ("nope", "0" * 32 + ".default", real[:32] + ".0000000g", missing, 42):
         with pytest.raises(Exception) as raised:
             backend.get_result(result_id)
         assert type(raised.value).__name__ in ("ResultDoesNotExist", "TaskResultDoesNotExist")
@@ -170,3 +239,181 @@ def test_the_framework_signals_are_sent() -> None:
         ("started", "fails", "RUNNING"),
         ("finished", "fails", "FAILED"),
     ]
+
+
+# -- the framework's own backend tests, against RedisBackend ------------------------
+
+
+def fields_of(result: Any) -> dict[str, Any]:
+    return {name: getattr(result, name) for name in jobs.COMPARED}
+
+
+def test_the_enqueued_result_is_what_get_result_reads() -> None:
+    backend = framework.task_backends["default"]
+    result = jobs.add.enqueue((1,), b={1: (2, 3)})  # (never run: only stored)
+    stored = backend.get_result(result.id)
+    assert fields_of(result) == fields_of(stored)
+    assert (result.args, result.kwargs) == ([[1]], {"b": {"1": [2, 3]}}), "as JSON stores them"
+    assert result == stored
+    enqueued_at = result.enqueued_at
+    result.refresh()
+    assert result.enqueued_at == enqueued_at, "refresh() changes nothing of a queued task"
+
+
+def test_every_stage_of_a_task_reports_what_is_stored() -> None:
+    backend = framework.task_backends["default"]
+    with Signals() as seen:
+        checked = jobs.disagreements.enqueue()
+        done = jobs.pair.enqueue()
+        failed = jobs.fails.enqueue("stored")
+        work()
+    assert backend.get_result(checked.id).return_value == [], "the context agrees while running"
+    for result in (checked, done, failed):
+        enqueued = next(r for r in seen.of("enqueued") if r.id == result.id)
+        started = next(r for r in seen.of("started") if r.id == result.id)
+        finished = next(r for r in seen.of("finished") if r.id == result.id)
+        stored = backend.get_result(result.id)
+        assert fields_of(enqueued) == fields_of(result)
+        assert started.status == Status.RUNNING and started.worker_ids == stored.worker_ids
+        assert started.started_at == stored.started_at
+        assert fields_of(finished) == fields_of(stored), result.task.name
+    assert backend.get_result(done.id).return_value == [1, 2], "what JSON stored: a list"
+
+
+def test_a_task_that_exits_or_is_interrupted_fails_and_the_worker_goes_on() -> None:
+    exited = jobs.exits.enqueue(3)
+    interrupted = jobs.interrupted.enqueue()
+    after = jobs.add.enqueue(2, 2)
+    with Signals() as seen:
+        output = work()
+    assert "Stopped after 3 task(s)." in output, "one worker thread ran all three"
+    after.refresh()
+    assert after.status == Status.SUCCESSFUL and after.return_value == 4
+    for result, cls, line in (
+        (exited, SystemExit, "sys.exit(code)"),
+        (interrupted, KeyboardInterrupt, "raise KeyboardInterrupt"),
+    ):
+        result.refresh()
+        assert result.status == Status.FAILED and result.attempts == 1
+        assert result.errors[0].exception_class is cls
+        assert line in result.errors[0].traceback
+    finished = {r.id: r.status for r in seen.of("finished")}
+    assert finished[exited.id] == finished[interrupted.id] == Status.FAILED
+
+
+def test_a_return_value_that_is_not_json_fails_the_task_and_its_signal_says_so() -> None:
+    with Signals() as seen:
+        result = jobs.unencodable.enqueue()
+        work()
+    result.refresh()
+    assert result.status == Status.FAILED
+    error = result.errors[0]
+    assert error.exception_class is TypeError and "JSON" in error.traceback
+    (finished,) = seen.of("finished")
+    assert finished.status == Status.FAILED and finished.errors == result.errors
+
+
+def test_empty_queues_means_any_configured_queue(settings: Any, redis_url: str) -> None:
+    configure(settings, redis_url, {"default": {}, "other": {}}, default=[])
+    backend = framework.task_backends["default"]
+    here = jobs.add.enqueue(1, 1)
+    there = jobs.add.using(queue_name="other").enqueue(2, 2)
+    assert backend.get_result(there.id).status == Status.READY
+    assert "Stopped after 2 task(s)." in work("*")
+    assert backend.get_result(here.id).return_value == 2
+    assert backend.get_result(there.id).return_value == 4
+    with pytest.raises(InvalidTask, match=r"'nowhere'.*DJANGO_REDIS_POOL\[\"QUEUES\"\]"):
+        jobs.add.using(queue_name="nowhere").enqueue(1, 1)
+    assert list(backend.check()) == []
+
+
+def test_empty_queues_without_any_configured_queue_is_a_check_error(
+    settings: Any, redis_url: str
+) -> None:
+    configure(settings, redis_url, {}, default=[])
+    messages = framework.task_backends["default"].check()
+    assert [m.id for m in messages] == ["django_redis_pool.E032"]
+    assert 'DJANGO_REDIS_POOL["QUEUES"]' in messages[0].msg
+
+
+@pytest.mark.parametrize("length", [31, 64, 200])
+def test_a_result_id_fits_in_64_characters_whatever_the_queue_name(
+    settings: Any, redis_url: str, length: int
+) -> None:
+    name = "q" * length
+    configure(settings, redis_url, {name: {}, "default": {}}, default=[name, "default"])
+    result = jobs.add.using(queue_name=name).enqueue(3, 4)
+    assert len(result.id) <= 64
+    assert "Stopped after 1 task(s)." in work(name)
+    assert framework.task_backends["default"].get_result(result.id).return_value == 7
+
+
+def test_result_ids_are_random_and_end_with_a_tag_of_their_queue(
+    settings: Any, redis_url: str
+) -> None:
+    configure(settings, redis_url, {"default": {}, "other": {}}, default=["default", "other"])
+    here = [jobs.nothing.enqueue().id for _ in range(20)]
+    there = [jobs.nothing.using(queue_name="other").enqueue().id for _ in range(20)]
+    assert len(set(here + there)) == 40
+    assert all(re.fullmatch(r"[0-9a-f]{32}\.[0-9a-f]{8}", i) for i in here + there)
+    assert {i[33:] for i in here} != {i[33:] for i in there}
+    assert len({i[33:] for i in here}) == len({i[33:] for i in there}) == 1
+
+
+def test_a_task_failed_after_its_workers_died_has_an_importable_error(
+    settings: Any, redis_url: str
+) -> None:
+    configure(settings, redis_url, {"fragile": {"MAX_ATTEMPTS": 1}}, default=["fragile"])
+    result = jobs.add.using(queue_name="fragile").enqueue(1, 1)
+    past_its_deadline("fragile", die_mid_task("fragile"))
+    result.refresh()
+    assert result.status == Status.FAILED
+    error = result.errors[0]
+    assert error.exception_class is WorkerLost
+    assert "its worker died or stalled on each of its 1 attempt(s)" in error.traceback
+
+
+def test_using_is_stored_and_rebuilt(settings: Any, redis_url: str) -> None:
+    configure(
+        settings,
+        redis_url,
+        {"default": {}, "other": {}},
+        default=["default", "other"],
+        second=["other"],
+    )
+    soon = datetime.now(timezone.utc) - timedelta(seconds=1)  # due already
+    task = jobs.context_info.using(queue_name="other", priority=7, run_after=soon, backend="second")
+    result = task.enqueue()
+    assert result.backend == "second"
+    stored = framework.task_backends["default"].get_result(result.id)
+    assert stored.task == task and stored.backend == "second"
+    assert jobs.context_info.get_result(result.id).task.priority == 7
+    work("other")
+    result.refresh()
+    assert result.return_value == {
+        "id": result.id,
+        "attempt": 1,
+        "queue_name": "other",
+        "priority": 7,
+        "backend": "second",
+    }
+
+
+def test_started_at_is_the_first_attempts_and_both_times_stay_between_attempts(
+    settings: Any, redis_url: str
+) -> None:
+    configure(settings, redis_url, {"fragile": {"VISIBILITY_TIMEOUT": 30}}, default=["fragile"])
+    result = jobs.add.using(queue_name="fragile").enqueue(1, 2)
+    taken_at = die_mid_task("fragile")
+    result.refresh()
+    first = result.started_at
+    assert result.status == Status.RUNNING and first is not None
+    assert first.timestamp() <= taken_at and result.last_attempted_at == first
+    past_its_deadline("fragile", taken_at)
+    result.refresh()
+    assert result.status == Status.READY, "delivered again"
+    assert (result.started_at, result.last_attempted_at) == (first, first)
+    work("fragile")
+    result.refresh()
+    assert result.status == Status.SUCCESSFUL and result.attempts == 2
+    assert result.started_at == first and result.last_attempted_at > first

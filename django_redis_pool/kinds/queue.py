@@ -68,13 +68,16 @@ _BACKEND = "django_redis_pool.tasks.RedisBackend"
 
 def handlers_of(queue: str) -> dict[str, Callable[[Task], Any]]:
     """The handlers registered for ``queue``, by task name; plus the runner
-    of Django Tasks when a ``RedisBackend`` in ``settings.TASKS`` lists it."""
+    of Django Tasks when a ``RedisBackend`` in ``settings.TASKS`` serves it:
+    lists it in its ``QUEUES``, or has an empty ``QUEUES`` (any configured
+    queue)."""
     from django.conf import settings
 
     handlers = dict(HANDLERS.get(queue, {}))
     for options in getattr(settings, "TASKS", {}).values():
         ours = isinstance(options, dict) and options.get("BACKEND") == _BACKEND
-        if ours and queue in options.get("QUEUES", ["default"]):
+        listed = options.get("QUEUES", ["default"]) if ours else ()
+        if ours and (not listed or queue in listed):
             handlers[DJANGO_TASKS] = _run_django_task
     return handlers
 
