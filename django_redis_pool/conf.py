@@ -143,8 +143,11 @@ def import_callable(value: Any, what: str) -> Callable[..., Any]:
     if isinstance(value, str):
         try:
             value = import_string(value)
-        except ImportError as exc:
-            raise ValueError(f"{what} = {value!r} cannot be imported: {exc}") from exc
+        except (ImportError, TypeError) as exc:  # TypeError: a relative path (".views.busy")
+            raise ValueError(
+                f"{what} = {value!r} cannot be imported ({exc}): give the callable's full "
+                "dotted path, e.g. 'myapp.views.busy'"
+            ) from exc
     if not callable(value):
         raise ValueError(f"{what} must be a callable or its dotted path, got {value!r}")
     return value  # type: ignore[no-any-return]

@@ -388,7 +388,7 @@ def test_e020_bad_middleware_rule(settings: Any, rule: Any, named: str) -> None:
     assert named in message.msg
 
 
-@pytest.mark.parametrize("view", ["no.such.view", 42])
+@pytest.mark.parametrize("view", ["no.such.view", 42, ".000.", ".views.busy", "", "views"])
 def test_e021_unavailable_view_not_importable(settings: Any, view: Any) -> None:
     message = only(ours(settings, {"UNAVAILABLE_VIEW": view}), "E021")
     assert 'DJANGO_REDIS_POOL["UNAVAILABLE_VIEW"]' in message.msg
