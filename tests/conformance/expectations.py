@@ -54,6 +54,7 @@ class Expected:
     when: str | None = None
 
     def mark(self) -> Any:
+        """The pytest mark: a skip (n/a) or a strict xfail, with the reason."""
         if self.kind == NA:
             return pytest.mark.skip(reason=f"n/a: {self.reason}")
         prefix = "bug: " if self.kind == BUG else "difference: "

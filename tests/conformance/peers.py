@@ -68,6 +68,7 @@ class Peer:
 
     @property
     def requirement(self) -> str:
+        """``name==version``."""
         return f"{self.name}=={self.version}"
 
     @property
@@ -82,6 +83,7 @@ class Peer:
 
     @property
     def fetched(self) -> bool:
+        """Whether its test folder is unpacked in the cache."""
         return (self.root / ".complete").exists()
 
 
@@ -240,6 +242,7 @@ class Rewrite:
     replacement: str
 
     def apply(self, source: str) -> str:
+        """``source`` with every match replaced."""
         return re.sub(self.pattern, self.replacement, source, flags=re.MULTILINE)
 
 
@@ -254,6 +257,7 @@ class PeerPackage(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         self.rewrites = tuple(rewrites)
 
     def install(self) -> PeerPackage:
+        """Put it first on ``sys.meta_path`` (the one already there for the name, if any)."""
         for finder in sys.meta_path:
             if isinstance(finder, PeerPackage) and finder.name == self.name:
                 return finder
