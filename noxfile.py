@@ -12,10 +12,12 @@ through this file. By hand::
 Each leg installs ``-e .[test]`` with its Django line and redis-py line into
 ``.nox/<leg>`` (kept between runs) and runs the Django layer's tests plus the
 primitives' core tests, without the Cluster tests, the asyncio rerun of the
-behaviour tests and the release checks. Arguments after ``--`` go to pytest;
-when they name no test file, the leg's own files are kept; a ``-m EXPR`` among
-them is combined with the leg's own (``-m "(EXPR) and not cluster and ..."``),
-and when they select nothing in a leg (pytest's exit 5), it is skipped.
+behaviour tests and the release checks; the Django 6 leg on Redis 6.2 also
+runs the peers' Django Tasks suites (``CONFORMANCE_TESTS``). Arguments after
+``--`` go to pytest; when they name no test file, the leg's own files are
+kept; a ``-m EXPR`` among them is combined with the leg's own (``-m "(EXPR)
+and not cluster and ..."``), and when they select nothing in a leg (pytest's
+exit 5), it is skipped.
 """
 
 from __future__ import annotations
@@ -80,6 +82,13 @@ PRIMITIVE_TESTS = [
 #: In the default leg's (alphabetical) order: the timing-sensitive tests of
 #: tests/test_async.py and tests/test_semaphore.py then run where they run there.
 LEG_TESTS = sorted(DJANGO_TESTS + PRIMITIVE_TESTS)
+#: The peers' Django Tasks suites (tests/conformance/), run by the Django 6 leg
+#: on Redis 6.2 on ``django.tasks`` itself (the default leg runs them on the
+#: django-tasks backport, with the whole conformance harness).
+CONFORMANCE_TESTS = [
+    "tests/conformance/test_django_tasks.py",
+    "tests/conformance/test_django_tasks_rq.py",
+]
 
 DJANGO = {"5.2": "Django>=5.2,<5.3", "6": "Django>=6.0,<7"}
 REDIS_PY = {"5": "redis>=5,<6", "newest": "redis>=6"}
@@ -118,14 +127,22 @@ def redis_server_env(session: nox.Session, line: str) -> dict[str, str]:
     return {"DJANGO_REDIS_POOL_REDIS_SERVER": server}
 
 
-def pytest_args(posargs: list[str]) -> list[str]:
+def pytest_args(posargs: list[str], leg_tests: list[str] = LEG_TESTS) -> list[str]:
     """``-m`` with the leg's markers (and the user's ``-m``, which would otherwise
-    replace them: pytest keeps the last), then the leg's files unless the
-    arguments name test files or folders, then the other arguments."""
+    replace them: pytest keeps the last), then the leg's files (``leg_tests``)
+    unless the arguments name test files or folders, then the other arguments."""
     user_expr, rest = split_markexpr(posargs)
     names_paths = any(not arg.startswith("-") and arg.startswith("tests") for arg in rest)
-    files = rest if names_paths else [*LEG_TESTS, *rest]
+    files = rest if names_paths else [*leg_tests, *rest]
     return [*worker_args(rest), *marker_args(user_expr, REDIS7_MARKERS), *files]
+
+
+def leg_tests(django: str, server: str) -> list[str]:
+    """A leg's test files: the leg tests, and on Django 6 with Redis 6.2 the
+    peers' Django Tasks suites."""
+    if django == "6" and server == "6.2":
+        return sorted(LEG_TESTS + CONFORMANCE_TESTS)
+    return LEG_TESTS
 
 
 def return_code(error: CommandFailed) -> int | None:
@@ -156,11 +173,13 @@ def make_leg(python: str, django: str, redis_py: str, server: str) -> None:
         session.install("-e", ".[test]", DJANGO[django], REDIS_PY[redis_py])
         # (an empty DJANGO_REDIS_POOL_REDIS_* counts as unset: the embedded 6.2)
         env = {"DJANGO_SETTINGS_MODULE": "tests.settings", **redis_server_env(session, server)}
-        run_pytest(session, ["python", "-m", "pytest", *pytest_args(session.posargs)], env)
+        args = pytest_args(session.posargs, leg_tests(django, server))
+        run_pytest(session, ["python", "-m", "pytest", *args], env)
 
+    peers = ", the peers' Django Tasks suites" if leg_tests(django, server) != LEG_TESTS else ""
     leg.__doc__ = (
         f"Python {python}, Django {django}, redis-py {redis_py}, Redis {server}: "
-        "the Django layer's tests and the primitives' core tests"
+        f"the Django layer's tests and the primitives' core tests{peers}"
     )
     nox.session(python=python, name=name)(leg)
 
