@@ -57,6 +57,9 @@ ID                    Problem
 ``E032``              A task backend of ``TASKS`` (``tasks.RedisBackend``) lists no
                       entry (meaning any configured one), but this setting configures
                       none of that kind (reported by the backend's own check).
+``E033``              A task backend of ``TASKS`` (``tasks.RedisBackend``) is configured
+                      while ``django_redis_pool`` is not in ``INSTALLED_APPS`` (its
+                      worker, ``pool_worker``, is that app's command).
 ``E099``              The check itself failed unexpectedly (the error is reported).
 ``W001``              A kind is configured that this version does not support yet;
                       its entries cannot be used.

@@ -37,6 +37,7 @@ import uuid
 from datetime import datetime, timezone
 from typing import Any
 
+from django.apps import apps
 from django.core import checks
 from django.core.exceptions import ImproperlyConfigured, SuspiciousOperation
 from django.utils.module_loading import import_string
@@ -99,15 +100,16 @@ def _when(seconds: float | None) -> datetime | None:
     return None if seconds is None else datetime.fromtimestamp(seconds, tz=timezone.utc)
 
 
-def _framework_task(params: dict[str, Any]) -> Any:
-    """The framework's task that ``params`` (a stored task's) describe: the
-    module-level task, with the ``using()`` options it was enqueued with."""
+def _framework_task(stored: QueueTask) -> Any:
+    """The framework's task that ``stored`` (a queue task's params) describes:
+    the module-level task, with the ``using()`` options it was enqueued with."""
+    params = stored.params
     path = params["task"]
     task = import_string(path)
     if not isinstance(task, FrameworkTask):  # someone else wrote it: never called
         raise SuspiciousOperation(
-            f"A stored Django task names {path!r}, which is not a task of Django's Tasks "
-            "framework (a function decorated with @task): it is not run."
+            f"Task {stored.id} does not point to a Task ({path}): {path!r} is not a task "
+            "of Django's Tasks framework (a function decorated with @task), so it is never run."
         )
     run_after = params.get("run_after")
     return task.using(
@@ -127,7 +129,7 @@ def run_django_task(job: QueueTask) -> Any:
     worker when the task raised, so that Django's log of it has the
     traceback)."""
     params = job.params
-    framework_task = _framework_task(params)
+    framework_task = _framework_task(job)
     backend = framework_task.get_backend()
     sender = type(backend)
     result = backend.result_of(job, framework_task)
@@ -229,7 +231,7 @@ else:
                         continue
                     stored = queue.get_task(result_id)
                     if stored is not None and stored.name == TASK_NAME:
-                        return self._result(_framework_task(stored.params), stored)
+                        return self._result(_framework_task(stored), stored)
             raise ResultDoesNotExist(result_id)
 
         def result_of(self, stored: QueueTask, framework_task: Any) -> Any:
@@ -269,6 +271,16 @@ else:
 
         def check(self, **kwargs: Any) -> list[checks.CheckMessage]:
             messages: list[checks.CheckMessage] = list(super().check(**kwargs))
+            if not apps.is_installed("django_redis_pool"):
+                messages.append(
+                    checks.Error(
+                        f'TASKS["{self.alias}"] uses django_redis_pool.tasks.RedisBackend, whose '
+                        "tasks only run under manage.py pool_worker, a command of the "
+                        "django_redis_pool app, which is not installed.",
+                        hint='Add "django_redis_pool" to INSTALLED_APPS.',
+                        id="django_redis_pool.E033",
+                    )
+                )
             try:
                 configured = set(registry.get_config().names(KIND))
             except ImproperlyConfigured:

@@ -83,6 +83,15 @@ def test_burst_runs_what_is_ready_and_stops(configured: None) -> None:
     assert jobs.get_task(users).result == 0, "the ORM works inside a task"
 
 
+def test_a_worker_run_by_call_command_puts_the_signal_handlers_back(configured: None) -> None:
+    """Its SIGTERM/SIGINT handlers (finish the running tasks, then stop) are
+    the command's own: after it, Ctrl-C interrupts the caller again."""
+    before = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
+    get_queue("jobs").enqueue("add", {"a": 1, "b": 1})
+    assert "Stopped after 1 task(s)." in run("pool_worker", "--queue", "jobs", "--burst")
+    assert (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)) == before
+
+
 def test_max_jobs_stops_after_that_many(configured: None) -> None:
     jobs = get_queue("jobs")
     for i in range(4):

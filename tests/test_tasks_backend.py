@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 from asgiref.local import Local
+from django.core.exceptions import SuspiciousOperation
 from django.core.management import call_command
 
 from django_redis_pool import get_queue
@@ -334,6 +335,30 @@ def test_empty_queues_without_any_configured_queue_is_a_check_error(
     messages = framework.task_backends["default"].check()
     assert [m.id for m in messages] == ["django_redis_pool.E032"]
     assert 'DJANGO_REDIS_POOL["QUEUES"]' in messages[0].msg
+
+
+def test_the_backend_check_names_the_missing_app(settings: Any) -> None:
+    settings.INSTALLED_APPS = [a for a in settings.INSTALLED_APPS if a != "django_redis_pool"]
+    messages = framework.task_backends["default"].check()
+    assert [m.id for m in messages] == ["django_redis_pool.E033"]
+    assert "pool_worker" in messages[0].msg and "django_redis_pool" in messages[0].hint
+
+
+def test_a_stored_path_that_is_not_a_task_is_suspicious_and_never_run() -> None:
+    """What someone with write access to Redis could store: get_result()
+    refuses it (as the framework's other backends do), the worker fails it
+    without calling it."""
+    queue = get_queue("default")
+    task_id = jobs.add.enqueue(1, 1).id
+    queue.delete(task_id)
+    params = {"task": "subprocess.check_output", "args": [["true"]], "kwargs": {}}
+    queue.enqueue(TASK_NAME, params, id=task_id)
+    backend = framework.task_backends["default"]
+    with pytest.raises(SuspiciousOperation, match=rf"Task {task_id} does not point to a Task"):
+        backend.get_result(task_id)
+    work()
+    stored = queue.get_task(task_id)
+    assert stored.status == "failed" and "SuspiciousOperation" in stored.error
 
 
 @pytest.mark.parametrize("length", [31, 64, 200])

@@ -15,10 +15,11 @@ Django's logging (logger ``django_redis_pool``)."""
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import signal
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, TypeVar
 
 from django import forms
@@ -380,11 +381,11 @@ class WorkerCommand(PoolCommand):
                 if process.is_alive():
                     process.terminate()
 
-        self._on_signals(drain)
-        for process in processes:
-            process.start()
-        for process in processes:
-            process.join()
+        with self._on_signals(drain):
+            for process in processes:
+                process.start()
+            for process in processes:
+                process.join()
         failed = [p.exitcode for p in processes if p.exitcode != 0]
         if failed:
             raise CommandError(f"{len(failed)} worker process(es) failed: exit codes {failed}")
@@ -412,7 +413,6 @@ class WorkerCommand(PoolCommand):
         """Run every queue's handlers in this process until stopped; returns
         how many tasks ran."""
         stop = threading.Event()
-        self._on_signals(stop.set)
         ran: list[int] = []
         threads = []
         for name, tasks in plan.items():
@@ -433,16 +433,28 @@ class WorkerCommand(PoolCommand):
                 ran.append(queue.listen(tasks, event=stop, burst=burst, max_jobs=max_jobs))
 
             threads.append(threading.Thread(target=listen, name=f"drp-queue-{name}"))
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
+        with self._on_signals(stop.set):
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
         return sum(ran)
 
     @staticmethod
-    def _on_signals(stop: Any) -> None:
-        """SIGTERM and SIGINT call ``stop`` (in the main thread only)."""
+    @contextlib.contextmanager
+    def _on_signals(stop: Any) -> Iterator[None]:
+        """While inside, SIGTERM and SIGINT call ``stop`` (in the main thread
+        only); their handlers before are put back after, so that a
+        ``call_command("pool_worker", ...)`` leaves Ctrl-C working."""
         if threading.current_thread() is not threading.main_thread():
+            yield
             return
-        for signum in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(signum, lambda _signum, _frame: stop())
+        before = {
+            signum: signal.signal(signum, lambda _signum, _frame: stop())
+            for signum in (signal.SIGTERM, signal.SIGINT)
+        }
+        try:
+            yield
+        finally:
+            for signum, handler in before.items():
+                signal.signal(signum, handler)

@@ -108,21 +108,41 @@ class State:
         return max(0, math.floor((end_ms - self.now_ms) / 1000 + 0.5))
 
 
+#: Reads an allocator's whole state in one step (its layout: docs/allocator.md):
+#: the Redis time, the free keys in hand-out order (each priority's :order, the
+#: highest priority first), :keys, :leases, :bind and :bindexp.
+_READ_STATE = """
+local base = KEYS[1]
+local free, above = {}, '-inf'
+while true do
+  local top = redis.call('ZRANGEBYSCORE', base .. ':avail', above, '+inf', 'WITHSCORES',
+    'LIMIT', 0, 1)
+  if not top[1] then
+    break
+  end
+  above = '(' .. top[2]
+  local order = base .. ':order:' .. string.format('%d', 0 - tonumber(top[2]))
+  for _, key in ipairs(redis.call('ZRANGE', order, 0, -1)) do
+    free[#free + 1] = key
+  end
+end
+return {redis.call('TIME'), free, redis.call('HGETALL', base .. ':keys'),
+  redis.call('ZRANGE', base .. ':leases', 0, -1, 'WITHSCORES'),
+  redis.call('HGETALL', base .. ':bind'),
+  redis.call('ZRANGE', base .. ':bindexp', 0, -1, 'WITHSCORES')}
+"""
+
+
 def read_state(allocator: Allocator) -> State:
-    """Our allocator's state, read in one MULTI/EXEC from its keys (the
-    layout is in docs/allocator.md)."""
+    """Our allocator's state, read in one script from its keys."""
     base = allocator._engine.base
-    pipe = allocator.client.pipeline(transaction=True)
-    pipe.time()
-    pipe.zrange(f"{base}:avail", 0, -1)
-    pipe.hgetall(f"{base}:keys")
-    pipe.zrange(f"{base}:leases", 0, -1, withscores=True)
-    pipe.hgetall(f"{base}:bind")
-    pipe.zrange(f"{base}:bindexp", 0, -1, withscores=True)
-    (seconds, micros), free, metas, leases, binds, bind_ends = pipe.execute()
+    (seconds, micros), free, metas, leases, binds, bind_ends = (
+        _pairs(reply) if i > 1 else reply
+        for i, reply in enumerate(allocator.client.eval(_READ_STATE, 1, base))
+    )
     now_ms = int(seconds) * 1000 + int(micros) // 1000
-    keys = {_text(k): int(_text(v).split("|")[1]) for k, v in metas.items()}
-    binds_by_name = {_text(k): _text(v) for k, v in binds.items()}
+    keys = {_text(k): int(_text(v).split("|")[1]) for k, v in metas}
+    binds_by_name = {_text(k): _text(v) for k, v in binds}
     return State(
         now_ms=now_ms,
         free=[_text(key) for key in free],
@@ -134,6 +154,10 @@ def read_state(allocator: Allocator) -> State:
             if float(end) > now_ms
         },
     )
+
+
+def _pairs(flat: list[Any]) -> list[tuple[Any, Any]]:
+    return list(zip(flat[0::2], flat[1::2], strict=True))
 
 
 def _text(value: Any) -> str:

@@ -33,7 +33,7 @@ from typing import Any
 from django.core.management import call_command
 
 from django_redis_pool import get_queue, tasks
-from django_redis_pool.tasks import RedisBackend
+from django_redis_pool.tasks import RedisBackend, _framework_task
 
 from .peers import Rewrite
 
@@ -107,13 +107,11 @@ def stored_result(backend: Any, result_id: str) -> Any:
     """The result ``result_id`` as stored in Redis now, read without
     ``get_result()`` (the adapter's own reads must not stand in the way of
     what the suites test through it)."""
-    task_id, _, queue_name = result_id.partition(".")
-    stored = get_queue(queue_name).get_task(task_id)
-    if stored is None:
-        return None
-    from django.utils.module_loading import import_string
-
-    return backend._result(import_string(stored.params["task"]), result_id, stored)
+    for queue_name in backend.served():
+        stored = get_queue(queue_name).get_task(result_id)
+        if stored is not None:
+            return backend.result_of(stored, _framework_task(stored))
+    return None
 
 
 def reload(result: Any) -> None:
@@ -161,8 +159,8 @@ def dummy_api(monkeypatch: Any) -> Iterator[None]:
 
     def clear(backend: Any) -> None:
         for result_id in enqueued.pop(backend.alias, []):
-            task_id, _, queue_name = result_id.partition(".")
-            get_queue(queue_name).delete(task_id)
+            for queue_name in backend.served():
+                get_queue(queue_name).delete(result_id)
 
     monkeypatch.setattr(RedisBackend, "results", property(results), raising=False)
     monkeypatch.setattr(RedisBackend, "clear", clear, raising=False)

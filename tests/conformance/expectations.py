@@ -76,16 +76,6 @@ def bug(reason: str, when: str | None = None) -> Expected:
     return Expected(BUG, reason, when)
 
 
-# The known bugs (the first line of each reason: what fails now; "then" names
-# what the test meets once that is fixed).
-QUEUES_EMPTY = (
-    "QUEUES=[] breaks get_result (TaskResultDoesNotExist) and pool_worker (no handler for "
-    "Django tasks)"
-)
-ENQUEUED_AT = "enqueue()'s enqueued_at (microseconds) disagrees with get_result's (milliseconds)"
-SYSTEM_EXIT = "a Django task raising SystemExit stays RUNNING"
-NON_JSON_RESULT = "a non-JSON return value is reported SUCCESSFUL by task_finished"
-UPDATE_FLOATS = "task.update(50.0, 100.0) raises (ints only)"
 # The deliberate differences.
 JSON_MESSAGE = (
     "a value that is not JSON fails with our TypeError ('... must be JSON-serialisable'), "
@@ -99,20 +89,10 @@ OBJECT_API = (
 EXPECTED: dict[str, dict[str, Expected]] = {
     "django": {
         # -- Django 6.0's tests/tasks (test_django_tasks.py) ----------------------------
-        "ImmediateBackendTestCase::test_enqueue_task": bug(QUEUES_EMPTY),
-        "ImmediateBackendTestCase::test_enqueue_task_async": bug(QUEUES_EMPTY),
-        "ImmediateBackendTestCase::test_catches_exception": bug(
-            f"{QUEUES_EMPTY}; then: {SYSTEM_EXIT}"
-        ),
         "ImmediateBackendTestCase::test_throws_keyboard_interrupt": na(
             "a KeyboardInterrupt in a task is raised in the worker, not to the caller of enqueue()"
         ),
-        "ImmediateBackendTestCase::test_complex_exception": bug(QUEUES_EMPTY),
-        "ImmediateBackendTestCase::test_complex_return_value": bug(
-            f"{QUEUES_EMPTY}; then: {NON_JSON_RESULT}; then difference: {JSON_MESSAGE}"
-        ),
-        "ImmediateBackendTestCase::test_result": bug(QUEUES_EMPTY),
-        "ImmediateBackendTestCase::test_result_async": bug(QUEUES_EMPTY),
+        "ImmediateBackendTestCase::test_complex_return_value": difference(JSON_MESSAGE),
         "ImmediateBackendTestCase::test_cannot_get_result": na(
             "ours supports get_result() (the immediate backend does not)"
         ),
@@ -122,52 +102,27 @@ EXPECTED: dict[str, dict[str, Expected]] = {
         "ImmediateBackendTestCase::test_cannot_pass_run_after": na(
             "ours supports run_after (the immediate backend does not)"
         ),
-        "ImmediateBackendTestCase::test_enqueue_logs": bug(QUEUES_EMPTY),
-        "ImmediateBackendTestCase::test_failed_logs": bug(QUEUES_EMPTY),
-        "ImmediateBackendTestCase::test_takes_context": bug(QUEUES_EMPTY),
-        "ImmediateBackendTestCase::test_context": bug(QUEUES_EMPTY),
-        "DummyBackendTestCase::test_enqueue_task": bug(ENQUEUED_AT),
-        "DummyBackendTestCase::test_enqueue_task_async": bug(ENQUEUED_AT),
-        "DummyBackendTestCase::test_get_result": bug(f"{QUEUES_EMPTY}; then: {ENQUEUED_AT}"),
-        "DummyBackendTestCase::test_get_result_async": bug(f"{QUEUES_EMPTY}; then: {ENQUEUED_AT}"),
         "DummyBackendTestCase::test_refresh_result": na(
             "changes the dummy backend's in-memory result and expects refresh() to see it"
         ),
         "DummyBackendTestCase::test_refresh_result_async": na(
             "changes the dummy backend's in-memory result and expects refresh() to see it"
         ),
-        "DummyBackendTestCase::test_clear": bug(QUEUES_EMPTY),
         "DummyBackendTestCase::test_validate_disallowed_async_task": na(
             "the django-tasks backport's message says 'async tasks', Django 6's 'async Tasks'",
             when="django_tasks",
         ),
-        "TaskTestCase::test_enqueue_task": bug(ENQUEUED_AT),
-        "TaskTestCase::test_enqueue_task_async": bug(ENQUEUED_AT),
         "TaskTestCase::test_enqueue_with_invalid_argument": difference(JSON_MESSAGE),
         "TaskTestCase::test_aenqueue_with_invalid_argument": difference(JSON_MESSAGE),
-        "TaskTestCase::test_get_result": bug(ENQUEUED_AT),
-        "TaskTestCase::test_get_result_async": bug(ENQUEUED_AT),
-        "TaskTestCase::test_refresh_result": bug(ENQUEUED_AT),
     },
     # -- django-tasks-rq 0.12.0 (test_django_tasks_rq.py) -----------------------------
     "django-tasks-rq": {
-        "RQBackendTestCase::test_catches_exception": bug(SYSTEM_EXIT),
         "RQBackendTestCase::test_complex_return_value": difference(
             "a non-JSON return value fails as TypeError (as Django's immediate backend), "
             "not as RQ's Exception"
         ),
         "RQBackendTestCase::test_exception_classes_pop_empty_list_bug": na(
             "edits an RQ job's meta (RQ's internals)"
-        ),
-        "RQBackendTestCase::test_get_result": bug(ENQUEUED_AT),
-        "RQBackendTestCase::test_get_result_async": bug(ENQUEUED_AT),
-        "RQBackendTestCase::test_invalid_task_path": bug(
-            "get_result() of a stored task whose path is not a Task (subprocess.check_output) "
-            "returns a TaskResult whose task is that function, no SuspiciousOperation"
-        ),
-        "RQBackendTestCase::test_rq_app_missing": bug(
-            "check() says nothing when django_redis_pool is not in INSTALLED_APPS (pool_worker, "
-            "the backend's only worker, is that app's command)"
         ),
         "RQBackendTestCase::test_uses_rq_queues_for_queue_names": difference(
             "QUEUES=[] keeps Django's meaning (any queue name); django-tasks-rq lists its RQ_QUEUES"
@@ -219,10 +174,9 @@ EXPECTED: dict[str, dict[str, Expected]] = {
         "TestRedisTaskQueue::test_query_with_remote_first_policy": na(RAW_PROTOCOL),
         "TestRedisTaskQueue::test_query_with_remote_first_policy_fallback": na(MOCKED_REMOTE),
         "TestRedisTaskQueue::test_query_with_auto_policy_with_listener": na(RAW_PROTOCOL),
-        "TestRedisTaskQueue::test_task_update_progress": bug(UPDATE_FLOATS),
         "TestRedisTaskQueue::test_task_update_progress_expired": difference(
             "a progress report of a task its run no longer holds returns False (no client-side "
-            f"expiry raising TimeoutError); and bug: {UPDATE_FLOATS}"
+            "expiry raising TimeoutError)"
         ),
         "TestRedisTaskQueue::test_listen_single_iteration": na(RAW_PROTOCOL),
         "TestRedisTaskQueue::test_listen_non_blocking": na(

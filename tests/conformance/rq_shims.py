@@ -11,12 +11,11 @@ worker, which the adapter replaces: using one fails, saying so.
 
 from __future__ import annotations
 
-import uuid
 from types import SimpleNamespace
 from typing import Any
 
 from django_redis_pool import get_queue as _our_queue
-from django_redis_pool.tasks import TASK_NAME
+from django_redis_pool.tasks import TASK_NAME, _new_result_id
 from django_redis_pool.tasks import RedisBackend as RQBackend
 
 from .django_tasks_adapter import framework
@@ -71,17 +70,17 @@ class _Queue:
 
     def enqueue_call(self, func: str, args: Any = (), kwargs: Any = None) -> Any:
         """Store a Django task of path ``func`` (as RQ stores a job of any callable)."""
-        task_id = uuid.uuid4().hex
+        task_id = _new_result_id(self.name)  # (a result id is its queue task's id)
         params = {"task": func, "args": list(args), "kwargs": dict(kwargs or {})}
         _our_queue(self.name).enqueue(TASK_NAME, params, id=task_id)
-        return SimpleNamespace(id=f"{task_id}.{self.name}")
+        return SimpleNamespace(id=task_id)
 
     @property
     def job_ids(self) -> list[str]:
         """The result ids of the Django tasks waiting in the queue, in order."""
         queue = _our_queue(self.name)
         waiting = queue.client.zrange(f"{queue.base}:pending:{TASK_NAME}", 0, -1)
-        return [f"{_text(task_id)}.{self.name}" for task_id in waiting]
+        return [_text(task_id) for task_id in waiting]
 
 
 def _text(value: Any) -> str:
