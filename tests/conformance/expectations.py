@@ -3,7 +3,7 @@
 Three kinds, each with a one-line reason:
 
 * ``NA``: not applicable to ours (the test checks the peer's internals or
-  needs what a real Redis cannot give, such as a frozen clock): skipped.
+  needs what ours has no counterpart for): skipped.
 * ``DIFFERENCE``: a deliberate, documented difference of ours:
   ``xfail(strict=True)``.
 * ``BUG``: a known bug of ours, being fixed: ``xfail(strict=True)`` with
@@ -144,10 +144,7 @@ EXPECTED: dict[str, dict[str, Expected]] = {
         ),
         "TestRedisAllocatorObject::test_close": difference(OBJECT_API),
         "TestRedisAllocator::test_gc_functionality": na(
-            "moves a frozen clock 600 s and drives the peer's policy and updater (no counterpart)"
-        ),
-        "TestRedisAllocator::test_soft_binding": na(
-            "moves a frozen clock 31 s: too long to wait for on Redis's real clock"
+            "drives the peer's allocation policy and key updater (no counterpart)"
         ),
         "TestDocContracts::test_doc_cache_timeout_zero_creates_permanent_binding_by_design": (
             difference("a soft binding always expires: cache_timeout must be > 0 (ValueError)")

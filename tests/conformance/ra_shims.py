@@ -2,14 +2,13 @@
 ``fakeredis``, ``freezegun`` and ``pytest_mock``, mapped onto the harness.
 
 * ``fakeredis``: every ``FakeRedis`` (and ``FakeServer``) is a real client to
-  the harness's redis-server (:func:`use_server`, flushed per test by the
-  harness), seen through :class:`~tests.conformance.allocator_adapter.ViewClient`.
-* ``freeze_time``: our scripts read the Redis server's clock, which cannot be
-  frozen. Inside the block Python's ``time.time()`` stands still (what the
-  adapter stamps itself, as the peer's tests expect), and ``tick(seconds)``
-  waits that long for real and moves it on: a test that ticks past
-  :data:`MAX_TICK` seconds in all cannot be run on real time (the
-  expectations list it as not applicable).
+  a real redis-server (:func:`use_server`: one whose clock the tests move,
+  :mod:`tests.clockshift`, flushed per test), seen through
+  :class:`~tests.conformance.allocator_adapter.ViewClient`.
+* ``freeze_time``: our scripts read the Redis server's clock, which runs on.
+  Inside the block Python's ``time.time()`` stands still (what the adapter
+  stamps itself, as the peer's tests expect), and ``tick(seconds)`` moves it
+  and the server's clock on by that much at once.
 * ``MockFixture``: the type name the suite annotates with; ``mocker`` is a
   fixture of the suite's module (``unittest.mock`` underneath).
 """
@@ -25,25 +24,29 @@ from typing import Any
 
 import redis
 
-__all__ = ["MAX_TICK", "MockFixture", "fakeredis", "freeze_time", "use_server"]
+from ..clockshift import ShiftedClockRedis
 
-#: The longest real wait ``tick()`` makes for one test, in seconds.
-MAX_TICK = 12.0
+__all__ = ["MockFixture", "fakeredis", "freeze_time", "use_server"]
 
-_server_url: list[str] = []
+_server: list[ShiftedClockRedis] = []
 
 
-def use_server(url: str) -> None:
-    """Point the fake Redis classes at the harness's server ``url``."""
-    _server_url[:] = [url]
+def use_server(server: ShiftedClockRedis) -> None:
+    """Point the fake Redis classes (and ``tick``) at ``server``."""
+    _server[:] = [server]
+
+
+def _current() -> ShiftedClockRedis:
+    if not _server:
+        raise RuntimeError("no Redis: the suite's module calls use_server() per test")
+    return _server[0]
 
 
 def _client(decode_responses: bool = False, **kwargs: Any) -> Any:
     from .allocator_adapter import ViewClient
 
-    if not _server_url:
-        raise RuntimeError("no harness Redis: the suite's module calls use_server() per test")
-    return ViewClient(redis.Redis.from_url(_server_url[0], decode_responses=decode_responses))
+    url = _current().server.url
+    return ViewClient(redis.Redis.from_url(url, decode_responses=decode_responses))
 
 
 class FakeServer:
@@ -69,28 +72,18 @@ class _FrozenClock:
 
     def __init__(self, start: float) -> None:
         self.now = start
-        self.waited = 0.0
 
     def __call__(self) -> float:
         return self.now
 
     def tick(self, delta: float | datetime.timedelta = 1.0) -> None:
         seconds = delta.total_seconds() if isinstance(delta, datetime.timedelta) else float(delta)
-        self.waited += seconds
-        if self.waited > MAX_TICK:
-            raise AssertionError(
-                f"freeze_time: this test moves the clock {self.waited:g} s in all, more than "
-                f"the {MAX_TICK:g} s the adapter waits for real (Redis's clock cannot be "
-                "frozen): list it as not applicable in tests/conformance/expectations.py"
-            )
-        _real_sleep(seconds)
+        server = _current()
+        server.place(server.now_us() + round(seconds * 1_000_000))
         self.now += seconds
 
     def move_to(self, moment: Any) -> None:
         self.now = _seconds(moment)
-
-
-_real_sleep = time.sleep
 
 
 def _seconds(moment: Any) -> float:

@@ -2,8 +2,8 @@
 ``Allocator`` and ``TaskQueue``, on the harness's real redis-server.
 
 The peer's tests use fakeredis and freezegun; here ``FakeRedis`` is a client
-of the harness's server and ``freeze_time`` waits for real
-(``ra_shims.py``), the peer's API is mapped onto ours
+of a real redis-server whose clock ``freeze_time``'s ``tick`` moves
+(``ra_shims.py``, :mod:`tests.clockshift`), the peer's API is mapped onto ours
 (``allocator_adapter.py``, ``task_queue_adapter.py``), and its reads of its
 own data in Redis see a projection of ours. Run: ``test_allocator``,
 ``test_allocator_bughunt``, ``test_allocator_fuzz``,
@@ -25,8 +25,8 @@ from unittest import mock
 import pytest
 import redis
 
-from django_redis_pool.embedded import EmbeddedRedis
-
+from ..clockshift import ShiftedClockRedis
+from ..clockshift import shifted_redis as shifted_redis  # (the fixture)
 from . import allocator_adapter, ra_shims
 from .peers import REDIS_ALLOCATOR, PeerPackage, PeerUnavailable, Rewrite, fetch
 
@@ -60,11 +60,12 @@ MODULES = (
 
 
 @pytest.fixture
-def redis_client(redis_server: EmbeddedRedis, redis_client: redis.Redis) -> Iterator[Any]:
-    """The peer's client (``decode_responses=True``) to the harness's server,
-    flushed (by the harness's ``redis_client``), seen through the adapter."""
-    ra_shims.use_server(redis_server.url)
-    client = redis.Redis.from_url(redis_server.url, decode_responses=True)
+def redis_client(shifted_redis: ShiftedClockRedis) -> Iterator[Any]:
+    """The peer's client (``decode_responses=True``) to a server whose clock
+    ``freeze_time``'s ``tick`` moves, flushed, seen through the adapter."""
+    ra_shims.use_server(shifted_redis)
+    client = redis.Redis.from_url(shifted_redis.server.url, decode_responses=True)
+    client.flushall()
     try:
         yield allocator_adapter.ViewClient(client)
     finally:
