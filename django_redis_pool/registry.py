@@ -7,9 +7,9 @@ name. The caches are cleared when the ``DJANGO_REDIS_POOL`` or ``CACHES`` settin
 changes (Django's ``setting_changed`` signal, e.g. under ``override_settings``), or
 by :func:`clear_caches`.
 
-The setting is validated by the same code as the system checks
-(:func:`.checks.check_settings`); an invalid setting raises ``ImproperlyConfigured``
-with the checks' message.
+The setting is read by :func:`.conf.read_settings`, the one place it is
+validated (the system checks report the same findings); an invalid setting
+raises ``ImproperlyConfigured`` with the checks' messages.
 """
 
 from __future__ import annotations
@@ -62,21 +62,18 @@ def on_setting_changed(*, setting: str, **kwargs: Any) -> None:
 
 
 def get_config() -> conf.Config:
-    """The parsed ``DJANGO_REDIS_POOL`` setting (validated like the system checks)."""
+    """The parsed ``DJANGO_REDIS_POOL`` setting (validated as the system checks
+    report it). Raises ``ImproperlyConfigured`` with their errors when it is invalid."""
     global _config
     config = _config  # fast path, unsynchronised: a global read is atomic
     if config is not None:
         return config
     with _lock:
         if _config is None:
-            from .checks import check_settings
-
-            errors = [m for m in check_settings() if m.is_serious()]
-            if errors:
-                raise ImproperlyConfigured(
-                    "\n".join(f"({m.id}) {m.msg} HINT: {m.hint}" for m in errors)
-                )
-            _config = conf.parse(conf.get_setting())
+            reading = conf.read_settings()
+            if reading.config is None:
+                raise ImproperlyConfigured("\n".join(map(str, reading.errors)))
+            _config = reading.config
         return _config
 
 

@@ -156,8 +156,9 @@ def test_settings_page_lists_every_connection_and_rule_key() -> None:
 def _emitted_check_ids() -> set[str]:
     """Every check id the package's code can emit, read from the code alone (no
     docstring or comment counts): the ids in ``id=...`` arguments
-    (``id=f"{_PREFIX}.W002"``, ``id="django_redis_pool.E030"``) and the numbers
-    passed to ``report.error(N, ...)`` / ``report.warning(N, ...)``."""
+    (``id=f"{conf.CHECK_PREFIX}.E099"``, ``id="django_redis_pool.E030"``) and the
+    codes that findings are made with (``found.add("E018", ...)``,
+    ``Finding("E099", ...)``)."""
     ids: set[str] = set()
     for path in PACKAGE.rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
@@ -169,16 +170,15 @@ def _emitted_check_ids() -> set[str]:
                         if isinstance(part, ast.Constant) and isinstance(part.value, str):
                             ids.update(re.findall(r"\b([EW]\d\d\d)$", part.value))
             func, args = node.func, node.args
+            name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
             if (
-                isinstance(func, ast.Attribute)
-                and func.attr in ("error", "warning")
-                and isinstance(func.value, ast.Name)
-                and func.value.id == "report"
+                name in ("add", "Finding")
                 and args
                 and isinstance(args[0], ast.Constant)
-                and type(args[0].value) is int
+                and isinstance(args[0].value, str)
+                and re.fullmatch(r"[EW]\d\d\d", args[0].value)
             ):
-                ids.add(f"{'E' if func.attr == 'error' else 'W'}{args[0].value:03d}")
+                ids.add(args[0].value)
     return ids
 
 
@@ -189,7 +189,7 @@ def _listed_on_checks_page() -> set[str]:
 
 def test_checks_page_lists_every_check_id() -> None:
     ids = _emitted_check_ids()
-    # each form of emission is read: report.error, report.warning, id=f"...", id="..."
+    # each form of emission is read: found.add, Finding(...), id=f"...", id="..."
     assert {"E001", "W001", "W002", "E030"} <= ids, sorted(ids)
     listed = _listed_on_checks_page()
     missing = sorted(ids - listed)

@@ -1,0 +1,99 @@
+"""The ``DJANGO_REDIS_POOL`` setting: its shape, its defaults, and the one place
+it is read and validated.
+
+The setting is read lazily (:func:`read_settings`), never at import time, so this
+package can be imported before Django's settings are configured.
+
+* :mod:`.schema`: the keys, the defaults, what a valid setting becomes
+  (:class:`Config`), what is wrong with an invalid one (:class:`Finding`, whose
+  ids ``docs/checks.md`` lists), and the validators of the request options.
+* :mod:`.reading`: :func:`read`, one pass over the whole setting that validates
+  it and builds its :class:`Config`. The system checks report its findings;
+  the registry builds from its config (or raises ``ImproperlyConfigured`` with
+  its errors).
+* :mod:`.connection`: ``CONNECTION``, checked without connecting.
+
+Each kind of primitive brings the key of its mapping in the setting and the options
+an entry accepts (with a validator and a default each) in its module of
+:mod:`..kinds`; :func:`read` validates entries with them.
+"""
+
+from __future__ import annotations
+
+from .reading import entry_options, parse, parse_rule, read, read_settings
+from .schema import (
+    AUTH_MIDDLEWARE_PATH,
+    CHECK_PREFIX,
+    CLUSTER_URL_SCHEMES,
+    CONNECTION_FORMS,
+    CONNECTION_KEYS,
+    DEFAULT_CONNECTION,
+    DEFAULT_KEY_PREFIX,
+    DEFAULT_LONG_HOLD,
+    DEFAULT_POOL_TIMEOUT,
+    DEFAULT_REQUEST_LEASE,
+    DEFAULT_RETRIES,
+    DEFAULT_RETRY_BASE,
+    DEFAULT_RETRY_CAP,
+    DEFAULT_SOCKET_TIMEOUT,
+    MIDDLEWARE_PATH,
+    RULE_KEYS,
+    SETTING_NAME,
+    URL_SCHEMES,
+    Config,
+    Entry,
+    Finding,
+    Findings,
+    Reading,
+    Rule,
+    check_retry_after,
+    check_status,
+    did_you_mean,
+    get_setting,
+    holdable_names,
+    import_callable,
+    redis_cache_flavour,
+    setting_path,
+    top_level_keys,
+)
+
+__all__ = [
+    "AUTH_MIDDLEWARE_PATH",
+    "CHECK_PREFIX",
+    "CLUSTER_URL_SCHEMES",
+    "CONNECTION_FORMS",
+    "CONNECTION_KEYS",
+    "DEFAULT_CONNECTION",
+    "DEFAULT_KEY_PREFIX",
+    "DEFAULT_LONG_HOLD",
+    "DEFAULT_POOL_TIMEOUT",
+    "DEFAULT_REQUEST_LEASE",
+    "DEFAULT_RETRIES",
+    "DEFAULT_RETRY_BASE",
+    "DEFAULT_RETRY_CAP",
+    "DEFAULT_SOCKET_TIMEOUT",
+    "MIDDLEWARE_PATH",
+    "RULE_KEYS",
+    "SETTING_NAME",
+    "URL_SCHEMES",
+    "Config",
+    "Entry",
+    "Finding",
+    "Findings",
+    "Reading",
+    "Rule",
+    "check_retry_after",
+    "check_status",
+    "did_you_mean",
+    "entry_options",
+    "get_setting",
+    "holdable_names",
+    "import_callable",
+    "parse",
+    "parse_rule",
+    "read",
+    "read_settings",
+    "redis_cache_flavour",
+    "setting_path",
+    "top_level_keys",
+]

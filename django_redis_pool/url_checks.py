@@ -1,0 +1,75 @@
+"""The URLconf scan: every ``@with_resource(name)`` on a routed view names a
+primitive that is configured and that a request can hold (E023).
+
+:func:`findings` gives them as :class:`~.conf.Finding` objects;
+:func:`.checks.check_view_resources` reports them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from . import conf, kinds
+
+__all__ = ["findings"]
+
+
+def findings(config: conf.Config) -> list[conf.Finding]:
+    """E023 for each routed view whose ``@with_resource`` name ``config`` (a valid
+    setting) cannot serve. Nothing when the URLconf cannot be loaded (Django's
+    URL checks report that)."""
+    from django.urls import get_resolver
+
+    try:
+        found = set(_routed_guards(get_resolver().url_patterns))
+    except Exception:
+        return []
+    usable = {name: entry.kind for name, entry in config.entries.items() if entry.kind.supported}
+    result = conf.Findings()
+    for view, guard in sorted(found, key=lambda item: (item[0], item[1].name)):
+        if guard.name not in usable:
+            result.add(
+                "E023",
+                f"{view} is decorated with @with_resource({guard.name!r}), but "
+                f"{guard.name!r} is not configured in {conf.SETTING_NAME}.",
+                f"Fix the name, or configure it, e.g. in "
+                f"{conf.setting_path(kinds.example_key())}. Configured: "
+                f"{', '.join(map(repr, sorted(usable))) or 'none'}.",
+                obj=view,
+            )
+        elif not usable[guard.name].holds_requests:
+            kind = usable[guard.name]
+            holdable = conf.holdable_names(usable)
+            result.add(
+                "E023",
+                f"{view} is decorated with @with_resource({guard.name!r}), but "
+                f"{guard.name!r} is {kind.a_label}, which a request cannot hold "
+                "(every request would fail with NotConfigured).",
+                "Name a primitive a request can hold: "
+                f"{', '.join(map(repr, holdable)) or 'none is configured'}.",
+                obj=view,
+            )
+    return result
+
+
+def _routed_guards(patterns: Iterable[Any]) -> Iterable[tuple[str, Any]]:
+    """(view label, guard) of every ``@with_resource`` on views in ``patterns``."""
+    for pattern in patterns:
+        if hasattr(pattern, "url_patterns"):  # an include()
+            yield from _routed_guards(pattern.url_patterns)
+            continue
+        callback = getattr(pattern, "callback", None)
+        view_class = getattr(callback, "view_class", None)
+        targets = [callback]
+        if view_class is not None:  # method_decorator on a class-based view's methods
+            targets += [
+                getattr(view_class, m, None) for m in ("dispatch", *view_class.http_method_names)
+            ]
+        label = getattr(callback, "__qualname__", repr(callback))
+        if view_class is not None:
+            label = view_class.__qualname__
+        label = f"{getattr(callback, '__module__', '?')}.{label}"
+        for target in targets:
+            for guard in getattr(target, "resource_guards", ()):
+                yield label, guard
