@@ -7,15 +7,19 @@ in the reading's findings.
 from __future__ import annotations
 
 import difflib
+import math
 from typing import Any
 from urllib.parse import urlsplit
 
+from ..kinds.base import validate_bool
+from ..primitives.validators import check_seconds
 from .schema import (
     CLUSTER_URL_SCHEMES,
     CONNECTION_FORMS,
     CONNECTION_KEYS,
     URL_SCHEMES,
     Findings,
+    accepts,
     did_you_mean,
     redis_cache_flavour,
     setting_path,
@@ -193,10 +197,12 @@ def _read_client_options(key: str, options: dict[str, Any], found: Findings) -> 
 
 def _read_url(connection: dict[str, Any], found: Findings) -> None:
     cluster = connection.get("CLUSTER", False)
-    if not isinstance(cluster, bool):
+    try:
+        validate_bool(cluster, setting_path("CONNECTION", "CLUSTER"))
+    except ValueError as exc:
         found.add(
             "E011",
-            f"{setting_path('CONNECTION', 'CLUSTER')} must be True or False, got {cluster!r}.",
+            f"{exc}.",
             "Set CLUSTER to True for a Redis Cluster, or remove it.",
             setting_path("CONNECTION", "CLUSTER"),
         )
@@ -246,11 +252,7 @@ def _read_pool_size(connection: dict[str, Any], cluster: bool, found: Findings) 
                 "Add MAX_CONNECTIONS, or remove POOL_TIMEOUT.",
                 path,
             )
-        elif (
-            isinstance(wait, bool)
-            or not isinstance(wait, (int, float))
-            or not 0 <= wait < float("inf")
-        ):
+        elif not accepts(check_seconds, wait, path, allow_none=False) or math.isinf(wait):
             found.add(
                 "E025",
                 f"{path} must be a number of seconds >= 0, got {wait!r}.",

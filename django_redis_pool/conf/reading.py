@@ -16,6 +16,7 @@ from typing import Any
 
 from .. import kinds
 from ..kinds import Kind
+from ..kinds.base import validate_bool
 from ..primitives.validators import check_duration, check_lease_timeout, check_name, check_timeout
 from .connection import read_connection
 from .schema import (
@@ -379,10 +380,12 @@ def _read_request_options(raw: dict[str, Any], found: Findings) -> None:
                 path,
             )
     path = setting_path("FAIL_OPEN")
-    if "FAIL_OPEN" in raw and not isinstance(raw["FAIL_OPEN"], bool):
+    try:
+        validate_bool(raw.get("FAIL_OPEN", False), path)
+    except ValueError as exc:
         found.add(
             "E022",
-            f"{path} must be True or False, got {raw['FAIL_OPEN']!r}.",
+            f"{exc}.",
             "Use True to run views without a hold when Redis is down, False (the default) "
             "to answer them with the unavailable response.",
             path,

@@ -17,6 +17,7 @@ from typing import Any
 from .. import kinds
 from ..kinds import Kind
 from ..primitives.base import DEFAULT_KEY_PREFIX
+from ..primitives.validators import check_seconds
 
 __all__ = [
     "AUTH_MIDDLEWARE_PATH",
@@ -43,6 +44,7 @@ __all__ = [
     "Findings",
     "Reading",
     "Rule",
+    "accepts",
     "check_retry_after",
     "check_status",
     "did_you_mean",
@@ -215,9 +217,19 @@ def check_retry_after(value: Any, what: str = "retry_after") -> int | None:
     """Seconds for the ``Retry-After`` header: a number >= 0 (rounded up), or None."""
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < math.inf:
+    if not accepts(check_seconds, value, what) or math.isinf(value):
         raise ValueError(f"{what} must be a number of seconds >= 0 or None, got {value!r}")
     return math.ceil(value)
+
+
+def accepts(validator: Callable[..., Any], value: Any, *args: Any, **kwargs: Any) -> bool:
+    """Whether ``validator`` (one of :mod:`..primitives.validators`) takes ``value``:
+    for a setting whose message says more than the validator's (its unit, its use)."""
+    try:
+        validator(value, *args, **kwargs)
+    except ValueError:
+        return False
+    return True
 
 
 def import_callable(value: Any, what: str) -> Callable[..., Any]:
