@@ -3,8 +3,10 @@ that ``manage.py check`` never crashes and never talks to Redis."""
 
 from __future__ import annotations
 
+import ast
 import socket
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -12,6 +14,7 @@ from django.core.checks import run_checks
 from django.core.management import call_command
 from django.core.management.base import SystemCheckError
 
+import django_redis_pool
 from django_redis_pool.checks import TAG, check_settings
 
 URL = "redis://127.0.0.1:6379/0"
@@ -708,3 +711,32 @@ def test_w003_unreachable_redis(settings: Any) -> None:
 def test_deploy_checks_say_nothing_while_the_setting_is_invalid(settings: Any) -> None:
     ids = [m.id for m in deploy(settings, {"CONNECTION": 5})]
     assert ids == ["django_redis_pool.E003"]
+
+
+# ------------------------------------------------------------- one place, no circle
+
+
+def _imported(module: Path) -> set[str]:
+    """The modules of the package that ``module`` imports, anywhere in it
+    (``conf`` for ``from . import conf``, ``conf.schema`` for ``from .schema``)."""
+    package = Path(django_redis_pool.__file__).parent
+    here = module.parent.relative_to(package).parts
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(module.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.level:
+            base = list(here[: len(here) - node.level + 1])
+            target = [*base, *(node.module.split(".") if node.module else [])]
+            names.add(".".join(target))
+            names.update(".".join([*target, alias.name]) for alias in node.names)
+    return names
+
+
+def test_the_setting_is_read_in_conf_which_imports_neither_checks_nor_registry() -> None:
+    """The checks report what conf finds and the registry builds what conf reads:
+    neither is imported by conf, and the registry imports no check."""
+    package = Path(django_redis_pool.__file__).parent
+    checks = {"checks", "deploy_checks", "url_checks"}
+    for module in sorted((package / "conf").glob("*.py")):
+        assert not _imported(module) & (checks | {"registry"}), module.name
+    assert "conf" in _imported(package / "registry.py")
+    assert not _imported(package / "registry.py") & checks
