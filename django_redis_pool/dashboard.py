@@ -35,7 +35,7 @@ __all__ = [
     "Section",
     "Summary",
     "action",
-    "outcome",
+    "message_or_fail",
     "section",
     "summary",
 ]
@@ -71,7 +71,7 @@ class ActionFailed(Exception):
     warning (e.g. the hold was released meanwhile)."""
 
 
-def outcome(done: bool, success: str, failure: str) -> str:
+def message_or_fail(done: bool, success: str, failure: str) -> str:
     """What an action returns: ``success`` if it ``done`` something, else it
     raises :class:`ActionFailed` with ``failure``."""
     if not done:

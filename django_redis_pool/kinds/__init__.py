@@ -16,7 +16,7 @@ from collections.abc import Mapping
 
 from django.utils.module_loading import import_string
 
-from .base import Ask, Held, Kind, Option, Outcome, ReservedKind
+from .base import Ask, Held, Kind, Option, Report, ReservedKind
 
 __all__ = [
     "BUILTIN",
@@ -25,7 +25,7 @@ __all__ = [
     "Held",
     "Kind",
     "Option",
-    "Outcome",
+    "Report",
     "ReservedKind",
     "all_kinds",
     "by_name",

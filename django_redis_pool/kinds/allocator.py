@@ -13,10 +13,10 @@ from typing import Any
 from django import forms
 
 from .. import conf, registry
-from ..dashboard import action, outcome, section
+from ..dashboard import action, message_or_fail, section
 from ..primitives.allocator import MAX_KEY_PRIORITY, AllocatedKey, Allocator
 from ..primitives.validators import check_duration, check_name
-from .base import Ask, Held, Option, Outcome, validate_bool
+from .base import Ask, Held, Option, Report, validate_bool
 from .leases import (
     PAGE_SIZE,
     LeaseKind,
@@ -139,7 +139,7 @@ class AllocatorKind(LeaseKind):
 
     def sync(
         self, primitive: Any, options: Mapping[str, Any], *, prune: bool, dry_run: bool
-    ) -> Outcome:
+    ) -> Report:
         """Add the configured keys with their priorities (one round trip per
         1,000 keys); ``prune`` removes the keys no longer configured, held ones
         included."""
@@ -160,26 +160,26 @@ class AllocatorKind(LeaseKind):
             dry_run=dry_run,
         )
 
-    def collect(self, primitive: Any, *, dry_run: bool) -> Outcome:
+    def collect(self, primitive: Any, *, dry_run: bool) -> Report:
         """Reclaim expired locks and keys, then probe keys with ``HEALTH_CHECK``
         (for at most ``HEALTH_BUDGET`` seconds; the next pass goes on from there)."""
-        outcome = super().collect(primitive, dry_run=dry_run)
+        reclaimed = super().collect(primitive, dry_run=dry_run)
         check = registry.get_config().entries[primitive.name].options["HEALTH_CHECK"]
         if check is None:
-            return outcome
+            return reclaimed
         probed, failed = self._probe(
             primitive, conf.import_callable(check, "HEALTH_CHECK"), dry_run
         )
         note = f"health check: {len(failed)} of {probed} keys failed"
         if dry_run:
             note += " (dry run, nothing changed)"
-        return Outcome(
-            f"{outcome.line}; {note}",
-            changed=outcome.changed or bool(failed),
+        return Report(
+            f"{reclaimed.line}; {note}",
+            changed=reclaimed.changed or bool(failed),
             style="warning",
-            details=(*outcome.details, *(f"  unhealthy: {key}" for key in failed)),
-            data={**outcome.data, "unhealthy": failed},
-            counts={**outcome.counts, "unhealthy": len(failed)},
+            details=(*reclaimed.details, *(f"  unhealthy: {key}" for key in failed)),
+            data={**reclaimed.data, "unhealthy": failed},
+            counts={**reclaimed.counts, "unhealthy": len(failed)},
         )
 
     def _probe(
@@ -311,7 +311,7 @@ def add_key(allocator: Any, data: dict[str, Any]) -> str:
     """Add a key (free at once)."""
     key, name = data["resource"], allocator.name
     added = allocator.extend([key], priority=data["priority"])
-    return outcome(
+    return message_or_fail(
         added, f"Added key {key!r} to allocator {name!r}.", f"{key!r} is already a key of {name!r}."
     )
 
@@ -320,7 +320,7 @@ def remove_key(allocator: Any, data: dict[str, Any]) -> str:
     """Remove a key, free or held."""
     key, name = data["resource"], allocator.name
     removed = allocator.shrink([key])
-    return outcome(
+    return message_or_fail(
         removed,
         f"Removed key {key!r} from allocator {name!r}.",
         f"{key!r} is not a key of {name!r}.",
@@ -331,7 +331,7 @@ def mark_unhealthy(allocator: Any, data: dict[str, Any]) -> str:
     """Take a key out of rotation for a cooldown."""
     key, cooldown = data["resource"], data["cooldown"]
     marked = allocator.report_unhealthy(key, cooldown=cooldown)
-    return outcome(
+    return message_or_fail(
         marked,
         f"Key {key!r} is out of rotation for {cooldown:g} s.",
         f"{key!r} is not a key of {allocator.name!r}.",
@@ -342,7 +342,7 @@ def mark_healthy(allocator: Any, data: dict[str, Any]) -> str:
     """End a key's cooldown now."""
     key = data["resource"]
     healed = allocator.report_healthy(key)
-    return outcome(
+    return message_or_fail(
         healed, f"Key {key!r} is back in rotation.", f"{key!r} is not a key of {allocator.name!r}."
     )
 
@@ -351,7 +351,7 @@ def unbind(allocator: Any, data: dict[str, Any]) -> str:
     """Forget one soft binding."""
     name = data["binding"]
     unbound = allocator.unbind_soft_bind(name)
-    return outcome(
+    return message_or_fail(
         unbound, f"{name!r} is no longer bound to a key.", f"{name!r} is not bound (any more)."
     )
 

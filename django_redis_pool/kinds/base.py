@@ -18,7 +18,7 @@ from typing import Any, ClassVar, Literal
 from ..exceptions import NotConfigured
 from ..primitives.lease import Lease
 
-__all__ = ["Ask", "Held", "Kind", "Option", "Outcome", "ReservedKind", "Validator", "validate_bool"]
+__all__ = ["Ask", "Held", "Kind", "Option", "Report", "ReservedKind", "Validator", "validate_bool"]
 
 #: ``validate(value, setting_path) -> normalised value``; raises ``ValueError`` whose
 #: message names ``setting_path``.
@@ -65,7 +65,7 @@ class Ask:
 
 
 @dataclass(frozen=True)
-class Outcome:
+class Report:
     """What a management command reports for one primitive (``pool_sync``,
     ``pool_gc``, ``pool_status``)."""
 
@@ -169,19 +169,19 @@ class Kind:
 
     def sync(
         self, primitive: Any, options: Mapping[str, Any], *, prune: bool, dry_run: bool
-    ) -> Outcome:
+    ) -> Report:
         """``pool_sync``: make Redis hold what ``options`` configure."""
-        return Outcome(f"{primitive.name}: {self.a_label}, nothing to sync")
+        return Report(f"{primitive.name}: {self.a_label}, nothing to sync")
 
-    def collect(self, primitive: Any, *, dry_run: bool) -> Outcome:
+    def collect(self, primitive: Any, *, dry_run: bool) -> Report:
         """``pool_gc`` (and the admin's gc action): reclaim what crashed holders
         left behind now."""
-        return Outcome(f"{primitive.name}: nothing to reclaim")
+        return Report(f"{primitive.name}: nothing to reclaim")
 
-    def status(self, primitive: Any) -> Outcome:
+    def status(self, primitive: Any) -> Report:
         """``pool_status``: its counts (``data`` has ``held``, ``free``,
         ``waiting`` and ``size``, None where they do not apply) and details."""
-        return Outcome(primitive.name, data={"kind": self.name, "name": primitive.name})
+        return Report(primitive.name, data={"kind": self.name, "name": primitive.name})
 
 
 class ReservedKind(Kind):

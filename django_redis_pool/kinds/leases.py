@@ -21,7 +21,7 @@ from ..dashboard import ACTIONS, ActionFailed, Summary, action, section, summary
 from ..primitives.base import Snapshot
 from ..primitives.lease import Lease
 from ..primitives.validators import check_lease_timeout, check_name
-from .base import Held, Kind, Option, Outcome
+from .base import Held, Kind, Option, Report
 
 __all__ = [
     "LEASE_TIMEOUT",
@@ -214,7 +214,7 @@ class LeaseKind(Kind):
         unconfigured: Sequence[str],
         prune: bool,
         dry_run: bool,
-    ) -> Outcome:
+    ) -> Report:
         """``pool_sync``'s report for a primitive of named members (a pool's
         resources, an allocator's keys). ``unconfigured``: the members in Redis
         but not in the settings, left there without ``prune``; an entry that
@@ -243,7 +243,7 @@ class LeaseKind(Kind):
         details += [f"  {would}removed: {member}" for member in removed]
         if not prune:
             details += [f"  not in the settings: {member}" for member in unconfigured]
-        return Outcome(
+        return Report(
             line,
             changed=bool(added or removed),
             style="warning" if dry_run or removed or unconfigured or none_listed else "success",
@@ -259,7 +259,7 @@ class LeaseKind(Kind):
 
     # -- management commands ---------------------------------------------------
 
-    def collect(self, primitive: Any, *, dry_run: bool) -> Outcome:
+    def collect(self, primitive: Any, *, dry_run: bool) -> Report:
         """Reclaim the expired holds and dead waiters now; sends
         ``lease_reclaimed`` for each hold. ``dry_run`` only reports them."""
         collected = primitive.collect(dry_run=dry_run)
@@ -288,7 +288,7 @@ class LeaseKind(Kind):
         if long_hold:
             logger.warning("%s %r: %s", primitive.kind, primitive.name, long_hold)
             line += f"; {long_hold}"
-        return Outcome(
+        return Report(
             line,
             changed=bool(reclaimed or dropped or long_hold),
             style="warning",
@@ -306,7 +306,7 @@ class LeaseKind(Kind):
             counts={"reclaimed": reclaimed, "dropped": dropped, "long_holds": int(bool(long_hold))},
         )
 
-    def status(self, primitive: Any) -> Outcome:
+    def status(self, primitive: Any) -> Report:
         """Counts, holders (fence, time left) and waiters, in one round trip."""
         snap: Snapshot = primitive.snapshot()
         details = []
@@ -328,7 +328,7 @@ class LeaseKind(Kind):
         empty = not snap.size
         if empty:
             details.insert(0, f"  {self.empty_note(primitive.name)}")
-        return Outcome(
+        return Report(
             primitive.name,
             changed=bool(long_hold)
             or empty

@@ -19,7 +19,7 @@ from ..dashboard import Summary, section, summary
 from ..exceptions import NotOwned, ResourceUnavailable
 from ..primitives.objectpool import ObjectPool
 from ..primitives.validators import check_count, check_lease_timeout, check_name, check_timeout
-from .base import Ask, Held, Kind, Option, Outcome, validate_bool
+from .base import Ask, Held, Kind, Option, Report, validate_bool
 
 __all__ = ["KIND", "ObjectPoolKind", "get_object_pool"]
 
@@ -141,14 +141,14 @@ class ObjectPoolKind(Kind):
             return None
         return _held(primitive, obj)
 
-    def status(self, primitive: Any) -> Outcome:
+    def status(self, primitive: Any) -> Report:
         """Every process's counters, as published (this one's included)."""
         publisher = _PUBLISHERS.get(primitive)
         if publisher is not None and publisher.running:
             publisher.publish()  # this process's, fresh
         processes = published(primitive)
         totals = {k: sum(p[k] for p in processes) for k in ("size", "borrowed", "pending")}
-        return Outcome(
+        return Report(
             primitive.name,
             changed=any(p["pending"] for p in processes),
             details=tuple(

@@ -7,10 +7,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from .. import registry
-from ..dashboard import action, outcome
+from ..dashboard import action, message_or_fail
 from ..primitives.pool import ORDERS, ResourcePool
 from ..primitives.validators import check_name
-from .base import Ask, Held, Option, Outcome
+from .base import Ask, Held, Option, Report
 from .leases import LEASE_TIMEOUT, LeaseKind, ResourceForm
 
 __all__ = ["KIND", "PoolKind", "get_pool"]
@@ -96,7 +96,7 @@ class PoolKind(LeaseKind):
 
     def sync(
         self, primitive: Any, options: Mapping[str, Any], *, prune: bool, dry_run: bool
-    ) -> Outcome:
+    ) -> Report:
         """Associate each configured id (ids already there, available or leased,
         are left alone); ``prune`` also removes the ids no longer configured,
         leased ones included (their holders' later release returns False)."""
@@ -148,7 +148,7 @@ class PoolKind(LeaseKind):
 def add_resource(pool: Any, data: dict[str, Any]) -> str:
     """Associate a resource with the pool (a waiter gets it at once)."""
     r = data["resource"]
-    return outcome(
+    return message_or_fail(
         pool.associate(r),
         f"Added {r!r} to pool {pool.name!r}.",
         f"{r!r} is already in pool {pool.name!r}.",
@@ -158,7 +158,7 @@ def add_resource(pool: Any, data: dict[str, Any]) -> str:
 def remove_resource(pool: Any, data: dict[str, Any]) -> str:
     """Disassociate a resource, available or held."""
     r = data["resource"]
-    return outcome(
+    return message_or_fail(
         pool.disassociate(r),
         f"Removed {r!r} from pool {pool.name!r}.",
         f"{r!r} is not in pool {pool.name!r}.",

@@ -27,11 +27,11 @@ from django.core.management.base import CommandError, CommandParser
 from django.db import close_old_connections
 
 from .. import conf, registry
-from ..dashboard import Summary, action, outcome, section, summary
+from ..dashboard import Summary, action, message_or_fail, section, summary
 from ..management.commands._base import PoolCommand
 from ..primitives.queue import Task, TaskQueue
 from ..primitives.validators import check_duration, check_name
-from .base import Kind, Option, Outcome
+from .base import Kind, Option, Report
 from .leases import PAGE_SIZE, as_datetime, page_number, paged_table
 
 __all__ = ["HANDLERS", "KIND", "QueueKind", "WorkerCommand", "get_queue", "handlers_of", "task"]
@@ -166,11 +166,11 @@ class QueueKind(Kind):
             key_prefix=key_prefix,
         )
 
-    def collect(self, primitive: Any, *, dry_run: bool) -> Outcome:
+    def collect(self, primitive: Any, *, dry_run: bool) -> Report:
         """Deliver again the tasks whose worker died (deadline passed), fail
         those past their last attempt, and make due deferred tasks ready."""
         if dry_run:
-            return Outcome(f"{primitive.name}: gc of a queue has no dry run; nothing changed")
+            return Report(f"{primitive.name}: gc of a queue has no dry run; nothing changed")
         ready, requeued, failed = 0, [], []
         while True:
             made, again, dead = primitive.gc(1000)
@@ -182,7 +182,7 @@ class QueueKind(Kind):
             f"{len(failed)} failed after their last attempt, {ready} deferred made ready"
         )
         changed = bool(ready or requeued or failed)
-        return Outcome(
+        return Report(
             line if changed else f"{primitive.name}: nothing to reclaim",
             changed=changed,
             style="warning",
@@ -197,10 +197,10 @@ class QueueKind(Kind):
             counts={"requeued": len(requeued), "failed": len(failed)},
         )
 
-    def status(self, primitive: Any) -> Outcome:
+    def status(self, primitive: Any) -> Report:
         counts = primitive.counts()
         busy = counts["pending"] > 0 and counts["workers"] == 0
-        return Outcome(
+        return Report(
             primitive.name,
             changed=busy,
             details=(
@@ -265,7 +265,7 @@ def retry_task(queue: Any, data: dict[str, Any]) -> str:
     """Queue a failed task again (its attempts start over)."""
     task_id = data["task_id"]
     retried = queue.retry(task_id)
-    return outcome(
+    return message_or_fail(
         retried, f"Task {task_id} is queued again.", f"Task {task_id} is not failed (any more)."
     )
 
@@ -274,7 +274,9 @@ def delete_task(queue: Any, data: dict[str, Any]) -> str:
     """Remove a task that is not running."""
     task_id = data["task_id"]
     deleted = queue.delete(task_id)
-    return outcome(deleted, f"Task {task_id} was deleted.", f"Task {task_id} is gone or running.")
+    return message_or_fail(
+        deleted, f"Task {task_id} was deleted.", f"Task {task_id} is gone or running."
+    )
 
 
 def run_gc(queue: Any, data: dict[str, Any]) -> str:

@@ -11,7 +11,7 @@ from django import forms
 from .. import conf, registry
 from ..dashboard import action
 from ..primitives.semaphore import Semaphore, check_max_size
-from .base import Ask, Held, Option, Outcome
+from .base import Ask, Held, Option, Report
 from .leases import LEASE_TIMEOUT, LeaseKind
 
 __all__ = ["KIND", "SemaphoreKind", "get_semaphore"]
@@ -96,25 +96,25 @@ class SemaphoreKind(LeaseKind):
 
     def sync(
         self, primitive: Any, options: Mapping[str, Any], *, prune: bool, dry_run: bool
-    ) -> Outcome:
+    ) -> Report:
         """Store ``MAX_SIZE`` (a smaller one evicts no holder; a larger one
         serves waiting callers at once)."""
         name, size = primitive.name, options["MAX_SIZE"]
         if size is None:
             path = conf.setting_path(self.setting_key, name, "MAX_SIZE")
-            return Outcome(
+            return Report(
                 f"{name}: no MAX_SIZE configured, max size left as it is (set {path} and run "
                 f"pool_sync again, or set it{self.from_the_admin() or ' with set_max_size()'})",
                 style="warning",
             )
         before = primitive.get_max_size()
         if before == size:
-            return Outcome(f"{name}: max size {size} already set", style="success")
+            return Report(f"{name}: max size {size} already set", style="success")
         if not dry_run:
             primitive.set_max_size(size)
         would = "would be " if dry_run else ""
         note = " (dry run, nothing changed)" if dry_run else ""
-        return Outcome(
+        return Report(
             f"{name}: max size {would}set to {size} (was {before}){note}",
             changed=True,
             style="warning",
