@@ -93,15 +93,8 @@ class Kind:
     options: ClassVar[Mapping[str, Option]] = {}
     primitive: ClassVar[type | None] = None  #: the class :meth:`build` makes (signals' sender)
     supported: ClassVar[bool] = True  #: False: reserved for a later version
-    #: Management commands of this kind alone (their class lives in the kind's
-    #: module; ``management/commands/<name>.py`` only names it).
-    commands: ClassVar[tuple[str, ...]] = ()
     #: Options an entry must set (the system checks report a missing one).
     required: ClassVar[tuple[str, ...]] = ()
-    #: Modules of the package outside ``kinds/`` that belong to this kind
-    #: because their place is fixed elsewhere (e.g. an import path users name
-    #: in their settings), relative to the package.
-    modules: ClassVar[tuple[str, ...]] = ()
 
     @property
     def label(self) -> str:
