@@ -1,11 +1,13 @@
 """What the Django layer needs of a kind of primitive: :class:`Kind`.
 
 A kind is one module of :mod:`django_redis_pool.kinds` holding one subclass of
-:class:`Kind` (and an instance of it, ``KIND``). The core of the Django layer
-(settings, checks, registry, request guard, commands, admin views, templates)
-only ever calls the methods below, so it names no kind: a new kind is a new
-module, listed in :data:`django_redis_pool.kinds.BUILTIN`. See
-``docs/adding-a-kind.md``.
+:class:`Kind` (and an instance of it, ``KIND``): what the kind *is* (its
+options, how it is built and held, and what the management commands read and
+change, as data). The core of the Django layer (settings, checks, registry,
+request guard, commands, admin views, templates) only ever calls the methods
+below, so it names no kind: a new kind is a new module, listed in
+:data:`django_redis_pool.kinds.BUILTIN`. What the admin shows of it is the
+dashboard's (:mod:`django_redis_pool.dashboard`). See ``docs/adding-a-kind.md``.
 """
 
 from __future__ import annotations

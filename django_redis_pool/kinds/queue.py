@@ -1,9 +1,9 @@
 """Task queues in Django: the ``QUEUES`` setting, ``get_queue``, handlers
 registered with ``@task`` in apps' ``tasks.py`` (:func:`handlers_of`: with the
 runner of Django Tasks where a ``RedisBackend`` serves the queue), ``pool_gc``
-(requeueing the tasks of dead workers), ``pool_status`` counts, and the admin's
-failed tasks with retry and delete. ``manage.py pool_worker`` runs the handlers
-(:mod:`django_redis_pool.worker`).
+(requeueing the tasks of dead workers) and ``pool_status`` counts.
+``manage.py pool_worker`` runs the handlers (:mod:`django_redis_pool.worker`);
+the admin's panels are in :mod:`django_redis_pool.dashboard.queue_panels`.
 """
 
 from __future__ import annotations
@@ -12,14 +12,10 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
-from django import forms
-
 from .. import registry
-from ..dashboard import Summary, action, message_or_fail, section, summary
 from ..primitives.queue import Task, TaskQueue
 from ..primitives.validators import check_duration, check_name
 from .base import Kind, Option, Report
-from .leases import PAGE_SIZE, as_datetime, page_number, paged_table
 
 __all__ = ["HANDLERS", "KIND", "QueueKind", "get_queue", "handlers_of", "task"]
 
@@ -109,33 +105,6 @@ class QueueKind(Kind):
         ),
     }
 
-    def __init__(self) -> None:
-        summary(self.name)(queue_summary)
-        section(self.name, title="Failed tasks", template=TEMPLATE)(failed_section)
-        action(
-            self.name,
-            "retry",
-            label="Retry",
-            form=TaskForm,
-            placement="row",
-            question="Queue the failed task {task_id} of queue {primitive.name!r} again?",
-        )(retry_task)
-        action(
-            self.name,
-            "delete",
-            label="Delete",
-            form=TaskForm,
-            placement="row",
-            dangerous=True,
-            question="Delete task {task_id} of queue {primitive.name!r}?",
-        )(delete_task)
-        action(
-            self.name,
-            "gc",
-            label="Run gc now",
-            question="Requeue the tasks of dead workers of queue {primitive.name!r} now?",
-        )(run_gc)
-
     def build(self, client: Any, name: str, key_prefix: str, options: Mapping[str, Any]) -> Any:
         return TaskQueue(
             client,
@@ -198,75 +167,6 @@ class QueueKind(Kind):
                 **counts,
             },
         )
-
-
-TEMPLATE = "admin/django_redis_pool/kinds/queue_failed.html"
-
-
-def queue_summary(queue: Any) -> Summary:
-    """Running and pending tasks; a warning when tasks wait with no worker, or failed."""
-    counts = queue.counts()
-    notes, health = [], "ok"
-    if counts["pending"] and not counts["workers"]:
-        health = "warning"
-        notes.append(f"{counts['pending']} pending, no live worker: run manage.py pool_worker")
-    if counts["failed"]:
-        health = "warning"
-        notes.append(f"{counts['failed']} failed")
-    notes.append(f"{counts['workers']} workers, {counts['scheduled']} deferred")
-    return Summary(
-        held=counts["running"], waiting=counts["pending"], health=health, note="; ".join(notes)
-    )
-
-
-def failed_section(queue: Any, request: Any) -> dict[str, Any]:
-    """Counts, and one page of the failed tasks (the latest first)."""
-    number = page_number(request, "failed")
-    total, tasks = queue.failed(offset=(number - 1) * PAGE_SIZE, limit=PAGE_SIZE)
-    rows = [
-        {
-            "task_id": t.id,
-            "name": t.name,
-            "error": t.error,
-            "attempts": t.attempts,
-            "finished": as_datetime(t.finished_at),
-        }
-        for t in tasks
-    ]
-    return {"counts": queue.counts(), "failed": paged_table(request, "failed", rows, total, number)}
-
-
-class TaskForm(forms.Form):
-    """Names one task."""
-
-    task_id = forms.CharField(max_length=200)
-
-
-def retry_task(queue: Any, data: dict[str, Any]) -> str:
-    """Queue a failed task again (its attempts start over)."""
-    task_id = data["task_id"]
-    retried = queue.retry(task_id)
-    return message_or_fail(
-        retried, f"Task {task_id} is queued again.", f"Task {task_id} is not failed (any more)."
-    )
-
-
-def delete_task(queue: Any, data: dict[str, Any]) -> str:
-    """Remove a task that is not running."""
-    task_id = data["task_id"]
-    deleted = queue.delete(task_id)
-    return message_or_fail(
-        deleted, f"Task {task_id} was deleted.", f"Task {task_id} is gone or running."
-    )
-
-
-def run_gc(queue: Any, data: dict[str, Any]) -> str:
-    """What ``manage.py pool_gc --name`` does, for one queue."""
-    counts = KIND.collect(queue, dry_run=False).counts
-    return (
-        f"gc of queue {queue.name!r}: requeued {counts.get('requeued', 0)} task(s), "
-        f"failed {counts.get('failed', 0)}."
-    )
 
 
 KIND = QueueKind()
