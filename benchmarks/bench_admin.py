@@ -127,7 +127,7 @@ def main() -> None:
         from django.test import Client
 
         from django_redis_pool import get_pool, registry
-        from django_redis_pool.kinds.leases import PAGE_SIZE
+        from django_redis_pool.dashboard.tables import PAGE_SIZE
 
         call_command("migrate", verbosity=0)
         browser = Client()

@@ -23,7 +23,7 @@ from typing import Any
 
 from django_redis_pool import Semaphore
 from django_redis_pool.embedded import EmbeddedRedis
-from django_redis_pool.primitives.objectpool import ObjectPool
+from django_redis_pool.primitives.object_pool import ObjectPool
 
 OBJECTS = 8
 

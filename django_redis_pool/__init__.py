@@ -20,7 +20,7 @@ from .exceptions import (
 from .primitives.allocator import AllocatedKey, Allocator, AllocatorObject
 from .primitives.lease import Lease
 from .primitives.lock import Lock
-from .primitives.objectpool import ObjectPool
+from .primitives.object_pool import ObjectPool
 from .primitives.pool import ResourcePool
 from .primitives.queue import Task, TaskExecutePolicy, TaskFailed, TaskQueue, WorkerLost
 from .primitives.semaphore import Semaphore

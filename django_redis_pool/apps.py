@@ -7,8 +7,8 @@ from django.apps import AppConfig
 
 class DjangoRedisPoolConfig(AppConfig):
     """Registers the system checks, the settings-change receiver, the
-    listener that turns lost leases into the ``lease_lost`` signal, and loads
-    the kinds (which register their admin dashboard panels).
+    listener that turns lost leases into the ``lease_lost`` signal, loads the
+    kinds and registers their admin dashboard panels.
 
     ``ready()`` does no Redis I/O: connections are made on first use.
     """
@@ -23,12 +23,13 @@ class DjangoRedisPoolConfig(AppConfig):
         from django.utils.module_loading import autodiscover_modules
 
         from . import checks, kinds, registry, signals
+        from .dashboard.panels import register_panels
         from .primitives import lease
 
         django_checks.register(checks.check_settings, checks.TAG)
         django_checks.register(checks.check_deploy, checks.TAG, deploy=True)
         django_checks.register(checks.check_view_resources, checks.TAG, django_checks.Tags.urls)
-        kinds.all_kinds()
+        register_panels(kinds.all_kinds())
         autodiscover_modules("tasks")  # apps' @task handlers
         if signals.on_lease_lost not in lease.lost_listeners:
             lease.lost_listeners.append(signals.on_lease_lost)

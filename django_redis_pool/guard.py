@@ -143,7 +143,7 @@ class Guard:
         except PoolError as exc:  # Redis unreachable, or refusing (OOM, ...)
             outcome, signal = self._failed(request, primitive, exc, started)
         else:
-            outcome, signal = self._outcome(request, primitive, held, watched, started)
+            outcome, signal = self._held_or_refused(request, primitive, held, watched, started)
         if signal is not None:
             signal.send()
         return outcome
@@ -174,7 +174,7 @@ class Guard:
         except PoolError as exc:
             outcome, signal = self._failed(request, primitive, exc, started)
         else:
-            outcome, signal = self._outcome(request, primitive, held, watched, started)
+            outcome, signal = self._held_or_refused(request, primitive, held, watched, started)
         if signal is not None:
             await signal.asend()
         return outcome
@@ -197,7 +197,7 @@ class Guard:
         )
         return kinds.by_name()[primitive.kind], ask, watched
 
-    def _outcome(
+    def _held_or_refused(
         self, request: HttpRequest, primitive: Any, held: Held | None, watched: bool, started: float
     ) -> tuple[Held | Refusal, Sending]:
         """What an acquire that answered ``held`` means for the request, and

@@ -42,16 +42,22 @@ from django.core import checks
 from django.core.exceptions import ImproperlyConfigured, SuspiciousOperation
 from django.utils.module_loading import import_string
 
-from . import registry
+from . import kinds, registry
 from .exceptions import NotConfigured
-from .kinds.queue import DJANGO_TASKS, KIND
 from .primitives.queue import Task as QueueTask
 from .primitives.queue import TaskFailed, TaskQueue, dumps
 
 __all__ = ["TASK_NAME", "RedisBackend"]
 
 #: The queue task name under which Django Tasks are stored and run.
-TASK_NAME = DJANGO_TASKS
+TASK_NAME = "django.tasks"
+
+
+def _queues() -> kinds.Kind:
+    """The queue kind: looked up by name, not imported, because its module
+    imports this one to run the stored tasks (:func:`run_django_task`)."""
+    return kinds.by_name()["queue"]
+
 
 try:  # Django >= 6.0
     from django.tasks import TaskContext, TaskResult, TaskResultStatus
@@ -198,7 +204,7 @@ else:
             """The configured queue of ``task``; ``InvalidTask`` naming the fix
             when there is none."""
             try:
-                queue: TaskQueue = registry.get(KIND, task.queue_name)
+                queue: TaskQueue = registry.get(_queues(), task.queue_name)
             except NotConfigured as exc:
                 raise InvalidTask(
                     f"Task {task.module_path!r} is for queue {task.queue_name!r}, which is "
@@ -215,7 +221,7 @@ else:
             if self.queues:
                 return sorted(self.queues)
             try:
-                return list(registry.get_config().names(KIND))
+                return list(registry.get_config().names(_queues()))
             except ImproperlyConfigured:
                 return []
 
@@ -226,7 +232,7 @@ else:
                     if _queue_tag(name) != match[1]:
                         continue
                     try:
-                        queue: TaskQueue = registry.get(KIND, name)
+                        queue: TaskQueue = registry.get(_queues(), name)
                     except NotConfigured:  # (reported by the check, E030)
                         continue
                     stored = queue.get_task(result_id)
@@ -282,7 +288,7 @@ else:
                     )
                 )
             try:
-                configured = set(registry.get_config().names(KIND))
+                configured = set(registry.get_config().names(_queues()))
             except ImproperlyConfigured:
                 return messages  # the app's own checks report the setting
             if not self.queues and not configured:

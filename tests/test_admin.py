@@ -31,8 +31,8 @@ from django.urls import reverse
 from django_redis_pool import Lease, get_lock, get_pool, get_semaphore
 from django_redis_pool import dashboard as panels
 from django_redis_pool.admin import MASK, connection_label, masked_url
+from django_redis_pool.dashboard.tables import PAGE_SIZE
 from django_redis_pool.exceptions import BackendUnavailable, NotOwned
-from django_redis_pool.kinds.leases import PAGE_SIZE
 from django_redis_pool.primitives.lock import Lock
 from django_redis_pool.primitives.pool import ResourcePool
 from django_redis_pool.primitives.semaphore import Semaphore

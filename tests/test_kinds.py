@@ -4,6 +4,7 @@ registry, the decorator, the commands and the admin without touching the core.""
 
 from __future__ import annotations
 
+import ast
 import importlib
 import io
 import json
@@ -18,9 +19,10 @@ from django.test import RequestFactory
 
 from django_redis_pool import dashboard, kinds, registry
 from django_redis_pool.checks import check_settings
+from django_redis_pool.dashboard import panels
 from django_redis_pool.decorators import with_resource
 from django_redis_pool.kinds import Kind
-from django_redis_pool.kinds.leases import LeaseKind
+from django_redis_pool.kinds.leased import LeaseKind
 
 from . import gate_kind
 
@@ -30,17 +32,26 @@ PACKAGE = Path(__file__).resolve().parent.parent / "django_redis_pool"
 ALLOWED = re.compile(r"django[-_]redis[-_]pool|Redis pools|\.kinds\b|\bkinds\b")
 
 
+#: Modules outside ``kinds/`` that belong to kinds: the admin's panels of each
+#: family of kinds (``dashboard/*_panels.py``), and the queue's modules whose
+#: place is fixed elsewhere: its Tasks backend (``settings.TASKS`` names its
+#: path), the command running its handlers (Django finds commands only in
+#: ``management/commands/``) and that command's runner.
+OF_KINDS = ("tasks.py", "worker.py", "management/commands/pool_worker.py", "dashboard/*_panels.py")
+
+
 def core_files() -> list[Path]:
     """The Django layer's core: every module and template outside the kinds and
     the primitives (the package's ``__init__`` re-exports the primitives, and
-    ``exceptions`` belongs to them)."""
+    ``exceptions`` belongs to them) and :data:`OF_KINDS`."""
     skipped = {"kinds", "primitives", "migrations"}
     return sorted(
         path
         for path in PACKAGE.rglob("*")
         if path.suffix in (".py", ".html")
         and not skipped & set(path.relative_to(PACKAGE).parts)
-        and (path.name not in ("__init__.py", "exceptions.py") or "management" in path.parts)
+        and (path.parent != PACKAGE or path.name not in ("__init__.py", "exceptions.py"))
+        and not any(path.relative_to(PACKAGE).match(pattern) for pattern in OF_KINDS)
     )
 
 
@@ -55,17 +66,9 @@ def words_of(kind: Kind) -> re.Pattern[str]:
 
 
 def test_the_core_of_the_django_layer_names_no_kind() -> None:
-    own = {f"{c}.py" for kind in kinds.all_kinds() for c in kind.commands}
-    for name in own:  # a kind's command: one import of the class in the kind's module
-        shim = (PACKAGE / "management" / "commands" / name).read_text()
-        imports = [line for line in shim.splitlines() if line.startswith(("from ", "import "))]
-        assert len(imports) == 1 and imports[0].startswith("from ...kinds."), imports
-    owned = {module for kind in kinds.all_kinds() for module in kind.modules}
-    files = [
-        path
-        for path in core_files()
-        if path.name not in own and path.relative_to(PACKAGE).as_posix() not in owned
-    ]
+    for pattern in OF_KINDS:  # each names files that exist
+        assert list(PACKAGE.glob(pattern)), pattern
+    files = core_files()
     assert len(files) > 15, files  # the scan sees the whole core
     found = []
     for kind in kinds.all_kinds():
@@ -92,6 +95,30 @@ def test_every_supported_kind_is_whole() -> None:
         assert accessor.__module__ == module
 
 
+def test_a_kind_module_holds_what_the_kind_is_and_nothing_of_the_admin() -> None:
+    """No forms, requests, templates or HTML in a kind's module, and no import
+    of the dashboard when it is loaded: the admin's panels are the dashboard's,
+    registered by the app config (a kind may still read the dashboard's labels
+    when it runs, as ``LeaseKind.fill_label`` does)."""
+    for path in sorted((PACKAGE / "kinds").glob("*.py")):
+        text = path.read_text()
+        loaded = set()
+        for node in ast.parse(text).body:
+            if isinstance(node, ast.Import):
+                loaded |= {alias.name for alias in node.names}
+            elif isinstance(node, ast.ImportFrom):
+                module = "." * node.level + (node.module or "")
+                loaded |= {module} | {f"{module}.{alias.name}" for alias in node.names}
+        admin = {
+            module
+            for module in loaded
+            if module.startswith(("django.forms", "django.http", "django.template"))
+            or "dashboard" in module
+        }
+        assert admin == set(), f"{path.name} imports {sorted(admin)}"
+        assert ".html" not in text and "</" not in text, path.name
+
+
 def test_every_kind_of_this_release_is_supported() -> None:
     assert kinds.RESERVED == () and all(kind.supported for kind in kinds.all_kinds())
     assert kinds.plurals() == "pools, semaphores, locks, allocators, queues or object pools"
@@ -105,11 +132,13 @@ def test_a_reserved_kind_is_accepted_but_not_supported(reserved_kind: str) -> No
 @pytest.fixture
 def gates(settings: Any, redis_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """The gate kind added to the kinds, and one gate configured beside a pool."""
-    registries = (dashboard.SUMMARIES, dashboard.SECTIONS, dashboard.ACTIONS)
+    registries = (dashboard.SUMMARIES, dashboard.SECTIONS, dashboard.ACTIONS, panels.PANELS)
     saved = [dict(r) for r in registries]
-    importlib.reload(gate_kind)  # a fresh KIND registers its panels again
+    importlib.reload(gate_kind)  # a fresh KIND, whose panels are registered again
     monkeypatch.setattr(kinds, "BUILTIN", (*kinds.BUILTIN, "tests.gate_kind.KIND"))
     monkeypatch.setattr(kinds, "_loaded", None)
+    # What the app config does when Django starts, for the kinds loaded later.
+    panels.register_panels(kinds.all_kinds())
     settings.DJANGO_REDIS_POOL = {
         "CONNECTION": {"URL": redis_url},
         "POOLS": {"printers": {"RESOURCES": ["p1"]}},
@@ -232,24 +261,22 @@ def test_w006_names_the_kinds_own_fill_action(own_panels: None) -> None:
     """The hints name the action from ``fill_action`` (``fill_label()``), not a
     label written into the message."""
     from django_redis_pool.dashboard import action
+    from django_redis_pool.dashboard.lease_panels import set_max_size
     from django_redis_pool.kinds.pool import PoolKind
-    from django_redis_pool.kinds.semaphore import SemaphoreKind, set_max_size
+    from django_redis_pool.kinds.semaphore import SemaphoreKind
 
     class Turnstile(SemaphoreKind):
         name = "turnstile"
         setting_key = "TURNSTILES"
         fill_action = "resize"
 
-        def register_actions(self) -> None:
-            action(self.name, "resize", label="Resize")(set_max_size)
-
     class Shelf(PoolKind):
         name = "shelf"
         setting_key = "SHELVES"
         fill_action = "stock"
 
-        def register_actions(self) -> None:
-            action(self.name, "stock", label="Stock a shelf")(lambda primitive, data: "")
+    action("turnstile", "resize", label="Resize")(set_max_size)
+    action("shelf", "stock", label="Stock a shelf")(lambda primitive, data: "")
 
     [(_, hint)] = Turnstile().entry_warnings("t", {"MAX_SIZE": None})
     assert "from the admin ('Resize' on its page) or with set_max_size()" in hint

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from django_redis_pool import NotOwned, ResourceUnavailable, Semaphore
-from django_redis_pool.primitives.objectpool import ObjectPool
+from django_redis_pool.primitives.object_pool import ObjectPool
 
 from .clients import client_from, spec_of
 from .waiting import wait_for

@@ -123,7 +123,7 @@ def test_request_lease_and_long_hold_are_checked(settings: Any, redis_url: str) 
 def test_a_hold_older_than_long_hold_is_flagged(settings: Any, redis_url: str) -> None:
     """A holder stuck while its process keeps renewing never lets go: the
     dashboard's health, pool_status and pool_gc say so past LONG_HOLD."""
-    from django_redis_pool.kinds.leases import lease_summary
+    from django_redis_pool.dashboard.lease_panels import lease_summary
 
     settings.DJANGO_REDIS_POOL = {
         "CONNECTION": {"URL": redis_url},

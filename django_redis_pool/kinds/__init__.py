@@ -1,8 +1,10 @@
 """The kinds of primitive the Django layer knows, one module each.
 
-Each module of :data:`BUILTIN` holds one kind's whole Django integration (its
-options, builder, request hold, management-command steps and admin panels) as
-a :class:`~.base.Kind` named ``KIND``, plus its typed accessor (``get_pool``).
+Each module of :data:`BUILTIN` holds what one kind is to Django (its options,
+builder, request hold, and what the management commands read and change) as a
+:class:`~.base.Kind` named ``KIND``, plus its typed accessor (``get_pool``).
+What the admin shows and does for it is the dashboard's
+(:mod:`django_redis_pool.dashboard`), registered by the app config.
 The kinds of :data:`RESERVED` are accepted in the setting for a later version.
 The modules are imported on first use, so that importing this package needs
 no configured settings and makes no import cycle.
@@ -16,7 +18,7 @@ from collections.abc import Mapping
 
 from django.utils.module_loading import import_string
 
-from .base import Ask, Held, Kind, Option, Outcome, ReservedKind
+from .base import Ask, Held, Kind, Option, Report, ReservedKind
 
 __all__ = [
     "BUILTIN",
@@ -25,7 +27,7 @@ __all__ = [
     "Held",
     "Kind",
     "Option",
-    "Outcome",
+    "Report",
     "ReservedKind",
     "all_kinds",
     "by_name",

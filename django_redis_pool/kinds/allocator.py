@@ -1,7 +1,6 @@
 """Allocators in Django: the ``ALLOCATORS`` setting, ``get_allocator``, a key
-per request (bound to the request's identity), ``pool_sync`` of ``KEYS``, the
-``HEALTH_CHECK`` run by ``pool_gc``, and the admin's keys, health and soft
-bindings."""
+per request (bound to the request's identity), ``pool_sync`` of ``KEYS``, and
+the ``HEALTH_CHECK`` run by ``pool_gc``."""
 
 from __future__ import annotations
 
@@ -10,22 +9,11 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from django import forms
-
 from .. import conf, registry
-from ..dashboard import action, outcome, section
 from ..primitives.allocator import MAX_KEY_PRIORITY, AllocatedKey, Allocator
 from ..primitives.validators import check_duration, check_name
-from .base import Ask, Held, Option, Outcome, validate_bool
-from .leases import (
-    PAGE_SIZE,
-    LeaseKind,
-    ResourceForm,
-    as_datetime,
-    lease_timeout_option,
-    page_number,
-    paged_table,
-)
+from .base import Ask, Held, Option, Report, validate_bool
+from .leased import LeaseKind, lease_timeout_option
 
 __all__ = ["KIND", "AllocatorKind", "get_allocator"]
 
@@ -101,14 +89,9 @@ class AllocatorKind(LeaseKind):
     size_word = "keys"
     members = ("KEYS", "keys", "extend()")
     fill_action = "add"
-    held_label = "Key"
-    find_label = "Key"
-    counts_slots = False
 
     def __init__(self) -> None:
-        super().__init__()
         self._next_probe: dict[str, int] = {}  # allocator name -> first key of the next pass
-        section(self.name, title="Health and soft bindings", template=TEMPLATE)(health_section)
 
     def build(
         self, client: Any, name: str, key_prefix: str, options: Mapping[str, Any]
@@ -139,7 +122,7 @@ class AllocatorKind(LeaseKind):
 
     def sync(
         self, primitive: Any, options: Mapping[str, Any], *, prune: bool, dry_run: bool
-    ) -> Outcome:
+    ) -> Report:
         """Add the configured keys with their priorities (one round trip per
         1,000 keys); ``prune`` removes the keys no longer configured, held ones
         included."""
@@ -160,26 +143,26 @@ class AllocatorKind(LeaseKind):
             dry_run=dry_run,
         )
 
-    def collect(self, primitive: Any, *, dry_run: bool) -> Outcome:
+    def collect(self, primitive: Any, *, dry_run: bool) -> Report:
         """Reclaim expired locks and keys, then probe keys with ``HEALTH_CHECK``
         (for at most ``HEALTH_BUDGET`` seconds; the next pass goes on from there)."""
-        outcome = super().collect(primitive, dry_run=dry_run)
+        reclaimed = super().collect(primitive, dry_run=dry_run)
         check = registry.get_config().entries[primitive.name].options["HEALTH_CHECK"]
         if check is None:
-            return outcome
+            return reclaimed
         probed, failed = self._probe(
             primitive, conf.import_callable(check, "HEALTH_CHECK"), dry_run
         )
         note = f"health check: {len(failed)} of {probed} keys failed"
         if dry_run:
             note += " (dry run, nothing changed)"
-        return Outcome(
-            f"{outcome.line}; {note}",
-            changed=outcome.changed or bool(failed),
+        return Report(
+            f"{reclaimed.line}; {note}",
+            changed=reclaimed.changed or bool(failed),
             style="warning",
-            details=(*outcome.details, *(f"  unhealthy: {key}" for key in failed)),
-            data={**outcome.data, "unhealthy": failed},
-            counts={**outcome.counts, "unhealthy": len(failed)},
+            details=(*reclaimed.details, *(f"  unhealthy: {key}" for key in failed)),
+            data={**reclaimed.data, "unhealthy": failed},
+            counts={**reclaimed.counts, "unhealthy": len(failed)},
         )
 
     def _probe(
@@ -207,153 +190,6 @@ class AllocatorKind(LeaseKind):
                     allocator.report_unhealthy(key, cooldown=cooldown)
         self._next_probe[allocator.name] = start + probed
         return probed, failed
-
-    def find(self, primitive: Any, key: str) -> str:
-        state = primitive.state(key)
-        return {"free": "available", "unhealthy": "out of rotation"}.get(state, "not a key")
-
-    def register_actions(self) -> None:
-        action(
-            self.name,
-            "add",
-            label="Add a key",
-            form=KeyForm,
-            question="Add key {resource!r} (priority {priority}) to allocator {primitive.name!r}?",
-        )(add_key)
-        action(
-            self.name,
-            "remove",
-            label="Remove",
-            form=ResourceForm,
-            placement="row",
-            dangerous=True,
-            question="Remove key {resource!r} from allocator {primitive.name!r}? If it is "
-            "held, its holder finds it gone at its next update or free. Keys listed in the "
-            "settings come back with the next manage.py pool_sync (all of them at once if "
-            "the allocator is left with none).",
-        )(remove_key)
-        action(
-            self.name,
-            "unhealthy",
-            label="Mark unhealthy",
-            form=CooldownForm,
-            question="Take key {resource!r} of allocator {primitive.name!r} out of rotation "
-            "for {cooldown} s?",
-        )(mark_unhealthy)
-        action(
-            self.name,
-            "healthy",
-            label="Mark healthy",
-            form=ResourceForm,
-            placement="row",
-            question="Put key {resource!r} of allocator {primitive.name!r} back in rotation now?",
-        )(mark_healthy)
-        action(
-            self.name,
-            "unbind",
-            label="Unbind",
-            form=BindingForm,
-            placement="row",
-            question="Forget that {binding!r} is bound to a key of allocator {primitive.name!r}?",
-        )(unbind)
-
-
-TEMPLATE = "admin/django_redis_pool/kinds/allocator_health.html"
-
-
-def health_section(allocator: Any, request: Any) -> dict[str, Any]:
-    """One page of the keys out of rotation and one of the soft bindings."""
-    sick_page, binds_page = page_number(request, "unhealthy"), page_number(request, "bindings")
-    sick_total, sick = allocator.unhealthy(offset=(sick_page - 1) * PAGE_SIZE, limit=PAGE_SIZE)
-    binds_total, binds = allocator.soft_binds(offset=(binds_page - 1) * PAGE_SIZE, limit=PAGE_SIZE)
-    return {
-        "unhealthy": paged_table(
-            request,
-            "unhealthy",
-            [{"resource": key, "until": as_datetime(until)} for key, until in sick],
-            sick_total,
-            sick_page,
-        ),
-        "bindings": paged_table(
-            request,
-            "bindings",
-            [
-                {"binding": name, "resource": key, "expires": as_datetime(expiry)}
-                for name, key, expiry in binds
-            ],
-            binds_total,
-            binds_page,
-        ),
-    }
-
-
-class KeyForm(ResourceForm):
-    """A key to add, with its priority."""
-
-    priority = forms.IntegerField(
-        min_value=-MAX_KEY_PRIORITY, max_value=MAX_KEY_PRIORITY, initial=0
-    )
-
-
-class CooldownForm(ResourceForm):
-    """A key to take out of rotation, and for how long."""
-
-    cooldown = forms.FloatField(min_value=0.001, initial=60, help_text="Seconds.")
-
-
-class BindingForm(forms.Form):
-    """A soft binding's name."""
-
-    binding = forms.CharField(max_length=200, strip=False)
-
-
-def add_key(allocator: Any, data: dict[str, Any]) -> str:
-    """Add a key (free at once)."""
-    key, name = data["resource"], allocator.name
-    added = allocator.extend([key], priority=data["priority"])
-    return outcome(
-        added, f"Added key {key!r} to allocator {name!r}.", f"{key!r} is already a key of {name!r}."
-    )
-
-
-def remove_key(allocator: Any, data: dict[str, Any]) -> str:
-    """Remove a key, free or held."""
-    key, name = data["resource"], allocator.name
-    removed = allocator.shrink([key])
-    return outcome(
-        removed,
-        f"Removed key {key!r} from allocator {name!r}.",
-        f"{key!r} is not a key of {name!r}.",
-    )
-
-
-def mark_unhealthy(allocator: Any, data: dict[str, Any]) -> str:
-    """Take a key out of rotation for a cooldown."""
-    key, cooldown = data["resource"], data["cooldown"]
-    marked = allocator.report_unhealthy(key, cooldown=cooldown)
-    return outcome(
-        marked,
-        f"Key {key!r} is out of rotation for {cooldown:g} s.",
-        f"{key!r} is not a key of {allocator.name!r}.",
-    )
-
-
-def mark_healthy(allocator: Any, data: dict[str, Any]) -> str:
-    """End a key's cooldown now."""
-    key = data["resource"]
-    healed = allocator.report_healthy(key)
-    return outcome(
-        healed, f"Key {key!r} is back in rotation.", f"{key!r} is not a key of {allocator.name!r}."
-    )
-
-
-def unbind(allocator: Any, data: dict[str, Any]) -> str:
-    """Forget one soft binding."""
-    name = data["binding"]
-    unbound = allocator.unbind_soft_bind(name)
-    return outcome(
-        unbound, f"{name!r} is no longer bound to a key.", f"{name!r} is not bound (any more)."
-    )
 
 
 KIND = AllocatorKind()

@@ -1,11 +1,13 @@
 """What the Django layer needs of a kind of primitive: :class:`Kind`.
 
 A kind is one module of :mod:`django_redis_pool.kinds` holding one subclass of
-:class:`Kind` (and an instance of it, ``KIND``). The core of the Django layer
-(settings, checks, registry, request guard, commands, admin views, templates)
-only ever calls the methods below, so it names no kind: a new kind is a new
-module, listed in :data:`django_redis_pool.kinds.BUILTIN`. See
-``docs/adding-a-kind.md``.
+:class:`Kind` (and an instance of it, ``KIND``): what the kind *is* (its
+options, how it is built and held, and what the management commands read and
+change, as data). The core of the Django layer (settings, checks, registry,
+request guard, commands, admin views, templates) only ever calls the methods
+below, so it names no kind: a new kind is a new module, listed in
+:data:`django_redis_pool.kinds.BUILTIN`. What the admin shows of it is the
+dashboard's (:mod:`django_redis_pool.dashboard`). See ``docs/adding-a-kind.md``.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from typing import Any, ClassVar, Literal
 from ..exceptions import NotConfigured
 from ..primitives.lease import Lease
 
-__all__ = ["Ask", "Held", "Kind", "Option", "Outcome", "ReservedKind", "Validator", "validate_bool"]
+__all__ = ["Ask", "Held", "Kind", "Option", "Report", "ReservedKind", "Validator", "validate_bool"]
 
 #: ``validate(value, setting_path) -> normalised value``; raises ``ValueError`` whose
 #: message names ``setting_path``.
@@ -65,7 +67,7 @@ class Ask:
 
 
 @dataclass(frozen=True)
-class Outcome:
+class Report:
     """What a management command reports for one primitive (``pool_sync``,
     ``pool_gc``, ``pool_status``)."""
 
@@ -93,15 +95,8 @@ class Kind:
     options: ClassVar[Mapping[str, Option]] = {}
     primitive: ClassVar[type | None] = None  #: the class :meth:`build` makes (signals' sender)
     supported: ClassVar[bool] = True  #: False: reserved for a later version
-    #: Management commands of this kind alone (their class lives in the kind's
-    #: module; ``management/commands/<name>.py`` only names it).
-    commands: ClassVar[tuple[str, ...]] = ()
     #: Options an entry must set (the system checks report a missing one).
     required: ClassVar[tuple[str, ...]] = ()
-    #: Modules of the package outside ``kinds/`` that belong to this kind
-    #: because their place is fixed elsewhere (e.g. an import path users name
-    #: in their settings), relative to the package.
-    modules: ClassVar[tuple[str, ...]] = ()
 
     @property
     def label(self) -> str:
@@ -169,19 +164,19 @@ class Kind:
 
     def sync(
         self, primitive: Any, options: Mapping[str, Any], *, prune: bool, dry_run: bool
-    ) -> Outcome:
+    ) -> Report:
         """``pool_sync``: make Redis hold what ``options`` configure."""
-        return Outcome(f"{primitive.name}: {self.a_label}, nothing to sync")
+        return Report(f"{primitive.name}: {self.a_label}, nothing to sync")
 
-    def collect(self, primitive: Any, *, dry_run: bool) -> Outcome:
+    def collect(self, primitive: Any, *, dry_run: bool) -> Report:
         """``pool_gc`` (and the admin's gc action): reclaim what crashed holders
         left behind now."""
-        return Outcome(f"{primitive.name}: nothing to reclaim")
+        return Report(f"{primitive.name}: nothing to reclaim")
 
-    def status(self, primitive: Any) -> Outcome:
+    def status(self, primitive: Any) -> Report:
         """``pool_status``: its counts (``data`` has ``held``, ``free``,
         ``waiting`` and ``size``, None where they do not apply) and details."""
-        return Outcome(primitive.name, data={"kind": self.name, "name": primitive.name})
+        return Report(primitive.name, data={"kind": self.name, "name": primitive.name})
 
 
 class ReservedKind(Kind):

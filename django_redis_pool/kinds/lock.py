@@ -12,7 +12,7 @@ from ..exceptions import NotOwned
 from ..primitives.lock import Lock
 from ..primitives.validators import check_timeout
 from .base import Ask, Held, Option, validate_bool
-from .leases import LeaseKind, lease_timeout_option
+from .leased import LeaseKind, lease_timeout_option
 
 __all__ = ["KIND", "LockKind", "get_lock"]
 
@@ -33,7 +33,6 @@ class LockKind(LeaseKind):
             "Use how many seconds `with lock:` waits, as a number >= 0, or None to wait forever.",
         ),
     }
-    holder_column = False
 
     def build(self, client: Any, name: str, key_prefix: str, options: Mapping[str, Any]) -> Lock:
         return Lock(

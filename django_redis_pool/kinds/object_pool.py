@@ -1,6 +1,7 @@
 """Object pools in Django: the ``OBJECT_POOLS`` setting, ``get_object_pool``, a
 borrowed object per request, and every process's pool counters, published to
-Redis with an expiring heartbeat for ``pool_status`` and the admin."""
+Redis with an expiring heartbeat for ``pool_status`` and the admin
+(:func:`published`)."""
 
 from __future__ import annotations
 
@@ -15,13 +16,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from .. import conf, registry
-from ..dashboard import Summary, section, summary
 from ..exceptions import NotOwned, ResourceUnavailable
-from ..primitives.objectpool import ObjectPool
+from ..primitives.object_pool import ObjectPool
 from ..primitives.validators import check_count, check_lease_timeout, check_name, check_timeout
-from .base import Ask, Held, Kind, Option, Outcome, validate_bool
+from .base import Ask, Held, Kind, Option, Report, validate_bool
 
-__all__ = ["KIND", "ObjectPoolKind", "get_object_pool"]
+__all__ = ["KIND", "ObjectPoolKind", "get_object_pool", "published"]
 
 #: Seconds between two publications of a process's counters; they expire after three.
 PUBLISH_EVERY = 5.0
@@ -86,10 +86,6 @@ class ObjectPoolKind(Kind):
     }
     required = ("FACTORY",)
 
-    def __init__(self) -> None:
-        summary(self.name)(object_pool_summary)
-        section(self.name, title="Processes", template=TEMPLATE)(processes_section)
-
     def build(
         self, client: Any, name: str, key_prefix: str, options: Mapping[str, Any]
     ) -> ObjectPool[Any]:
@@ -141,14 +137,14 @@ class ObjectPoolKind(Kind):
             return None
         return _held(primitive, obj)
 
-    def status(self, primitive: Any) -> Outcome:
+    def status(self, primitive: Any) -> Report:
         """Every process's counters, as published (this one's included)."""
         publisher = _PUBLISHERS.get(primitive)
         if publisher is not None and publisher.running:
             publisher.publish()  # this process's, fresh
         processes = published(primitive)
         totals = {k: sum(p[k] for p in processes) for k in ("size", "borrowed", "pending")}
-        return Outcome(
+        return Report(
             primitive.name,
             changed=any(p["pending"] for p in processes),
             details=tuple(
@@ -238,28 +234,6 @@ def published(pool: ObjectPool[Any]) -> list[dict[str, Any]]:
     if stale:
         client.hdel(key, *[field for field, _ in stale])
     return sorted((stats for _, stats in live), key=lambda s: (s["host"], s["pid"]))
-
-
-TEMPLATE = "admin/django_redis_pool/kinds/object_pool_processes.html"
-
-
-def object_pool_summary(pool: Any) -> Summary:
-    """Totals over the live processes."""
-    processes = published(pool)
-    size = sum(p["size"] for p in processes)
-    pending = sum(p["pending"] for p in processes)
-    return Summary(
-        size=size,
-        held=sum(p["borrowed"] for p in processes),
-        waiting=pending,
-        health="warning" if pending else "ok",
-        note=f"{len(processes)} process(es)",
-    )
-
-
-def processes_section(pool: Any, request: Any) -> dict[str, Any]:
-    """One row per live process."""
-    return {"processes": published(pool)}
 
 
 KIND = ObjectPoolKind()

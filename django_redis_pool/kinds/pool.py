@@ -1,5 +1,5 @@
 """Resource pools in Django: the ``POOLS`` setting, ``get_pool``, a request's
-lease, ``pool_sync`` of ``RESOURCES``, and the add and remove actions."""
+lease, and ``pool_sync`` of ``RESOURCES``."""
 
 from __future__ import annotations
 
@@ -7,11 +7,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from .. import registry
-from ..dashboard import action, outcome
 from ..primitives.pool import ORDERS, ResourcePool
 from ..primitives.validators import check_name
-from .base import Ask, Held, Option, Outcome
-from .leases import LEASE_TIMEOUT, LeaseKind, ResourceForm
+from .base import Ask, Held, Option, Report
+from .leased import LEASE_TIMEOUT, LeaseKind
 
 __all__ = ["KIND", "PoolKind", "get_pool"]
 
@@ -62,9 +61,6 @@ class PoolKind(LeaseKind):
     size_word = "resources"
     members = ("RESOURCES", "resource ids", "associate()")
     fill_action = "add"
-    held_label = "Resource"
-    find_label = "Resource id"
-    counts_slots = False
 
     def build(
         self, client: Any, name: str, key_prefix: str, options: Mapping[str, Any]
@@ -96,7 +92,7 @@ class PoolKind(LeaseKind):
 
     def sync(
         self, primitive: Any, options: Mapping[str, Any], *, prune: bool, dry_run: bool
-    ) -> Outcome:
+    ) -> Report:
         """Associate each configured id (ids already there, available or leased,
         are left alone); ``prune`` also removes the ids no longer configured,
         leased ones included (their holders' later release returns False)."""
@@ -119,50 +115,6 @@ class PoolKind(LeaseKind):
             prune=prune,
             dry_run=dry_run,
         )
-
-    def find(self, primitive: Any, key: str) -> str:
-        return "available" if primitive.has(key) else "not in the pool"
-
-    def register_actions(self) -> None:
-        action(
-            self.name,
-            "add",
-            label="Add a resource",
-            form=ResourceForm,
-            question="Add {resource!r} to pool {primitive.name!r}?",
-        )(add_resource)
-        action(
-            self.name,
-            "remove",
-            label="Remove",
-            form=ResourceForm,
-            placement="row",
-            dangerous=True,
-            question="Remove {resource!r} from pool {primitive.name!r}? If it is held, the "
-            "hold ends now and its holder finds its lease lost at its next renewal or "
-            "release. Resources listed in the settings come back with the next manage.py "
-            "pool_sync (all of them at once if the pool is left with none).",
-        )(remove_resource)
-
-
-def add_resource(pool: Any, data: dict[str, Any]) -> str:
-    """Associate a resource with the pool (a waiter gets it at once)."""
-    r = data["resource"]
-    return outcome(
-        pool.associate(r),
-        f"Added {r!r} to pool {pool.name!r}.",
-        f"{r!r} is already in pool {pool.name!r}.",
-    )
-
-
-def remove_resource(pool: Any, data: dict[str, Any]) -> str:
-    """Disassociate a resource, available or held."""
-    r = data["resource"]
-    return outcome(
-        pool.disassociate(r),
-        f"Removed {r!r} from pool {pool.name!r}.",
-        f"{r!r} is not in pool {pool.name!r}.",
-    )
 
 
 KIND = PoolKind()

@@ -1,40 +1,23 @@
 """Task queues in Django: the ``QUEUES`` setting, ``get_queue``, handlers
-registered with ``@task`` in apps' ``tasks.py``, ``pool_gc`` (requeueing the
-tasks of dead workers), ``pool_status`` counts, the admin's failed tasks with
-retry and delete, and ``manage.py pool_worker`` (:class:`WorkerCommand`), which
-runs the handlers.
-
-``pool_worker``: every ``--queue`` (default: every configured queue) gets a
-worker in this process, listening for the task names registered for it; with
-``--workers N`` (N > 1), N processes each run them. Idle workers block on the
-queues' wake lists (no polling). ``--burst`` stops once nothing is ready;
-``--max-jobs N`` after N tasks (per queue and process). SIGTERM or SIGINT: running tasks
-finish, no new one is taken, then the command exits. Database connections are
-closed around each task as Django does around a request; logs go through
-Django's logging (logger ``django_redis_pool``)."""
+registered with ``@task`` in apps' ``tasks.py`` (:func:`handlers_of`: with the
+runner of Django Tasks where a ``RedisBackend`` serves the queue), ``pool_gc``
+(requeueing the tasks of dead workers) and ``pool_status`` counts.
+``manage.py pool_worker`` runs the handlers (:mod:`django_redis_pool.worker`);
+the admin's panels are in :mod:`django_redis_pool.dashboard.queue_panels`.
+"""
 
 from __future__ import annotations
 
-import contextlib
-import multiprocessing
-import signal
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
-from django import forms
-from django.core.management.base import CommandError, CommandParser
-from django.db import close_old_connections
-
-from .. import conf, registry
-from ..dashboard import Summary, action, outcome, section, summary
-from ..management.commands._base import PoolCommand
+from .. import registry
 from ..primitives.queue import Task, TaskQueue
 from ..primitives.validators import check_duration, check_name
-from .base import Kind, Option, Outcome
-from .leases import PAGE_SIZE, as_datetime, page_number, paged_table
+from .base import Kind, Option, Report
 
-__all__ = ["HANDLERS", "KIND", "QueueKind", "WorkerCommand", "get_queue", "handlers_of", "task"]
+__all__ = ["HANDLERS", "KIND", "QueueKind", "get_queue", "handlers_of", "task"]
 
 Handler = TypeVar("Handler", bound=Callable[[Task], Any])
 
@@ -62,8 +45,7 @@ def task(name: str | None = None, *, queue: str = "default") -> Callable[[Handle
     return register
 
 
-#: The task name of Django Tasks (``django_redis_pool.tasks``) in our queues.
-DJANGO_TASKS = "django.tasks"
+#: The backend of Django Tasks on our queues, as ``settings.TASKS`` names it.
 _BACKEND = "django_redis_pool.tasks.RedisBackend"
 
 
@@ -79,14 +61,11 @@ def handlers_of(queue: str) -> dict[str, Callable[[Task], Any]]:
         ours = isinstance(options, dict) and options.get("BACKEND") == _BACKEND
         listed = options.get("QUEUES", ["default"]) if ours else ()
         if ours and (not listed or queue in listed):
-            handlers[DJANGO_TASKS] = _run_django_task
+            # Up a layer, on purpose: the backend's module names the task and runs it.
+            from ..tasks import TASK_NAME, run_django_task
+
+            handlers[TASK_NAME] = run_django_task
     return handlers
-
-
-def _run_django_task(job: Task) -> Any:
-    from ..tasks import run_django_task
-
-    return run_django_task(job)
 
 
 def _dispatch(queue: str) -> Callable[[Task], Any]:
@@ -111,8 +90,6 @@ class QueueKind(Kind):
     name = "queue"
     setting_key = "QUEUES"
     primitive = TaskQueue
-    commands = ("pool_worker",)
-    modules = ("tasks.py",)  # django_redis_pool.tasks.RedisBackend, named in TASKS
     options = {
         "RESULT_TTL": Option(
             check_duration, 3600.0, "Use how many seconds a finished task is kept, e.g. 3600."
@@ -128,33 +105,6 @@ class QueueKind(Kind):
         ),
     }
 
-    def __init__(self) -> None:
-        summary(self.name)(queue_summary)
-        section(self.name, title="Failed tasks", template=TEMPLATE)(failed_section)
-        action(
-            self.name,
-            "retry",
-            label="Retry",
-            form=TaskForm,
-            placement="row",
-            question="Queue the failed task {task_id} of queue {primitive.name!r} again?",
-        )(retry_task)
-        action(
-            self.name,
-            "delete",
-            label="Delete",
-            form=TaskForm,
-            placement="row",
-            dangerous=True,
-            question="Delete task {task_id} of queue {primitive.name!r}?",
-        )(delete_task)
-        action(
-            self.name,
-            "gc",
-            label="Run gc now",
-            question="Requeue the tasks of dead workers of queue {primitive.name!r} now?",
-        )(run_gc)
-
     def build(self, client: Any, name: str, key_prefix: str, options: Mapping[str, Any]) -> Any:
         return TaskQueue(
             client,
@@ -166,11 +116,11 @@ class QueueKind(Kind):
             key_prefix=key_prefix,
         )
 
-    def collect(self, primitive: Any, *, dry_run: bool) -> Outcome:
+    def collect(self, primitive: Any, *, dry_run: bool) -> Report:
         """Deliver again the tasks whose worker died (deadline passed), fail
         those past their last attempt, and make due deferred tasks ready."""
         if dry_run:
-            return Outcome(f"{primitive.name}: gc of a queue has no dry run; nothing changed")
+            return Report(f"{primitive.name}: gc of a queue has no dry run; nothing changed")
         ready, requeued, failed = 0, [], []
         while True:
             made, again, dead = primitive.gc(1000)
@@ -182,7 +132,7 @@ class QueueKind(Kind):
             f"{len(failed)} failed after their last attempt, {ready} deferred made ready"
         )
         changed = bool(ready or requeued or failed)
-        return Outcome(
+        return Report(
             line if changed else f"{primitive.name}: nothing to reclaim",
             changed=changed,
             style="warning",
@@ -197,10 +147,10 @@ class QueueKind(Kind):
             counts={"requeued": len(requeued), "failed": len(failed)},
         )
 
-    def status(self, primitive: Any) -> Outcome:
+    def status(self, primitive: Any) -> Report:
         counts = primitive.counts()
         busy = counts["pending"] > 0 and counts["workers"] == 0
-        return Outcome(
+        return Report(
             primitive.name,
             changed=busy,
             details=(
@@ -219,73 +169,6 @@ class QueueKind(Kind):
         )
 
 
-TEMPLATE = "admin/django_redis_pool/kinds/queue_failed.html"
-
-
-def queue_summary(queue: Any) -> Summary:
-    """Running and pending tasks; a warning when tasks wait with no worker, or failed."""
-    counts = queue.counts()
-    notes, health = [], "ok"
-    if counts["pending"] and not counts["workers"]:
-        health = "warning"
-        notes.append(f"{counts['pending']} pending, no live worker: run manage.py pool_worker")
-    if counts["failed"]:
-        health = "warning"
-        notes.append(f"{counts['failed']} failed")
-    notes.append(f"{counts['workers']} workers, {counts['scheduled']} deferred")
-    return Summary(
-        held=counts["running"], waiting=counts["pending"], health=health, note="; ".join(notes)
-    )
-
-
-def failed_section(queue: Any, request: Any) -> dict[str, Any]:
-    """Counts, and one page of the failed tasks (the latest first)."""
-    number = page_number(request, "failed")
-    total, tasks = queue.failed(offset=(number - 1) * PAGE_SIZE, limit=PAGE_SIZE)
-    rows = [
-        {
-            "task_id": t.id,
-            "name": t.name,
-            "error": t.error,
-            "attempts": t.attempts,
-            "finished": as_datetime(t.finished_at),
-        }
-        for t in tasks
-    ]
-    return {"counts": queue.counts(), "failed": paged_table(request, "failed", rows, total, number)}
-
-
-class TaskForm(forms.Form):
-    """Names one task."""
-
-    task_id = forms.CharField(max_length=200)
-
-
-def retry_task(queue: Any, data: dict[str, Any]) -> str:
-    """Queue a failed task again (its attempts start over)."""
-    task_id = data["task_id"]
-    retried = queue.retry(task_id)
-    return outcome(
-        retried, f"Task {task_id} is queued again.", f"Task {task_id} is not failed (any more)."
-    )
-
-
-def delete_task(queue: Any, data: dict[str, Any]) -> str:
-    """Remove a task that is not running."""
-    task_id = data["task_id"]
-    deleted = queue.delete(task_id)
-    return outcome(deleted, f"Task {task_id} was deleted.", f"Task {task_id} is gone or running.")
-
-
-def run_gc(queue: Any, data: dict[str, Any]) -> str:
-    """What ``manage.py pool_gc --name`` does, for one queue."""
-    counts = KIND.collect(queue, dry_run=False).counts
-    return (
-        f"gc of queue {queue.name!r}: requeued {counts.get('requeued', 0)} task(s), "
-        f"failed {counts.get('failed', 0)}."
-    )
-
-
 KIND = QueueKind()
 
 
@@ -294,167 +177,3 @@ def get_queue(name: str) -> TaskQueue:
     its ``task_fn`` runs the ``@task`` handlers registered for ``name``."""
     queue: TaskQueue = registry.get(KIND, name)
     return queue
-
-
-# ------------------------------------------------------------ manage.py pool_worker
-
-
-def _positive_int(value: str, what: str) -> int:
-    try:
-        number = int(value)
-    except ValueError:
-        number = 0
-    if number < 1:
-        raise CommandError(f"{what} must be an int >= 1, got {value!r}")
-    return number
-
-
-def _closing_connections(fn: Callable[[Task], Any]) -> Callable[[Task], Any]:
-    """``fn`` with Django's database connections closed around it, as Django
-    does around a request (a worker is a long-running process)."""
-
-    def run(task: Task) -> Any:
-        close_old_connections()
-        try:
-            return fn(task)
-        finally:
-            close_old_connections()
-
-    return run
-
-
-class WorkerCommand(PoolCommand):
-    """``manage.py pool_worker`` (see the module's docs and docs/queue.md)."""
-
-    help = (
-        "Run the @task handlers of the configured queues (all, or --queue). "
-        "--workers N processes, --burst to stop when idle, --max-jobs N per queue."
-    )
-
-    def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument(
-            "--queue",
-            action="append",
-            dest="queues",
-            metavar="NAME",
-            help="Only this configured queue (repeatable). Default: every queue.",
-        )
-        parser.add_argument("--workers", default="1", metavar="N", help="Processes (default 1).")
-        parser.add_argument(
-            "--burst", action="store_true", help="Stop once no task is ready (after running them)."
-        )
-        parser.add_argument(
-            "--max-jobs", metavar="N", help="Stop after N tasks (per queue and process)."
-        )
-
-    def handle(self, *args: Any, **options: Any) -> None:
-        workers = _positive_int(options["workers"], "--workers")
-        max_jobs = None
-        if options["max_jobs"] is not None:
-            max_jobs = _positive_int(options["max_jobs"], "--max-jobs")
-        queues = self._queues(options["queues"])
-        plan = {queue.name: sorted(handlers_of(queue.name)) for queue in queues}
-        if not any(plan.values()):
-            raise CommandError(
-                "No @task handler is registered for "
-                + ", ".join(map(repr, plan))
-                + ": decorate functions with @django_redis_pool.task(name, queue=...) in an "
-                "app's tasks.py."
-            )
-        if options["verbosity"] >= 1:
-            for name, tasks in plan.items():
-                self.stdout.write(f"{name}: {', '.join(tasks) or 'no handler'}")
-        if workers == 1:
-            ran = self.work(plan, options["burst"], max_jobs)
-            if options["verbosity"] >= 1:
-                self.stdout.write(f"Stopped after {ran} task(s).")
-            return
-        processes = [
-            multiprocessing.get_context("fork").Process(
-                target=self.work, args=(plan, options["burst"], max_jobs)
-            )
-            for _ in range(workers)
-        ]
-
-        def drain() -> None:  # each process finishes its running tasks, then exits
-            for process in processes:
-                if process.is_alive():
-                    process.terminate()
-
-        with self._on_signals(drain):
-            for process in processes:
-                process.start()
-            for process in processes:
-                process.join()
-        failed = [p.exitcode for p in processes if p.exitcode != 0]
-        if failed:
-            raise CommandError(f"{len(failed)} worker process(es) failed: exit codes {failed}")
-
-    def _queues(self, names: list[str] | None) -> list[Any]:
-        with self.command_errors():
-            config = registry.get_config()
-            configured = config.names(KIND)
-            wanted = list(dict.fromkeys(names)) if names else configured
-            if not configured:
-                raise CommandError(
-                    f"No queues are configured, so there is nothing to work on: add one to "
-                    f'{conf.setting_path(KIND.setting_key)}, e.g. {{"default": {{}}}}, and '
-                    "its @task handlers to an app's tasks.py."
-                )
-            unknown = [name for name in wanted if name not in configured]
-            if unknown:
-                raise CommandError(
-                    f"Not a configured queue: {', '.join(map(repr, unknown))} (configured "
-                    f"queues: {', '.join(map(repr, configured)) or 'none'})."
-                )
-            return [registry.get(KIND, name) for name in wanted]
-
-    def work(self, plan: dict[str, list[str]], burst: bool, max_jobs: int | None) -> int:
-        """Run every queue's handlers in this process until stopped; returns
-        how many tasks ran."""
-        stop = threading.Event()
-        ran: list[int] = []
-        threads = []
-        for name, tasks in plan.items():
-            if not tasks:
-                continue
-            configured = registry.get(KIND, name)
-            queue = TaskQueue(
-                configured.client,
-                name,
-                task_fn=_closing_connections(configured.task_fn),
-                result_ttl=configured.result_ttl,
-                visibility_timeout=configured.visibility_timeout,
-                max_attempts=configured.max_attempts,
-                key_prefix=configured.key_prefix,
-            )
-
-            def listen(queue: TaskQueue = queue, tasks: list[str] = tasks) -> None:
-                ran.append(queue.listen(tasks, event=stop, burst=burst, max_jobs=max_jobs))
-
-            threads.append(threading.Thread(target=listen, name=f"drp-queue-{name}"))
-        with self._on_signals(stop.set):
-            for thread in threads:
-                thread.start()
-            for thread in threads:
-                thread.join()
-        return sum(ran)
-
-    @staticmethod
-    @contextlib.contextmanager
-    def _on_signals(stop: Any) -> Iterator[None]:
-        """While inside, SIGTERM and SIGINT call ``stop`` (in the main thread
-        only); their handlers before are put back after, so that a
-        ``call_command("pool_worker", ...)`` leaves Ctrl-C working."""
-        if threading.current_thread() is not threading.main_thread():
-            yield
-            return
-        before = {
-            signum: signal.signal(signum, lambda _signum, _frame: stop())
-            for signum in (signal.SIGTERM, signal.SIGINT)
-        }
-        try:
-            yield
-        finally:
-            for signum, handler in before.items():
-                signal.signal(signum, handler)

@@ -1,34 +1,21 @@
 """Counting semaphores in Django: the ``SEMAPHORES`` setting, ``get_semaphore``,
-a request's slot, ``pool_sync`` of ``MAX_SIZE``, and the set-max-size action."""
+a request's slot, and ``pool_sync`` of ``MAX_SIZE``."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
 
-from django import forms
-
 from .. import conf, registry
-from ..dashboard import action
 from ..primitives.semaphore import Semaphore, check_max_size
-from .base import Ask, Held, Option, Outcome
-from .leases import LEASE_TIMEOUT, LeaseKind
+from .base import Ask, Held, Option, Report
+from .leased import LEASE_TIMEOUT, LeaseKind
 
 __all__ = ["KIND", "SemaphoreKind", "get_semaphore"]
 
 
 def _validate_max_size(value: Any, path: str) -> int | None:
     return None if value is None else check_max_size(value, path)
-
-
-class MaxSizeForm(forms.Form):
-    """A semaphore's new number of slots."""
-
-    max_size = forms.IntegerField(
-        min_value=0,
-        max_value=2**52,
-        help_text="Holders beyond it keep their slots; new ones wait until enough are freed.",
-    )
 
 
 class SemaphoreKind(LeaseKind):
@@ -46,10 +33,8 @@ class SemaphoreKind(LeaseKind):
         ),
         "LEASE_TIMEOUT": LEASE_TIMEOUT,
     }
-    held_label = "Identity"
     size_option = "MAX_SIZE"
     fill_action = "max-size"
-    find_label = "Identity"
 
     def entry_warnings(self, name: str, options: Mapping[str, Any]) -> list[tuple[str, str]]:
         """A semaphore without ``MAX_SIZE``: until a max size is stored in Redis,
@@ -96,44 +81,29 @@ class SemaphoreKind(LeaseKind):
 
     def sync(
         self, primitive: Any, options: Mapping[str, Any], *, prune: bool, dry_run: bool
-    ) -> Outcome:
+    ) -> Report:
         """Store ``MAX_SIZE`` (a smaller one evicts no holder; a larger one
         serves waiting callers at once)."""
         name, size = primitive.name, options["MAX_SIZE"]
         if size is None:
             path = conf.setting_path(self.setting_key, name, "MAX_SIZE")
-            return Outcome(
+            return Report(
                 f"{name}: no MAX_SIZE configured, max size left as it is (set {path} and run "
                 f"pool_sync again, or set it{self.from_the_admin() or ' with set_max_size()'})",
                 style="warning",
             )
         before = primitive.get_max_size()
         if before == size:
-            return Outcome(f"{name}: max size {size} already set", style="success")
+            return Report(f"{name}: max size {size} already set", style="success")
         if not dry_run:
             primitive.set_max_size(size)
         would = "would be " if dry_run else ""
         note = " (dry run, nothing changed)" if dry_run else ""
-        return Outcome(
+        return Report(
             f"{name}: max size {would}set to {size} (was {before}){note}",
             changed=True,
             style="warning",
         )
-
-    def register_actions(self) -> None:
-        action(
-            self.name,
-            "max-size",
-            label="Set max size",
-            form=MaxSizeForm,
-            question="Set the max size of semaphore {primitive.name!r} to {max_size}?",
-        )(set_max_size)
-
-
-def set_max_size(semaphore: Any, data: dict[str, Any]) -> str:
-    """Store a new number of slots (waiters are served at once if it grew)."""
-    semaphore.set_max_size(data["max_size"])
-    return f"The max size of semaphore {semaphore.name!r} is now {data['max_size']}."
 
 
 KIND = SemaphoreKind()

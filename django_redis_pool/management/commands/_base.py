@@ -72,8 +72,8 @@ class PoolCommand(BaseCommand):
         """Warn that there is nothing to act on."""
         self.stdout.write(self.style.WARNING(f"No {kinds.plurals()} are configured."))
 
-    def write_outcome(self, line: str, style: str) -> None:
-        """``line``, coloured by an :class:`~django_redis_pool.kinds.Outcome` style."""
+    def write_line(self, line: str, style: str) -> None:
+        """``line``, coloured by a :class:`~django_redis_pool.kinds.Report` style."""
         styled = {"success": self.style.SUCCESS, "warning": self.style.WARNING}
         self.stdout.write(styled[style](line) if style in styled else line)
 

@@ -104,26 +104,26 @@ class Command(PoolCommand):
     def run_pass(self, primitives: list[Any], options: dict[str, Any], quiet: bool = False) -> None:
         """Collect every primitive once and report it."""
         dry_run = options["dry_run"]
-        outcomes = [self.kind_of(p).collect(p, dry_run=dry_run) for p in primitives]
+        reports = [self.kind_of(p).collect(p, dry_run=dry_run) for p in primitives]
         if options["json"]:
             totals = {"reclaimed": 0, "dropped": 0}
-            for outcome in outcomes:
-                for key, count in outcome.counts.items():
+            for report in reports:
+                for key, count in report.counts.items():
                     totals[key] = totals.get(key, 0) + count
             self.write_json(
-                {"dry_run": dry_run, **totals, "primitives": [dict(o.data) for o in outcomes]}
+                {"dry_run": dry_run, **totals, "primitives": [dict(o.data) for o in reports]}
             )
             return
         verbosity = options["verbosity"]
-        for outcome in outcomes:
-            if not outcome.changed:
+        for report in reports:
+            if not report.changed:
                 if verbosity >= 2 or (verbosity >= 1 and not quiet):
-                    self.stdout.write(outcome.line)
+                    self.stdout.write(report.line)
                 continue
             if verbosity >= 1:
-                self.write_outcome(outcome.line, outcome.style)
+                self.write_line(report.line, report.style)
             if verbosity >= 2:
-                for line in outcome.details:
+                for line in report.details:
                     self.stdout.write(line)
         if verbosity >= 1 and not quiet and not primitives:
             self.say_none_configured()

@@ -32,18 +32,18 @@ class Command(PoolCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         primitives = self.primitives(options["names"])
         with self.command_errors():
-            outcomes = [self.kind_of(primitive).status(primitive) for primitive in primitives]
+            reports = [self.kind_of(primitive).status(primitive) for primitive in primitives]
         if options["json"]:
-            self.write_json({"primitives": [dict(outcome.data) for outcome in outcomes]})
+            self.write_json({"primitives": [dict(report.data) for report in reports]})
             return
-        if not outcomes:
+        if not reports:
             self.say_none_configured()
             return
         width = max(len("NAME"), *(len(p.name) for p in primitives))
         header = f"{'NAME':<{width}}  {'KIND':<9}  {'HELD':>4}  {'FREE':>4}  {'WAITING':>7}  SIZE"
         self.stdout.write(self.style.MIGRATE_HEADING(header))
-        for primitive, outcome in zip(primitives, outcomes, strict=True):
-            counts = {key: outcome.data.get(key) for key in ("held", "free", "waiting", "size")}
+        for primitive, report in zip(primitives, reports, strict=True):
+            counts = {key: report.data.get(key) for key in ("held", "free", "waiting", "size")}
             held, free, waiting = (
                 "-" if counts[key] is None else counts[key] for key in ("held", "free", "waiting")
             )
@@ -52,13 +52,13 @@ class Command(PoolCommand):
                 f"{primitive.name:<{width}}  {primitive.kind:<9}  {held:>4}  {free:>4}  "
                 f"{waiting:>7}  {size}"
             )
-            self.stdout.write(self.style.WARNING(row) if outcome.changed else row)
+            self.stdout.write(self.style.WARNING(row) if report.changed else row)
         if options["verbosity"] < 1:
             return
-        for primitive, outcome in zip(primitives, outcomes, strict=True):
-            if not outcome.details:
+        for primitive, report in zip(primitives, reports, strict=True):
+            if not report.details:
                 continue
             self.stdout.write("")
             self.stdout.write(self.style.MIGRATE_LABEL(f"{primitive.name} ({primitive.kind})"))
-            for line in outcome.details:
+            for line in report.details:
                 self.stdout.write(line)

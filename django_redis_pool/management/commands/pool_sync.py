@@ -43,14 +43,14 @@ class Command(PoolCommand):
         config = registry.get_config()
         with self.command_errors():
             for primitive in primitives:
-                outcome = self.kind_of(primitive).sync(
+                report = self.kind_of(primitive).sync(
                     primitive,
                     config.entries[primitive.name].options,
                     prune=options["prune"],
                     dry_run=options["dry_run"],
                 )
                 if verbosity >= 1:
-                    self.write_outcome(outcome.line, outcome.style)
+                    self.write_line(report.line, report.style)
                 if verbosity >= 2:
-                    for line in outcome.details:
+                    for line in report.details:
                         self.stdout.write(line)

@@ -1,6 +1,6 @@
 """What the admin dashboard shows and does for each kind of primitive.
 
-The dashboard's views (:mod:`.admin`) know no kind: each kind brings
+The dashboard's views (:mod:`django_redis_pool.admin`) know no kind: each kind has
 
 - one **summary** (``@summary(kind_name)``): the counts and health of one row
   of the overview, read in one round trip;
@@ -11,9 +11,13 @@ The dashboard's views (:mod:`.admin`) know no kind: each kind brings
   ``(primitive, data) -> message`` run by a POST from a confirmation page, for
   operators with the change permission.
 
-Each kind registers its own from its module of :mod:`.kinds`, which the app
-config loads when Django starts; a project adds a section or an action to a
-kind from a module imported by an ``AppConfig.ready()``.
+The panels of the built-in kinds are this package's modules, one per family
+of kinds (``lease_panels`` for the kinds on the lease engine,
+``allocator_panels``, ``queue_panels``, ``object_pool_panels``; their tables
+are paged by ``tables``). Which kind gets which is :data:`.panels.PANELS` (by
+kind class), and the app config registers them for every kind when Django
+starts (:func:`.panels.register_panels`). A project adds a section or an
+action to a kind from a module imported by an ``AppConfig.ready()``.
 """
 
 from __future__ import annotations
@@ -35,7 +39,7 @@ __all__ = [
     "Section",
     "Summary",
     "action",
-    "outcome",
+    "message_or_fail",
     "section",
     "summary",
 ]
@@ -71,7 +75,7 @@ class ActionFailed(Exception):
     warning (e.g. the hold was released meanwhile)."""
 
 
-def outcome(done: bool, success: str, failure: str) -> str:
+def message_or_fail(done: bool, success: str, failure: str) -> str:
     """What an action returns: ``success`` if it ``done`` something, else it
     raises :class:`ActionFailed` with ``failure``."""
     if not done:

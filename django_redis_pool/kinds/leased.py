@@ -1,0 +1,287 @@
+"""What the kinds built on the lease engine share (resource pools, semaphores,
+locks, allocators): :class:`LeaseKind`. Its ``LEASE_TIMEOUT`` option, the
+``W006`` of an entry with no members or size, ``pool_sync``'s report of named
+members, and ``pool_gc`` and ``pool_status`` on a :class:`Snapshot` (reclaiming
+expired holds, flagging a hold older than ``LONG_HOLD``). The admin's panels of
+these kinds are in :mod:`django_redis_pool.dashboard.lease_panels`.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from .. import conf, registry, signals
+from ..primitives.base import Snapshot
+from ..primitives.lease import Lease
+from ..primitives.validators import check_lease_timeout
+from .base import Held, Kind, Option, Report
+
+__all__ = ["LEASE_TIMEOUT", "LeaseKind", "lease_timeout_option", "long_hold_note"]
+
+logger = logging.getLogger("django_redis_pool")
+
+
+def lease_timeout_option(default: float | None) -> Option:
+    """The ``LEASE_TIMEOUT`` option, with ``default``."""
+    return Option(
+        check_lease_timeout,
+        default,
+        "Use a number of seconds > 0 (e.g. 30), or None for leases that never expire.",
+    )
+
+
+LEASE_TIMEOUT = lease_timeout_option(None)
+
+
+def long_hold_note(snap: Snapshot) -> str:
+    """A note when the oldest live hold of ``snap`` is older than ``LONG_HOLD``
+    (a stuck holder that keeps renewing?), else ''."""
+    limit = registry.get_config().long_hold
+    if limit is None or snap.oldest_since is None or snap.now - snap.oldest_since <= limit:
+        return ""
+    hours = (snap.now - snap.oldest_since) / 3600
+    return f"a hold began {hours:.1f} h ago (over LONG_HOLD, {limit:g} s): stuck?"
+
+
+class LeaseKind(Kind):
+    """A kind whose primitive stands on the lease engine (a ``LeasedPrimitive``).
+
+    Its subclasses say how a request holds one and what Redis must hold for it
+    (``pool_sync``); the rest is shared.
+    """
+
+    #: What a primitive with no size lacks, in the notes of ``pool_status`` and
+    #: the admin ("no resources", "no max size").
+    size_word = "max size"
+    #: The option listing an entry's members, what they are, and the method
+    #: adding them at run time (None: its entries name no members). An entry
+    #: whose members option is empty or absent gets W006 (``entry_warnings``).
+    members: tuple[str, str, str] | None = None
+    #: The option giving an entry its size or members (None: none does; by
+    #: default the ``members`` option), and the slug of the admin's action that
+    #: sets them at run time (None: none). They name what fills an empty
+    #: primitive in its notes and in the hints; a kind sized by a number (no
+    #: ``members``) says in its own ``entry_warnings`` what a missing size does.
+    size_option: str | None = None
+    fill_action: str | None = None
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "size_option" not in vars(cls) and "members" in vars(cls) and cls.members:
+            cls.size_option = cls.members[0]
+
+    # -- settings --------------------------------------------------------------
+
+    def entry_warnings(self, name: str, options: Mapping[str, Any]) -> list[tuple[str, str]]:
+        """An entry whose ``members`` option is empty or absent (W006)."""
+        if self.members is None or options[self.members[0]]:
+            return []
+        option, what, method = self.members
+        return [
+            (
+                f"{conf.setting_path(self.setting_key, name, option)} is empty or absent: the "
+                f"{self.label} {name!r} has no {what}, so no request can get one: each is answered "
+                "with a 503 (after waiting its whole timeout, where it waits).",
+                f"List its {what} in {option} and run manage.py pool_sync, "
+                + self.run_time_hint("add them", method),
+            )
+        ]
+
+    def fill_label(self) -> str | None:
+        """The label of the admin's action that gives a primitive of this kind
+        its size or members (``fill_action``), as the dashboard registered it."""
+        # Up a layer, on purpose: the hints name the admin's button as it is.
+        from ..dashboard import ACTIONS
+
+        chosen = ACTIONS.get(self.name, {}).get(self.fill_action or "")
+        return chosen.label if chosen is not None else None
+
+    def from_the_admin(self) -> str:
+        """How to fill a primitive of this kind from the admin, as the end of a
+        sentence (" from the admin ('Add a resource' on its page)"); "" for a
+        kind without a fill action."""
+        add = self.fill_label()
+        return f" from the admin ({add!r} on its page)" if add else ""
+
+    def run_time_hint(self, verb: str, method: str) -> str:
+        """The end of a W006 hint: how to ``verb`` (e.g. "add them") at run time
+        (the admin's fill action, or ``method``), and how to silence W006 if that
+        is the plan."""
+        admin = self.from_the_admin()
+        return (
+            f"or {verb} at run time{admin}{' or' if admin else ''} with {method}. If you only "
+            f"{verb} at run time, silence this with "
+            'SILENCED_SYSTEM_CHECKS = ["django_redis_pool.W006"].'
+        )
+
+    def empty_note(self, name: str) -> str:
+        """What ``pool_status`` and the admin say of a primitive with no size (or
+        no members) in Redis: what actually fills it, given what its entry
+        configures."""
+        entry = registry.get_config().entries.get(name)
+        option = self.size_option
+        add = self.fill_label()
+        or_add = f", or use the admin's {add!r} action" if add else ""
+        if option is None or entry is None:
+            return f"no {self.size_word}: run manage.py pool_sync"
+        configured = entry.options.get(option)
+        path = conf.setting_path(self.setting_key, name, option)
+        if configured is None or (not isinstance(configured, (int, float)) and not configured):
+            if self.members is not None:
+                return (
+                    f"no {self.size_word}, and {path} lists none: list them there and run "
+                    f"manage.py pool_sync{or_add}"
+                )
+            return (
+                f"no {self.size_word}, and {path} is not set: set it and run manage.py "
+                f"pool_sync{or_add}"
+            )
+        if configured == 0:
+            return f"no {self.size_word}: {path} is 0{or_add}"
+        return f"no {self.size_word} in Redis: run manage.py pool_sync (it stores {option}){or_add}"
+
+    # -- requests --------------------------------------------------------------
+
+    @staticmethod
+    def held(lease: Lease | None) -> Held | None:
+        """A request's hold of ``lease`` (None: nothing granted)."""
+        return None if lease is None else Held(lease, lease, lease.release, lease.arelease)
+
+    # -- management commands ---------------------------------------------------
+
+    @staticmethod
+    def split_members(
+        configured: Sequence[str], in_redis: set[str]
+    ) -> tuple[list[str], list[str], list[str]]:
+        """``pool_sync``'s three lists for named members: the configured ones to
+        add, the configured ones already there, and those in Redis that are no
+        longer configured (sorted)."""
+        added = [member for member in configured if member not in in_redis]
+        present = [member for member in configured if member in in_redis]
+        return added, present, sorted(in_redis - set(configured))
+
+    def members_synced(
+        self,
+        primitive: Any,
+        added: list[str],
+        present: list[str],
+        removed: list[str],
+        *,
+        unconfigured: Sequence[str],
+        prune: bool,
+        dry_run: bool,
+    ) -> Report:
+        """``pool_sync``'s report for a primitive of named members (a pool's
+        resources, an allocator's keys). ``unconfigured``: the members in Redis
+        but not in the settings, left there without ``prune``; an entry that
+        lists none is told which setting to fill (and the admin's action)."""
+        name = primitive.name
+        option_path = conf.setting_path(self.setting_key, name, self.size_option)
+        from_the_admin = self.from_the_admin()
+        would = "would be " if dry_run else ""
+        line = f"{name}: {len(added)} {would}added, {len(present)} already there"
+        none_listed = option_path and not (added or present)
+        if none_listed:
+            line += f" ({option_path} lists none: list them there and run pool_sync again" + (
+                f", or add them{from_the_admin})" if from_the_admin else ")"
+            )
+        if prune:
+            line += f", {len(removed)} {would}removed"
+        elif unconfigured:
+            line += (
+                f", {len(unconfigured)} in Redis but not in the settings (left there; "
+                "manage.py pool_sync --prune removes them)"
+            )
+        if dry_run:
+            line += " (dry run, nothing changed)"
+        details = [f"  {would}added: {member}" for member in added]
+        details += [f"  already there: {member}" for member in present]
+        details += [f"  {would}removed: {member}" for member in removed]
+        if not prune:
+            details += [f"  not in the settings: {member}" for member in unconfigured]
+        return Report(
+            line,
+            changed=bool(added or removed),
+            style="warning" if dry_run or removed or unconfigured or none_listed else "success",
+            details=tuple(details),
+        )
+
+    def collect(self, primitive: Any, *, dry_run: bool) -> Report:
+        """Reclaim the expired holds and dead waiters now; sends
+        ``lease_reclaimed`` for each hold. ``dry_run`` only reports them."""
+        collected = primitive.collect(dry_run=dry_run)
+        if not dry_run:
+            for lease in collected.reclaimed:
+                logger.info(
+                    "reclaimed the expired hold of %r on %s %r (fence %s, resource %r)",
+                    lease.holder,
+                    primitive.kind,
+                    primitive.name,
+                    lease.fence,
+                    lease.resource,
+                )
+                signals.send(
+                    signals.lease_reclaimed, self.primitive, name=primitive.name, lease=lease
+                )
+        reclaimed, dropped = len(collected.reclaimed), len(collected.dropped)
+        would = "would be " if dry_run else ""
+        line = (
+            f"{primitive.name}: {reclaimed} expired holds {would}reclaimed, {dropped} dead "
+            f"waiters {would}dropped" + (" (dry run, nothing changed)" if dry_run else "")
+        )
+        if not (reclaimed or dropped):
+            line = f"{primitive.name}: nothing to reclaim"
+        long_hold = long_hold_note(primitive.snapshot(limit=0))
+        if long_hold:
+            logger.warning("%s %r: %s", primitive.kind, primitive.name, long_hold)
+            line += f"; {long_hold}"
+        return Report(
+            line,
+            changed=bool(reclaimed or dropped or long_hold),
+            style="warning",
+            details=(
+                *(
+                    f"  {lease.resource}  held by {lease.holder}  fence {lease.fence}"
+                    for lease in collected.reclaimed
+                ),
+                *(
+                    f"  waiter {waiter.holder}  priority {waiter.priority}"
+                    for waiter in collected.dropped
+                ),
+            ),
+            data={"kind": primitive.kind, "name": primitive.name, **collected.as_dict()},
+            counts={"reclaimed": reclaimed, "dropped": dropped, "long_holds": int(bool(long_hold))},
+        )
+
+    def status(self, primitive: Any) -> Report:
+        """Counts, holders (fence, time left) and waiters, in one round trip."""
+        snap: Snapshot = primitive.snapshot()
+        details = []
+        for lease in snap.leases:
+            what = "" if lease.resource == lease.holder else f"{lease.resource}  "
+            left = snap.seconds_left(lease)
+            details.append(
+                f"  {what}held by {lease.holder}  fence {lease.fence}  "
+                + ("no expiry" if left is None else f"{left:.1f} s left")
+            )
+        for position, waiter in enumerate(snap.waiters, 1):
+            details.append(
+                f"  waiting #{position}: {waiter.holder}  priority {waiter.priority}  "
+                f"for {max(0.0, snap.now - waiter.since):.1f} s"
+            )
+        long_hold = long_hold_note(snap)
+        if long_hold:
+            details.insert(0, f"  {long_hold}")
+        empty = not snap.size
+        if empty:
+            details.insert(0, f"  {self.empty_note(primitive.name)}")
+        return Report(
+            primitive.name,
+            changed=bool(long_hold)
+            or empty
+            or (snap.free == 0 and bool(snap.leases or snap.waiters)),
+            details=tuple(details),
+            data=snap.as_dict(),
+        )
