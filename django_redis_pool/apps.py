@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.apps import AppConfig
 
 
@@ -22,7 +24,7 @@ class DjangoRedisPoolConfig(AppConfig):
         from django.core.signals import setting_changed
         from django.utils.module_loading import autodiscover_modules
 
-        from . import checks, kinds, registry, signals
+        from . import checks, kinds, registry
         from .dashboard.panels import register_panels
         from .primitives import lease
 
@@ -31,8 +33,19 @@ class DjangoRedisPoolConfig(AppConfig):
         django_checks.register(checks.check_view_resources, checks.TAG, django_checks.Tags.urls)
         register_panels(kinds.all_kinds())
         autodiscover_modules("tasks")  # apps' @task handlers
-        if signals.on_lease_lost not in lease.lost_listeners:
-            lease.lost_listeners.append(signals.on_lease_lost)
+        if on_lease_lost not in lease.lost_listeners:
+            lease.lost_listeners.append(on_lease_lost)
         setting_changed.connect(
             registry.on_setting_changed, dispatch_uid="django_redis_pool.registry"
         )
+
+
+def on_lease_lost(lease: Any) -> None:
+    """Sends ``lease_lost`` (added to the primitives' lost-lease listeners by
+    :meth:`DjangoRedisPoolConfig.ready`); the sender is the class of the
+    primitive that lost it."""
+    from . import kinds, signals
+
+    kind = kinds.by_name().get(lease.primitive_kind)
+    sender = kind.primitive if kind is not None and kind.primitive is not None else type(lease)
+    signals.send(signals.lease_lost, sender, name=lease.primitive_name, lease=lease)

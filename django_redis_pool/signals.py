@@ -31,8 +31,6 @@ from typing import Any
 
 from django.dispatch import Signal
 
-from .primitives.lease import Lease
-
 __all__ = [
     "asend",
     "lease_lost",
@@ -67,13 +65,3 @@ def _log_failures(results: list[tuple[Any, Any]]) -> None:
     for receiver, result in results:
         if isinstance(result, Exception):
             logger.error("signal receiver %r failed", receiver, exc_info=result)
-
-
-def on_lease_lost(lease: Lease) -> None:
-    """Sends ``lease_lost`` (added to the primitives' lost-lease listeners by
-    the app config); the sender is the class of the primitive that lost it."""
-    from .kinds import by_name
-
-    kind = by_name().get(lease.primitive_kind)
-    sender = kind.primitive if kind is not None and kind.primitive is not None else Lease
-    send(lease_lost, sender, name=lease.primitive_name, lease=lease)
