@@ -150,8 +150,10 @@ class LeaseEngine:
         0: do not wait) for one, fairly. Returns None if nothing was granted.
 
         A grant that reaches us more than ``LATE_GRANT`` seconds after the
-        timeout (a slow or paused Redis, a long pause of this process) is given
-        back at once and None is returned: a caller never holds past its wait.
+        timeout (a slow or paused Redis, this process stopped) is given back at
+        once and None is returned: a caller never holds past its wait. Only
+        waiting counts (:class:`.deadlines.Stopwatch`): time this thread spent
+        running or waiting for a CPU is not lateness.
         On connections that keep deadlines (:mod:`.deadlines`; the Django
         registry's, and every asyncio call), a Redis that stops answering fails
         the call within ``timeout + DEADLINE_SLACK`` seconds (BackendUnavailable)."""
@@ -169,15 +171,20 @@ class LeaseEngine:
         self, timeout: float | None, lease_ms: int, holder: str, priority: int
     ) -> Steps[Lease | None]:
         """The operation behind :meth:`acquire` and :meth:`aacquire`."""
-        started = time.monotonic()
-        with deadlines.deadline(None if timeout is None else timeout + DEADLINE_SLACK):
+        if timeout is None:
+            return (yield from self._acquire(timeout, lease_ms, holder, priority))
+        watch = deadlines.Stopwatch()
+        with deadlines.deadline(timeout + DEADLINE_SLACK, watch):
             lease = yield from self._acquire(timeout, lease_ms, holder, priority)
-        if lease is not None and timeout is not None:
-            late = time.monotonic() - started - timeout
+        if lease is not None and watch.elapsed() - timeout > LATE_GRANT:
+            # (the time this thread spent running or waiting for a CPU is not
+            # Redis's lateness: a busy loop or a starved process delays a grant
+            # that Redis gave in time)
+            late = watch.waited() - timeout
             if late > LATE_GRANT:
                 logger.warning(
-                    "%s: a grant came %.2f s after the %s s wait ended (Redis slow or "
-                    "paused?); given back",
+                    "%s: a grant came %.2f s after the %s s wait ended, waiting on Redis "
+                    "(slow or paused?); given back",
                     self.label,
                     late,
                     timeout,
