@@ -321,7 +321,9 @@ def test_a_primitive_on_an_asyncio_client_refuses_blocking_calls(redis_url):
 
 
 def test_an_async_wait_holds_no_thread_and_times_out_on_time(redis_client):
-    pool = ResourcePool(redis_client, "waits", resources=["r"], lease_timeout=30)
+    # (held with no expiry: on a busy machine the waits may last longer than a
+    # fixed lease would, and the held resource must not be handed to a waiter)
+    pool = ResourcePool(redis_client, "waits", resources=["r"], lease_timeout=None)
     held = pool.acquire(timeout=0)
     before = threading.active_count()
 
