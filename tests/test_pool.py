@@ -15,6 +15,7 @@ from django_redis_pool import Lease, ResourcePool, ResourceUnavailable
 from django_redis_pool.exceptions import PoolError
 
 from .primitive_helpers import expire_now
+from .waiting import wait_for
 
 #: Every test here runs on the blocking API and on the asyncio twins.
 pytestmark = pytest.mark.usefixtures("api")
@@ -269,6 +270,21 @@ def test_auto_renew_keeps_a_short_lease_alive(client):
     assert pool.is_available("a")
 
 
+def test_auto_renewal_counts_from_when_the_lease_was_granted(client):
+    """Auto-renewal started late (the caller did something else first, or the
+    acquire's reply reached a busy process late) still renews 2/3 of the lease
+    duration after the grant, not after start_auto_renew: 1.5 + 2 s would be
+    past the 3 s lease."""
+    pool = ResourcePool(client, "p", lease_timeout=3)
+    pool.associate("a")
+    lease = pool.acquire()
+    time.sleep(1.5)
+    lease.start_auto_renew()
+    time.sleep(1.8)  # 3.3 s after the grant
+    assert pool.is_occupied("a") and not lease.lost, "renewed at 2 s, not at 3.5 s"
+    assert lease.release()
+
+
 def test_auto_renew_marks_the_lease_lost_and_logs_when_it_is_taken_away(client, caplog):
     pool = ResourcePool(client, "p", lease_timeout=0.3)
     pool.associate("a")
@@ -276,7 +292,7 @@ def test_auto_renew_marks_the_lease_lost_and_logs_when_it_is_taken_away(client, 
     lease = pool.acquire()
     lease.start_auto_renew(on_lost=lost.append)
     pool.release("a")
-    time.sleep(0.5)
+    wait_for(lambda: lease.lost, what="the next renewal to find the lease gone")
     assert lease.lost and lost == [lease]
     assert "was lost" in caplog.text
     assert lease.release() is False

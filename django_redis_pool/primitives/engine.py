@@ -206,9 +206,10 @@ class LeaseEngine:
         chunk = self._wait_chunk()
         args = (lease_ms, priority, holder)
         try:
+            sent = time.monotonic()
             reply = yield from self._request(token, args, wait_ms, to_ms(chunk))
             if type(reply) is list:
-                return (yield from self._lease(reply[0], reply[1]))
+                return (yield from self._lease(reply[0], reply[1], sent))
             if type(reply) is int:
                 return (yield from self._wait(token, args, deadline, chunk, reply))
             self._refused(reply, holder, timeout != 0)
@@ -244,6 +245,7 @@ class LeaseEngine:
                 block = min(block, remaining)
             if next_expiry_ms >= 0:
                 block = min(block, next_expiry_ms / 1000 + 0.001)
+            sent = time.monotonic()
             with backend_errors():
                 # Never below MIN_BLOCK: Redis < 7.0.8 reads a timeout under
                 # about 1 ms as 0, which means "block forever".
@@ -257,7 +259,7 @@ class LeaseEngine:
             else:
                 reply = yield from self.op("wait", token, alive_ms)
             if type(reply) is list:
-                lease = yield from self._lease(reply[0], reply[1])
+                lease = yield from self._lease(reply[0], reply[1], sent)
                 if lease is not None:
                     return lease
                 reply = "gone"
@@ -268,9 +270,10 @@ class LeaseEngine:
                 # provisional grant lapsed. Queue again only if time is left.
                 if deadline is not None and deadline <= time.monotonic():
                     return None
+                sent = time.monotonic()
                 reply = yield from self._request(token, args, _remaining_ms(deadline), alive_ms)
                 if type(reply) is list:
-                    lease = yield from self._lease(reply[0], reply[1])
+                    lease = yield from self._lease(reply[0], reply[1], sent)
                     if lease is not None:
                         return lease
                     continue
@@ -330,10 +333,12 @@ class LeaseEngine:
         )
         return lease, provisional == "1"
 
-    def _lease(self, resource: str, raw: str) -> Steps[Lease | None]:
-        """Lease granted to us; a provisional (unconfirmed) grant to a waiter is
-        confirmed first. None if the grant was lost before it could be."""
+    def _lease(self, resource: str, raw: str, sent: float) -> Steps[Lease | None]:
+        """Lease granted to us by the call sent at ``sent`` (monotonic); a
+        provisional (unconfirmed) grant to a waiter is confirmed first. None if
+        the grant was lost before it could be."""
         lease, provisional = self._decode(resource, raw)
+        lease._term_from = sent
         if provisional and not (yield from self.renew_steps(lease, None)):
             return None
         return lease
@@ -351,9 +356,11 @@ class LeaseEngine:
 
     def renew_steps(self, lease: Lease, lease_timeout: float | None) -> Steps[bool]:
         """Extend ``lease`` (None keeps its duration); False if it is lost."""
+        sent = time.monotonic()
         expires = yield from self.renew_resource_steps(lease.resource, lease.token, lease_timeout)
         if expires is False:
             return False
+        lease._term_from = sent
         lease.expires_at = expires
         if lease_timeout is not None:
             lease.lease_timeout = lease_timeout
