@@ -154,7 +154,7 @@ def test_workers_n_runs_n_processes(configured: None, redis_url: str, tmp_path: 
         ids = [jobs.enqueue("pid") for _ in range(6)]
         wait_for(
             lambda: all(jobs.get_task(i).status == "done" for i in ids),
-            timeout=20,
+            timeout=STARTUP,  # (the worker and its 2 processes start first)
             what="the tasks to run",
         )
         pids = {jobs.get_task(i).result for i in ids}
