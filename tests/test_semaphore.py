@@ -404,8 +404,10 @@ def test_hold_waits_forever_by_default_until_a_release(client):
 def test_hold_auto_renew_keeps_a_short_lease_alive(client):
     sem = Semaphore(client, "hold-renew")
     sem.set_max_size(1)
-    with sem.hold("alice", lease_timeout=0.5, auto_renew=True) as lease:
-        for _ in range(8):  # ~2 s: four lease durations
+    # (renewed every 1 s, a 1.5 s lease has 0.5 s of margin, which a busy
+    # machine's stalls do not reach)
+    with sem.hold("alice", lease_timeout=1.5, auto_renew=True) as lease:
+        for _ in range(13):  # ~3.2 s: two lease durations
             time.sleep(0.25)
             assert sem.is_holding("alice")
             assert sem.acquire("bob") is False
