@@ -2,6 +2,7 @@
 """Developer entry point (stdlib only, Python >= 3.10).
 
     python3 scripts/dev.py test [pytest args]      ruff + the whole test suite
+    python3 scripts/dev.py test --busy [N] [...]    the same beside N (2) CPU hogs
     python3 scripts/dev.py example [runserver args] the example project
 
 Both create ``.venv`` in the repository root on first use and install the
@@ -25,10 +26,16 @@ these are the default leg. Then it runs the other supported-version legs of
 with nox, which it installs into ``.venv``: each leg whose ``python3.X`` is on
 PATH or in pyenv (``~/.pyenv/versions``); the others are reported and skipped.
 See docs/testing.md.
+
+``test --busy [N]`` runs all of that beside N (default 2) CPU-bound processes
+(``while True: pass``), started before ruff and stopped at the end, also when
+the run fails or is interrupted (Ctrl-C, SIGTERM): the suite must pass on a
+machine that is not idle, as a CI machine never is.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib
 import itertools
@@ -42,6 +49,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -333,9 +341,83 @@ def worker_args(pytest_args: list[str]) -> list[str]:
     return ["-n", PYTEST_WORKERS]
 
 
-def cmd_test(pytest_args: list[str]) -> int:
-    """``ruff check .`` then ``pytest``; non-zero if either fails or nothing ran."""
+#: How many CPU-bound processes ``test --busy`` starts when it is given no number.
+BUSY_DEFAULT = 2
+
+#: A CPU-bound process: spins until it is killed, or its parent (dev.py, whose
+#: pid it is given) is gone.
+BUSY_LOOP = """\
+import os, sys
+while os.getppid() == int(sys.argv[1]):
+    for _ in range(10_000_000):
+        pass
+"""
+
+
+def split_busy(args: list[str]) -> tuple[int, list[str]]:
+    """How many CPU-bound processes ``--busy [N]`` (or ``--busy=N``) asks for
+    (0 without it; N defaults to :data:`BUSY_DEFAULT`), and the other arguments."""
+    busy, rest = 0, []
+    items = iter(args)
+    for arg in items:
+        if arg == "--busy" or arg.startswith("--busy="):
+            count = arg.partition("=")[2]
+            if not count:
+                following = next(items, None)
+                if following is not None and following.isdigit():
+                    count = following
+                elif following is not None:
+                    rest.append(following)
+            if count and (not count.isdigit() or int(count) < 1):
+                sys.exit(f"[dev] --busy takes a number of processes >= 1, not {count!r}")
+            busy = int(count) if count else BUSY_DEFAULT
+        else:
+            rest.append(arg)
+    return busy, rest
+
+
+@contextlib.contextmanager
+def busy_processes(count: int) -> Iterator[list[subprocess.Popen[bytes]]]:
+    """Run ``count`` CPU-bound processes for the duration of the block; they are
+    stopped when it ends, also on an error or Ctrl-C (and on SIGTERM, which
+    raises KeyboardInterrupt meanwhile)."""
+    previous = signal.signal(signal.SIGTERM, _raise_keyboard_interrupt) if count else None
+    hogs: list[subprocess.Popen[bytes]] = []
+    try:
+        for _ in range(count):
+            hogs.append(subprocess.Popen([sys.executable, "-c", BUSY_LOOP, str(os.getpid())]))
+        if hogs:
+            pids = ", ".join(str(hog.pid) for hog in hogs)
+            say(f"busy: {count} CPU-bound processes run beside the tests (pids {pids})")
+        yield hogs
+    finally:
+        for hog in hogs:
+            hog.kill()
+        for hog in hogs:
+            hog.wait()
+        if hogs:
+            say(f"busy: the {count} CPU-bound processes stopped")
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def cmd_test(args: list[str]) -> int:
+    """``ruff check .`` then ``pytest`` (beside ``--busy`` CPU-bound processes);
+    non-zero if either fails or nothing ran."""
+    busy, pytest_args = split_busy(args)
     ensure_venv("test", VENV, sys.executable, NOX)
+    try:
+        with busy_processes(busy):
+            rc = _test(pytest_args)
+    except KeyboardInterrupt:
+        return 130
+    if busy:
+        say(f"(the run was beside {busy} CPU-bound processes: --busy {busy})")
+    return rc
+
+
+def _test(pytest_args: list[str]) -> int:
+    """The runs and legs of ``test``, after its venv is ready."""
     env = dict(os.environ)
     env.pop("DJANGO_SETTINGS_MODULE", None)  # the tests use tests.settings (pyproject)
     if selects_browser_tests(pytest_args):

@@ -152,16 +152,20 @@ def redis_state(client: redis.Redis) -> dict[bytes, Any]:
 
 
 def command_calls(client: redis.Redis) -> dict[str, int]:
-    """Calls per command since the server started (``INFO commandstats``)."""
+    """Calls per command that Redis ran without an error since it started
+    (``INFO commandstats``). A call that failed is not counted: an EVALSHA
+    refused with NOSCRIPT (the script is then loaded and run by a second
+    EVALSHA, which is), or an FCALL before the function library was loaded."""
     return {
-        name.removeprefix("cmdstat_"): int(stats["calls"])
+        name.removeprefix("cmdstat_"): int(stats["calls"]) - int(stats.get("failed_calls", 0))
         for name, stats in client.info("commandstats").items()
     }
 
 
 def commands_run_by(client: redis.Redis, work: Any) -> dict[str, int]:
     """The commands Redis ran while ``work()`` ran, by name (those called from
-    Lua scripts included), without the INFO calls that measure them."""
+    Lua scripts included; failed ones not: see :func:`command_calls`), without
+    the INFO calls that measure them."""
     before = command_calls(client)
     work()
     after = command_calls(client)
@@ -178,8 +182,16 @@ def fill_pool(pool: ResourcePool, client: redis.Redis, ids: list[str], batch: in
         assert int(pool._engine.run("pool_associate", *chunk)) == len(chunk)
 
 
+def unload_scripts(client: redis.Redis) -> None:
+    """Drop the scripts and functions Redis holds (FLUSHALL keeps them): the
+    next call of each is refused once, then loads it."""
+    client.script_flush()
+    if int(str(client.info("server")["redis_version"]).split(".")[0]) >= 7:
+        client.function_flush()
+
+
 def script_calls(commands: dict[str, int]) -> int:
-    """Lease-engine round trips among ``commands`` (counts by command name):
+    """Lease-engine operations among ``commands`` (counts by command name):
     FCALL on Redis >= 7, EVALSHA where the function library is not used."""
     return commands.get("evalsha", 0) + commands.get("fcall", 0)
 
@@ -203,4 +215,5 @@ __all__ = [
     "script_calls",
     "table",
     "text_of",
+    "unload_scripts",
 ]

@@ -267,7 +267,7 @@ async def async_pool_wait_view(request: HttpRequest) -> HttpResponse:
     return HttpResponse("ok")
 
 
-@with_resource("printers", timeout=60)
+@with_resource("printers", timeout=600)  # (a thousand queue: see test_async_requests.py)
 async def async_pool_queue_view(request: HttpRequest) -> HttpResponse:
     RECORD.note(request)
     return HttpResponse("ok")

@@ -117,8 +117,8 @@ def _primitives(client: Any) -> dict[str, Any]:
     }
 
 
-def worker(number: int, url: str, log_path: str, seed: int, stop_at: float) -> None:
-    """Acquire, hold a few ms, maybe renew, release, at random, until ``stop_at``."""
+def worker(number: int, url: str, log_path: str, seed: int, stop: Any) -> None:
+    """Acquire, hold a few ms, maybe renew, release, at random, until ``stop`` is set."""
     from django_redis_pool import Lock, PoolError
 
     rng = random.Random(seed)
@@ -129,7 +129,7 @@ def worker(number: int, url: str, log_path: str, seed: int, stop_at: float) -> N
 
     client = redis.Redis.from_url(url, socket_timeout=1, socket_connect_timeout=1)
     primitives = _primitives(client)
-    while time.monotonic() < stop_at:
+    while not stop.is_set():
         kind = rng.choice(KINDS)
         primitive = primitives[kind]
         start = time.monotonic()
@@ -209,6 +209,10 @@ class Report:
     flushes: int = 0
     losses: int = 0
     violations: list[str] = field(default_factory=list)
+    #: Each disruption (the restarts and flushes) and when it happened (monotonic).
+    chaos: list[tuple[str, float]] = field(default_factory=list)
+    #: How many holds were granted after each disruption: the checks covered it.
+    grants_after: dict[str, int] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         return {**self.__dict__, "violations": len(self.violations)}
@@ -316,6 +320,8 @@ def run(*, seconds: float, workers: int, binary: str, seed: int = 0) -> Report:
     """The soak: a quarter of the time undisturbed, then SIGKILLs of workers
     all along; Redis restarted from its AOF at one half and with its data lost
     at three quarters, and flushed under the workers' feet at 60 % and 85 %.
+    It ends once ``seconds`` have passed, every disruption happened and a tenth
+    of ``seconds`` followed the last one (on a busy machine, they come late).
     Returns what the checker found."""
     rng = random.Random(seed)
     report = Report()
@@ -325,6 +331,7 @@ def run(*, seconds: float, workers: int, binary: str, seed: int = 0) -> Report:
     ctx = multiprocessing.get_context("fork")
     began = time.monotonic()
     stop_at = began + seconds
+    stop = ctx.Event()
     procs: dict[str, Any] = {}
     deaths: dict[str, float] = {}
     spawned = 0
@@ -332,7 +339,7 @@ def run(*, seconds: float, workers: int, binary: str, seed: int = 0) -> Report:
     def spawn() -> None:
         nonlocal spawned
         name = f"worker-{spawned}.log"
-        args = (spawned, server.url, str(root / name), seed * 1000 + spawned, stop_at)
+        args = (spawned, server.url, str(root / name), seed * 1000 + spawned, stop)
         proc = ctx.Process(target=worker, args=args)
         proc.start()
         procs[name] = proc
@@ -344,7 +351,12 @@ def run(*, seconds: float, workers: int, binary: str, seed: int = 0) -> Report:
         restarted = lost = False
         flushes = iter((0.6, 0.85))  # FLUSHALL, as cache.clear() on a shared database
         flush_at = next(flushes)
-        while time.monotonic() < stop_at:
+        last_chaos = began
+        while True:
+            now = time.monotonic()
+            done = restarted and lost and flush_at == float("inf")
+            if done and now >= stop_at and now >= last_chaos + seconds / 10:
+                break
             time.sleep(rng.uniform(0.2, 0.6))
             elapsed = (time.monotonic() - began) / seconds
             if elapsed > 0.25:
@@ -358,20 +370,25 @@ def run(*, seconds: float, workers: int, binary: str, seed: int = 0) -> Report:
                 server.restart(lose_data=False)
                 restarted = True
                 report.restarts += 1
+                last_chaos = _chaos(report, "restart from the AOF")
             if elapsed > 0.75 and not lost:
                 server.restart(lose_data=True)
                 lost = True
                 report.restarts += 1
+                last_chaos = _chaos(report, "restart with the data lost")
             if elapsed > flush_at:
                 redis.Redis.from_url(server.url).flushall()
                 report.flushes += 1
-                flush_at = next(flushes, 2.0)
+                flush_at = next(flushes, float("inf"))
+                last_chaos = _chaos(report, f"flush {report.flushes}")
+        stop.set()
         for proc in procs.values():
             proc.join(10)
             if proc.is_alive():
                 proc.kill()
                 report.violations.append(f"worker {proc.pid} did not stop")
         holds = read_holds(sorted(root.glob("worker-*.log")), deaths, report)
+        report.grants_after = {what: sum(h.start > at for h in holds) for what, at in report.chaos}
         check(holds, report)
         check_at_rest(server.url, report)
     finally:
@@ -381,6 +398,13 @@ def run(*, seconds: float, workers: int, binary: str, seed: int = 0) -> Report:
         server.kill()
         shutil.rmtree(root, ignore_errors=True)
     return report
+
+
+def _chaos(report: Report, what: str) -> float:
+    """Note a disruption in ``report``; returns when it ended."""
+    at = time.monotonic()
+    report.chaos.append((what, at))
+    return at
 
 
 def main(argv: list[str]) -> int:

@@ -191,7 +191,9 @@ def test_a_cancellation_at_any_await_point_leaves_nothing_behind(
 
 
 def test_an_async_lease_renews_itself_as_a_task_and_awaits_a_coroutine_on_lost(redis_client):
-    pool = ResourcePool(redis_client, "renewed", resources=["r"], lease_timeout=0.3)
+    # (renewed every 1 s, a 1.5 s lease has 0.5 s of margin, which a busy
+    # machine's stalls do not reach; a 0.3 s one had 0.1 s)
+    pool = ResourcePool(redis_client, "renewed", resources=["r"], lease_timeout=1.5)
     threads_before = threading.active_count()
     lost: list[Lease] = []
 
@@ -201,7 +203,7 @@ def test_an_async_lease_renews_itself_as_a_task_and_awaits_a_coroutine_on_lost(r
 
     async def scenario() -> None:
         async with pool.alease(timeout=1, auto_renew=True) as lease:
-            await asyncio.sleep(1.0)  # three lease durations: renewed by a task of this loop
+            await asyncio.sleep(3.2)  # two lease durations: renewed by a task of this loop
             assert not lease.lost and pool.is_occupied("r")
             assert threading.active_count() == threads_before, "no renewal thread"
         assert pool.is_available("r")
@@ -209,7 +211,9 @@ def test_an_async_lease_renews_itself_as_a_task_and_awaits_a_coroutine_on_lost(r
         assert lease is not None
         lease.start_auto_renew(on_lost=on_lost)
         assert pool.force_release("r")
-        await asyncio.sleep(0.5)
+        waited = time.monotonic()  # (until its next renewal finds it gone)
+        while not (lease.lost and lost) and time.monotonic() - waited < 10:
+            await asyncio.sleep(0.05)
         assert lease.lost and lost == [lease]
 
     asyncio.run(scenario())
@@ -321,7 +325,9 @@ def test_a_primitive_on_an_asyncio_client_refuses_blocking_calls(redis_url):
 
 
 def test_an_async_wait_holds_no_thread_and_times_out_on_time(redis_client):
-    pool = ResourcePool(redis_client, "waits", resources=["r"], lease_timeout=30)
+    # (held with no expiry: on a busy machine the waits may last longer than a
+    # fixed lease would, and the held resource must not be handed to a waiter)
+    pool = ResourcePool(redis_client, "waits", resources=["r"], lease_timeout=None)
     held = pool.acquire(timeout=0)
     before = threading.active_count()
 

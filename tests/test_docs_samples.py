@@ -36,10 +36,13 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+
+from .waiting import STARTUP, wait_for
 
 pytestmark = pytest.mark.release
 
@@ -57,8 +60,9 @@ NOT_RUN = {
     "with the test client instead",
 }
 
-#: Service commands: started, alive after this many seconds, then stopped by SIGTERM.
-SERVICES = {"python manage.py pool_gc --loop": 3.0}
+#: Service commands: started; once they print this (they run, their signal
+#: handlers are set), stopped by SIGTERM, on which they must exit cleanly.
+SERVICES = {"python manage.py pool_gc --loop": "Reclaiming every"}
 
 FENCE = re.compile(r"^```([\w-]*)[^\n]*\n(.*?)^```", re.M | re.S)
 FILE_HEADER = re.compile(r"#\s*([\w./-]+\.py)\s*$")
@@ -104,28 +108,44 @@ def _run(run: Run, argv: list[str], what: str, timeout: float = 120) -> str:
     return result.stdout
 
 
-def _service(run: Run, argv: list[str], what: str, alive_for: float) -> None:
+def _service(run: Run, argv: list[str], what: str, ready: str) -> None:
+    """Run the service ``argv`` until it prints ``ready``, then SIGTERM it.
+    (Not a fixed time: on a busy machine, Django may still be importing when
+    it ends, and SIGTERM would kill a process whose handlers are not set yet.)"""
     proc = subprocess.Popen(
         argv,
         cwd=run.cwd,
-        env=run.env(),
+        env={**run.env(), "PYTHONUNBUFFERED": "1"},
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
     )
+    lines: list[str] = []
+
+    def read() -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            lines.append(line)
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
     try:
-        try:
-            out, err = proc.communicate(timeout=alive_for)
-        except subprocess.TimeoutExpired:
-            pass  # still running, as a service should
-        else:
-            pytest.fail(f"{what} exited ({proc.returncode}) instead of running:\n{out}\n{err}")
+        wait_for(
+            lambda: any(ready in line for line in lines) or proc.poll() is not None,
+            STARTUP,
+            f"{what} to print {ready!r}",
+        )
+        if proc.poll() is not None:
+            pytest.fail(f"{what} exited ({proc.returncode}) instead of running: {''.join(lines)}")
         proc.send_signal(signal.SIGTERM)
-        out, err = proc.communicate(timeout=30)
+        proc.wait(timeout=30)
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+    reader.join(10)
+    assert proc.stderr is not None
+    out, err = "".join(lines), proc.stderr.read()
     assert proc.returncode == 0, f"{what} did not stop cleanly on SIGTERM:\n{out}\n{err}"
     run.executed.append(what)
 

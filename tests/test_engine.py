@@ -4,6 +4,7 @@ forever, and the clients it accepts."""
 
 from __future__ import annotations
 
+import asyncio
 import random
 import threading
 import time
@@ -13,6 +14,7 @@ import pytest
 import redis
 
 from django_redis_pool import Lock, ResourcePool, Semaphore
+from django_redis_pool.primitives.async_clients import async_client_for
 from django_redis_pool.primitives.base import LeasedPrimitive
 from django_redis_pool.primitives.scripts import (
     FAST,
@@ -448,6 +450,36 @@ def test_redis62_clients_run_scripts(redis_version: tuple[int, ...], redis_clien
         pytest.skip("this run's Redis has functions (the Redis 6.2 run checks EVALSHA)")
     _cycle(pool_of(redis_client, "evalsha", "r1"))
     assert runner_for(redis_client).functions is False
+
+
+def test_an_asyncio_twin_takes_the_path_its_client_found(
+    redis_client: Any, redis_version: tuple[int, ...]
+) -> None:
+    """A new event loop's twin of a blocking client starts on the path that
+    client found: it does not ask again, so on Redis 6.2 no FCALL is refused
+    (once per concurrent first call, in a burst)."""
+    pool = pool_of(redis_client, "twin-path", "r1")
+    _cycle(pool)
+    found = runner_for(redis_client).functions
+    assert found is not None
+    redis_client.config_resetstat()
+
+    async def first_calls() -> list[Any]:
+        assert runner_for(async_client_for(redis_client)).functions is found
+        return await asyncio.gather(*(pool.aacquire(timeout=0) for _ in range(10)))
+
+    leases = asyncio.run(first_calls())
+    assert sum(lease is not None for lease in leases) == 1
+    if redis_version >= (7,):
+        return  # (FCALL is the path there: none is refused)
+    # (the errors of known commands, e.g. the connections' CLIENT SETINFO that
+    # Redis 6.2 refuses, are in their commandstats; an unknown command's are not)
+    known = sum(
+        stats["failed_calls"] + stats["rejected_calls"]
+        for stats in redis_client.info("commandstats").values()
+    )
+    refused = redis_client.info("stats")["total_error_replies"] - known
+    assert refused == 0, "no FCALL refused as an unknown command"
 
 
 @pytest.mark.cluster

@@ -723,10 +723,12 @@ def test_fences_strictly_increase_across_processes(client):
 
 
 def test_auto_renew_holds_a_short_lease_for_much_longer(client):
-    lock = Lock(client, "renew", lease_timeout=0.5, auto_renew=True)
+    # (renewed every 1 s, a 1.5 s lease has 0.5 s of margin, which a busy
+    # machine's stalls do not reach)
+    lock = Lock(client, "renew", lease_timeout=1.5, auto_renew=True)
     assert lock.acquire()
     lease = lock.lease
-    time.sleep(3.0)
+    time.sleep(3.2)  # two lease durations
     assert lock.owned()
     assert Lock(client, "renew").acquire(blocking=False) is False
     lock.release()
@@ -759,7 +761,7 @@ def test_on_lost_fires_when_the_keys_are_deleted_behind_the_holder(client, caplo
     base = lock._engine.base
     client.delete(base + ":leases")
     client.delete(base + ":info")
-    wait_for(lambda: lost, timeout=1.0, what="on_lost to be called")
+    wait_for(lambda: lost, what="on_lost to be called")
     time.sleep(0.4)  # at least one more renewal period: it is reported once
     assert len(lost) == 1
     assert isinstance(lost[0], Lease)
@@ -779,7 +781,7 @@ def test_on_lost_fires_when_another_lock_object_force_releases_the_hold(client, 
     )
     assert lock.acquire()
     Lock(client, "forced", holder="job").release()
-    wait_for(lambda: lost, timeout=1.0, what="on_lost to be called")
+    wait_for(lambda: lost, what="on_lost to be called")
     assert [lease.holder for lease in lost] == ["job"]
     assert "was lost" in caplog.text
     assert not lock.owned()

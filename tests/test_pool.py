@@ -14,6 +14,7 @@ import pytest
 from django_redis_pool import Lease, ResourcePool, ResourceUnavailable
 from django_redis_pool.exceptions import PoolError
 
+from .primitive_helpers import expire_now
 from .waiting import wait_for
 
 #: Every test here runs on the blocking API and on the asyncio twins.
@@ -131,11 +132,11 @@ def test_release_of_a_lease_is_not_confused_with_the_next_holder(pool):
 
 
 def test_expired_lease_is_reclaimed_and_old_holder_cannot_release_or_renew(client):
-    pool = ResourcePool(client, "p", lease_timeout=0.2)
+    pool = ResourcePool(client, "p", lease_timeout=30)  # (ended on purpose below)
     pool.associate("a")
     old = pool.acquire()
     assert pool.acquire() is None
-    time.sleep(0.3)
+    expire_now(old)
     assert pool.is_available("a") and pool.occupied_count() == 0
     new = pool.acquire()
     assert new is not None and new.resource == "a" and new.fence > old.fence
@@ -154,11 +155,13 @@ def test_old_holder_release_after_expiry_reclaims_without_claiming_success(clien
 
 
 def test_renew_extends_and_none_keeps_the_current_duration(client):
-    pool = ResourcePool(client, "p", lease_timeout=0.6)
+    # Renewed every 0.5 s, a 2 s lease outlives its first 2 s: 1.5 s of margin
+    # for each step, which a busy machine's stalls do not reach.
+    pool = ResourcePool(client, "p", lease_timeout=2)
     pool.associate("a")
     lease = pool.acquire()
-    for _ in range(4):
-        time.sleep(0.3)
+    for _ in range(5):
+        time.sleep(0.5)
         assert lease.renew() is True
     assert pool.is_occupied("a")
     assert lease.renew(60) is True
@@ -176,25 +179,24 @@ def test_acquire_lease_timeout_overrides_the_pool_default(client):
 
 
 def test_gc_reclaims_expired_leases_and_counts_them(client):
-    pool = ResourcePool(client, "p", lease_timeout=0.1)
+    pool = ResourcePool(client, "p", lease_timeout=30)  # (ended on purpose below)
     for r in "abcde":
         pool.associate(r)
-    for _ in range(4):
-        pool.acquire()
+    leases = [pool.acquire() for _ in range(4)]
     assert pool.gc() == 0
-    time.sleep(0.2)
+    expire_now(*leases)
     assert pool.gc() == 4
     assert pool.gc() == 0
     assert pool.available_count() == 5
 
 
 def test_gc_reclaims_more_than_one_batch(client):
-    pool = ResourcePool(client, "big", lease_timeout=1.0)  # (outlasts 40 acquires)
+    pool = ResourcePool(client, "big", lease_timeout=30)  # (outlasts 40 acquires)
     for i in range(40):
         pool.associate(f"r{i}")
-    assert all(pool.acquire(timeout=0) for _ in range(40))
-    acquired = _redis_time(client)
-    wait_for(lambda: _redis_time(client) > acquired + 1.05, what="every lease to end")
+    leases = [pool.acquire(timeout=0) for _ in range(40)]
+    assert all(leases)
+    expire_now(*leases)
     assert len(pool._engine.gc(batch=7)[0]) == 40
 
 
@@ -259,13 +261,30 @@ def test_lease_object_is_a_context_manager(pool):
 
 
 def test_auto_renew_keeps_a_short_lease_alive(client):
-    pool = ResourcePool(client, "p", lease_timeout=0.6)
+    # (renewed every 1 s, a 1.5 s lease has 0.5 s of margin, which a busy
+    # machine's stalls do not reach)
+    pool = ResourcePool(client, "p", lease_timeout=1.5)
     pool.associate("a")
     with pool.lease(auto_renew=True) as lease:
-        time.sleep(2.0)
+        time.sleep(3.2)  # two lease durations
         assert pool.is_occupied("a")
         assert not lease.lost
     assert pool.is_available("a")
+
+
+def test_auto_renewal_counts_from_when_the_lease_was_granted(client):
+    """Auto-renewal started late (the caller did something else first, or the
+    acquire's reply reached a busy process late) still renews 2/3 of the lease
+    duration after the grant, not after start_auto_renew: 1.5 + 2 s would be
+    past the 3 s lease."""
+    pool = ResourcePool(client, "p", lease_timeout=3)
+    pool.associate("a")
+    lease = pool.acquire()
+    time.sleep(1.5)
+    lease.start_auto_renew()
+    time.sleep(1.8)  # 3.3 s after the grant
+    assert pool.is_occupied("a") and not lease.lost, "renewed at 2 s, not at 3.5 s"
+    assert lease.release()
 
 
 def test_auto_renew_marks_the_lease_lost_and_logs_when_it_is_taken_away(client, caplog):
@@ -275,7 +294,7 @@ def test_auto_renew_marks_the_lease_lost_and_logs_when_it_is_taken_away(client, 
     lease = pool.acquire()
     lease.start_auto_renew(on_lost=lost.append)
     pool.release("a")
-    time.sleep(0.5)
+    wait_for(lambda: lease.lost, what="the next renewal to find the lease gone")
     assert lease.lost and lost == [lease]
     assert "was lost" in caplog.text
     assert lease.release() is False

@@ -24,7 +24,7 @@ from django_redis_pool.kinds.queue import handlers_of
 
 from .primitive_helpers import redis_time
 from .test_admin import action_url, detail_url, login, operator  # noqa: F401
-from .waiting import wait_for
+from .waiting import STARTUP, wait_for
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -142,7 +142,7 @@ def test_sigterm_lets_the_running_task_finish_and_takes_no_new_one(
     jobs = get_queue("jobs")
     proc = worker_process(tmp_path, redis_url)
     try:
-        wait_for(lambda: jobs.has_worker("slow"), what="the worker to listen")
+        wait_for(lambda: jobs.has_worker("slow"), STARTUP, "the worker to listen")
         running = jobs.enqueue("slow", {"seconds": 1.0})
         wait_for(lambda: jobs.get_task(running).status == "running", what="the task to start")
         waiting = jobs.enqueue("add", {"a": 1, "b": 1})
@@ -163,7 +163,7 @@ def test_workers_n_runs_n_processes(configured: None, redis_url: str, tmp_path: 
         ids = [jobs.enqueue("pid") for _ in range(6)]
         wait_for(
             lambda: all(jobs.get_task(i).status == "done" for i in ids),
-            timeout=20,
+            timeout=STARTUP,  # (the worker and its 2 processes start first)
             what="the tasks to run",
         )
         pids = {jobs.get_task(i).result for i in ids}

@@ -37,6 +37,7 @@ from django_redis_pool import (
 )
 
 from .clients import client_from, spec_of
+from .primitive_helpers import expire_now
 from .waiting import wait_for
 
 mp = multiprocessing.get_context("fork")
@@ -403,8 +404,10 @@ def test_hold_waits_forever_by_default_until_a_release(client):
 def test_hold_auto_renew_keeps_a_short_lease_alive(client):
     sem = Semaphore(client, "hold-renew")
     sem.set_max_size(1)
-    with sem.hold("alice", lease_timeout=0.5, auto_renew=True) as lease:
-        for _ in range(8):  # ~2 s: four lease durations
+    # (renewed every 1 s, a 1.5 s lease has 0.5 s of margin, which a busy
+    # machine's stalls do not reach)
+    with sem.hold("alice", lease_timeout=1.5, auto_renew=True) as lease:
+        for _ in range(13):  # ~3.2 s: two lease durations
             time.sleep(0.25)
             assert sem.is_holding("alice")
             assert sem.acquire("bob") is False
@@ -417,11 +420,12 @@ def test_hold_auto_renew_keeps_a_short_lease_alive(client):
 
 
 def test_an_expired_lease_gives_its_slot_back(client):
-    sem = Semaphore(client, "expiry", lease_timeout=0.2)
+    sem = Semaphore(client, "expiry", lease_timeout=30)  # (ended on purpose below)
     sem.set_max_size(1)
-    assert sem.acquire("crashed") is True
+    crashed = sem.acquire_lease("crashed")
+    assert crashed is not None
     assert sem.acquire("other") is False
-    time.sleep(0.35)
+    expire_now(crashed)
     assert sem.get_current_size() == 0
     assert sem.holders() == [] and not sem.is_holding("crashed")
     assert sem.acquire("other", lease_timeout=30) is True
@@ -432,10 +436,12 @@ def test_an_expired_lease_gives_its_slot_back(client):
 def test_gc_reclaims_expired_holders(client):
     sem = Semaphore(client, "gc")
     sem.set_max_size(3)
-    assert sem.acquire("a", lease_timeout=0.2) is True
-    assert sem.acquire("b", lease_timeout=0.2) is True
+    # (a and b outlast the acquires, however busy the machine is: the next
+    # acquire would reclaim an expired one; then they are ended together)
+    leases = [sem.acquire_lease(identity, lease_timeout=30) for identity in "ab"]
+    assert all(leases)
     assert sem.acquire("c") is True
-    time.sleep(0.35)
+    expire_now(*leases)
     assert sem.gc() == 2
     assert sem.gc() == 0
     assert _identities(sem) == {"c"}

@@ -10,6 +10,8 @@ import asyncio
 import multiprocessing
 import os
 import signal
+import subprocess
+import sys
 import threading
 import time
 from typing import Any
@@ -24,7 +26,12 @@ from django_redis_pool.embedded import EmbeddedRedis
 from django_redis_pool.guard import Guard, Refusal
 from django_redis_pool.kinds import Held
 from django_redis_pool.primitives import lease as lease_module
-from django_redis_pool.primitives.deadlines import DeadlineBackoff, DeadlineConnection
+from django_redis_pool.primitives.deadlines import (
+    DeadlineBackoff,
+    DeadlineConnection,
+    Stopwatch,
+    busy_time,
+)
 from django_redis_pool.primitives.engine import DEADLINE_SLACK, LATE_GRANT
 from tests.waiting import wait_for
 
@@ -52,6 +59,10 @@ def test_a_grant_within_the_wait_is_kept(redis_client):
 
 
 # -- a Redis that stops answering ---------------------------------------------------
+#
+# The bounds are on the time the caller waited (a Stopwatch's, as the deadline's):
+# on a busy machine a call also takes the time its thread waited for a CPU, which
+# is not Redis's.
 
 
 def test_a_hung_redis_fails_an_acquire_within_its_timeout_plus_the_slack(hung_server):
@@ -66,10 +77,10 @@ def test_a_hung_redis_fails_an_acquire_within_its_timeout_plus_the_slack(hung_se
     held = pool.acquire(timeout=0)
     assert held is not None
     os.kill(hung_server.pid, signal.SIGSTOP)
-    started = time.monotonic()
+    watch = Stopwatch()
     with pytest.raises(BackendUnavailable):
         pool.acquire(timeout=0.5)  # 4 attempts x 5 s = 20 s without the deadline
-    assert time.monotonic() - started < 0.5 + DEADLINE_SLACK + 1.0
+    assert watch.waited() < 0.5 + DEADLINE_SLACK + 1.0
 
 
 @pytest.mark.parametrize("form", ["url", "sentinel"])
@@ -82,13 +93,13 @@ def test_a_hung_redis_fails_a_request_within_its_timeout_plus_the_slack(
     held = guard.enter(first)  # connected, and the pool filled
     assert isinstance(held, Held)
     os.kill(hung_server.pid, signal.SIGSTOP)
-    started = time.monotonic()
+    watch = Stopwatch()
     refused = guard.enter(RequestFactory().get("/"))
-    assert time.monotonic() - started < 1 + DEADLINE_SLACK + 1.0
+    assert watch.waited() < 1 + DEADLINE_SLACK + 1.0
     assert isinstance(refused, Refusal) and isinstance(refused.error, BackendUnavailable)
-    started = time.monotonic()
+    watch = Stopwatch()
     guard.exit(first, held)  # logged, never raised: the hold ends with its lease
-    assert time.monotonic() - started < DEADLINE_SLACK + 1.0
+    assert watch.waited() < DEADLINE_SLACK + 1.0
 
 
 @pytest.mark.parametrize("form", ["url", "sentinel"])
@@ -103,13 +114,13 @@ def test_a_hung_redis_fails_an_async_request_within_its_timeout_plus_the_slack(
         held = await guard.aenter(first)  # connected, and the pool filled
         assert isinstance(held, Held)
         os.kill(hung_server.pid, signal.SIGSTOP)
-        started = time.monotonic()
+        watch = Stopwatch()
         refused = await guard.aenter(RequestFactory().get("/"))
-        assert time.monotonic() - started < 1 + DEADLINE_SLACK + 1.0
+        assert watch.waited() < 1 + DEADLINE_SLACK + 1.0
         assert isinstance(refused, Refusal) and isinstance(refused.error, BackendUnavailable)
-        started = time.monotonic()
+        watch = Stopwatch()
         await guard.aexit(first, held)  # logged, never raised
-        assert time.monotonic() - started < DEADLINE_SLACK + 1.0
+        assert watch.waited() < DEADLINE_SLACK + 1.0
         os.kill(hung_server.pid, signal.SIGCONT)  # (so that the twins close at the loop's end)
 
     asyncio.run(scenario())
@@ -207,12 +218,15 @@ def test_a_renewal_failing_after_its_lease_was_let_go_reports_no_loss():
     server = EmbeddedRedis().start()
     lost: list[object] = []
     try:
-        lock = Lock(server.client(), "let-go", lease_timeout=0.5, on_lost=lost.append)
+        # (a lease long enough that its own background renewal, 20 s on, is not
+        # the one that fails here: on a busy machine, server.stop() can take
+        # longer than the 0.33 s after which a 0.5 s lease is renewed)
+        lock = Lock(server.client(), "let-go", lease_timeout=30, on_lost=lost.append)
         assert lock.acquire(blocking=False)
         lease = lock.lease
         assert lease is not None
         lease.start_auto_renew()
-        lease._failing_since = time.monotonic() - 10  # failing for longer than the lease
+        lease._failing_since = time.monotonic() - 60  # failing for longer than the lease
         server.stop()  # refused from now on
         lease.stop_auto_renew()  # the holder lets go while a renewal is in flight
         assert lease._engine.drive(lease_module._renewal(lease)) is None
@@ -238,3 +252,81 @@ def test_a_child_forked_while_a_renewal_thread_holds_the_lock_can_renew(redis_cl
     child.join(10)
     lock.release()
     assert result.get(timeout=5) is True
+
+
+# -- a busy or starved process is not a slow Redis ----------------------------------
+
+
+def _spin(seconds: float) -> None:
+    """Keep this thread running (on a CPU) for ``seconds``."""
+    ends = time.monotonic() + seconds
+    while time.monotonic() < ends:
+        pass
+
+
+@pytest.mark.parametrize("busy", ["past LATE_GRANT", "past the deadline"])
+def test_a_reply_the_loop_reads_late_is_neither_a_late_grant_nor_a_hung_redis(redis_client, busy):
+    """The event loop is busy with something else, right after an acquire sent
+    its command, for longer than LATE_GRANT, or than the whole deadline (timeout
+    + DEADLINE_SLACK): Redis answered at once, the loop reads the reply late.
+    That is neither a grant that came late (given back) nor a Redis that stopped
+    answering (BackendUnavailable): both count only the time the loop waited."""
+    seconds = LATE_GRANT + 0.3 if busy == "past LATE_GRANT" else DEADLINE_SLACK + 0.5
+    pool = ResourcePool(redis_client, "busy-loop", resources=["r"], lease_timeout=30)
+    pool.collect()
+
+    async def scenario() -> Any:
+        warm = await pool.aacquire(timeout=0)  # (the twin connected, its scripts known)
+        assert warm is not None and await warm.arelease()
+        asyncio.get_running_loop().call_soon(_spin, seconds)
+        return await pool.aacquire(timeout=0)  # (sent; then the loop spins)
+
+    lease = asyncio.run(scenario())
+    assert lease is not None and lease.resource == "r"
+    assert pool.available() == []
+
+
+def test_a_stopwatch_counts_sleeping_and_not_running(redis_client):
+    watch = Stopwatch()
+    _spin(0.3)
+    assert watch.elapsed() >= 0.3 and watch.waited() < 0.1, "running is not waiting"
+    watch = Stopwatch()
+    time.sleep(0.3)
+    assert watch.waited() >= 0.25, "sleeping is"
+    watch = Stopwatch()
+    redis_client.client_pause(300)
+    redis_client.ping()  # (answered after the pause)
+    assert watch.waited() >= 0.25, "and so is waiting for Redis"
+
+
+@pytest.mark.skipif(
+    not os.path.exists("/proc/thread-self/schedstat") or not hasattr(os, "sched_setaffinity"),
+    reason="waiting for a CPU is measured from Linux's /proc/thread-self/schedstat",
+)
+def test_waiting_for_a_cpu_is_not_waiting():
+    """A thread that shares its one CPU with a CPU-bound process runs about half
+    the time and waits for the CPU the rest: busy_time counts both."""
+    cpu = min(os.sched_getaffinity(0))
+    spin = f"import os; os.sched_setaffinity(0, {{{cpu}}}); print(flush=True)\nwhile True: pass"
+    hog = subprocess.Popen([sys.executable, "-c", spin], stdout=subprocess.PIPE)
+    measured: list[float] = []
+
+    def pinned() -> None:
+        os.sched_setaffinity(0, {cpu})  # (this thread only)
+        assert hog.stdout is not None and hog.stdout.readline()  # (the hog runs)
+        busy, cpu_time, started = busy_time(), time.thread_time(), time.monotonic()
+        _spin(1.0)
+        measured.extend(
+            [time.monotonic() - started, busy_time() - busy, time.thread_time() - cpu_time]
+        )
+
+    try:
+        thread = threading.Thread(target=pinned)
+        thread.start()
+        thread.join(30)
+    finally:
+        hog.kill()
+        hog.wait()
+    elapsed, busy, ran = measured
+    assert ran < 0.8 * elapsed, "the hog took part of the CPU"
+    assert busy > 0.9 * elapsed, "running or waiting for the CPU, all along"

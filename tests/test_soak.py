@@ -19,4 +19,7 @@ def test_a_short_chaos_soak_breaks_no_guarantee() -> None:
     report = soak.run(seconds=12, workers=4, binary=binary, seed=1)
     assert report.violations == [], report.violations[:10]
     assert report.kills >= 3 and report.restarts == 2 and report.flushes == 2
-    assert report.grants > 500, report.as_dict()
+    # Holds were granted after every disruption, so the checks covered each one
+    # (how many depends on how busy the machine is: not a measure of speed).
+    assert len(report.grants_after) == 4, report.as_dict()
+    assert all(report.grants_after.values()), report.as_dict()

@@ -27,6 +27,7 @@ from functools import cache
 from typing import Any
 
 from ._common import MAX_CONNECTIONS
+from .scripts import share_path
 
 __all__ = ["aclose_async_clients", "async_client_for"]
 
@@ -62,6 +63,7 @@ def async_client_for(client: Any) -> Any:
     twin = clients.twins.get(client)
     if twin is None:
         twin = clients.twins[client] = _twin(client)
+        share_path(client, twin)  # (FCALL or EVALSHA: the same server)
     return twin
 
 

@@ -25,7 +25,7 @@ from typing import Any, NamedTuple, TypeVar
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from ._common import waits_client
-from .deadlines import time_left
+from .deadlines import current_deadline
 
 __all__ = ["Call", "CancelWatch", "Local", "Op", "Steps", "arun", "is_async_client", "run"]
 
@@ -158,20 +158,65 @@ async def _acall(client: Any, step: Any) -> Any:
 
 
 async def _bounded(call: Any) -> Any:
-    """Await ``call`` within the current deadline (if any)."""
-    left = time_left()
-    if left is None:
+    """Await ``call`` within the current deadline (if any): past it, the call
+    is cancelled and redis-py's ``TimeoutError`` raised."""
+    bound = current_deadline()
+    if bound is None:
         return await call
+    left = bound.left()
     if left <= 0:
         call.close()
         raise RedisTimeoutError("the deadline passed before the call was sent")
+    timer = _DeadlineTimer(bound, left)
     try:
+        return await call
+    except asyncio.CancelledError as exc:
+        if timer.expire():
+            raise RedisTimeoutError(f"no reply within the deadline ({left:.2f} s)") from exc
+        raise
+    finally:
+        timer.expire()
+
+
+class _DeadlineTimer:
+    """Cancels the current task when ``bound`` has passed (as ``asyncio.timeout``
+    does). A deadline counts only time the loop's thread waited (see
+    :class:`.deadlines.Stopwatch`): when the timer fires while the loop was
+    busy with other tasks or waiting for a CPU, the reply may be there
+    already, so the timer is set again for the time still left."""
+
+    def __init__(self, bound: Any, left: float) -> None:
+        self._bound = bound
+        self._loop = asyncio.get_running_loop()
+        self._task = asyncio.current_task()
+        #: (3.11+) the task's pending cancellations before ours, as asyncio.timeout keeps
+        self._cancelling = self._task.cancelling() if sys.version_info >= (3, 11) else 0
+        self._fired = False
+        self._done = False
+        self._handle: asyncio.TimerHandle | None = self._loop.call_later(left, self._fire)
+
+    def _fire(self) -> None:
+        left = self._bound.left()
+        if left > 0:
+            self._handle = self._loop.call_later(left, self._fire)
+            return
+        self._handle = None
+        self._fired = True
+        self._task.cancel()
+
+    def expire(self) -> bool:
+        """Stop the timer; True if it cancelled the task and no other
+        cancellation is pending (the task's ``CancelledError`` is ours)."""
+        if self._done:
+            return False
+        self._done = True
+        if self._handle is not None:
+            self._handle.cancel()
+        if not self._fired:
+            return False
         if sys.version_info >= (3, 11):
-            async with asyncio.timeout(left):
-                return await call
-        return await asyncio.wait_for(call, left)
-    except (TimeoutError, asyncio.TimeoutError) as exc:  # (one class on 3.11+)
-        raise RedisTimeoutError(f"no reply within the deadline ({left:.2f} s)") from exc
+            return self._task.uncancel() <= self._cancelling
+        return True
 
 
 #: Cleanups still running after their task was cancelled again (kept alive here).

@@ -7,13 +7,22 @@ deadline(seconds):`` the connections of :data:`CONNECTION_CLASSES` give every
 connect, write and read only the time left (never more than their own
 timeouts), and :class:`DeadlineBackoff` never sleeps past it: once it has
 passed, every attempt fails at once with redis-py's ``TimeoutError``. Outside a
-deadline they behave exactly as redis-py's own. Nothing here imports Django.
+deadline they behave exactly as redis-py's own.
+
+A deadline bounds how long a caller *waits*: it counts the time its thread is
+blocked (on Redis, in a sleep, or stopped), not the time the thread spends
+running or waiting for a CPU (:class:`Stopwatch`). A busy or starved process
+is not a hung Redis: an event loop busy with other tasks, or a machine whose
+CPUs are taken, delays a reply that Redis gave in time, and that delay is not
+held against Redis. Nothing here imports Django.
 """
 
 from __future__ import annotations
 
 import contextlib
 import contextvars
+import os
+import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -31,35 +40,137 @@ __all__ = [
     "DeadlineSentinelManagedConnection",
     "DeadlineSentinelManagedSSLConnection",
     "DeadlineUnixDomainSocketConnection",
+    "Stopwatch",
+    "busy_time",
     "deadline",
     "time_left",
 ]
 
-_DEADLINE: contextvars.ContextVar[float | None] = contextvars.ContextVar(
+
+# -------------------------------------------------------------- waiting time
+
+
+class _Schedstat:
+    """This thread's ``/proc/thread-self/schedstat`` (Linux), kept open: its
+    first two fields are the nanoseconds the thread ran and waited for a CPU."""
+
+    def __init__(self) -> None:
+        self.fd = os.open("/proc/thread-self/schedstat", os.O_RDONLY)
+
+    def read(self) -> float:
+        running, runnable = os.pread(self.fd, 128, 0).split()[:2]
+        return (int(running) + int(runnable)) / 1e9
+
+    def __del__(self) -> None:  # (the thread ended, or a fork replaced it)
+        with contextlib.suppress(OSError):
+            os.close(self.fd)
+
+
+_local = threading.local()
+#: False once /proc/thread-self/schedstat proved unreadable (not Linux...).
+_schedstat = True
+
+
+def busy_time() -> float:
+    """Seconds the calling thread has spent running or waiting for a CPU
+    (runnable but not running: the machine's CPUs were taken). Where Linux's
+    ``/proc/thread-self/schedstat`` is missing, only the thread's CPU time
+    (``time.thread_time()``). Only differences between two readings on one
+    thread mean something."""
+    global _schedstat
+    if _schedstat:
+        try:
+            reader = _local.__dict__.get("schedstat")
+            if reader is None:
+                reader = _local.schedstat = _Schedstat()
+            return reader.read()
+        except (OSError, ValueError):
+            _schedstat = False
+    return time.thread_time()
+
+
+def _new_thread_readers() -> None:
+    global _local
+    _local = threading.local()  # (a forked child's thread is not its parent's)
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_new_thread_readers)
+
+
+class Stopwatch:
+    """Time elapsed since it was made, and the part of it its thread spent
+    waiting: blocked on I/O (a Redis reply), sleeping or stopped, but neither
+    running nor waiting for a CPU (:func:`busy_time`). Read on another thread,
+    waiting time is the whole elapsed time."""
+
+    __slots__ = ("busy", "started", "thread")
+
+    def __init__(self) -> None:
+        self.thread = threading.get_ident()
+        self.busy = busy_time()
+        self.started = time.monotonic()
+
+    def elapsed(self) -> float:
+        """Seconds since it was made."""
+        return time.monotonic() - self.started
+
+    def waited(self) -> float:
+        """Seconds since it was made, less those its thread spent running or
+        waiting for a CPU."""
+        elapsed = time.monotonic() - self.started
+        if threading.get_ident() != self.thread:
+            return elapsed
+        return elapsed - max(0.0, busy_time() - self.busy)
+
+
+# ------------------------------------------------------------------ deadlines
+
+
+class _Deadline:
+    """``seconds`` of waiting from the start of ``watch`` (see :class:`Stopwatch`)."""
+
+    __slots__ = ("seconds", "watch")
+
+    def __init__(self, seconds: float, watch: Stopwatch) -> None:
+        self.seconds = seconds
+        self.watch = watch
+
+    def left(self) -> float:
+        return self.seconds - self.watch.waited()
+
+
+_DEADLINE: contextvars.ContextVar[_Deadline | None] = contextvars.ContextVar(
     "django_redis_pool_deadline", default=None
 )
 
 
 @contextlib.contextmanager
-def deadline(seconds: float | None) -> Iterator[None]:
+def deadline(seconds: float | None, watch: Stopwatch | None = None) -> Iterator[None]:
     """Bound the Redis calls made inside (on this thread or task) to ``seconds``
-    from now (None: no bound). An enclosing, earlier deadline still applies."""
-    if seconds is None:
+    of waiting from now, or from the start of ``watch`` (None: no bound): time
+    the thread spends running or waiting for a CPU is not counted
+    (:class:`Stopwatch`). An enclosing deadline with less time left still applies."""
+    outer = _DEADLINE.get()
+    if seconds is None or (outer is not None and outer.left() <= seconds):
         yield
         return
-    ends = time.monotonic() + seconds
-    outer = _DEADLINE.get()
-    token = _DEADLINE.set(ends if outer is None else min(outer, ends))
+    token = _DEADLINE.set(_Deadline(seconds, watch or Stopwatch()))
     try:
         yield
     finally:
         _DEADLINE.reset(token)
 
 
+def current_deadline() -> _Deadline | None:
+    """The innermost deadline in force here (None: there is none)."""
+    return _DEADLINE.get()
+
+
 def time_left() -> float | None:
-    """Seconds left before the current deadline (None: there is none)."""
-    ends = _DEADLINE.get()
-    return None if ends is None else ends - time.monotonic()
+    """Seconds of waiting left before the current deadline (None: there is none)."""
+    current = _DEADLINE.get()
+    return None if current is None else current.left()
 
 
 def _bounded(timeout: float | None) -> float | None:

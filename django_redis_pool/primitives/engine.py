@@ -150,8 +150,10 @@ class LeaseEngine:
         0: do not wait) for one, fairly. Returns None if nothing was granted.
 
         A grant that reaches us more than ``LATE_GRANT`` seconds after the
-        timeout (a slow or paused Redis, a long pause of this process) is given
-        back at once and None is returned: a caller never holds past its wait.
+        timeout (a slow or paused Redis, this process stopped) is given back at
+        once and None is returned: a caller never holds past its wait. Only
+        waiting counts (:class:`.deadlines.Stopwatch`): time this thread spent
+        running or waiting for a CPU is not lateness.
         On connections that keep deadlines (:mod:`.deadlines`; the Django
         registry's, and every asyncio call), a Redis that stops answering fails
         the call within ``timeout + DEADLINE_SLACK`` seconds (BackendUnavailable)."""
@@ -169,15 +171,20 @@ class LeaseEngine:
         self, timeout: float | None, lease_ms: int, holder: str, priority: int
     ) -> Steps[Lease | None]:
         """The operation behind :meth:`acquire` and :meth:`aacquire`."""
-        started = time.monotonic()
-        with deadlines.deadline(None if timeout is None else timeout + DEADLINE_SLACK):
+        if timeout is None:
+            return (yield from self._acquire(timeout, lease_ms, holder, priority))
+        watch = deadlines.Stopwatch()
+        with deadlines.deadline(timeout + DEADLINE_SLACK, watch):
             lease = yield from self._acquire(timeout, lease_ms, holder, priority)
-        if lease is not None and timeout is not None:
-            late = time.monotonic() - started - timeout
+        if lease is not None and watch.elapsed() - timeout > LATE_GRANT:
+            # (the time this thread spent running or waiting for a CPU is not
+            # Redis's lateness: a busy loop or a starved process delays a grant
+            # that Redis gave in time)
+            late = watch.waited() - timeout
             if late > LATE_GRANT:
                 logger.warning(
-                    "%s: a grant came %.2f s after the %s s wait ended (Redis slow or "
-                    "paused?); given back",
+                    "%s: a grant came %.2f s after the %s s wait ended, waiting on Redis "
+                    "(slow or paused?); given back",
                     self.label,
                     late,
                     timeout,
@@ -199,9 +206,10 @@ class LeaseEngine:
         chunk = self._wait_chunk()
         args = (lease_ms, priority, holder)
         try:
+            sent = time.monotonic()
             reply = yield from self._request(token, args, wait_ms, to_ms(chunk))
             if type(reply) is list:
-                return (yield from self._lease(reply[0], reply[1]))
+                return (yield from self._lease(reply[0], reply[1], sent))
             if type(reply) is int:
                 return (yield from self._wait(token, args, deadline, chunk, reply))
             self._refused(reply, holder, timeout != 0)
@@ -237,6 +245,7 @@ class LeaseEngine:
                 block = min(block, remaining)
             if next_expiry_ms >= 0:
                 block = min(block, next_expiry_ms / 1000 + 0.001)
+            sent = time.monotonic()
             with backend_errors():
                 # Never below MIN_BLOCK: Redis < 7.0.8 reads a timeout under
                 # about 1 ms as 0, which means "block forever".
@@ -250,7 +259,7 @@ class LeaseEngine:
             else:
                 reply = yield from self.op("wait", token, alive_ms)
             if type(reply) is list:
-                lease = yield from self._lease(reply[0], reply[1])
+                lease = yield from self._lease(reply[0], reply[1], sent)
                 if lease is not None:
                     return lease
                 reply = "gone"
@@ -261,9 +270,10 @@ class LeaseEngine:
                 # provisional grant lapsed. Queue again only if time is left.
                 if deadline is not None and deadline <= time.monotonic():
                     return None
+                sent = time.monotonic()
                 reply = yield from self._request(token, args, _remaining_ms(deadline), alive_ms)
                 if type(reply) is list:
-                    lease = yield from self._lease(reply[0], reply[1])
+                    lease = yield from self._lease(reply[0], reply[1], sent)
                     if lease is not None:
                         return lease
                     continue
@@ -323,10 +333,12 @@ class LeaseEngine:
         )
         return lease, provisional == "1"
 
-    def _lease(self, resource: str, raw: str) -> Steps[Lease | None]:
-        """Lease granted to us; a provisional (unconfirmed) grant to a waiter is
-        confirmed first. None if the grant was lost before it could be."""
+    def _lease(self, resource: str, raw: str, sent: float) -> Steps[Lease | None]:
+        """Lease granted to us by the call sent at ``sent`` (monotonic); a
+        provisional (unconfirmed) grant to a waiter is confirmed first. None if
+        the grant was lost before it could be."""
         lease, provisional = self._decode(resource, raw)
+        lease._term_from = sent
         if provisional and not (yield from self.renew_steps(lease, None)):
             return None
         return lease
@@ -344,9 +356,11 @@ class LeaseEngine:
 
     def renew_steps(self, lease: Lease, lease_timeout: float | None) -> Steps[bool]:
         """Extend ``lease`` (None keeps its duration); False if it is lost."""
+        sent = time.monotonic()
         expires = yield from self.renew_resource_steps(lease.resource, lease.token, lease_timeout)
         if expires is False:
             return False
+        lease._term_from = sent
         lease.expires_at = expires
         if lease_timeout is not None:
             lease.lease_timeout = lease_timeout

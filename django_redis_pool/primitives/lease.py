@@ -47,6 +47,7 @@ class Lease:
         "_engine",
         "_failing_since",
         "_renewing",
+        "_term_from",
         "acquired_at",
         "expires_at",
         "fence",
@@ -81,6 +82,12 @@ class Lease:
         self.token = token
         #: When the hold began (unix seconds, Redis clock; None if unknown).
         self.acquired_at = acquired_at
+        # When the call that granted or last renewed the lease was sent (this
+        # process's monotonic clock; None if unknown): its current term began
+        # after that, so auto-renewal counts from it. Counting from when the
+        # reply was read instead would lose what a slow reply took (a busy
+        # process, a late start_auto_renew) from the last third of the term.
+        self._term_from: float | None = None
         self.lost = False
         self.on_lost: Callable[[Lease], object] | None = None
 
@@ -143,7 +150,7 @@ class Lease:
         if self.lease_timeout is None or self._renewing:
             return
         self._renewing = True
-        delay = self.lease_timeout * 2 / 3
+        delay = _next_renewal(self)
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:
@@ -305,7 +312,17 @@ def _renewal(lease: Lease) -> Steps[float | None]:
         lease._mark_lost("renewal found it gone (expired, force-released or removed)")
         return None
     lease._failing_since = None
-    return interval
+    return _next_renewal(lease)
+
+
+def _next_renewal(lease: Lease) -> float:
+    """Seconds until ``lease`` is due for renewal: 2/3 of its duration after its
+    current term began (at the latest: see ``Lease._term_from``)."""
+    assert lease.lease_timeout is not None
+    interval = lease.lease_timeout * 2 / 3
+    if lease._term_from is None:
+        return interval
+    return max(0.0, lease._term_from + interval - time.monotonic())
 
 
 async def _renew_on_loop(ref: weakref.ref[Lease], delay: float | None) -> None:

@@ -22,7 +22,9 @@ clients on either path may serve one primitive together:
   ``SLOW_STREAK`` calls, rather than paying a second round trip each time.
 
 Which path a client takes is found out on its first call and remembered per
-client object. Nothing here imports Django.
+client object; the asyncio twin of a blocking client (:mod:`.async_clients`)
+starts with what its client found (:func:`share_path`). Nothing here imports
+Django.
 """
 
 from __future__ import annotations
@@ -50,6 +52,7 @@ __all__ = [
     "runner_for",
     "script_sha",
     "script_source",
+    "share_path",
 ]
 
 #: Every lease-engine operation, one ``lua/<name>.lua`` each.
@@ -242,6 +245,18 @@ def script_sha(op: str) -> str:
 
 _runners: weakref.WeakKeyDictionary[Any, ScriptRunner] = weakref.WeakKeyDictionary()
 _runners_lock = threading.Lock()
+
+
+def share_path(client: Any, twin: Any) -> None:
+    """Let ``twin`` (a client of the same server, e.g. the asyncio twin of the
+    blocking ``client``) take the path ``client`` found, if it found one: a new
+    event loop's twin then sends no FCALL that the server refuses (Redis 6.2),
+    once per concurrent first call."""
+    found = _runners.get(client)
+    if found is not None and found.functions is not None:
+        runner = runner_for(twin)
+        if runner.functions is None:
+            runner.functions = found.functions
 
 
 def runner_for(client: Any) -> ScriptRunner:
