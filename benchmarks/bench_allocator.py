@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import engine_cases as cases
 from bench_engine import binary_version, server_binary
 
-from django_redis_pool.embedded import EmbeddedRedis
+from django_redis_pool.testing import EmbeddedRedis
 
 SIZES = (1_000, 100_000)
 CASES = {"floor": "floor", "our-allocator": "ours: Allocator", "allocator": "redis-allocator"}

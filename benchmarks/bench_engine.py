@@ -58,7 +58,7 @@ import redis
 from engine_workers import STEP_LIMIT, Gang
 
 from django_redis_pool import ResourcePool
-from django_redis_pool.embedded import EmbeddedRedis
+from django_redis_pool.testing import EmbeddedRedis
 
 ROOT = Path(__file__).resolve().parent.parent
 DEBIAN_REDIS = "/usr/bin/redis-server"

@@ -22,8 +22,8 @@ from collections.abc import Callable
 from typing import Any
 
 from django_redis_pool import Semaphore
-from django_redis_pool.embedded import EmbeddedRedis
 from django_redis_pool.primitives.object_pool import ObjectPool
+from django_redis_pool.testing import EmbeddedRedis
 
 OBJECTS = 8
 

@@ -32,8 +32,8 @@ from typing import Any
 import redis
 from queue_jobs import started
 
-from django_redis_pool.embedded import EmbeddedRedis
 from django_redis_pool.primitives.queue import Task, TaskQueue
+from django_redis_pool.testing import EmbeddedRedis
 
 CASES = ("ours", "rq", "rq-simple")
 WORKERS = (1, 4)

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import redis
 
-from django_redis_pool.embedded import EmbeddedRedis
+from django_redis_pool.testing import EmbeddedRedis
 
 
 @contextlib.contextmanager

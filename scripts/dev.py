@@ -527,7 +527,7 @@ def _example_queues() -> list[str]:
 
 def cmd_example_inner(runserver_args: list[str]) -> int:
     """Runs inside the venv: embedded Redis if needed, migrate, pool_sync, runserver."""
-    from django_redis_pool.embedded import EmbeddedRedis
+    from django_redis_pool.testing import EmbeddedRedis
 
     # Ctrl-C and SIGTERM stop everything, also when started as a background
     # job (whose SIGINT the shell sets to be ignored).

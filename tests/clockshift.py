@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from django_redis_pool.embedded import EmbeddedRedis, find_redis_binary
+from django_redis_pool.testing import EmbeddedRedis, find_redis_binary
 
 __all__ = ["WRAP_US", "ShiftedClockRedis", "shifted_redis"]
 

@@ -1,6 +1,6 @@
 """Test harness: a real ``redis-server`` and a real 3-master Redis Cluster.
 
-Both are private processes started by :mod:`django_redis_pool.embedded` on free
+Both are private processes started by :mod:`django_redis_pool.testing` on free
 loopback ports. Every client fixture first checks that the server's ``run_id``
 is one the harness started (it never touches any other Redis), then FLUSHALLs.
 
@@ -35,7 +35,7 @@ import pytest
 import redis
 from redis.cluster import RedisCluster
 
-from django_redis_pool.embedded import EmbeddedRedis, EmbeddedRedisCluster, find_redis_binary
+from django_redis_pool.testing import EmbeddedRedis, EmbeddedRedisCluster, find_redis_binary
 
 from .async_bridge import async_path
 from .servers import hung_server, sentinel  # noqa: F401 (fixtures for every module)

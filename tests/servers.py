@@ -16,7 +16,7 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from django_redis_pool.embedded import EmbeddedRedis, find_redis_binary
+from django_redis_pool.testing import EmbeddedRedis, find_redis_binary
 
 from .waiting import wait_for
 

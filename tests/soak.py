@@ -408,7 +408,7 @@ def _chaos(report: Report, what: str) -> float:
 
 
 def main(argv: list[str]) -> int:
-    from django_redis_pool.embedded import find_redis_binary
+    from django_redis_pool.testing import find_redis_binary
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seconds", type=float, default=120)

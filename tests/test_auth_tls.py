@@ -28,9 +28,9 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from django_redis_pool import BackendUnavailable, get_pool
-from django_redis_pool.embedded import EmbeddedRedis
 from django_redis_pool.guard import Guard, Refusal
 from django_redis_pool.kinds import Held
+from django_redis_pool.testing import EmbeddedRedis
 
 pytestmark = pytest.mark.django_db
 

@@ -21,9 +21,9 @@ from typing import Any
 import pytest
 
 from django_redis_pool import Lock, PoolError, ResourcePool, get_pool
-from django_redis_pool.embedded import EmbeddedRedis, EmbeddedRedisCluster
 from django_redis_pool.primitives.deadlines import Stopwatch
 from django_redis_pool.primitives.engine import DEADLINE_SLACK
+from django_redis_pool.testing import EmbeddedRedis, EmbeddedRedisCluster
 
 from .waiting import wait_for
 

