@@ -362,11 +362,15 @@ def test_the_fast_renew_leaves_an_expired_lease_to_the_whole_renew(client: Any) 
 
 
 def test_the_fast_release_leaves_a_waiter_to_the_whole_release(client: Any) -> None:
+    # the whole release hands the lock to the waiter; the fast one says 'slow'
     def held_with_waiter(primitive: LeasedPrimitive) -> None:
         _hold(primitive)
         primitive._engine.run("acquire", "w-tok", 30000, 0, 60000, 2000, "", "w")
+        assert primitive.waiting_count() == 1, "the waiter is queued"
 
-    _fast_and_full(client, "lock", held_with_waiter, "release", "held-tok", "req", "", 0, "h")
+    assert not _fast_and_full(
+        client, "lock", held_with_waiter, "release", "held-tok", "req", "", 0, "h"
+    )
 
 
 # -- waits never block forever --------------------------------------------------------
