@@ -33,7 +33,7 @@ from django_redis_pool import (
 from django_redis_pool.embedded import EmbeddedRedis
 
 from .clients import client_from, spec_of
-from .waiting import wait_for
+from .waiting import wait_blocked, wait_for
 
 mp = multiprocessing.get_context("fork")
 
@@ -676,15 +676,15 @@ def test_lock_is_handed_to_a_waiter_in_another_process_by_a_push_not_its_chunk(c
         proc = mp.Process(target=_block_then_report, args=(spec_of(client), report))
         proc.start()
         wait_for(lambda: lock.waiting_count() == 1, what="the child to block")
-        time.sleep(0.2)  # inside one blocking read: no poll can explain a fast wake
+        wait_blocked(client)  # inside its blocking read: no poll can explain a fast wake
         released_at = time.time()
         lock.release()
         popped = client.blpop([report], timeout=10)
         assert popped, "the child never got the lock"
         latencies.append(float(popped[1]) - released_at)
         _join_ok(proc)
-    # woken by the release's push, not by the end of a blocking read (>= 0.2 s off)
-    assert max(latencies) < (chunk - 0.2) / 2, latencies
+    # woken by the release's push, not by the end of its blocking read (a chunk off)
+    assert max(latencies) < chunk / 2, latencies
 
 
 def _fence_cycles(spec, log_key, cycles):
