@@ -33,6 +33,7 @@ from django_redis_pool import (
 from django_redis_pool.embedded import EmbeddedRedis
 
 from .clients import client_from, spec_of
+from .primitive_helpers import expire
 from .waiting import wait_blocked, wait_for
 
 mp = multiprocessing.get_context("fork")
@@ -387,7 +388,7 @@ def test_reentrant_lock_counts_acquisitions_with_one_fence(client):
     wait_for(lambda: lock.waiting_count() == 1, what="other to queue")
     lock.release()
     lock.release()
-    time.sleep(0.1)
+    time.sleep(0.1)  # a hand-off is immediate: give a wrong one time to happen
     assert lock.locked() and lock.owned() and lock.holder() == lock.holders()[0].holder
     assert got == [] and lock.waiting_count() == 1
     lock.release()
@@ -491,13 +492,13 @@ def test_extend_without_a_timeout_uses_the_locks_own_even_after_a_timed_extend(c
 def test_expired_lease_cannot_be_released_or_extended_by_the_old_holder(client):
     lock = Lock(client, "exp", lease_timeout=0.2)
     assert lock.acquire()
-    time.sleep(0.35)
+    expire(lock.lease)
     assert not lock.owned() and not lock.locked()
     with pytest.raises(NotOwned):
         lock.release()
 
     assert lock.acquire()
-    time.sleep(0.35)
+    expire(lock.lease)
     with pytest.raises(NotOwned):
         lock.extend()
     with pytest.raises(NotOwned):
@@ -509,7 +510,7 @@ def test_expired_lease_is_reclaimed_by_the_next_holder_and_the_old_one_is_fenced
     old = Lock(client, "exp2", lease_timeout=0.2)
     assert old.acquire()
     old_fence, old_holder = old.fence, old.holder()
-    time.sleep(0.35)
+    expire(old.lease)
     # Not reclaimed yet (lazily, by the next acquire) but no longer counted.
     assert client.zcard(old._engine.base + ":leases") == 1
     assert not old.locked()
@@ -529,7 +530,7 @@ def test_gc_reclaims_expired_leases(client):
     lock = Lock(client, "gc", lease_timeout=0.1)
     assert lock.gc() == 0
     assert lock.acquire()
-    time.sleep(0.25)
+    expire(lock.lease)
     assert lock.gc() == 1
     assert client.zcard(lock._engine.base + ":leases") == 0
     assert lock.gc() == 0
