@@ -45,13 +45,15 @@ def blocked_readers(client: Any) -> int:
     return sum(int(node.info("clients")["blocked_clients"]) for node in nodes)
 
 
-def wait_blocked(client: Any, count: int = 1, what: str = "a waiter to block") -> None:
+def wait_blocked(
+    client: Any, count: int = 1, what: str = "a waiter to block", timeout: float = 10.0
+) -> None:
     """Return once at least ``count`` connections are blocked in a read on
     ``client``'s server(s): a waiter inside its blocking read, from which only a
     push (or the end of its chunk) can return it. (Every blocked connection to
     the server counts: one left blocked by an earlier test could end the wait
     early, which makes the test weaker that time, not wrong.)"""
-    wait_for(lambda: blocked_readers(client) >= count, what=what)
+    wait_for(lambda: blocked_readers(client) >= count, timeout, what)
 
 
 def answers_ping(client: Any) -> bool:
