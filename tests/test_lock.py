@@ -375,7 +375,7 @@ def test_reentrant_lock_counts_acquisitions_with_one_fence(client):
     fence = lock.fence
     expiries = [lock.holders()[0].expires_at]
     for _ in range(2):
-        time.sleep(0.05)
+        time.sleep(0.05)  # (the Redis clock moves on: each refresh's expiry is later)
         assert lock.acquire(blocking=False) is True
         assert lock.fence == fence
         expiries.append(lock.holders()[0].expires_at)

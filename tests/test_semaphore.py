@@ -139,7 +139,7 @@ def test_same_identity_is_refreshed_without_a_second_slot(client):
     sem.set_max_size(2)
     assert sem.acquire("peter") is True
     first = _lease_of(sem, "peter")
-    time.sleep(0.05)
+    time.sleep(0.05)  # (the Redis clock moves on: the refresh's expiry is later)
     assert sem.acquire("peter") is True
     assert sem.get_current_size() == 1
     second = _lease_of(sem, "peter")
