@@ -33,7 +33,7 @@ from django_redis_pool import (
 from django_redis_pool.embedded import EmbeddedRedis
 
 from .clients import client_from, spec_of
-from .primitive_helpers import expire
+from .primitive_helpers import assert_constructor_does_no_io, expire
 from .waiting import wait_blocked, wait_for
 
 mp = multiprocessing.get_context("fork")
@@ -618,21 +618,17 @@ def test_bad_inputs_raise_value_error_naming_the_value(client, make, value):
 
 
 def test_constructor_does_no_io():
-    class Exploding:
-        def __getattr__(self, name):
-            raise AssertionError(f"constructor touched the client: {name}")
-
-        register_script = blpop = None
-
-    Lock(
-        Exploding(),
-        "x",
-        lease_timeout=3,
-        reentrant=True,
-        auto_renew=True,
-        timeout=1,
-        holder="h",
-        on_lost=print,
+    assert_constructor_does_no_io(
+        lambda client: Lock(
+            client,
+            "x",
+            lease_timeout=3,
+            reentrant=True,
+            auto_renew=True,
+            timeout=1,
+            holder="h",
+            on_lost=print,
+        )
     )
 
 

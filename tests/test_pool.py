@@ -14,7 +14,7 @@ import pytest
 from django_redis_pool import Lease, ResourcePool, ResourceUnavailable
 from django_redis_pool.exceptions import PoolError
 
-from .primitive_helpers import expire, expire_now
+from .primitive_helpers import assert_constructor_does_no_io, expire, expire_now
 from .waiting import wait_for
 
 #: Every test here runs on the blocking API and on the asyncio twins.
@@ -30,13 +30,9 @@ def pool(client):
 
 
 def test_constructor_does_no_io():
-    class Exploding:
-        def __getattr__(self, name):
-            raise AssertionError(f"constructor touched the client: {name}")
-
-        register_script = blpop = None
-
-    ResourcePool(Exploding(), "x", lease_timeout=3, order="lifo")
+    assert_constructor_does_no_io(
+        lambda client: ResourcePool(client, "x", lease_timeout=3, order="lifo")
+    )
 
 
 def test_associate_returns_false_when_already_in_pool_available_or_leased(client):

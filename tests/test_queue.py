@@ -31,7 +31,7 @@ from django_redis_pool.primitives.queue import (
 )
 
 from .clients import client_from, spec_of
-from .primitive_helpers import redis_time
+from .primitive_helpers import assert_constructor_does_no_io, redis_time
 from .waiting import wait_blocked, wait_for
 
 Policy = TaskExecutePolicy
@@ -105,13 +105,11 @@ def worker(queue: TaskQueue) -> Iterator[threading.Event]:
 
 
 def test_constructor_does_no_io() -> None:
-    class Exploding:
-        def __getattr__(self, name: str) -> Any:
-            raise AssertionError(f"constructor touched the client: {name}")
-
-        register_script = blpop = None
-
-    TaskQueue(Exploding(), "jobs", task_fn=handler, result_ttl=1, visibility_timeout=2)
+    assert_constructor_does_no_io(
+        lambda client: TaskQueue(
+            client, "jobs", task_fn=handler, result_ttl=1, visibility_timeout=2
+        )
+    )
 
 
 def test_pickle_is_imported_nowhere_in_the_package() -> None:

@@ -37,7 +37,7 @@ from django_redis_pool import (
 )
 
 from .clients import client_from, spec_of
-from .primitive_helpers import expire_now
+from .primitive_helpers import assert_constructor_does_no_io, expire_now
 from .waiting import wait_blocked, wait_for
 
 mp = multiprocessing.get_context("fork")
@@ -505,13 +505,9 @@ def test_bad_input_raises_value_error_naming_the_value(client):
 
 
 def test_constructor_does_no_io():
-    class Exploding:
-        def __getattr__(self, name):
-            raise AssertionError(f"constructor touched the client: {name}")
-
-        register_script = blpop = None
-
-    Semaphore(Exploding(), "x", lease_timeout=3, key_prefix="p")
+    assert_constructor_does_no_io(
+        lambda client: Semaphore(client, "x", lease_timeout=3, key_prefix="p")
+    )
 
 
 def test_unreachable_redis_raises_backend_unavailable_only_when_used():
