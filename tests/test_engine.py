@@ -356,7 +356,7 @@ def test_the_fast_renew_agrees_with_renew(
 def test_the_fast_renew_leaves_an_expired_lease_to_the_whole_renew(client: Any) -> None:
     def expired(primitive: LeasedPrimitive) -> None:
         primitive._engine.run("acquire", "held-tok", 1, 0, -2, 2000, "", "h")
-        wait_for(lambda: primitive._read("record", "h") is None, what="the 1 ms lease to expire")
+        wait_for(lambda: primitive.lease_of("h") is None, what="the 1 ms lease to expire")
 
     assert not _fast_and_full(client, "lock", expired, "renew", "held-tok", 60000, "h")
 
