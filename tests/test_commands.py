@@ -571,9 +571,7 @@ def test_gc_loop_reclaims_until_sigterm_then_exits_0(
 ) -> None:
     proc, out, err = start_django(tmp_path, redis_url, "pool_gc", "--loop", "--interval", "0.2")
     try:
-        wait_for(
-            lambda: "Reclaiming every 0.2 s" in out.read_text(), STARTUP, "the loop to start"
-        )
+        wait_for(lambda: "Reclaiming every 0.2 s" in out.read_text(), STARTUP, "the loop to start")
         lease = get_pool("printers").acquire(holder="crashed", lease_timeout=0.3)
         assert lease is not None
         wait_for(
