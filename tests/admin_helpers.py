@@ -174,12 +174,9 @@ def commands_run_by(client: redis.Redis, work: Any) -> dict[str, int]:
     return {name: calls for name, calls in ran.items() if calls}
 
 
-def fill_pool(pool: ResourcePool, client: redis.Redis, ids: list[str], batch: int = 10_000) -> None:
-    """Associate ``ids`` with ``pool`` quickly: the pool's own associate
-    operation (what :meth:`ResourcePool.associate` runs), ``batch`` ids a call."""
-    for start in range(0, len(ids), batch):
-        chunk = ids[start : start + batch]
-        assert int(pool._engine.run("pool_associate", *chunk)) == len(chunk)
+def fill_pool(pool: ResourcePool, client: redis.Redis, ids: list[str]) -> None:
+    """Associate ``ids`` with ``pool`` quickly (1,000 a step)."""
+    assert pool.associate_many(ids) == len(ids)
 
 
 def unload_scripts(client: redis.Redis) -> None:

@@ -25,6 +25,25 @@ def pool_of(client: Any, name: str, *resources: str, **kwargs: Any) -> ResourceP
     return pool
 
 
+def assert_constructor_does_no_io(build: Callable[[Any], object]) -> None:
+    """``build(client)`` constructs a primitive on ``client`` (with options of
+    the test's choice): it must not touch the client, whose every attribute read
+    is recorded and fails (a constructor that caught that failure still fails
+    the test). It has ``register_script`` and ``blpop``, which the validation
+    of a client looks for."""
+    touched: list[str] = []
+
+    class Exploding:
+        register_script = blpop = None
+
+        def __getattr__(self, name: str) -> Any:
+            touched.append(name)
+            raise AssertionError(f"constructor touched the client: {name}")
+
+    build(Exploding())
+    assert touched == [], f"the constructor touched the client: {touched}"
+
+
 def queue_dead_waiter(primitive: LeasedPrimitive, holder: str, priority: int = 0) -> None:
     """Leave in Redis what a caller leaves when it queued (as ``LeaseEngine.acquire``
     does, through the real acquire script) and then never checked in again: its

@@ -23,6 +23,8 @@ from django.views import View
 from django_redis_pool import get_lock, get_pool, get_semaphore
 from django_redis_pool.decorators import with_resource
 
+from .waiting import wait_for
+
 
 class Record:
     """What the views saw, for the tests to check."""
@@ -175,10 +177,7 @@ def lock_identity_view(request: HttpRequest) -> HttpResponse:
 @with_resource("imports", timeout=0, lease_timeout=0.3)
 def lock_expiring_view(request: HttpRequest) -> HttpResponse:
     lock = request.resources["imports"]  # type: ignore[attr-defined]
-    # Wait (on the Redis clock) until the lease has really expired.
-    deadline = time.monotonic() + 10
-    while lock.owned() and time.monotonic() < deadline:
-        time.sleep(0.05)
+    wait_for(lambda: not lock.owned(), what="the lease to expire (on the Redis clock)")
     RECORD.note(request)
     return HttpResponse("ok")
 

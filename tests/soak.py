@@ -27,6 +27,7 @@ comparable across the processes of one machine.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import multiprocessing
 import os
@@ -44,6 +45,8 @@ from pathlib import Path
 from typing import Any
 
 import redis
+
+from .waiting import answers_ping, wait_for
 
 LEASE = 2.0  #: every lease, in seconds (holds last at most ~30 ms)
 POOL = ["r0", "r1", "r2"]
@@ -81,13 +84,7 @@ class Server:
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
         )  # fmt: skip
         client = redis.Redis.from_url(self.url, socket_timeout=1)
-        for _ in range(500):
-            try:
-                if client.ping():
-                    return
-            except redis.exceptions.RedisError:
-                time.sleep(0.01)
-        raise RuntimeError("redis-server did not start")
+        wait_for(lambda: answers_ping(client), what="redis-server to start")
 
     def kill(self) -> None:
         if self.process is not None:
@@ -299,7 +296,13 @@ def check_at_rest(url: str, report: Report) -> None:
     """Once every lease has expired: collect, then every member is accounted for."""
     client = redis.Redis.from_url(url)
     primitives = _primitives(client)
-    time.sleep(LEASE + 0.2)
+    # (a hold still live after that is reported below)
+    with contextlib.suppress(AssertionError):
+        wait_for(
+            lambda: not any(p.snapshot(limit=0).held_count for p in primitives.values()),
+            timeout=LEASE * 5,
+            what="every lease to expire",
+        )
     for primitive in primitives.values():
         primitive.collect()
     pool, allocator = primitives["pool"], primitives["allocator"]

@@ -15,7 +15,7 @@ import pytest
 from django_redis_pool import AllocatedKey, Allocator, AllocatorObject
 from django_redis_pool.primitives.allocator import MAX_KEY_PRIORITY
 
-from .primitive_helpers import expire_now, redis_time
+from .primitive_helpers import assert_constructor_does_no_io, expire_now, redis_time
 from .waiting import wait_for
 
 #: Every test here runs on the blocking API and on the asyncio twins.
@@ -30,13 +30,9 @@ def proxies(client):
 
 
 def test_constructor_does_no_io():
-    class Exploding:
-        def __getattr__(self, name):
-            raise AssertionError(f"constructor touched the client: {name}")
-
-        register_script = blpop = None
-
-    Allocator(Exploding(), "x", shared=True, lease_timeout=0.5, soft_bind_timeout=10)
+    assert_constructor_does_no_io(
+        lambda client: Allocator(client, "x", shared=True, lease_timeout=0.5, soft_bind_timeout=10)
+    )
 
 
 # -- keys ------------------------------------------------------------------------

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from django_redis_pool import Lease, Lock, ResourcePool, Semaphore
 from django_redis_pool.primitives.async_clients import aclose_async_clients, async_client_for
 
-from .waiting import wait_for
+from .waiting import await_for, wait_for
 
 
 def _leftovers(primitive: Any) -> dict[str, Any]:
@@ -211,10 +211,8 @@ def test_an_async_lease_renews_itself_as_a_task_and_awaits_a_coroutine_on_lost(r
         assert lease is not None
         lease.start_auto_renew(on_lost=on_lost)
         assert pool.force_release("r")
-        waited = time.monotonic()  # (until its next renewal finds it gone)
-        while not (lease.lost and lost) and time.monotonic() - waited < 10:
-            await asyncio.sleep(0.05)
-        assert lease.lost and lost == [lease]
+        await await_for(lambda: lease.lost and lost, what="its next renewal to find it gone")
+        assert lost == [lease]
 
     asyncio.run(scenario())
 

@@ -14,7 +14,6 @@ import os
 import shutil
 import socket
 import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -31,6 +30,8 @@ from django_redis_pool import BackendUnavailable, get_pool
 from django_redis_pool.guard import Guard, Refusal
 from django_redis_pool.kinds import Held
 from django_redis_pool.testing import EmbeddedRedis
+
+from .waiting import answers_ping, wait_for
 
 pytestmark = pytest.mark.django_db
 
@@ -100,15 +101,7 @@ def tls_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[int, 
             socket_timeout=1,
             retry=Retry(NoBackoff(), 0),
         )
-        deadline = time.monotonic() + 10
-        while True:
-            try:
-                if client.ping():
-                    break
-            except redis.exceptions.ConnectionError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.02)
+        wait_for(lambda: answers_ping(client), what="the TLS redis-server to start")
         yield port, tmp / "ca.crt"
     finally:
         process.kill()

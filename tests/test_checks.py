@@ -4,6 +4,7 @@ that ``manage.py check`` never crashes and never talks to Redis."""
 from __future__ import annotations
 
 import ast
+import io
 import socket
 import time
 from pathlib import Path
@@ -494,9 +495,11 @@ def test_manage_py_check_reports_broken_settings_instead_of_crashing(
     assert f"django_redis_pool.{check_id}" in str(info.value)
 
 
-def test_manage_py_check_passes_with_warnings_only(settings: Any) -> None:
-    settings.DJANGO_REDIS_POOL = {"LOCKS": {"nightly": {}}}
-    call_command("check", tags=[TAG])  # a Warning is not a failure
+def test_manage_py_check_passes_with_warnings_only(settings: Any, reserved_kind: str) -> None:
+    settings.DJANGO_REDIS_POOL = {"LOCKS": {"nightly": {}}, reserved_kind: {"thing": {}}}
+    out = io.StringIO()
+    call_command("check", tags=[TAG], stdout=out, stderr=out)  # a Warning is not a failure
+    assert "django_redis_pool.W001" in out.getvalue(), "the Warning is reported"
 
 
 def _closed_port() -> int:

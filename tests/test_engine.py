@@ -356,17 +356,21 @@ def test_the_fast_renew_agrees_with_renew(
 def test_the_fast_renew_leaves_an_expired_lease_to_the_whole_renew(client: Any) -> None:
     def expired(primitive: LeasedPrimitive) -> None:
         primitive._engine.run("acquire", "held-tok", 1, 0, -2, 2000, "", "h")
-        wait_for(lambda: primitive._read("record", "h") is None, what="the 1 ms lease to expire")
+        wait_for(lambda: primitive.lease_of("h") is None, what="the 1 ms lease to expire")
 
     assert not _fast_and_full(client, "lock", expired, "renew", "held-tok", 60000, "h")
 
 
 def test_the_fast_release_leaves_a_waiter_to_the_whole_release(client: Any) -> None:
+    # the whole release hands the lock to the waiter; the fast one says 'slow'
     def held_with_waiter(primitive: LeasedPrimitive) -> None:
         _hold(primitive)
         primitive._engine.run("acquire", "w-tok", 30000, 0, 60000, 2000, "", "w")
+        assert primitive.waiting_count() == 1, "the waiter is queued"
 
-    _fast_and_full(client, "lock", held_with_waiter, "release", "held-tok", "req", "", 0, "h")
+    assert not _fast_and_full(
+        client, "lock", held_with_waiter, "release", "held-tok", "req", "", 0, "h"
+    )
 
 
 # -- waits never block forever --------------------------------------------------------

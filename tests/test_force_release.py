@@ -410,11 +410,30 @@ def test_holders_renewing_while_an_operator_force_releases(client: Any) -> None:
         except BaseException as exc:
             errors.append(exc)
 
+    def exercised() -> bool:
+        """Whether the run exercised what the last checks below ask of it (read
+        while it runs: copies of the lists, each taken at once)."""
+        granted = {fence for *_, fence in list(grants)}
+        done = list(forced)
+        ended = [fence for *_, fence, ok in done if ok and fence is not None and fence in granted]
+        return (
+            len(ended) >= 5
+            and any(fence is None and ok for *_, fence, ok in done)
+            and any(not ok for *_, ok in list(renews))
+            and sum(dict(releases).values()) >= 5
+        )
+
     threads = [threading.Thread(target=worker, args=(n,), daemon=True) for n in range(6)]
     threads.append(threading.Thread(target=operator, daemon=True))
+    started = time.monotonic()
     for thread in threads:
         thread.start()
-    time.sleep(3)
+    # 3 s of it at least, and on a busy machine until it has done enough
+    wait_for(
+        lambda: errors or (time.monotonic() - started >= 3 and exercised()),
+        timeout=60,
+        what="the run to exercise what is checked",
+    )
     stop.set()
     for thread in threads:
         thread.join(10)

@@ -16,12 +16,13 @@ import subprocess
 import sys
 import tarfile
 import textwrap
-import time
 import urllib.request
 import zipfile
 from pathlib import Path
 
 import pytest
+
+from .waiting import STARTUP, wait_for
 
 # (the build and the venv, made in the first test's setup, fetch from the index)
 pytestmark = [pytest.mark.release, pytest.mark.timeout(600)]
@@ -235,16 +236,17 @@ def test_wheel_alone_serves_a_decorated_view(
         stderr=subprocess.STDOUT,
         text=True,
     )
+
+    def listening() -> bool:
+        assert server.poll() is None, server.stdout.read()
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=1):
+                return True
+        except OSError:
+            return False
+
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            assert server.poll() is None, server.stdout.read()
-            try:
-                with socket.create_connection(("127.0.0.1", port), timeout=1):
-                    break
-            except OSError:
-                assert time.monotonic() < deadline, "runserver did not listen within 60 s"
-                time.sleep(0.2)
+        wait_for(listening, STARTUP, "runserver to listen")
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/print/", timeout=30) as response:
             assert response.status == 200
             body = response.read().decode()

@@ -14,7 +14,7 @@ import pytest
 from django_redis_pool import Lease, ResourcePool, ResourceUnavailable
 from django_redis_pool.exceptions import PoolError
 
-from .primitive_helpers import expire_now
+from .primitive_helpers import assert_constructor_does_no_io, expire, expire_now
 from .waiting import wait_for
 
 #: Every test here runs on the blocking API and on the asyncio twins.
@@ -30,13 +30,9 @@ def pool(client):
 
 
 def test_constructor_does_no_io():
-    class Exploding:
-        def __getattr__(self, name):
-            raise AssertionError(f"constructor touched the client: {name}")
-
-        register_script = blpop = None
-
-    ResourcePool(Exploding(), "x", lease_timeout=3, order="lifo")
+    assert_constructor_does_no_io(
+        lambda client: ResourcePool(client, "x", lease_timeout=3, order="lifo")
+    )
 
 
 def test_associate_returns_false_when_already_in_pool_available_or_leased(client):
@@ -149,7 +145,7 @@ def test_old_holder_release_after_expiry_reclaims_without_claiming_success(clien
     pool = ResourcePool(client, "p", lease_timeout=0.1)
     pool.associate("a")
     old = pool.acquire()
-    time.sleep(0.2)
+    expire(old)
     assert old.release() is False
     assert pool.is_available("a")
 
@@ -174,7 +170,7 @@ def test_acquire_lease_timeout_overrides_the_pool_default(client):
     pool = ResourcePool(client, "p", lease_timeout=60)
     pool.associate("a")
     lease = pool.acquire(lease_timeout=0.1)
-    time.sleep(0.2)
+    expire(lease)
     assert lease.renew() is False
 
 

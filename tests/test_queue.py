@@ -31,8 +31,8 @@ from django_redis_pool.primitives.queue import (
 )
 
 from .clients import client_from, spec_of
-from .primitive_helpers import redis_time
-from .waiting import wait_for
+from .primitive_helpers import assert_constructor_does_no_io, redis_time
+from .waiting import wait_blocked, wait_for
 
 Policy = TaskExecutePolicy
 mp = multiprocessing.get_context("fork")
@@ -105,13 +105,11 @@ def worker(queue: TaskQueue) -> Iterator[threading.Event]:
 
 
 def test_constructor_does_no_io() -> None:
-    class Exploding:
-        def __getattr__(self, name: str) -> Any:
-            raise AssertionError(f"constructor touched the client: {name}")
-
-        register_script = blpop = None
-
-    TaskQueue(Exploding(), "jobs", task_fn=handler, result_ttl=1, visibility_timeout=2)
+    assert_constructor_does_no_io(
+        lambda client: TaskQueue(
+            client, "jobs", task_fn=handler, result_ttl=1, visibility_timeout=2
+        )
+    )
 
 
 def test_pickle_is_imported_nowhere_in_the_package() -> None:
@@ -385,7 +383,7 @@ def test_higher_priority_tasks_run_first(queue: TaskQueue) -> None:
 
 
 def test_an_idle_worker_is_woken_by_the_enqueue(queue: TaskQueue, worker: threading.Event) -> None:
-    time.sleep(0.2)  # the worker is blocked on its wake list now
+    wait_blocked(queue.client, what="the worker to block on its wake list")
     chunk = queue._engine._wait_chunk()  # how long an idle wait lasts without a push
     started = time.monotonic()
     assert queue.query("t1", "add", {"a": 1, "b": 1}, policy=Policy.Remote, timeout=10) == 2
@@ -401,7 +399,7 @@ def test_idle_workers_stop_at_once_when_the_event_is_set(queue: TaskQueue, clien
     )
     thread.start()
     wait_for(lambda: queue.has_worker("add"), what="the workers to listen")
-    time.sleep(0.2)  # they are blocked now
+    wait_blocked(queue.client, 3, what="the workers to block")
     stop.set()
     thread.join(chunk * 0.75)  # woken by the push of a listen() that stops, not by a chunk
     assert not thread.is_alive()

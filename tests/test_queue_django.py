@@ -24,7 +24,7 @@ from django_redis_pool.kinds.queue import handlers_of
 
 from .primitive_helpers import redis_time
 from .test_admin import action_url, detail_url, login, operator  # noqa: F401
-from .waiting import STARTUP, wait_for
+from .waiting import STARTUP, wait_blocked, wait_for
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -160,11 +160,11 @@ def test_workers_n_runs_n_processes(configured: None, redis_url: str, tmp_path: 
     jobs = get_queue("jobs")
     proc = worker_process(tmp_path, redis_url, "--workers", "2")
     try:
+        # each process idle on its wake list: neither can take all six first
+        wait_blocked(jobs.client, 2, "the 2 processes to listen", STARTUP)
         ids = [jobs.enqueue("pid") for _ in range(6)]
         wait_for(
-            lambda: all(jobs.get_task(i).status == "done" for i in ids),
-            timeout=STARTUP,  # (the worker and its 2 processes start first)
-            what="the tasks to run",
+            lambda: all(jobs.get_task(i).status == "done" for i in ids), what="the tasks to run"
         )
         pids = {jobs.get_task(i).result for i in ids}
         assert len(pids) == 2 and proc.pid not in pids

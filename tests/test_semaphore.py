@@ -37,8 +37,8 @@ from django_redis_pool import (
 )
 
 from .clients import client_from, spec_of
-from .primitive_helpers import expire_now
-from .waiting import wait_for
+from .primitive_helpers import assert_constructor_does_no_io, expire_now
+from .waiting import wait_blocked, wait_for
 
 mp = multiprocessing.get_context("fork")
 
@@ -139,7 +139,7 @@ def test_same_identity_is_refreshed_without_a_second_slot(client):
     sem.set_max_size(2)
     assert sem.acquire("peter") is True
     first = _lease_of(sem, "peter")
-    time.sleep(0.05)
+    time.sleep(0.05)  # (the Redis clock moves on: the refresh's expiry is later)
     assert sem.acquire("peter") is True
     assert sem.get_current_size() == 1
     second = _lease_of(sem, "peter")
@@ -195,7 +195,7 @@ def test_timeout_zero_tries_once_and_a_blocking_acquire_is_woken_by_release(clie
     thread, results = _in_thread(sem.acquire, "waiter", timeout=10)
     wait_for(lambda: sem.waiting_count() == 1, what="the waiter to queue")
     assert [w.holder for w in sem.waiters()] == ["waiter"]
-    time.sleep(0.3)  # inside the waiter's blocking read: only a push can wake it early
+    wait_blocked(client)  # inside its blocking read: only a push can wake it early
     released_at = time.monotonic()
     assert sem.release("holder") is True
     thread.join(10)
@@ -317,7 +317,7 @@ def test_raising_the_max_size_serves_queued_waiters_at_once(client):
     wait_for(lambda: sem.waiting_count() == 1, what="b to queue")
     bounded = _in_thread(sem.acquire, "c", timeout=10, lease_timeout=30)
     wait_for(lambda: sem.waiting_count() == 2, what="c to queue")
-    time.sleep(0.3)  # inside the blocking reads: only a push can wake them early
+    wait_blocked(client, 2)  # inside their blocking reads: only a push can wake them early
     raised_at = time.monotonic()
     sem.set_max_size(3)
     for thread, _ in (forever, bounded):
@@ -505,13 +505,9 @@ def test_bad_input_raises_value_error_naming_the_value(client):
 
 
 def test_constructor_does_no_io():
-    class Exploding:
-        def __getattr__(self, name):
-            raise AssertionError(f"constructor touched the client: {name}")
-
-        register_script = blpop = None
-
-    Semaphore(Exploding(), "x", lease_timeout=3, key_prefix="p")
+    assert_constructor_does_no_io(
+        lambda client: Semaphore(client, "x", lease_timeout=3, key_prefix="p")
+    )
 
 
 def test_unreachable_redis_raises_backend_unavailable_only_when_used():

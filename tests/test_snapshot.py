@@ -210,7 +210,7 @@ def test_expired_unreclaimed_pool_lease_is_not_held_and_its_resource_is_availabl
     assert [lease.holder for lease in snap.leases] == ["stays"]
     assert snap.available == ["a"]
     assert (snap.size, snap.free) == (2, 1)
-    assert client.zscore(f"{pool._engine.base}:leases", "a") is not None, "not reclaimed yet"
+    assert snap.expired_count == 1, "not reclaimed yet"
 
 
 def test_expired_lock_and_semaphore_holds_are_not_listed_as_held(client: Any) -> None:
@@ -242,7 +242,8 @@ def test_collect_returns_the_reclaimed_leases(client: Any) -> None:
     assert got == [("a", "h1", first.fence), ("b", "h2", second.fence)]
     assert collected.dropped == []
     assert sorted(pool.available()) == ["a", "b"]
-    assert client.zcard(f"{pool._engine.base}:leases") == 1, "only the live lease is left"
+    snap = pool.snapshot(limit=0)
+    assert (snap.held_count, snap.expired_count) == (1, 0), "only the live lease is left"
     assert first.release() is False, "its holder learns it is gone"
     assert pool.collect() == Collected(reclaimed=[], dropped=[])
 
@@ -351,8 +352,9 @@ def test_collect_works_for_locks_and_semaphores(client: Any) -> None:
         "crashed-too",
         lease.fence,
     )
-    assert client.zcard(f"{lock._engine.base}:leases") == 0
-    assert client.zcard(f"{semaphore._engine.base}:leases") == 0
+    for primitive in (lock, semaphore):
+        snap = primitive.snapshot(limit=0)
+        assert (snap.held_count, snap.expired_count) == (0, 0)
 
 
 def test_gc_still_returns_the_number_reclaimed(client: Any) -> None:

@@ -364,14 +364,12 @@ class _NoRedis:
 
 
 def _big_pool(client: Any, name: str, n: int) -> tuple[ResourcePool, list[str]]:
-    """A pool of ``n`` resources added through the real associate script
-    (pipelined), the first five leased and the first two of those expired.
-    Returns the pool and its whole available list."""
+    """A pool of ``n`` resources (added 1,000 a step), the first five leased
+    and the first two of those expired. Returns the pool and its whole
+    available list."""
     ids = [f"r{i:05d}" for i in range(n)]
-    pool = pool_of(client, name, ids[0])  # loads the script
-    for start in range(1, n, 5000):
-        chunk = ids[start : start + 5000]
-        assert int(pool._engine.run("pool_associate", *chunk)) == len(chunk)
+    pool = pool_of(client, name, ids[0])
+    assert pool.associate_many(ids[1:]) == n - 1
     leases = [pool.acquire(holder=f"h{i}", lease_timeout=30 + i) for i in range(5)]
     assert [lease.resource for lease in leases if lease] == ids[:5]
     expire_now(leases[0], leases[1])  # type: ignore[arg-type]
@@ -617,7 +615,7 @@ class _Model:
                 lease = self.live.pop(resource)
                 assert lease.renew(0.001)
                 wait_for(
-                    lambda: self.primitive._read("record", resource) is None,
+                    lambda: self.primitive.lease_of(resource) is None,
                     what=f"{resource} to expire",
                 )
                 self.expired.append(resource)

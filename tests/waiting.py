@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable
+from typing import Any
 
 #: How long a test waits for a Python process it started (``manage.py`` or
 #: ``python -m django``) to show it is running: only a failure detector (a
@@ -20,3 +22,45 @@ def wait_for(predicate: Callable[[], object], timeout: float = 10.0, what: str =
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {what}")
         time.sleep(0.01)
+
+
+async def await_for(
+    predicate: Callable[[], object], timeout: float = 10.0, what: str = "it"
+) -> None:
+    """:func:`wait_for` in a coroutine: the loop runs on while it waits."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await asyncio.sleep(0.01)
+
+
+def blocked_readers(client: Any) -> int:
+    """How many connections are blocked in a blocking read (BLPOP, BLMOVE) on
+    ``client``'s server, or on every master of a Cluster (``INFO clients``)."""
+    if hasattr(client, "get_primaries"):  # a RedisCluster
+        nodes = [client.get_redis_connection(node) for node in client.get_primaries()]
+    else:
+        nodes = [client]
+    return sum(int(node.info("clients")["blocked_clients"]) for node in nodes)
+
+
+def wait_blocked(
+    client: Any, count: int = 1, what: str = "a waiter to block", timeout: float = 10.0
+) -> None:
+    """Return once at least ``count`` connections are blocked in a read on
+    ``client``'s server(s): a waiter inside its blocking read, from which only a
+    push (or the end of its chunk) can return it. (Every blocked connection to
+    the server counts: one left blocked by an earlier test could end the wait
+    early, which makes the test weaker that time, not wrong.)"""
+    wait_for(lambda: blocked_readers(client) >= count, timeout, what)
+
+
+def answers_ping(client: Any) -> bool:
+    """Whether the Redis server ``client`` talks to answers (not: is not listening yet)."""
+    import redis
+
+    try:
+        return bool(client.ping())
+    except redis.exceptions.RedisError:
+        return False

@@ -22,7 +22,7 @@ def slow(job: Task) -> Any:
 
 @task("pid", queue="jobs")
 def pid(job: Task) -> Any:
-    time.sleep(0.2)
+    time.sleep(0.2)  # (long enough that another process takes the next task)
     return os.getpid()
 
 
