@@ -10,9 +10,9 @@ from typing import Any
 
 from ._common import to_ms
 from .base import DEFAULT_KEY_PREFIX, Collected, LeasedPrimitive
-from .calls import Steps
 from .engine import default_holder, new_token
 from .lease import Lease
+from .steps import Steps
 from .validators import (
     check_count,
     check_duration,

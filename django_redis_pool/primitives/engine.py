@@ -41,8 +41,9 @@ from ..exceptions import BackendUnavailable, NotConfigured, PoolError, backend_e
 from . import deadlines
 from ._common import key_prefix, text, to_ms
 from .async_clients import async_client_for
-from .calls import Call, Op, Steps, arun, is_async_client, run
+from .calls import arun, is_async_client, run
 from .lease import Lease
+from .steps import Call, Op, Steps
 
 __all__ = ["LeaseEngine", "Waiter", "default_holder"]
 

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from redis import BlockingConnectionPool, ConnectionPool
 
 from ..exceptions import PoolError
-from .calls import Steps
+from .steps import Steps
 
 if TYPE_CHECKING:
     from .engine import LeaseEngine
@@ -125,7 +125,7 @@ class Lease:
         return await self._engine.adrive(self.release_steps())
 
     def release_steps(self) -> Steps[bool]:
-        """The operation (see :mod:`.calls`) behind :meth:`release` and :meth:`arelease`."""
+        """The operation (see :mod:`.steps`) behind :meth:`release` and :meth:`arelease`."""
         self.stop_auto_renew()
         if self.lost:
             return False

@@ -15,9 +15,9 @@ from typing import Any
 from ..exceptions import NotOwned, ResourceUnavailable
 from ._common import to_ms
 from .base import DEFAULT_KEY_PREFIX, LeasedPrimitive
-from .calls import Steps
 from .engine import default_holder
 from .lease import Lease
+from .steps import Steps
 from .validators import check_holder, check_lease_timeout, check_timeout
 
 __all__ = ["Lock"]

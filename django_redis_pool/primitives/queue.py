@@ -22,8 +22,8 @@ from typing import Any
 from ..exceptions import BackendUnavailable, PoolError, ResourceUnavailable, backend_errors
 from ._common import text, to_ms, waits_client
 from .base import DEFAULT_KEY_PREFIX
-from .calls import Call, Local, Steps
 from .engine import MIN_BLOCK, LeaseEngine
+from .steps import Call, Local, Steps
 from .validators import check_client, check_duration, check_name, check_timeout
 
 __all__ = ["Task", "TaskExecutePolicy", "TaskFailed", "TaskQueue", "WorkerLost"]

@@ -39,7 +39,7 @@ from typing import Any
 from redis.exceptions import NoPermissionError, NoScriptError, ResponseError
 
 from ._common import load_lua
-from .calls import Call, Steps
+from .steps import Call, Steps
 
 __all__ = [
     "FAST",
