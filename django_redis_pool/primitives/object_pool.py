@@ -15,14 +15,17 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, Union
 
-from ..exceptions import NotOwned, PoolError, ResourceUnavailable
+from ..exceptions import NotConfigured, NotOwned, PoolError, ResourceUnavailable
 from .calls import CancelWatch
 from .lease import Lease
 from .validators import check_count, check_lease_timeout, check_priority, check_timeout
 
-__all__ = ["ObjectPool"]
+if TYPE_CHECKING:
+    from .semaphore import Semaphore
+
+__all__ = ["GlobalLimit", "ObjectPool", "semaphore_by_name"]
 
 logger = logging.getLogger("django_redis_pool")
 
@@ -34,6 +37,19 @@ MAX_BACKOFF = 2.0
 #: Consecutive factory failures after which the waiters are refused (with the
 #: last error as the cause) instead of waiting for more retries.
 MAX_FAILURES = 4
+
+#: What ``global_limit`` may be: a :class:`.semaphore.Semaphore`; a function of
+#: no arguments that returns one (called when the first object is created, so
+#: that building the pool does no I/O and imports nothing); the name of a
+#: semaphore configured in Django (found by :data:`semaphore_by_name`); or None
+#: (no cap).
+GlobalLimit = Union["Semaphore", Callable[[], "Semaphore"], str, None]
+
+#: Finds the Semaphore of a ``global_limit`` given by name. The Django layer
+#: sets it (``django_redis_pool.kinds.object_pool``, loaded by the app config)
+#: to ``get_semaphore``; nothing here imports Django, so while it is None a
+#: name cannot be used.
+semaphore_by_name: Callable[[str], Semaphore] | None = None
 
 
 @dataclass(eq=False)
@@ -73,11 +89,12 @@ class ObjectPool(Generic[T]):
     (0: never) up to ``num_tests_per_eviction_run`` idle objects are checked:
     idle ``idle_timeout`` seconds they are destroyed while ``size`` stays >=
     ``min``; idle ``soft_idle_timeout`` seconds, while at least ``min`` stay
-    idle. ``global_limit`` (a :class:`Semaphore`, or the name of one configured
-    in Django) caps the live objects of every process together: each one holds
-    a slot, a lease of ``global_lease_timeout`` seconds renewed in the
-    background. Borrowing an idle object never talks to Redis. A pool used in a
-    forked child starts empty there.
+    idle. ``global_limit`` (a :class:`Semaphore`, a function returning one, or
+    the name of one configured in Django: see :data:`GlobalLimit`) caps the
+    live objects of every process together: each one holds a slot, a lease of
+    ``global_lease_timeout`` seconds renewed in the background. Borrowing an
+    idle object never talks to Redis. A pool used in a forked child starts
+    empty there.
     """
 
     kind = "object_pool"
@@ -99,7 +116,7 @@ class ObjectPool(Generic[T]):
         soft_idle_timeout: float | None = None,
         eviction_interval: float = 0,
         num_tests_per_eviction_run: int = 3,
-        global_limit: Any = None,
+        global_limit: GlobalLimit = None,
         global_lease_timeout: float = 30,
         autostart: bool = True,
         name: str = "objects",
@@ -125,7 +142,8 @@ class ObjectPool(Generic[T]):
         self.num_tests_per_eviction_run = check_count(
             num_tests_per_eviction_run, "num_tests_per_eviction_run", minimum=1
         )
-        self._global = global_limit
+        #: ``global_limit`` as given; its Semaphore once :meth:`_semaphore` found it.
+        self._global: Any = global_limit
         self.global_lease_timeout = check_lease_timeout(
             global_lease_timeout, "global_lease_timeout"
         )
@@ -515,12 +533,24 @@ class ObjectPool(Generic[T]):
             if not needed:
                 return None
 
-    def _semaphore(self) -> Any:
-        if isinstance(self._global, str):  # a configured name: the Django layer has it
-            from ..kinds.semaphore import get_semaphore
-
-            self._global = get_semaphore(self._global)
-        return self._global
+    def _semaphore(self) -> Semaphore:
+        """The Semaphore of ``global_limit``, found when the first object is
+        created: a name by :data:`semaphore_by_name`, a function by calling it
+        (once, or once per creation that races the first)."""
+        limit = self._global
+        if isinstance(limit, str):
+            if semaphore_by_name is None:
+                raise NotConfigured(
+                    f"{self!r}: global_limit {limit!r} names a semaphore configured in "
+                    "Django, but the Django layer is not loaded (django_redis_pool in "
+                    "INSTALLED_APPS); outside Django, give a Semaphore or a function "
+                    "that returns one"
+                )
+            limit = semaphore_by_name(limit)
+        elif callable(limit) and not hasattr(limit, "acquire_lease"):
+            limit = limit()
+        self._global = limit
+        return limit  # type: ignore[no-any-return]
 
     def _close(self, item: _Item[T]) -> None:
         """Destroy one object (never one of another process) and free its slot."""
