@@ -93,7 +93,7 @@ def queue_dead_waiter(primitive: LeasedPrimitive, holder: str) -> None:
     never again, presumed dead once its liveness window (1 ms + the 1 s grace)
     has passed. Waits until it has."""
     engine = primitive._engine
-    reply = engine.run("acquire", uuid.uuid4().hex, -1, 0, -1, 1, engine.default_max, holder)
+    reply = engine.run("acquire", uuid.uuid4().hex, -1, 0, -1, 1, engine.restore, holder)
     assert isinstance(reply, int), f"queued, not {reply!r}"
     wait_for(lambda: primitive.collect(dry_run=True).dropped, what=f"{holder} to be presumed dead")
 
@@ -571,9 +571,7 @@ def test_gc_loop_reclaims_until_sigterm_then_exits_0(
 ) -> None:
     proc, out, err = start_django(tmp_path, redis_url, "pool_gc", "--loop", "--interval", "0.2")
     try:
-        wait_for(
-            lambda: "Reclaiming every 0.2 s" in out.read_text(), STARTUP, "the loop to start"
-        )
+        wait_for(lambda: "Reclaiming every 0.2 s" in out.read_text(), STARTUP, "the loop to start")
         lease = get_pool("printers").acquire(holder="crashed", lease_timeout=0.3)
         assert lease is not None
         wait_for(

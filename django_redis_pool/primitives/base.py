@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from ..exceptions import ResourceUnavailable
 from .engine import LeaseEngine, Waiter
 from .lease import Lease
+from .steps import Steps
 from .validators import check_client, check_count, check_holder, check_name
 
 __all__ = [
@@ -160,18 +161,34 @@ class LeasedPrimitive:
     """Base of :class:`ResourcePool`, :class:`Semaphore` and :class:`Lock`.
 
     Holds the validated ``client``, ``name`` and ``key_prefix`` and the
-    :class:`LeaseEngine` that runs the primitive's scripts. Building one does no I/O.
+    :class:`LeaseEngine` that runs the primitive's scripts (``mode``,
+    ``default_max`` and ``heal`` are the engine's). Building one does no I/O.
     """
 
     #: The kind of primitive; with ``name`` it makes the Redis Cluster hash tag.
     kind: ClassVar[str]
 
-    def __init__(self, client: Any, name: str, *, key_prefix: str, mode: str) -> None:
+    def __init__(
+        self,
+        client: Any,
+        name: str,
+        *,
+        key_prefix: str,
+        mode: str,
+        default_max: int | None = None,
+        heal: Callable[[], Steps[object]] | None = None,
+    ) -> None:
         self.client = check_client(client)
         self.name = check_name(name)
         self.key_prefix = check_name(key_prefix, "key_prefix")
         self._engine = LeaseEngine(
-            client, kind=self.kind, name=self.name, mode=mode, prefix=self.key_prefix
+            client,
+            kind=self.kind,
+            name=self.name,
+            mode=mode,
+            prefix=self.key_prefix,
+            default_max=default_max,
+            heal=heal,
         )
 
     def _read(self, what: str, resource: str = "") -> Any:

@@ -77,13 +77,31 @@ class LeaseEngine:
     which named resources are picked (``fifo``, ``lifo`` or ``random``); else
     slots whose lease is named after the holder: ``sem`` (as many as the stored
     max size), ``lock`` (one) or ``rlock`` (one, reentrant).
+
+    What an acquire restores when Redis lost the primitive's keys (a restart
+    without persistence, an eviction, a ``FLUSHDB``), at most one of:
+    ``default_max``, a semaphore's max size, stored by an acquire that finds
+    none; ``heal``, a pool's operation that restores its members, run when an
+    acquire finds it holding no resource at all (then the acquire asks again).
     """
 
     #: Longest single blocking read, in seconds (also bounded by the client's
     #: socket timeout, so redis-py never times out a read we meant to block on).
     wait_chunk = 2.0
 
-    def __init__(self, client: Any, *, kind: str, name: str, mode: str, prefix: str) -> None:
+    def __init__(
+        self,
+        client: Any,
+        *,
+        kind: str,
+        name: str,
+        mode: str,
+        prefix: str,
+        default_max: int | None = None,
+        heal: Callable[[], Steps[object]] | None = None,
+    ) -> None:
+        if default_max is not None and heal is not None:
+            raise ValueError("an engine restores a max size or heals, not both")
         self.client = client
         self.kind = kind
         self.name = name
@@ -99,12 +117,12 @@ class LeaseEngine:
         self.is_async = is_async_client(client)
         self._streaks: dict[str, int] = {}  # see ScriptRunner.steps
         self._chunk: float | None = None
-        #: What an acquire restores when Redis lost it ("": nothing): a
-        #: semaphore's max size, stored if Redis has none; "heal" for a pool
-        #: that runs the operation ``heal()`` (restoring its members) when an
-        #: acquire finds it holding no resource at all.
-        self.default_max = ""
-        self.heal: Callable[[], Steps[object]] | None = None
+        self._heal = heal
+        #: The acquire operation's ``restore`` argument (``acquire.lua``): the
+        #: max size ``default_max`` as text, "heal" for ``heal``, else "".
+        self.restore = (
+            "heal" if heal is not None else "" if default_max is None else str(default_max)
+        )
 
     # -- running operations -----------------------------------------------------
 
@@ -290,10 +308,10 @@ class LeaseEngine:
         priority, holder)."""
         lease_ms, priority, holder = args
         reply = yield from self.op(
-            "acquire", token, lease_ms, priority, wait_ms, alive_ms, self.default_max, holder
+            "acquire", token, lease_ms, priority, wait_ms, alive_ms, self.restore, holder
         )
-        if reply == "empty" and self.heal is not None:
-            yield from self.heal()  # (nothing was changed: the same token asks again)
+        if reply == "empty" and self._heal is not None:
+            yield from self._heal()  # (nothing was changed: the same token asks again)
             reply = yield from self.op(
                 "acquire", token, lease_ms, priority, wait_ms, alive_ms, "", holder
             )

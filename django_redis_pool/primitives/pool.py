@@ -60,15 +60,15 @@ class ResourcePool(LeasedPrimitive):
     ) -> None:
         if order not in ORDERS:
             raise ValueError(f"order must be one of {', '.join(ORDERS)}; got {order!r}")
-        super().__init__(client, name, key_prefix=key_prefix, mode=order)
-        self.lease_timeout = check_lease_timeout(lease_timeout)
-        self.order = order
         if isinstance(resources, (str, bytes)):
             raise ValueError(f"resources must be a list of resource ids, not {resources!r}")
+        ids = tuple(_distinct_ids(resources or (), "resources[]"))
+        heal = self._heal if ids else None  # (run by an acquire, once built)
+        super().__init__(client, name, key_prefix=key_prefix, mode=order, heal=heal)
+        self.lease_timeout = check_lease_timeout(lease_timeout)
+        self.order = order
         #: The ids an acquire restores when the pool holds none (empty: none).
-        self.resources = tuple(_distinct_ids(resources or (), "resources[]"))
-        if self.resources:
-            self._engine.default_max, self._engine.heal = "heal", self._heal
+        self.resources = ids
 
     def _heal(self) -> Steps[None]:
         added = yield from self._associate(self.resources)

@@ -2,15 +2,15 @@
 -- args[2] (packed): token (one per acquire call: running this again returns the
 -- same lease or queue place, never a second one) | lease ms (-1 none) |
 -- priority | wait ms (-2 do not wait, -1 forever) | liveness window ms (the
--- waiter checks in at least this often) | what Redis may have lost: a
--- semaphore's max size to store if none is stored yet, or 'heal' for a pool
+-- waiter checks in at least this often) | restore: what Redis may have lost,
+-- a semaphore's max size to store if none is stored yet, or 'heal' for a pool
 -- whose caller restores its members ('' none) | holder (slot modes: the
 -- identity asking for a slot).
 -- Returns {resource, record} when granted | ms until the next expiry (-1 none)
 -- when queued | 'none' | 'unconfigured' (a semaphore without a max size) |
 -- 'held' (lock: the holder already holds it and the lock is not reentrant) |
 -- 'empty' ('heal': the pool holds no resource at all, nothing was changed).
-local token, lease_ms, priority, wait_ms, alive_ms, default_max, holder, mine, held =
+local token, lease_ms, priority, wait_ms, alive_ms, restore, holder, mine, held =
   acquire_request(args[2])
 if mine then  -- a retry of this request
   local state, resource, raw = token_state(token, mine)
@@ -29,10 +29,10 @@ if SLOTS then
   if MODE == 'sem' then
     size = redis.call('GET', K_MAX)
     if not size then
-      if default_max == '' then
+      if restore == '' then
         return 'unconfigured'
       end
-      size = default_max
+      size = restore
       redis.call('SET', K_MAX, size)
     end
     size = tonumber(size)
@@ -72,7 +72,7 @@ else
   if resource then
     return {resource, grant(resource, token, holder, lease_ms, false)}
   end
-  if default_max == 'heal' and redis.call('ZCARD', K_LEASES) == 0 then
+  if restore == 'heal' and redis.call('ZCARD', K_LEASES) == 0 then
     return 'empty'  -- its keys were lost: the caller restores them, then asks again
   end
 end

@@ -818,7 +818,7 @@ end
 -- what Redis holds for it: the token's entry (set if this is a retry) and, in
 -- slot modes, the holder's own lease record.
 local function acquire_request(packed)
-  local token, lease_ms, priority, wait_ms, alive_ms, default_max, holder =
+  local token, lease_ms, priority, wait_ms, alive_ms, restore, holder =
     string.match(packed, '^([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|(.*)$')
   local mine, held
   if SLOTS then
@@ -828,7 +828,7 @@ local function acquire_request(packed)
     mine = redis.call('HGET', K_INFO, '\0' .. token)
   end
   return token, tonumber(lease_ms), tonumber(priority), tonumber(wait_ms), tonumber(alive_ms),
-    default_max, holder, mine, held
+    restore, holder, mine, held
 end
 
 -- @fn renew_request
