@@ -43,6 +43,7 @@ from ._common import key_prefix, text, to_ms
 from .async_clients import async_client_for
 from .calls import arun, is_async_client, run
 from .lease import Lease
+from .protocol import Reply, Restore
 from .steps import Call, Op, Steps
 
 __all__ = ["LeaseEngine", "Waiter", "default_holder"]
@@ -119,10 +120,10 @@ class LeaseEngine:
         self._chunk: float | None = None
         self._heal = heal
         #: The acquire operation's ``restore`` argument (``acquire.lua``): the
-        #: max size ``default_max`` as text, "heal" for ``heal``, else "".
-        self.restore = (
-            "heal" if heal is not None else "" if default_max is None else str(default_max)
-        )
+        #: max size ``default_max`` as text, ``Restore.HEAL`` for ``heal``.
+        self.restore = Restore.NOTHING if default_max is None else str(default_max)
+        if heal is not None:
+            self.restore = Restore.HEAL
 
     # -- running operations -----------------------------------------------------
 
@@ -281,8 +282,8 @@ class LeaseEngine:
                 lease = yield from self._lease(reply[0], reply[1], sent)
                 if lease is not None:
                     return lease
-                reply = "gone"
-            if reply == "gone":
+                reply = Reply.GONE
+            if reply == Reply.GONE:
                 # Our place was dropped: our deadline passed on the Redis clock
                 # (a blocking read can return up to one server tick, 1/hz s,
                 # late), we were presumed dead after a long pause, or a
@@ -310,10 +311,10 @@ class LeaseEngine:
         reply = yield from self.op(
             "acquire", token, lease_ms, priority, wait_ms, alive_ms, self.restore, holder
         )
-        if reply == "empty" and self._heal is not None:
+        if reply == Reply.EMPTY and self._heal is not None:
             yield from self._heal()  # (nothing was changed: the same token asks again)
             reply = yield from self.op(
-                "acquire", token, lease_ms, priority, wait_ms, alive_ms, "", holder
+                "acquire", token, lease_ms, priority, wait_ms, alive_ms, Restore.NOTHING, holder
             )
         return reply
 
@@ -321,12 +322,12 @@ class LeaseEngine:
         """Raise for the acquire replies that mean it cannot be served: a
         semaphore with no max size, a non-reentrant lock already held by
         ``holder`` (just "not granted" when the caller does not ``wait``)."""
-        if reply == "unconfigured":
+        if reply == Reply.UNCONFIGURED:
             raise NotConfigured(
                 f"{self.label} has no max size; call set_max_size(n) first "
                 "(or set MAX_SIZE in its settings)"
             )
-        if reply == "held" and wait:
+        if reply == Reply.HELD and wait:
             raise PoolError(
                 f"{self.label} is already held by {holder!r} and is not reentrant: waiting "
                 "for it would wait for ourselves. Release it first, or use reentrant=True."

@@ -11,6 +11,7 @@ from ._common import text, to_ms
 from .base import DEFAULT_KEY_PREFIX, Collected, LeasedPrimitive, aholding, holding
 from .engine import default_holder
 from .lease import Lease
+from .protocol import Mode
 from .steps import Steps
 from .validators import (
     check_holder,
@@ -26,7 +27,7 @@ logger = logging.getLogger("django_redis_pool")
 
 #: How an available resource is chosen: available longest, most recently
 #: released, or uniformly at random.
-ORDERS = ("fifo", "lifo", "random")
+ORDERS = Mode.ORDERS
 
 
 class ResourcePool(LeasedPrimitive):
@@ -54,7 +55,7 @@ class ResourcePool(LeasedPrimitive):
         name: str,
         *,
         lease_timeout: float | None = None,
-        order: str = "fifo",
+        order: str = Mode.FIFO,
         resources: Iterable[str] | None = None,
         key_prefix: str = DEFAULT_KEY_PREFIX,
     ) -> None:

@@ -23,6 +23,7 @@ from ..exceptions import BackendUnavailable, PoolError, ResourceUnavailable, bac
 from ._common import text, to_ms, waits_client
 from .base import DEFAULT_KEY_PREFIX
 from .engine import MIN_BLOCK, LeaseEngine
+from .protocol import Mode, TaskStatus
 from .steps import Call, Local, Steps
 from .validators import check_client, check_duration, check_name, check_timeout
 
@@ -77,7 +78,7 @@ class Task:
     id: str
     name: str
     params: Any
-    status: str = "queued"  #: "queued", "running", "done" or "failed"
+    status: str = TaskStatus.QUEUED  #: "queued", "running", "done" or "failed" (TaskStatus)
     result: Any = None
     error: str | None = None
     traceback: str | None = None
@@ -183,7 +184,7 @@ class TaskQueue:
             raise ValueError(f"max_attempts must be an int >= 1, got {max_attempts!r}")
         self.max_attempts = max_attempts
         self._engine = LeaseEngine(
-            client, kind=self.kind, name=self.name, mode="queue", prefix=self.key_prefix
+            client, kind=self.kind, name=self.name, mode=Mode.QUEUE, prefix=self.key_prefix
         )
         self.base = self._engine.base
 
@@ -301,7 +302,7 @@ class TaskQueue:
         tasks = []
         for i in range(0, len(flat), 5):
             task_id, name, error, attempts, finished = flat[i : i + 5]
-            task = Task(id=str(task_id), name=str(name), params=None, status="failed")
+            task = Task(id=str(task_id), name=str(name), params=None, status=TaskStatus.FAILED)
             task.error, task.attempts = str(error), int(attempts)
             task.finished_at = int(finished) / 1000 or None
             tasks.append(task)
@@ -405,7 +406,7 @@ class TaskQueue:
     def _run_here(self, id: str, name: str, params: Any) -> Steps[Any]:
         if self.task_fn is None:
             raise PoolError(f"{self!r} has no task_fn to run task {name!r} in this process")
-        task = Task(id=id, name=name, params=params, status="running", attempts=1)
+        task = Task(id=id, name=name, params=params, status=TaskStatus.RUNNING, attempts=1)
         try:
             result = yield Local(self.task_fn, (task,))
             dumps(result, f"the result of task {name!r}")
@@ -448,7 +449,7 @@ class TaskQueue:
             )
         if once:
             yield from run("queue_admin", "forget", id)
-        if task.status == "failed":
+        if task.status == TaskStatus.FAILED:
             error = task.error or "the task failed"
             raise (WorkerLost if error.startswith(_WORKER_LOST) else TaskFailed)(error, task)
         return task.result
@@ -651,9 +652,9 @@ class Worker:
                 # raises here (its main thread handles them, see listen()).
                 message = _message(exc)
                 logger.warning("task %r (%s) failed: %s", task.name, task.id, message)
-                self._finish(task, attempt, "failed", message, traceback.format_exc())
+                self._finish(task, attempt, TaskStatus.FAILED, message, traceback.format_exc())
             else:
-                self._finish(task, attempt, "done", result, "")
+                self._finish(task, attempt, TaskStatus.DONE, result, "")
         finally:
             self.running.remove(task.id)
 
@@ -685,7 +686,7 @@ class Worker:
         if task._ended is None:
             return
         task.status, task.finished_at = status, int(finished) / 1000
-        if status == "done":
+        if status == TaskStatus.DONE:
             task.result = json.loads(outcome)
         else:
             task.error, task.traceback = outcome, trace or None

@@ -12,6 +12,7 @@ from ._common import to_ms
 from .base import DEFAULT_KEY_PREFIX, LeasedPrimitive, aholding, holding
 from .engine import default_holder
 from .lease import Lease
+from .protocol import Mode
 from .validators import (
     check_count,
     check_holder,
@@ -50,7 +51,7 @@ class Semaphore(LeasedPrimitive):
         key_prefix: str = DEFAULT_KEY_PREFIX,
     ) -> None:
         default = None if default_max_size is None else check_max_size(default_max_size)
-        super().__init__(client, name, key_prefix=key_prefix, mode="sem", default_max=default)
+        super().__init__(client, name, key_prefix=key_prefix, mode=Mode.SEM, default_max=default)
         self.lease_timeout = check_lease_timeout(lease_timeout)
         #: Stored by the first acquire that finds no max size in Redis (None: such
         #: an acquire raises NotConfigured). ``set_max_size`` always overrides it.
