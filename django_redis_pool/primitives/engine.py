@@ -453,10 +453,9 @@ class LeaseEngine:
 
     def ended_leases(self, pairs: list[Any]) -> list[Lease]:
         """Like :meth:`leases`, but a lease whose record was missing is kept
-        with only its resource."""
-        missing = "|0|0|-1|-1|0|1||"
+        with only its resource (:meth:`.Lease.unrecorded`)."""
         return [
-            self.lease_from_record(resource, raw or missing)
+            self.lease_from_record(resource, raw) if raw else Lease.unrecorded(self, resource)
             for resource, raw in zip(pairs[0::2], pairs[1::2], strict=True)
         ]
 

@@ -91,6 +91,21 @@ class Lease:
         self.lost = False
         self.on_lost: Callable[[Lease], object] | None = None
 
+    @classmethod
+    def unrecorded(cls, engine: LeaseEngine, resource: str) -> Lease:
+        """A lease on ``resource`` whose record was missing when it ended (a
+        reclaim found only its expiry): its holder, token and times are
+        unknown, its fence is 0."""
+        return cls(
+            engine,
+            resource=resource,
+            holder="",
+            fence=0,
+            expires_at=None,
+            lease_timeout=None,
+            token="",
+        )
+
     @property
     def primitive_kind(self) -> str:
         """Kind of the primitive that granted the lease ("pool", "semaphore", "lock")."""
