@@ -113,6 +113,7 @@ class Allocator(LeasedPrimitive):
     """
 
     kind = "allocator"
+    named_resources = True
 
     def __init__(
         self,

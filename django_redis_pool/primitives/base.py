@@ -83,11 +83,15 @@ class Snapshot:
     #: among the first 1,000 live holds (soonest expiry first). Read by a
     #: counts-only or a whole snapshot, not by a page.
     oldest_since: float | None = None
+    #: Whether the holds are of named resources (a pool's, an allocator's
+    #: keys), not of slots: the primitive's :attr:`LeasedPrimitive.named_resources`.
+    named_resources: bool = False
 
     @property
     def free(self) -> int:
-        """How many more holds could be granted now."""
-        if self.kind in ("pool", "allocator"):  # named resources, not slots
+        """How many more holds could be granted now: the available resources,
+        or the slots not held."""
+        if self.named_resources:
             return self.available_count
         return max(0, (self.size or 0) - self.held_count)
 
@@ -167,6 +171,10 @@ class LeasedPrimitive:
 
     #: The kind of primitive; with ``name`` it makes the Redis Cluster hash tag.
     kind: ClassVar[str]
+    #: Whether it leases named resources that are available or not (a pool's
+    #: resources, an allocator's keys), rather than slots named after their
+    #: holder (a semaphore's, a lock's).
+    named_resources: ClassVar[bool] = False
 
     def __init__(
         self,
@@ -257,6 +265,7 @@ class LeasedPrimitive:
             waiting_count=int(waiting),
             expired_count=int(expired),
             oldest_since=None if int(oldest) < 0 else int(oldest) / 1000,
+            named_resources=self.named_resources,
         )
 
     def force_release(self, resource: str, *, fence: int | None = None) -> bool:

@@ -48,6 +48,7 @@ class ResourcePool(LeasedPrimitive):
     """
 
     kind = "pool"
+    named_resources = True
 
     def __init__(
         self,
