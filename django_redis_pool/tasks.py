@@ -46,7 +46,8 @@ from . import kinds, registry
 from .exceptions import NotConfigured
 from .primitives.protocol import TaskStatus
 from .primitives.queue import Task as QueueTask
-from .primitives.queue import TaskFailed, TaskQueue, dumps
+from .primitives.queue import TaskFailed, TaskQueue
+from .primitives.queue_task import dumps
 
 __all__ = ["TASK_NAME", "RedisBackend"]
 
