@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from django_redis_pool import NotConfigured, NotOwned, ResourceUnavailable, Semaphore
-from django_redis_pool.primitives import object_pool
+from django_redis_pool.primitives import global_limit
 from django_redis_pool.primitives.object_pool import ObjectPool
 
 from .clients import client_from, spec_of
@@ -460,7 +460,7 @@ def test_a_global_limit_function_is_called_by_the_first_creation_not_by_the_buil
 
 
 def test_a_global_limit_name_needs_the_django_layer(monkeypatch: Any) -> None:
-    monkeypatch.setattr(object_pool, "semaphore_by_name", None)
+    monkeypatch.setattr(global_limit, "semaphore_by_name", None)
     pool = ObjectPool(Conn, max=1, global_limit="configured-in-django")  # no I/O, no import
     with pytest.raises(ResourceUnavailable) as raised:
         pool.acquire(timeout=0.3)

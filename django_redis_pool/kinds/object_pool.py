@@ -17,7 +17,7 @@ from typing import Any
 
 from .. import conf, registry
 from ..exceptions import NotOwned, ResourceUnavailable
-from ..primitives import object_pool
+from ..primitives import global_limit
 from ..primitives.object_pool import ObjectPool
 from ..primitives.validators import check_count, check_lease_timeout, check_name, check_timeout
 from .base import Ask, Held, Kind, Option, Report, validate_bool
@@ -242,7 +242,7 @@ def published(pool: ObjectPool[Any]) -> list[dict[str, Any]]:
 KIND = ObjectPoolKind()
 
 #: An ObjectPool built outside the setting may name its ``global_limit`` too.
-object_pool.semaphore_by_name = get_semaphore
+global_limit.semaphore_by_name = get_semaphore
 
 
 def get_object_pool(name: str) -> ObjectPool[Any]:

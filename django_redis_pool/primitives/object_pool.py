@@ -12,20 +12,17 @@ import logging
 import os
 import threading
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Generic, TypeVar, Union
+from typing import Any, Generic, TypeVar
 
-from ..exceptions import NotConfigured, NotOwned, PoolError, ResourceUnavailable
+from ..exceptions import NotOwned, PoolError, ResourceUnavailable
 from .calls import CancelWatch
+from .global_limit import GlobalLimit, Limit
 from .lease import Lease
 from .validators import check_count, check_lease_timeout, check_priority, check_timeout
 
-if TYPE_CHECKING:
-    from .semaphore import Semaphore
-
-__all__ = ["GlobalLimit", "ObjectPool", "semaphore_by_name"]
+__all__ = ["ObjectPool"]
 
 logger = logging.getLogger("django_redis_pool")
 
@@ -37,19 +34,6 @@ MAX_BACKOFF = 2.0
 #: Consecutive factory failures after which the waiters are refused (with the
 #: last error as the cause) instead of waiting for more retries.
 MAX_FAILURES = 4
-
-#: What ``global_limit`` may be: a :class:`.semaphore.Semaphore`; a function of
-#: no arguments that returns one (called when the first object is created, so
-#: that building the pool does no I/O and imports nothing); the name of a
-#: semaphore configured in Django (found by :data:`semaphore_by_name`); or None
-#: (no cap).
-GlobalLimit = Union["Semaphore", Callable[[], "Semaphore"], str, None]
-
-#: Finds the Semaphore of a ``global_limit`` given by name. The Django layer
-#: sets it (``django_redis_pool.kinds.object_pool``, loaded by the app config)
-#: to ``get_semaphore``; nothing here imports Django, so while it is None a
-#: name cannot be used.
-semaphore_by_name: Callable[[str], Semaphore] | None = None
 
 
 @dataclass(eq=False)
@@ -90,7 +74,7 @@ class ObjectPool(Generic[T]):
     idle ``idle_timeout`` seconds they are destroyed while ``size`` stays >=
     ``min``; idle ``soft_idle_timeout`` seconds, while at least ``min`` stay
     idle. ``global_limit`` (a :class:`Semaphore`, a function returning one, or
-    the name of one configured in Django: see :data:`GlobalLimit`) caps the
+    the name of one configured in Django: see :mod:`.global_limit`) caps the
     live objects of every process together: each one holds a slot, a lease of
     ``global_lease_timeout`` seconds renewed in the background. Borrowing an
     idle object never talks to Redis. A pool used in a forked child starts
@@ -116,7 +100,7 @@ class ObjectPool(Generic[T]):
         soft_idle_timeout: float | None = None,
         eviction_interval: float = 0,
         num_tests_per_eviction_run: int = 3,
-        global_limit: GlobalLimit = None,
+        global_limit: Limit | None = None,
         global_lease_timeout: float = 30,
         autostart: bool = True,
         name: str = "objects",
@@ -142,10 +126,12 @@ class ObjectPool(Generic[T]):
         self.num_tests_per_eviction_run = check_count(
             num_tests_per_eviction_run, "num_tests_per_eviction_run", minimum=1
         )
-        #: ``global_limit`` as given; its Semaphore once :meth:`_semaphore` found it.
-        self._global: Any = global_limit
         self.global_lease_timeout = check_lease_timeout(
             global_lease_timeout, "global_lease_timeout"
+        )
+        #: The cap across processes (None: not capped).
+        self._global = (
+            None if global_limit is None else GlobalLimit(global_limit, self.global_lease_timeout)
         )
         self.name = name
         self._reset()
@@ -519,38 +505,12 @@ class ObjectPool(Generic[T]):
         waiting fairly while someone here still needs an object."""
         if self._global is None:
             return _NO_SLOT
-        semaphore = self._semaphore()
-        identity = f"{os.getpid()}:{uuid.uuid4().hex}"
-        while True:
-            lease = semaphore.acquire_lease(
-                identity, timeout=1.0, lease_timeout=self.global_lease_timeout
-            )
-            if lease is not None:
-                lease.start_auto_renew()
-                return lease
-            with self._cond:
-                needed = self._pending > 0 or (self._started and self.size <= self._min)
-            if not needed:
-                return None
+        return self._global.slot(self._needs_objects)
 
-    def _semaphore(self) -> Semaphore:
-        """The Semaphore of ``global_limit``, found when the first object is
-        created: a name by :data:`semaphore_by_name`, a function by calling it
-        (once, or once per creation that races the first)."""
-        limit = self._global
-        if isinstance(limit, str):
-            if semaphore_by_name is None:
-                raise NotConfigured(
-                    f"{self!r}: global_limit {limit!r} names a semaphore configured in "
-                    "Django, but the Django layer is not loaded (django_redis_pool in "
-                    "INSTALLED_APPS); outside Django, give a Semaphore or a function "
-                    "that returns one"
-                )
-            limit = semaphore_by_name(limit)
-        elif callable(limit) and not hasattr(limit, "acquire_lease"):
-            limit = limit()
-        self._global = limit
-        return limit  # type: ignore[no-any-return]
+    def _needs_objects(self) -> bool:
+        """Whether someone here still needs an object made (a waiter, or ``min``)."""
+        with self._cond:
+            return self._pending > 0 or (self._started and self.size <= self._min)
 
     def _close(self, item: _Item[T]) -> None:
         """Destroy one object (never one of another process) and free its slot."""
