@@ -44,8 +44,10 @@ from django.utils.module_loading import import_string
 
 from . import kinds, registry
 from .exceptions import NotConfigured
+from .primitives.protocol import TaskStatus
 from .primitives.queue import Task as QueueTask
-from .primitives.queue import TaskFailed, TaskQueue, dumps
+from .primitives.queue import TaskFailed, TaskQueue
+from .primitives.queue_task import dumps
 
 __all__ = ["TASK_NAME", "RedisBackend"]
 
@@ -80,10 +82,10 @@ except ImportError:  # Django 5.2 with the django-tasks backport
         BaseTaskBackend = None
 
 _STATUS = {
-    "queued": "READY",
-    "running": "RUNNING",
-    "done": "SUCCESSFUL",
-    "failed": "FAILED",
+    TaskStatus.QUEUED: "READY",
+    TaskStatus.RUNNING: "RUNNING",
+    TaskStatus.DONE: "SUCCESSFUL",
+    TaskStatus.FAILED: "FAILED",
 }
 
 #: A result id: the random part, then the digest of the queue name.
@@ -249,7 +251,7 @@ else:
             """The TaskResult of the stored task: what ``get_result()`` reads."""
             params = stored.params
             errors = []
-            if stored.status == "failed":
+            if stored.status == TaskStatus.FAILED:
                 errors.append(
                     TaskError(
                         exception_class_path=_exception_path(stored.error),
@@ -271,7 +273,7 @@ else:
                 errors=errors,
                 worker_ids=list(stored.workers),
             )
-            if stored.status == "done":
+            if stored.status == TaskStatus.DONE:
                 object.__setattr__(result, "_return_value", stored.result)
             return result
 

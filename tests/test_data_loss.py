@@ -16,7 +16,7 @@ import pytest
 from django_redis_pool import Allocator, Lock, ResourcePool, Semaphore
 from django_redis_pool.primitives.base import LeasedPrimitive
 
-from .primitive_helpers import pool_of
+from .primitive_helpers import expire_now, pool_of
 
 
 def lose(client: Any, primitive: LeasedPrimitive, suffix: str = "") -> None:
@@ -217,3 +217,19 @@ def test_a_busy_pool_or_allocator_that_can_heal_is_refused_in_one_script_run(red
     assert pool.acquire(timeout=0) is not None and allocator.malloc_key() is not None
     assert _script_runs(redis_client, lambda: pool.acquire(timeout=0)) == 1
     assert _script_runs(redis_client, lambda: allocator.malloc_key()) == 1
+
+
+def test_an_expired_lease_whose_record_was_lost_is_reclaimed_with_only_its_resource(client):
+    pool = _pool(client)
+    lease = pool.acquire(holder="cut-off")
+    expire_now(lease)
+    client.hdel(f"{pool._engine.base}:info", lease.resource)  # its record alone is lost
+    (reclaimed,) = pool.collect().reclaimed
+    assert (reclaimed.resource, reclaimed.holder, reclaimed.token, reclaimed.fence) == (
+        lease.resource,
+        "",
+        "",
+        0,
+    )
+    assert (reclaimed.expires_at, reclaimed.lease_timeout, reclaimed.acquired_at) == (None,) * 3
+    assert pool.is_available(lease.resource), "and the resource goes round"

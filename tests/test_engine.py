@@ -6,16 +6,19 @@ from __future__ import annotations
 
 import asyncio
 import random
+import re
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
 import redis
 
-from django_redis_pool import Lock, ResourcePool, Semaphore
+from django_redis_pool import Lock, ResourcePool, Semaphore, primitives
 from django_redis_pool.primitives.async_clients import async_client_for
 from django_redis_pool.primitives.base import LeasedPrimitive
+from django_redis_pool.primitives.protocol import Mode, Reply, Restore, TaskStatus
 from django_redis_pool.primitives.scripts import (
     FAST,
     LIBRARY_NAME,
@@ -570,6 +573,29 @@ def test_valkey_clients_are_refused_naming_the_fix(redis_server: Any) -> None:
                 build()
     finally:
         client.close()
+
+
+def test_the_scripts_and_python_name_the_protocol_words_alike() -> None:
+    """Each constant of ``protocol.py`` is a local constant of the same value at
+    the top of ``engine.lua`` (``Reply.SLOW`` is ``REPLY_SLOW``), and no script
+    writes a mode, a reply or a restore value bare."""
+    prefixes = {Mode: "MODE", Reply: "REPLY", Restore: "RESTORE", TaskStatus: "TASK"}
+    words = {
+        f"{prefix}_{name}": value
+        for cls, prefix in prefixes.items()
+        for name, value in vars(cls).items()
+        if name.isupper() and isinstance(value, str)
+    }
+    declared = re.compile(r"^local ((?:MODE|REPLY|RESTORE|TASK)_\w+) = '([^']*)'", re.M)
+    header = script_source("gc").split("-- @fn", 1)[0]  # what every script carries
+    assert dict(declared.findall(header)) == words
+    # (task statuses are also words of their own: token states, read selectors)
+    bare = {value for name, value in words.items() if not name.startswith("TASK_") and value}
+    lua = Path(primitives.__file__).with_name("lua")
+    for path in sorted(lua.glob("*.lua")):
+        code = declared.sub("", re.sub(r"--[^\n]*", "", path.read_text()))
+        found = set(re.findall(r"'([^'\n]*)'", code)) & bare
+        assert found == set(), f"{path.name} writes {sorted(found)} bare"
 
 
 def test_request_tokens_are_unique_and_safe_in_records() -> None:

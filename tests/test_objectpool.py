@@ -13,7 +13,8 @@ from typing import Any
 
 import pytest
 
-from django_redis_pool import NotOwned, ResourceUnavailable, Semaphore
+from django_redis_pool import NotConfigured, NotOwned, ResourceUnavailable, Semaphore
+from django_redis_pool.primitives import global_limit
 from django_redis_pool.primitives.object_pool import ObjectPool
 
 from .clients import client_from, spec_of
@@ -437,6 +438,36 @@ def test_borrowing_an_idle_object_makes_no_redis_call(redis_client: Any) -> None
     ran = commands_run_by(redis_client, lambda: [pool.release(pool.acquire()) for _ in range(50)])
     assert ran == {}, ran
     pool.clear()
+
+
+def test_a_global_limit_function_is_called_by_the_first_creation_not_by_the_build(
+    redis_client: Any,
+) -> None:
+    semaphore = Semaphore(redis_client, "found-late", lease_timeout=30)
+    semaphore.set_max_size(1)
+    asked: list[int] = []
+
+    def find() -> Semaphore:
+        asked.append(1)
+        return semaphore
+
+    pool = ObjectPool(Conn, max=2, global_limit=find, autostart=False)
+    assert asked == [], "building the pool calls nothing"
+    lent = pool.acquire(timeout=5)
+    assert asked == [1] and semaphore.get_current_size() == 1
+    pool.destroy(lent)
+    pool.destroy(pool.acquire(timeout=5))
+    assert asked == [1], "called once"
+    assert semaphore.get_current_size() == 0
+
+
+def test_a_global_limit_name_needs_the_django_layer(monkeypatch: Any) -> None:
+    monkeypatch.setattr(global_limit, "semaphore_by_name", None)
+    pool = ObjectPool(Conn, max=1, global_limit="configured-in-django")  # no I/O, no import
+    with pytest.raises(ResourceUnavailable) as raised:
+        pool.acquire(timeout=0.3)
+    assert isinstance(raised.value.__cause__, NotConfigured)
+    assert "configured-in-django" in str(raised.value.__cause__)
 
 
 def test_a_forked_child_never_frees_or_renews_its_parents_global_slots(redis_client: Any) -> None:

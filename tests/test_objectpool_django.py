@@ -53,6 +53,14 @@ def test_the_setting_builds_this_process_pool(configured: None) -> None:
     assert get_semaphore("clients-everywhere").get_current_size() == 1, "one global slot held"
 
 
+def test_a_pool_built_in_code_may_name_a_configured_semaphore(configured: None) -> None:
+    pool: ObjectPool[Made] = ObjectPool(Made, max=1, global_limit="clients-everywhere")
+    with pool.borrow(timeout=5):
+        assert get_semaphore("clients-everywhere").get_current_size() == 1
+    pool.clear()
+    assert get_semaphore("clients-everywhere").get_current_size() == 0
+
+
 def test_factory_is_required_and_paths_must_import(settings: Any, redis_url: str) -> None:
     value = setting(redis_url)
     del value["OBJECT_POOLS"]["clients"]["FACTORY"]

@@ -1,7 +1,7 @@
 """Object pools in Django: the ``OBJECT_POOLS`` setting, ``get_object_pool``, a
-borrowed object per request, and every process's pool counters, published to
-Redis with an expiring heartbeat for ``pool_status`` and the admin
-(:func:`published`)."""
+borrowed object per request, the ``GLOBAL_LIMIT`` named after a configured
+semaphore, and every process's pool counters, published to Redis with an
+expiring heartbeat for ``pool_status`` and the admin (:func:`published`)."""
 
 from __future__ import annotations
 
@@ -17,9 +17,11 @@ from typing import Any
 
 from .. import conf, registry
 from ..exceptions import NotOwned, ResourceUnavailable
+from ..primitives import global_limit
 from ..primitives.object_pool import ObjectPool
 from ..primitives.validators import check_count, check_lease_timeout, check_name, check_timeout
 from .base import Ask, Held, Kind, Option, Report, validate_bool
+from .semaphore import get_semaphore
 
 __all__ = ["KIND", "ObjectPoolKind", "get_object_pool", "published"]
 
@@ -93,6 +95,7 @@ class ObjectPoolKind(Kind):
             value = options[key]
             return None if value is None else conf.import_callable(value, key)
 
+        limit = options["GLOBAL_LIMIT"]  # a configured semaphore, found by the first creation
         pool: ObjectPool[Any] = ObjectPool(
             path("FACTORY"),
             destroy=path("DESTROY"),
@@ -108,7 +111,7 @@ class ObjectPoolKind(Kind):
             soft_idle_timeout=options["SOFT_IDLE_TIMEOUT"],
             eviction_interval=options["EVICTION_INTERVAL"] or 0,
             num_tests_per_eviction_run=options["NUM_TESTS_PER_EVICTION_RUN"],
-            global_limit=options["GLOBAL_LIMIT"],
+            global_limit=None if limit is None else functools.partial(get_semaphore, limit),
             global_lease_timeout=options["GLOBAL_LEASE_TIMEOUT"],
             name=name,
             autostart=False,  # started by its first user, not by pool_status or gc
@@ -237,6 +240,9 @@ def published(pool: ObjectPool[Any]) -> list[dict[str, Any]]:
 
 
 KIND = ObjectPoolKind()
+
+#: An ObjectPool built outside the setting may name its ``global_limit`` too.
+global_limit.semaphore_by_name = get_semaphore
 
 
 def get_object_pool(name: str) -> ObjectPool[Any]:

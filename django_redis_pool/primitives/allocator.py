@@ -10,9 +10,10 @@ from typing import Any
 
 from ._common import to_ms
 from .base import DEFAULT_KEY_PREFIX, Collected, LeasedPrimitive
-from .calls import Steps
 from .engine import default_holder, new_token
 from .lease import Lease
+from .protocol import Mode, Reply
+from .steps import Steps
 from .validators import (
     check_count,
     check_duration,
@@ -112,6 +113,7 @@ class Allocator(LeasedPrimitive):
     """
 
     kind = "allocator"
+    named_resources = True
 
     def __init__(
         self,
@@ -126,7 +128,9 @@ class Allocator(LeasedPrimitive):
     ) -> None:
         if not isinstance(shared, bool):
             raise ValueError(f"shared must be True or False, got {shared!r}")
-        super().__init__(client, name, key_prefix=key_prefix, mode="shared" if shared else "alloc")
+        super().__init__(
+            client, name, key_prefix=key_prefix, mode=Mode.SHARED if shared else Mode.ALLOC
+        )
         self.shared = shared
         self.lease_timeout = check_lease_timeout(lease_timeout)
         self.soft_bind_timeout = check_duration(soft_bind_timeout, "soft_bind_timeout")
@@ -279,8 +283,8 @@ class Allocator(LeasedPrimitive):
         heal = 1 if self.configured_keys else 0
         packed = f"{token}|{to_ms(lease_timeout)}|{to_ms(bind_timeout)}|{heal}"
         reply = yield from self._engine.op("alloc_malloc", packed, bind, holder)
-        while reply in ("more", "empty"):
-            if reply == "empty":  # (once: the next call restores nothing)
+        while reply in (Reply.MORE, Reply.EMPTY):
+            if reply == Reply.EMPTY:  # (once: the next call restores nothing)
                 yield from self._heal()
                 packed = packed[:-1] + "0"
             reply = yield from self._engine.op("alloc_malloc", packed, bind, holder)

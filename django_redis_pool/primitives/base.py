@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from ..exceptions import ResourceUnavailable
 from .engine import LeaseEngine, Waiter
 from .lease import Lease
+from .steps import Steps
 from .validators import check_client, check_count, check_holder, check_name
 
 __all__ = [
@@ -82,11 +83,15 @@ class Snapshot:
     #: among the first 1,000 live holds (soonest expiry first). Read by a
     #: counts-only or a whole snapshot, not by a page.
     oldest_since: float | None = None
+    #: Whether the holds are of named resources (a pool's, an allocator's
+    #: keys), not of slots: the primitive's :attr:`LeasedPrimitive.named_resources`.
+    named_resources: bool = False
 
     @property
     def free(self) -> int:
-        """How many more holds could be granted now."""
-        if self.kind in ("pool", "allocator"):  # named resources, not slots
+        """How many more holds could be granted now: the available resources,
+        or the slots not held."""
+        if self.named_resources:
             return self.available_count
         return max(0, (self.size or 0) - self.held_count)
 
@@ -160,18 +165,38 @@ class LeasedPrimitive:
     """Base of :class:`ResourcePool`, :class:`Semaphore` and :class:`Lock`.
 
     Holds the validated ``client``, ``name`` and ``key_prefix`` and the
-    :class:`LeaseEngine` that runs the primitive's scripts. Building one does no I/O.
+    :class:`LeaseEngine` that runs the primitive's scripts (``mode``,
+    ``default_max`` and ``heal`` are the engine's). Building one does no I/O.
     """
 
     #: The kind of primitive; with ``name`` it makes the Redis Cluster hash tag.
     kind: ClassVar[str]
+    #: Whether it leases named resources that are available or not (a pool's
+    #: resources, an allocator's keys), rather than slots named after their
+    #: holder (a semaphore's, a lock's).
+    named_resources: ClassVar[bool] = False
 
-    def __init__(self, client: Any, name: str, *, key_prefix: str, mode: str) -> None:
+    def __init__(
+        self,
+        client: Any,
+        name: str,
+        *,
+        key_prefix: str,
+        mode: str,
+        default_max: int | None = None,
+        heal: Callable[[], Steps[object]] | None = None,
+    ) -> None:
         self.client = check_client(client)
         self.name = check_name(name)
         self.key_prefix = check_name(key_prefix, "key_prefix")
         self._engine = LeaseEngine(
-            client, kind=self.kind, name=self.name, mode=mode, prefix=self.key_prefix
+            client,
+            kind=self.kind,
+            name=self.name,
+            mode=mode,
+            prefix=self.key_prefix,
+            default_max=default_max,
+            heal=heal,
         )
 
     def _read(self, what: str, resource: str = "") -> Any:
@@ -240,6 +265,7 @@ class LeasedPrimitive:
             waiting_count=int(waiting),
             expired_count=int(expired),
             oldest_since=None if int(oldest) < 0 else int(oldest) / 1000,
+            named_resources=self.named_resources,
         )
 
     def force_release(self, resource: str, *, fence: int | None = None) -> bool:

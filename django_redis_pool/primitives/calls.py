@@ -1,12 +1,13 @@
 """One code for the blocking and the asyncio API: operations as generators of Redis calls.
 
 An operation that talks to Redis is written once, as a generator that yields
-each call it needs (a :class:`Call`, an engine :class:`Op` or a :class:`Local`
-function) and is sent back its reply. :func:`run` runs it on a redis-py client,
-blocking; :func:`arun` runs the same generator on a ``redis.asyncio`` client,
-awaiting. A call's error is raised inside the generator at its ``yield``, so the
-operation's own ``try``/``except``/``finally`` (e.g. "withdraw if interrupted")
-runs on both paths alike.
+each step it needs (a :class:`.steps.Call`, an engine :class:`.steps.Op`, run
+by :mod:`.scripts`, or a :class:`.steps.Local` function) and is sent back its
+reply. :func:`run` runs it on a redis-py client, blocking; :func:`arun` runs
+the same generator on a ``redis.asyncio`` client, awaiting. A call's error is
+raised inside the generator at its ``yield``, so the operation's own
+``try``/``except``/``finally`` (e.g. "withdraw if interrupted") runs on both
+paths alike.
 
 On the asyncio path, a call made after the task was cancelled (the cleanup of
 the cancelled operation) is shielded: cancelled again, it still completes in
@@ -19,48 +20,18 @@ from __future__ import annotations
 import asyncio
 import inspect
 import sys
-from collections.abc import Callable, Generator
-from typing import Any, NamedTuple, TypeVar
+from typing import Any, TypeVar
 
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from ._common import waits_client
 from .deadlines import current_deadline
+from .scripts import runner_for
+from .steps import Call, Op, Steps
 
-__all__ = ["Call", "CancelWatch", "Local", "Op", "Steps", "arun", "is_async_client", "run"]
+__all__ = ["CancelWatch", "arun", "is_async_client", "run"]
 
 T = TypeVar("T")
-
-
-class Call(NamedTuple):
-    """A redis-py method call: ``client.<method>(*args, **kwargs)``."""
-
-    method: str
-    args: tuple[Any, ...] = ()
-    kwargs: dict[str, Any] = {}  # (never mutated)
-    #: A blocking read (BLPOP, BLMOVE): sent on :func:`waits_client`.
-    waits: bool = False
-
-
-class Op(NamedTuple):
-    """A lease-engine operation, run by the client's :class:`.scripts.ScriptRunner`."""
-
-    op: str
-    keys_and_args: tuple[Any, ...]
-    streaks: dict[str, int] | None = None
-
-
-class Local(NamedTuple):
-    """A function of this process (a task handler): called as is on the
-    blocking path; awaited if it is a coroutine function, else run in a thread,
-    on the asyncio path."""
-
-    fn: Callable[..., Any]
-    args: tuple[Any, ...] = ()
-
-
-#: An operation: yields calls, receives their replies, returns its result.
-Steps = Generator[Any, Any, T]
 
 
 def is_async_client(client: object) -> bool:
@@ -96,8 +67,6 @@ def _call(client: Any, step: Any) -> Any:
         target = waits_client(client) if step.waits else client
         return getattr(target, step.method)(*step.args, **step.kwargs)
     if type(step) is Op:
-        from .scripts import runner_for
-
         return run(client, runner_for(client).steps(*step))
     return step.fn(*step.args)
 
@@ -149,8 +118,6 @@ async def _acall(client: Any, step: Any) -> Any:
     if type(step) is Call:
         return await getattr(client, step.method)(*step.args, **step.kwargs)
     if type(step) is Op:
-        from .scripts import runner_for
-
         return await arun(client, runner_for(client).steps(*step))
     if inspect.iscoroutinefunction(step.fn):
         return await step.fn(*step.args)

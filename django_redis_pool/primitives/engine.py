@@ -41,8 +41,10 @@ from ..exceptions import BackendUnavailable, NotConfigured, PoolError, backend_e
 from . import deadlines
 from ._common import key_prefix, text, to_ms
 from .async_clients import async_client_for
-from .calls import Call, Op, Steps, arun, is_async_client, run
+from .calls import arun, is_async_client, run
 from .lease import Lease
+from .protocol import Reply, Restore
+from .steps import Call, Op, Steps
 
 __all__ = ["LeaseEngine", "Waiter", "default_holder"]
 
@@ -76,13 +78,31 @@ class LeaseEngine:
     which named resources are picked (``fifo``, ``lifo`` or ``random``); else
     slots whose lease is named after the holder: ``sem`` (as many as the stored
     max size), ``lock`` (one) or ``rlock`` (one, reentrant).
+
+    What an acquire restores when Redis lost the primitive's keys (a restart
+    without persistence, an eviction, a ``FLUSHDB``), at most one of:
+    ``default_max``, a semaphore's max size, stored by an acquire that finds
+    none; ``heal``, a pool's operation that restores its members, run when an
+    acquire finds it holding no resource at all (then the acquire asks again).
     """
 
     #: Longest single blocking read, in seconds (also bounded by the client's
     #: socket timeout, so redis-py never times out a read we meant to block on).
     wait_chunk = 2.0
 
-    def __init__(self, client: Any, *, kind: str, name: str, mode: str, prefix: str) -> None:
+    def __init__(
+        self,
+        client: Any,
+        *,
+        kind: str,
+        name: str,
+        mode: str,
+        prefix: str,
+        default_max: int | None = None,
+        heal: Callable[[], Steps[object]] | None = None,
+    ) -> None:
+        if default_max is not None and heal is not None:
+            raise ValueError("an engine restores a max size or heals, not both")
         self.client = client
         self.kind = kind
         self.name = name
@@ -98,12 +118,12 @@ class LeaseEngine:
         self.is_async = is_async_client(client)
         self._streaks: dict[str, int] = {}  # see ScriptRunner.steps
         self._chunk: float | None = None
-        #: What an acquire restores when Redis lost it ("": nothing): a
-        #: semaphore's max size, stored if Redis has none; "heal" for a pool
-        #: that runs the operation ``heal()`` (restoring its members) when an
-        #: acquire finds it holding no resource at all.
-        self.default_max = ""
-        self.heal: Callable[[], Steps[object]] | None = None
+        self._heal = heal
+        #: The acquire operation's ``restore`` argument (``acquire.lua``): the
+        #: max size ``default_max`` as text, ``Restore.HEAL`` for ``heal``.
+        self.restore = Restore.NOTHING if default_max is None else str(default_max)
+        if heal is not None:
+            self.restore = Restore.HEAL
 
     # -- running operations -----------------------------------------------------
 
@@ -262,8 +282,8 @@ class LeaseEngine:
                 lease = yield from self._lease(reply[0], reply[1], sent)
                 if lease is not None:
                     return lease
-                reply = "gone"
-            if reply == "gone":
+                reply = Reply.GONE
+            if reply == Reply.GONE:
                 # Our place was dropped: our deadline passed on the Redis clock
                 # (a blocking read can return up to one server tick, 1/hz s,
                 # late), we were presumed dead after a long pause, or a
@@ -289,12 +309,12 @@ class LeaseEngine:
         priority, holder)."""
         lease_ms, priority, holder = args
         reply = yield from self.op(
-            "acquire", token, lease_ms, priority, wait_ms, alive_ms, self.default_max, holder
+            "acquire", token, lease_ms, priority, wait_ms, alive_ms, self.restore, holder
         )
-        if reply == "empty" and self.heal is not None:
-            yield from self.heal()  # (nothing was changed: the same token asks again)
+        if reply == Reply.EMPTY and self._heal is not None:
+            yield from self._heal()  # (nothing was changed: the same token asks again)
             reply = yield from self.op(
-                "acquire", token, lease_ms, priority, wait_ms, alive_ms, "", holder
+                "acquire", token, lease_ms, priority, wait_ms, alive_ms, Restore.NOTHING, holder
             )
         return reply
 
@@ -302,12 +322,12 @@ class LeaseEngine:
         """Raise for the acquire replies that mean it cannot be served: a
         semaphore with no max size, a non-reentrant lock already held by
         ``holder`` (just "not granted" when the caller does not ``wait``)."""
-        if reply == "unconfigured":
+        if reply == Reply.UNCONFIGURED:
             raise NotConfigured(
                 f"{self.label} has no max size; call set_max_size(n) first "
                 "(or set MAX_SIZE in its settings)"
             )
-        if reply == "held" and wait:
+        if reply == Reply.HELD and wait:
             raise PoolError(
                 f"{self.label} is already held by {holder!r} and is not reentrant: waiting "
                 "for it would wait for ourselves. Release it first, or use reentrant=True."
@@ -433,10 +453,9 @@ class LeaseEngine:
 
     def ended_leases(self, pairs: list[Any]) -> list[Lease]:
         """Like :meth:`leases`, but a lease whose record was missing is kept
-        with only its resource."""
-        missing = "|0|0|-1|-1|0|1||"
+        with only its resource (:meth:`.Lease.unrecorded`)."""
         return [
-            self.lease_from_record(resource, raw or missing)
+            self.lease_from_record(resource, raw) if raw else Lease.unrecorded(self, resource)
             for resource, raw in zip(pairs[0::2], pairs[1::2], strict=True)
         ]
 

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from redis import BlockingConnectionPool, ConnectionPool
 
 from ..exceptions import PoolError
-from .calls import Steps
+from .steps import Steps
 
 if TYPE_CHECKING:
     from .engine import LeaseEngine
@@ -91,6 +91,21 @@ class Lease:
         self.lost = False
         self.on_lost: Callable[[Lease], object] | None = None
 
+    @classmethod
+    def unrecorded(cls, engine: LeaseEngine, resource: str) -> Lease:
+        """A lease on ``resource`` whose record was missing when it ended (a
+        reclaim found only its expiry): its holder, token and times are
+        unknown, its fence is 0."""
+        return cls(
+            engine,
+            resource=resource,
+            holder="",
+            fence=0,
+            expires_at=None,
+            lease_timeout=None,
+            token="",
+        )
+
     @property
     def primitive_kind(self) -> str:
         """Kind of the primitive that granted the lease ("pool", "semaphore", "lock")."""
@@ -125,7 +140,7 @@ class Lease:
         return await self._engine.adrive(self.release_steps())
 
     def release_steps(self) -> Steps[bool]:
-        """The operation (see :mod:`.calls`) behind :meth:`release` and :meth:`arelease`."""
+        """The operation (see :mod:`.steps`) behind :meth:`release` and :meth:`arelease`."""
         self.stop_auto_renew()
         if self.lost:
             return False

@@ -15,9 +15,10 @@ from typing import Any
 from ..exceptions import NotOwned, ResourceUnavailable
 from ._common import to_ms
 from .base import DEFAULT_KEY_PREFIX, LeasedPrimitive
-from .calls import Steps
 from .engine import default_holder
 from .lease import Lease
+from .protocol import Mode
+from .steps import Steps
 from .validators import check_holder, check_lease_timeout, check_timeout
 
 __all__ = ["Lock"]
@@ -61,7 +62,9 @@ class Lock(LeasedPrimitive):
         on_lost: Callable[[Lease], None] | None = None,
         key_prefix: str = DEFAULT_KEY_PREFIX,
     ) -> None:
-        super().__init__(client, name, key_prefix=key_prefix, mode="rlock" if reentrant else "lock")
+        super().__init__(
+            client, name, key_prefix=key_prefix, mode=Mode.RLOCK if reentrant else Mode.LOCK
+        )
         self.lease_timeout = check_lease_timeout(lease_timeout)
         self.reentrant = bool(reentrant)
         self.auto_renew = bool(auto_renew)

@@ -12,13 +12,13 @@ import logging
 import os
 import threading
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 from ..exceptions import NotOwned, PoolError, ResourceUnavailable
 from .calls import CancelWatch
+from .global_limit import GlobalLimit, Limit
 from .lease import Lease
 from .validators import check_count, check_lease_timeout, check_priority, check_timeout
 
@@ -73,11 +73,12 @@ class ObjectPool(Generic[T]):
     (0: never) up to ``num_tests_per_eviction_run`` idle objects are checked:
     idle ``idle_timeout`` seconds they are destroyed while ``size`` stays >=
     ``min``; idle ``soft_idle_timeout`` seconds, while at least ``min`` stay
-    idle. ``global_limit`` (a :class:`Semaphore`, or the name of one configured
-    in Django) caps the live objects of every process together: each one holds
-    a slot, a lease of ``global_lease_timeout`` seconds renewed in the
-    background. Borrowing an idle object never talks to Redis. A pool used in a
-    forked child starts empty there.
+    idle. ``global_limit`` (a :class:`Semaphore`, a function returning one, or
+    the name of one configured in Django: see :mod:`.global_limit`) caps the
+    live objects of every process together: each one holds a slot, a lease of
+    ``global_lease_timeout`` seconds renewed in the background. Borrowing an
+    idle object never talks to Redis. A pool used in a forked child starts
+    empty there.
     """
 
     kind = "object_pool"
@@ -99,7 +100,7 @@ class ObjectPool(Generic[T]):
         soft_idle_timeout: float | None = None,
         eviction_interval: float = 0,
         num_tests_per_eviction_run: int = 3,
-        global_limit: Any = None,
+        global_limit: Limit | None = None,
         global_lease_timeout: float = 30,
         autostart: bool = True,
         name: str = "objects",
@@ -125,9 +126,12 @@ class ObjectPool(Generic[T]):
         self.num_tests_per_eviction_run = check_count(
             num_tests_per_eviction_run, "num_tests_per_eviction_run", minimum=1
         )
-        self._global = global_limit
         self.global_lease_timeout = check_lease_timeout(
             global_lease_timeout, "global_lease_timeout"
+        )
+        #: The cap across processes (None: not capped).
+        self._global = (
+            None if global_limit is None else GlobalLimit(global_limit, self.global_lease_timeout)
         )
         self.name = name
         self._reset()
@@ -501,26 +505,12 @@ class ObjectPool(Generic[T]):
         waiting fairly while someone here still needs an object."""
         if self._global is None:
             return _NO_SLOT
-        semaphore = self._semaphore()
-        identity = f"{os.getpid()}:{uuid.uuid4().hex}"
-        while True:
-            lease = semaphore.acquire_lease(
-                identity, timeout=1.0, lease_timeout=self.global_lease_timeout
-            )
-            if lease is not None:
-                lease.start_auto_renew()
-                return lease
-            with self._cond:
-                needed = self._pending > 0 or (self._started and self.size <= self._min)
-            if not needed:
-                return None
+        return self._global.slot(self._needs_objects)
 
-    def _semaphore(self) -> Any:
-        if isinstance(self._global, str):  # a configured name: the Django layer has it
-            from ..kinds.semaphore import get_semaphore
-
-            self._global = get_semaphore(self._global)
-        return self._global
+    def _needs_objects(self) -> bool:
+        """Whether someone here still needs an object made (a waiter, or ``min``)."""
+        with self._cond:
+            return self._pending > 0 or (self._started and self.size <= self._min)
 
     def _close(self, item: _Item[T]) -> None:
         """Destroy one object (never one of another process) and free its slot."""

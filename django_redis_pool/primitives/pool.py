@@ -9,9 +9,10 @@ from typing import Any
 
 from ._common import text, to_ms
 from .base import DEFAULT_KEY_PREFIX, Collected, LeasedPrimitive, aholding, holding
-from .calls import Steps
 from .engine import default_holder
 from .lease import Lease
+from .protocol import Mode
+from .steps import Steps
 from .validators import (
     check_holder,
     check_lease_timeout,
@@ -26,7 +27,7 @@ logger = logging.getLogger("django_redis_pool")
 
 #: How an available resource is chosen: available longest, most recently
 #: released, or uniformly at random.
-ORDERS = ("fifo", "lifo", "random")
+ORDERS = Mode.ORDERS
 
 
 class ResourcePool(LeasedPrimitive):
@@ -47,6 +48,7 @@ class ResourcePool(LeasedPrimitive):
     """
 
     kind = "pool"
+    named_resources = True
 
     def __init__(
         self,
@@ -54,21 +56,21 @@ class ResourcePool(LeasedPrimitive):
         name: str,
         *,
         lease_timeout: float | None = None,
-        order: str = "fifo",
+        order: str = Mode.FIFO,
         resources: Iterable[str] | None = None,
         key_prefix: str = DEFAULT_KEY_PREFIX,
     ) -> None:
         if order not in ORDERS:
             raise ValueError(f"order must be one of {', '.join(ORDERS)}; got {order!r}")
-        super().__init__(client, name, key_prefix=key_prefix, mode=order)
-        self.lease_timeout = check_lease_timeout(lease_timeout)
-        self.order = order
         if isinstance(resources, (str, bytes)):
             raise ValueError(f"resources must be a list of resource ids, not {resources!r}")
+        ids = tuple(_distinct_ids(resources or (), "resources[]"))
+        heal = self._heal if ids else None  # (run by an acquire, once built)
+        super().__init__(client, name, key_prefix=key_prefix, mode=order, heal=heal)
+        self.lease_timeout = check_lease_timeout(lease_timeout)
+        self.order = order
         #: The ids an acquire restores when the pool holds none (empty: none).
-        self.resources = tuple(_distinct_ids(resources or (), "resources[]"))
-        if self.resources:
-            self._engine.default_max, self._engine.heal = "heal", self._heal
+        self.resources = ids
 
     def _heal(self) -> Steps[None]:
         added = yield from self._associate(self.resources)

@@ -1,40 +1,36 @@
 """TaskQueue: named tasks run by workers in any process, with JSON payloads,
-reliable delivery and results (redis-allocator's RedisTaskQueue, made safe)."""
+reliable delivery and results (redis-allocator's RedisTaskQueue, made safe).
+
+This module holds the queue's operations (enqueue, read, query, upkeep) and
+its errors; the task itself and its encoding are :mod:`.queue_task`'s, the
+workers of :meth:`TaskQueue.listen` :mod:`.queue_worker`'s. Every public name
+of those is importable from here too."""
 
 from __future__ import annotations
 
 import contextlib
 import enum
-import json
 import logging
 import math
-import numbers
-import os
-import socket
 import threading
 import time
-import traceback
 import uuid
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
 from typing import Any
 
 from ..exceptions import BackendUnavailable, PoolError, ResourceUnavailable, backend_errors
-from ._common import text, to_ms, waits_client
+from ._common import to_ms
 from .base import DEFAULT_KEY_PREFIX
-from .calls import Call, Local, Steps
 from .engine import MIN_BLOCK, LeaseEngine
+from .protocol import Mode, TaskStatus
+from .queue_task import Task, dumps, error_message, task_from_fields
+from .queue_worker import run_workers
+from .steps import Call, Local, Steps
 from .validators import check_client, check_duration, check_name, check_timeout
 
 __all__ = ["Task", "TaskExecutePolicy", "TaskFailed", "TaskQueue", "WorkerLost"]
 
 logger = logging.getLogger("django_redis_pool")
-
-_HOST = socket.gethostname()
-#: How often listen() looks at its stop event (a local check, no Redis call).
-_STOP_CHECK = 0.1
-#: How long the tokens that wake a stopping listen()'s idle workers last.
-_HALT_TTL = 60.0
 
 
 class TaskFailed(PoolError):
@@ -68,80 +64,6 @@ class TaskExecutePolicy(enum.Enum):
     LocalFirst = "local_first"  #: here; by a worker when no local handler, or it fails
     RemoteFirst = "remote_first"  #: by a worker; here when none listens or takes it in time
     Auto = "auto"  #: by a worker while one listens for the name, else here
-
-
-@dataclass
-class Task:
-    """One task: what a handler gets, and what :meth:`TaskQueue.get_task` reads."""
-
-    id: str
-    name: str
-    params: Any
-    status: str = "queued"  #: "queued", "running", "done" or "failed"
-    result: Any = None
-    error: str | None = None
-    traceback: str | None = None
-    attempts: int = 0
-    #: (current, total), from update(): ints or floats, as they were given
-    progress: tuple[float, float] | None = None
-    priority: int = 0
-    enqueued_at: float | None = None  #: unix seconds, Redis clock
-    #: when the latest delivery started (kept while the task waits to be delivered again)
-    started_at: float | None = None
-    finished_at: float | None = None
-    first_started_at: float | None = None  #: when the first delivery started
-    run_at: float | None = None  #: a deferred task's start (unix seconds)
-    worker: str | None = None  #: the worker of the latest delivery
-    workers: list[str] = field(default_factory=list)  #: every delivery's worker, in order
-    _report: Callable[[str, str], bool] | None = field(default=None, repr=False, compare=False)
-    #: Called by the worker once this delivery's end is stored, with the task
-    #: as stored (status, result, error, traceback, finished_at); inside the
-    #: ``except`` block when the handler raised.
-    _ended: Callable[[Task], None] | None = field(default=None, repr=False, compare=False)
-
-    def update(self, current: float, total: float) -> bool:
-        """Report progress: ``current`` out of ``total``, each a real number
-        (readers in other processes get an integer back as an int, any other
-        number as a float). Visible while the task runs; never overwrites the result.
-        False if this run no longer holds the task (its worker was presumed
-        dead and the task delivered again). A bool, NaN, infinity or anything
-        that is not a number raises ``ValueError``."""
-        texts = [_progress(current, "current"), _progress(total, "total")]
-        self.progress = (current, total)
-        return self._report(*texts) if self._report is not None else True
-
-
-def _progress(value: object, what: str) -> str:
-    """``value`` as JSON text: an integer (``int``, numpy's) as an int, another
-    real number (``float``, ``Fraction``, numpy's) as a float if it is finite;
-    anything else (a bool, NaN, infinity, a str) raises ``ValueError``."""
-    number: int | float | None = None
-    if isinstance(value, bool):
-        pass
-    elif isinstance(value, numbers.Integral):
-        number = int(value)
-    elif isinstance(value, numbers.Real):
-        with contextlib.suppress(OverflowError):
-            number = float(value)
-        if number is not None and not math.isfinite(number):
-            number = None
-    if number is None:
-        raise ValueError(
-            f"{what} must be a finite int or float (not a bool, NaN or infinity), got "
-            f"{value!r}: e.g. task.update(3, 10) or task.update(0.3, 1.0)"
-        )
-    return json.dumps(number)
-
-
-def dumps(value: Any, what: str) -> str:
-    """``value`` as JSON text, or ``TypeError`` naming ``what``: nothing that is
-    not JSON (objects, bytes, NaN) is ever written."""
-    try:
-        return json.dumps(value, allow_nan=False, separators=(",", ":"))
-    except (TypeError, ValueError) as exc:
-        raise TypeError(
-            f"{what} must be JSON-serialisable (dicts, lists, str, numbers, bools, None): {exc}"
-        ) from exc
 
 
 class TaskQueue:
@@ -183,7 +105,7 @@ class TaskQueue:
             raise ValueError(f"max_attempts must be an int >= 1, got {max_attempts!r}")
         self.max_attempts = max_attempts
         self._engine = LeaseEngine(
-            client, kind=self.kind, name=self.name, mode="queue", prefix=self.key_prefix
+            client, kind=self.kind, name=self.name, mode=Mode.QUEUE, prefix=self.key_prefix
         )
         self.base = self._engine.base
 
@@ -270,7 +192,7 @@ class TaskQueue:
         fields = dict(zip(flat[0::2], flat[1::2], strict=True))
         if int(added):  # the stored params are ours: not sent back
             fields["params"] = payload
-        return _task(task_id, fields)
+        return task_from_fields(task_id, fields)
 
     def get_task(self, id: str) -> Task | None:
         """The task ``id`` as stored now (None if there is none, or its result
@@ -281,7 +203,7 @@ class TaskQueue:
         flat = yield from self._engine.op("queue_read", "task", id)
         if not flat:
             return None
-        return _task(id, dict(zip(flat[0::2], flat[1::2], strict=True)))
+        return task_from_fields(id, dict(zip(flat[0::2], flat[1::2], strict=True)))
 
     def counts(self) -> dict[str, int]:
         """Tasks ``pending`` (ready), ``running``, ``scheduled`` (deferred),
@@ -301,7 +223,7 @@ class TaskQueue:
         tasks = []
         for i in range(0, len(flat), 5):
             task_id, name, error, attempts, finished = flat[i : i + 5]
-            task = Task(id=str(task_id), name=str(name), params=None, status="failed")
+            task = Task(id=str(task_id), name=str(name), params=None, status=TaskStatus.FAILED)
             task.error, task.attempts = str(error), int(attempts)
             task.finished_at = int(finished) / 1000 or None
             tasks.append(task)
@@ -405,12 +327,12 @@ class TaskQueue:
     def _run_here(self, id: str, name: str, params: Any) -> Steps[Any]:
         if self.task_fn is None:
             raise PoolError(f"{self!r} has no task_fn to run task {name!r} in this process")
-        task = Task(id=id, name=name, params=params, status="running", attempts=1)
+        task = Task(id=id, name=name, params=params, status=TaskStatus.RUNNING, attempts=1)
         try:
             result = yield Local(self.task_fn, (task,))
             dumps(result, f"the result of task {name!r}")
         except Exception as exc:
-            raise TaskFailed(_message(exc), task) from exc
+            raise TaskFailed(error_message(exc), task) from exc
         return result
 
     def _remote(
@@ -448,7 +370,7 @@ class TaskQueue:
             )
         if once:
             yield from run("queue_admin", "forget", id)
-        if task.status == "failed":
+        if task.status == TaskStatus.FAILED:
             error = task.error or "the task failed"
             raise (WorkerLost if error.startswith(_WORKER_LOST) else TaskFailed)(error, task)
         return task.result
@@ -498,257 +420,11 @@ class TaskQueue:
             raise ValueError("names must list at least one task name")
         if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
             raise ValueError(f"workers must be an int >= 1, got {workers!r}")
-        stop = event or threading.Event()
-        budget = _Budget(max_jobs)
-        halt = uuid.uuid4().hex
-        runners = [
-            threading.Thread(
-                target=Worker(self, listened, stop, burst, budget, halt).run,
-                name=f"drp-worker-{i}",
-                daemon=True,
-            )
-            for i in range(workers)
-        ]
-        for runner in runners:
-            runner.start()
-        try:
-            self._supervise(runners, stop, halt)
-        finally:
-            with contextlib.suppress(PoolError), backend_errors():
-                self.client.delete(f"{self.base}:halt:{halt}")
-        return budget.done
-
-    def _supervise(self, runners: list[threading.Thread], stop: threading.Event, halt: str) -> None:
-        """Wait for the worker threads. When ``stop`` is set, wake the idle ones
-        at once (a push to the list they block on beside their wake lists), so
-        that they need not wait for the end of their blocking chunk."""
-        pending = runners
-        while pending:
-            pending[0].join(_STOP_CHECK)  # (returns at once when that thread ends)
-            pending = [runner for runner in pending if runner.is_alive()]
-            if pending and stop.is_set():
-                try:
-                    self._run("queue_halt", halt, len(pending), to_ms(_HALT_TTL))
-                except PoolError as exc:  # they see ``stop`` at their chunk's end
-                    logger.warning("could not wake the idle workers to stop: %s", exc)
-                for runner in pending:
-                    runner.join()
-                return
+        return run_workers(self, listened, workers, event or threading.Event(), burst, max_jobs)
 
 
 class _NotStarted(Exception):
     """RemoteFirst: no worker took the task in time (it was withdrawn)."""
-
-
-class _Budget:
-    """Tasks a listen() may still run (None: no limit), shared by its threads."""
-
-    def __init__(self, limit: int | None) -> None:
-        self.limit, self.done, self._lock = limit, 0, threading.Lock()
-
-    def take(self) -> bool:
-        with self._lock:
-            if self.limit is not None and self.done >= self.limit:
-                return False
-            self.done += 1
-            return True
-
-    def give_back(self) -> None:
-        with self._lock:
-            self.done -= 1
-
-
-class Worker:
-    """One worker thread of :meth:`TaskQueue.listen`: takes a task, runs it
-    while a heartbeat keeps it (and the worker's presence) fresh, reports its
-    end; between tasks, blocks on the wake lists of its names."""
-
-    def __init__(
-        self,
-        queue: TaskQueue,
-        names: list[str],
-        stop: threading.Event,
-        burst: bool,
-        budget: _Budget,
-        halt: str,
-    ) -> None:
-        self.queue, self.names, self.stop, self.burst, self.budget = (
-            queue,
-            names,
-            stop,
-            burst,
-            budget,
-        )
-        #: Where its listen() pushes when it stops (blocked on beside the wake lists).
-        self.halt_key = f"{queue.base}:halt:{halt}"
-        self.id = f"{_HOST}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
-        self.running: list[str] = []
-        #: Heartbeat period; presence lasts three periods.
-        self.period = max(0.05, min(queue.visibility_timeout / 3, 10.0))
-        self._beating = threading.Event()
-
-    def run(self) -> None:
-        beat = threading.Thread(target=self._heartbeat, name=f"{self.id}-beat", daemon=True)
-        self._beat()
-        beat.start()
-        try:
-            while not self.stop.is_set():
-                if not self.budget.take():
-                    return
-                try:
-                    taken = self.queue._run(
-                        "queue_take", self.id, to_ms(self.queue.visibility_timeout), *self.names
-                    )
-                except PoolError as exc:  # Redis down or failing: try again shortly
-                    self.budget.give_back()
-                    logger.warning("worker %s could not take a task: %s", self.id, exc)
-                    self.stop.wait(self.period)
-                    continue
-                if isinstance(taken, list):
-                    self._execute(*taken)
-                    continue
-                self.budget.give_back()
-                if self.burst:
-                    return
-                try:
-                    self._idle(int(taken))
-                except PoolError as exc:
-                    logger.warning("worker %s lost Redis while idle: %s", self.id, exc)
-                    self.stop.wait(self.period)
-        finally:
-            self._beating.set()
-            beat.join()
-            with contextlib.suppress(PoolError):  # its presence expires anyway
-                self.queue._run("queue_leave", self.id, "\n".join(self.names))
-
-    def _idle(self, next_due_ms: int) -> None:
-        """Wait for a wake token, the next deferred task or deadline, or a
-        chunk (to see ``stop``), whichever comes first."""
-        chunk = self.queue._engine._wait_chunk()
-        block = chunk if next_due_ms < 0 else max(MIN_BLOCK, min(chunk, next_due_ms / 1000))
-        keys = [f"{self.queue.base}:wake:{name}" for name in self.names] + [self.halt_key]
-        with backend_errors():
-            waits_client(self.queue.client).blpop(keys, timeout=block)
-
-    def _execute(self, task_id: Any, name: Any, params: Any, attempt: Any, flat: Any) -> None:
-        """Run the task just taken (its fields as ``queue_take`` returned them)
-        and store its end."""
-        fields = dict(zip(flat[0::2], flat[1::2], strict=True))
-        fields["params"] = params
-        task = _task(text(task_id), fields)
-        attempt = str(int(attempt))
-        task._report = lambda current, total: (
-            int(self.queue._run("queue_progress", task.id, self.id, attempt, current, total)) == 1
-        )
-        self.running.append(task.id)
-        try:
-            try:
-                result = dumps(self.queue.task_fn(task), f"the result of task {task.name!r}")  # type: ignore[misc]
-            except BaseException as exc:
-                # Whatever the handler raised, SystemExit and KeyboardInterrupt
-                # included, is its task's failure, not this worker's end: this
-                # thread is never the main thread, so no signal to the process
-                # raises here (its main thread handles them, see listen()).
-                message = _message(exc)
-                logger.warning("task %r (%s) failed: %s", task.name, task.id, message)
-                self._finish(task, attempt, "failed", message, traceback.format_exc())
-            else:
-                self._finish(task, attempt, "done", result, "")
-        finally:
-            self.running.remove(task.id)
-
-    def _finish(self, task: Task, attempt: str, status: str, outcome: str, trace: str) -> None:
-        """Store the end of this delivery of ``task`` (``outcome``: its result
-        as JSON text, or its error); then, if it was stored, tell the task's
-        ``_ended`` hook what was stored."""
-        try:
-            finished = self.queue._run(
-                "queue_finish", task.id, self.id, attempt, status, outcome, trace
-            )
-        except PoolError as exc:
-            logger.error(
-                "task %r (%s) ran, but its outcome could not be stored (%s): it is "
-                "delivered again once its deadline passes",
-                task.name,
-                task.id,
-                exc,
-            )
-            return
-        if not int(finished):
-            logger.warning(
-                "task %r (%s) finished after its deadline passed and it was delivered "
-                "again: this run's outcome is dropped",
-                task.name,
-                task.id,
-            )
-            return
-        if task._ended is None:
-            return
-        task.status, task.finished_at = status, int(finished) / 1000
-        if status == "done":
-            task.result = json.loads(outcome)
-        else:
-            task.error, task.traceback = outcome, trace or None
-        try:
-            task._ended(task)
-        except Exception:
-            logger.exception("the end hook of task %r (%s) failed", task.name, task.id)
-
-    def _heartbeat(self) -> None:
-        while not self._beating.wait(self.period):
-            try:
-                self._beat()
-            except PoolError as exc:
-                logger.warning("worker %s missed a heartbeat: %s", self.id, exc)
-
-    def _beat(self) -> None:
-        self.queue._run(
-            "queue_beat",
-            self.id,
-            to_ms(self.period * 3),
-            to_ms(self.queue.visibility_timeout),
-            "\n".join(self.names),
-            *list(self.running),
-        )
-
-
-def _task(id: str, fields: dict[Any, Any]) -> Task:
-    f = {text(k): text(v) for k, v in fields.items()}
-
-    def ms(key: str) -> float | None:
-        return int(f[key]) / 1000 if f.get(key) else None
-
-    task = Task(
-        id=id,
-        name=f["name"],
-        params=json.loads(f["params"]),
-        status=f["status"],
-        attempts=int(f.get("attempts", 0)),
-        priority=int(f.get("priority", 0)),
-        enqueued_at=ms("enqueued"),
-        started_at=ms("started"),
-        finished_at=ms("finished"),
-        first_started_at=ms("first"),
-        run_at=ms("run_at"),
-        worker=f.get("worker"),
-        workers=f["workers"].split("\n") if f.get("workers") else [],
-        error=f.get("error"),
-        traceback=f.get("trace") or None,
-    )
-    if "result" in f:
-        task.result = json.loads(f["result"])
-    if "current" in f:
-        task.progress = (json.loads(f["current"]), json.loads(f["total"]))
-    return task
-
-
-def _message(exc: BaseException) -> str:
-    """``"ValueError: ..."`` (``module.Class: ...`` outside the builtins)."""
-    cls = type(exc)
-    path = (
-        cls.__qualname__ if cls.__module__ == "builtins" else f"{cls.__module__}.{cls.__qualname__}"
-    )
-    return f"{path}: {exc}"
 
 
 def _seconds(value: object, what: str) -> float:

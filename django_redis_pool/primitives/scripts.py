@@ -39,7 +39,8 @@ from typing import Any
 from redis.exceptions import NoPermissionError, NoScriptError, ResponseError
 
 from ._common import load_lua
-from .calls import Call, Steps
+from .protocol import Reply
+from .steps import Call, Steps
 
 __all__ = [
     "FAST",
@@ -95,7 +96,7 @@ FAST = {
 }
 #: Calls of an operation that skip its common-case script after it said 'slow'.
 SLOW_STREAK = 8
-_SLOW = (b"slow", "slow")
+_SLOW = (Reply.SLOW.encode(), Reply.SLOW)
 
 #: The KEYS every operation receives: the primitive's base key (``engine.lua``).
 NUM_KEYS = 1

@@ -12,6 +12,7 @@ from ._common import to_ms
 from .base import DEFAULT_KEY_PREFIX, LeasedPrimitive, aholding, holding
 from .engine import default_holder
 from .lease import Lease
+from .protocol import Mode
 from .validators import (
     check_count,
     check_holder,
@@ -49,15 +50,12 @@ class Semaphore(LeasedPrimitive):
         default_max_size: int | None = None,
         key_prefix: str = DEFAULT_KEY_PREFIX,
     ) -> None:
-        super().__init__(client, name, key_prefix=key_prefix, mode="sem")
+        default = None if default_max_size is None else check_max_size(default_max_size)
+        super().__init__(client, name, key_prefix=key_prefix, mode=Mode.SEM, default_max=default)
         self.lease_timeout = check_lease_timeout(lease_timeout)
         #: Stored by the first acquire that finds no max size in Redis (None: such
         #: an acquire raises NotConfigured). ``set_max_size`` always overrides it.
-        self.default_max_size = (
-            None if default_max_size is None else check_max_size(default_max_size)
-        )
-        if self.default_max_size is not None:
-            self._engine.default_max = str(self.default_max_size)
+        self.default_max_size = default
 
     def __repr__(self) -> str:
         return f"<Semaphore {self.name!r} lease_timeout={self.lease_timeout}>"

@@ -2,15 +2,16 @@
 -- args[2] (packed): token (one per acquire call: running this again returns the
 -- same lease or queue place, never a second one) | lease ms (-1 none) |
 -- priority | wait ms (-2 do not wait, -1 forever) | liveness window ms (the
--- waiter checks in at least this often) | what Redis may have lost: a
--- semaphore's max size to store if none is stored yet, or 'heal' for a pool
--- whose caller restores its members ('' none) | holder (slot modes: the
--- identity asking for a slot).
+-- waiter checks in at least this often) | restore: what Redis may have lost,
+-- a semaphore's max size to store if none is stored yet, or RESTORE_HEAL for
+-- a pool whose caller restores its members (RESTORE_NOTHING: none) | holder
+-- (slot modes: the identity asking for a slot).
 -- Returns {resource, record} when granted | ms until the next expiry (-1 none)
--- when queued | 'none' | 'unconfigured' (a semaphore without a max size) |
--- 'held' (lock: the holder already holds it and the lock is not reentrant) |
--- 'empty' ('heal': the pool holds no resource at all, nothing was changed).
-local token, lease_ms, priority, wait_ms, alive_ms, default_max, holder, mine, held =
+-- when queued | REPLY_NONE | REPLY_UNCONFIGURED (a semaphore without a max
+-- size) | REPLY_HELD (lock: the holder already holds it and the lock is not
+-- reentrant) | REPLY_EMPTY (RESTORE_HEAL: the pool holds no resource at all,
+-- nothing was changed).
+local token, lease_ms, priority, wait_ms, alive_ms, restore, holder, mine, held =
   acquire_request(args[2])
 if mine then  -- a retry of this request
   local state, resource, raw = token_state(token, mine)
@@ -19,20 +20,20 @@ if mine then  -- a retry of this request
   elseif raw then
     return {resource, raw}
   end
-  return 'none'
+  return REPLY_NONE
 end
 
 -- Expired leases are reclaimed first (bounded), so that their resources or
 -- slots go round, to the queue first.
 if SLOTS then
   local size = 1
-  if MODE == 'sem' then
+  if MODE == MODE_SEM then
     size = redis.call('GET', K_MAX)
     if not size then
-      if default_max == '' then
-        return 'unconfigured'
+      if restore == RESTORE_NOTHING then
+        return REPLY_UNCONFIGURED
       end
-      size = default_max
+      size = restore
       redis.call('SET', K_MAX, size)
     end
     size = tonumber(size)
@@ -40,8 +41,8 @@ if SLOTS then
   local rec = decode(held)
   if rec then
     if not is_expired(rec) then
-      if MODE == 'lock' then
-        return 'held'
+      if MODE == MODE_LOCK then
+        return REPLY_HELD
       end
       -- Same identity again: refresh its hold, and remember this request so
       -- that a retry does not count twice.
@@ -72,12 +73,12 @@ else
   if resource then
     return {resource, grant(resource, token, holder, lease_ms, false)}
   end
-  if default_max == 'heal' and redis.call('ZCARD', K_LEASES) == 0 then
-    return 'empty'  -- its keys were lost: the caller restores them, then asks again
+  if restore == RESTORE_HEAL and redis.call('ZCARD', K_LEASES) == 0 then
+    return REPLY_EMPTY  -- its keys were lost: the caller restores them, then asks again
   end
 end
 if wait_ms == -2 then
-  return 'none'
+  return REPLY_NONE
 end
 
 local id = string.format('%016d', next_seq())

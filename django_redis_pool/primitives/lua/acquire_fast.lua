@@ -2,27 +2,27 @@
 -- every helper it carries on each run (a function library does so once), and
 -- acquire carries them all; this one carries three. It answers exactly as
 -- acquire would when the request is new, nobody is queued and no lease is due
--- to be reclaimed: a grant, or 'none' / 'held' for a caller that does not wait.
--- Anything else returns 'slow' having changed nothing, and the caller runs
--- acquire itself. args[2]: as acquire's.
+-- to be reclaimed: a grant, or REPLY_NONE / REPLY_HELD for a caller that does
+-- not wait. Anything else returns REPLY_SLOW having changed nothing, and the
+-- caller runs acquire itself. args[2]: as acquire's.
 local token, lease_ms, _, wait_ms, _, restore, holder, mine, held = acquire_request(args[2])
 if mine or redis.call('ZCARD', K_WAITQ) > 0 then
-  return 'slow'
+  return REPLY_SLOW
 end
 local first = redis.call('ZRANGE', K_LEASES, 0, 0, 'WITHSCORES')[2]
 if first and first ~= 'inf' and tonumber(first) <= NOW then
-  return 'slow'
+  return REPLY_SLOW
 end
 -- (Nothing is due, so every lease, `held` included, is live.)
 if SLOTS then
   local size = 1
-  if MODE == 'sem' then
+  if MODE == MODE_SEM then
     size = tonumber(redis.call('GET', K_MAX))
   end
-  if not size or (held and MODE ~= 'lock') then
-    return 'slow'  -- a max size to store, or an identity asking again
+  if not size or (held and MODE ~= MODE_LOCK) then
+    return REPLY_SLOW  -- a max size to store, or an identity asking again
   elseif held then
-    return 'held'
+    return REPLY_HELD
   elseif size > redis.call('ZCARD', K_LEASES) then
     return {holder, grant(holder, token, holder, lease_ms, false)}
   end
@@ -32,7 +32,7 @@ else
     return {resource, grant(resource, token, holder, lease_ms, false)}
   end
 end
-if wait_ms == -2 and (restore ~= 'heal' or redis.call('ZCARD', K_LEASES) > 0) then
-  return 'none'  -- (a pool with no resource at all may need healing: acquire tells)
+if wait_ms == -2 and (restore ~= RESTORE_HEAL or redis.call('ZCARD', K_LEASES) > 0) then
+  return REPLY_NONE  -- (a pool with no resource at all may need healing: acquire tells)
 end
-return 'slow'
+return REPLY_SLOW

@@ -4,7 +4,7 @@
 -- Returns {reclaimed {key, record, ...}, keys removed, keys healed, unbound}.
 local limit = tonumber(args[2])
 local reclaimed = {}
-if MODE == 'alloc' then
+if MODE == MODE_ALLOC then
   reclaimed = reclaim(limit)
 end
 local expired, healed = tend_keys(limit)

@@ -6,17 +6,18 @@
 -- lease); "shared": the key goes to the back of its priority and is not leased.
 -- With a name: the key bound to it if that key is free and healthy, else the
 -- next one, and the name is bound to the key handed out.
--- Returns {key, lease record} ("shared": {key, fence}), 'none', 'empty' (the
--- caller restores keys and the allocator holds none at all: nothing handed out),
--- or 'more' when it dropped DROP_LIMIT keys whose lifetime ended without
--- reaching a live one: each call does bounded work, and the caller calls again.
+-- Returns {key, lease record} ("shared": {key, fence}), REPLY_NONE,
+-- REPLY_EMPTY (the caller restores keys and the allocator holds none at all:
+-- nothing handed out), or REPLY_MORE when it dropped DROP_LIMIT keys whose
+-- lifetime ended without reaching a live one: each call does bounded work, and
+-- the caller calls again.
 local fast = malloc_fast(args)
-if fast ~= 'slow' then
+if fast ~= REPLY_SLOW then
   return fast
 end
 local token, lease_ms, bind_ms, heal = string.match(args[2], '^([^|]*)|([^|]*)|([^|]*)|(.*)$')
 local name, holder = args[3], args[4]
-if MODE == 'alloc' then
+if MODE == MODE_ALLOC then
   local state, key, raw = token_state(token)
   if state == 'granted' and raw then
     return {key, raw}
@@ -28,10 +29,10 @@ for _ = 1, DROP_LIMIT do
   local key, priority, popped = pick_key(name)
   if not key then
     if heal == '1' and redis.call('EXISTS', BASE .. ':keys') == 0 then
-      return 'empty'  -- its keys were lost: the caller restores them, then asks again
+      return REPLY_EMPTY  -- its keys were lost: the caller restores them, then asks again
     end
     refresh_due()
-    return 'none'
+    return REPLY_NONE
   end
   -- a key whose lifetime ended (beyond what tend_keys removed) is dropped
   local ends = lifetimes and redis.call('ZSCORE', BASE .. ':kexp', key)
@@ -43,4 +44,4 @@ for _ = 1, DROP_LIMIT do
   end
   drop_key(key)
 end
-return 'more'
+return REPLY_MORE

@@ -82,6 +82,35 @@
 -- Waiter record: token|lease ms|priority|since ms|deadline ms (-1 none)|
 -- alive until ms (presumed dead after)|shares its identity's hold (0/1)|holder
 
+-- The words the scripts and the Python side exchange, never written bare:
+-- primitives/protocol.py holds their twins, of the same values.
+-- Modes (args[1], MODE):
+local MODE_FIFO = 'fifo'        -- a pool: available longest first
+local MODE_LIFO = 'lifo'        -- a pool: released last first
+local MODE_RANDOM = 'random'    -- a pool: any, at random
+local MODE_SEM = 'sem'          -- slots, at most GET :max identities
+local MODE_LOCK = 'lock'        -- one slot
+local MODE_RLOCK = 'rlock'      -- one slot, reentrant
+local MODE_ALLOC = 'alloc'      -- an allocator's keys, leased
+local MODE_SHARED = 'shared'    -- an allocator's keys, in turn, unleased
+local MODE_QUEUE = 'queue'      -- a task queue
+-- Replies instead of a grant or a number:
+local REPLY_NONE = 'none'                  -- nothing granted, the caller does not wait
+local REPLY_SLOW = 'slow'                  -- a *_fast script cannot answer: run the operation
+local REPLY_HELD = 'held'                  -- a non-reentrant lock's holder asks again
+local REPLY_UNCONFIGURED = 'unconfigured'  -- a semaphore without a max size
+local REPLY_EMPTY = 'empty'                -- it holds nothing at all: the caller restores it
+local REPLY_GONE = 'gone'                  -- a waiter's place was dropped
+local REPLY_MORE = 'more'                  -- bounded work done, no answer yet: call again
+-- acquire's restore argument (else a semaphore's max size):
+local RESTORE_HEAL = 'heal'     -- a pool whose caller restores its members
+local RESTORE_NOTHING = ''
+-- Task statuses (the "status" field of :t:<id>):
+local TASK_QUEUED = 'queued'
+local TASK_RUNNING = 'running'
+local TASK_DONE = 'done'
+local TASK_FAILED = 'failed'
+
 local BASE, MODE, NOW, NOW_US, SLOTS, SHARING, ALLOC
 -- Allocators: "\1due" as read by this call (a number; nil: not read, or unknown)
 local DUE
@@ -115,11 +144,11 @@ local function begin(keys, args)
   K_SEQ, K_WAITQ, K_WINFO, K_MAX = BASE .. ':seq', BASE .. ':waitq', BASE .. ':winfo', BASE .. ':max'
   K_DONE = BASE .. ':done'
   MODE = args[1]
-  SLOTS = MODE == 'sem' or MODE == 'lock' or MODE == 'rlock'
+  SLOTS = MODE == MODE_SEM or MODE == MODE_LOCK or MODE == MODE_RLOCK
   -- Modes in which a caller shares the hold of its identity (a reentrant
   -- lock's holder acquiring again, a semaphore identity asking twice).
-  SHARING = MODE == 'sem' or MODE == 'rlock'
-  ALLOC = MODE == 'alloc' or MODE == 'shared'
+  SHARING = MODE == MODE_SEM or MODE == MODE_RLOCK
+  ALLOC = MODE == MODE_ALLOC or MODE == MODE_SHARED
   DUE = nil
   local t = redis.call('TIME')
   NOW = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -316,7 +345,7 @@ end
 local function free_slots(size)
   if not size then
     size = 1
-    if MODE == 'sem' then
+    if MODE == MODE_SEM then
       size = tonumber(redis.call('GET', K_MAX) or '0')
     end
   end
@@ -517,7 +546,7 @@ local function pick_key(name)
   end
   local priority = priority_of(top[2])
   local order = order_key(priority)
-  if MODE == 'shared' then
+  if MODE == MODE_SHARED then
     return redis.call('ZRANGE', order, 0, 0)[1] or top[1], priority, false
   end
   local key = redis.call('ZPOPMIN', order)[1] or top[1]
@@ -535,7 +564,7 @@ local function hand_out(key, priority, popped, name, bind_ms, token, holder, lea
     redis.call('HSET', BASE .. ':bind', name, key)
     redis.call('ZADD', BASE .. ':bindexp', NOW + bind_ms, name)
   end
-  if MODE == 'shared' then
+  if MODE == MODE_SHARED then
     return {key, make_available(key, priority)}  -- its new turn is the fence
   end
   if not popped then
@@ -549,7 +578,7 @@ end
 -- Allocators: alloc_malloc's common case, a new request while no timer is due
 -- ("\1due", read in the same call as the token), so no lease is reclaimed and
 -- no key checked. It answers exactly as alloc_malloc would; anything else (a
--- retry, a due or unknown timer) returns 'slow' having changed nothing.
+-- retry, a due or unknown timer) returns REPLY_SLOW having changed nothing.
 -- args: as alloc_malloc's.
 local function malloc_fast(args)
   local token, lease_ms, bind_ms, heal = string.match(args[2], '^([^|]*)|([^|]*)|([^|]*)|(.*)$')
@@ -557,15 +586,15 @@ local function malloc_fast(args)
   DUE = got[2] == 'inf' and math.huge or tonumber(got[2])
   if got[1] or not DUE or DUE <= NOW then
     DUE = nil
-    return 'slow'
+    return REPLY_SLOW
   end
   local name = args[3]
   local key, priority, popped = pick_key(name)
   if not key then
     if heal == '1' and redis.call('EXISTS', BASE .. ':keys') == 0 then
-      return 'slow'  -- no key at all: alloc_malloc tells its caller to restore them
+      return REPLY_SLOW  -- no key at all: alloc_malloc tells its caller to restore them
     end
-    return 'none'
+    return REPLY_NONE
   end
   return hand_out(key, priority, popped, name, tonumber(bind_ms), token, args[4], tonumber(lease_ms))
 end
@@ -608,17 +637,17 @@ local function queue_fields(task, skip_params)
 end
 
 -- @fn queue_settle
--- Task queues: record the end of task `id`: 'done' with its result (kept for
--- the task's "ttl" ms), or 'failed' with an error message and traceback (kept
+-- Task queues: record the end of task `id`: TASK_DONE with its result (kept for
+-- the task's "ttl" ms), or TASK_FAILED with an error message and traceback (kept
 -- in :failed until retried or deleted). Wakes whoever waits for it.
 local function queue_settle(id, status, text, trace)
   local task = BASE .. ':t:' .. id
   local ttl = tonumber(redis.call('HGET', task, 'ttl'))
-  if status == 'done' then
-    redis.call('HSET', task, 'status', 'done', 'result', text, 'finished', NOW)
+  if status == TASK_DONE then
+    redis.call('HSET', task, 'status', TASK_DONE, 'result', text, 'finished', NOW)
     redis.call('PEXPIRE', task, ttl)
   else
-    redis.call('HSET', task, 'status', 'failed', 'error', text, 'trace', trace, 'finished', NOW)
+    redis.call('HSET', task, 'status', TASK_FAILED, 'error', text, 'trace', trace, 'finished', NOW)
     redis.call('ZADD', BASE .. ':failed', NOW, id)
   end
   local done = BASE .. ':done:' .. id
@@ -652,10 +681,10 @@ local function queue_upkeep(limit)
     if got[1] and tonumber(got[4]) >= tonumber(got[5]) then
       local error = WORKER_LOST .. ': its worker died or stalled on each of its ' .. got[4] ..
         ' attempt(s)'
-      queue_settle(id, 'failed', error, error .. '\n')
+      queue_settle(id, TASK_FAILED, error, error .. '\n')
       failed[#failed + 1] = id
     elseif got[1] then
-      redis.call('HSET', task, 'status', 'queued')
+      redis.call('HSET', task, 'status', TASK_QUEUED)
       redis.call('HDEL', task, 'worker')
       queue_ready(id, got[1], tonumber(got[2]), tonumber(got[3]))
       requeued[#requeued + 1] = id
@@ -752,9 +781,9 @@ end
 
 -- @fn take_available
 local function take_available()
-  if MODE == 'lifo' then
+  if MODE == MODE_LIFO then
     return redis.call('ZPOPMAX', K_AVAIL)[1]
-  elseif MODE == 'random' then
+  elseif MODE == MODE_RANDOM then
     local r = redis.call('ZRANDMEMBER', K_AVAIL)
     if r then
       redis.call('ZREM', K_AVAIL, r)
@@ -818,7 +847,7 @@ end
 -- what Redis holds for it: the token's entry (set if this is a retry) and, in
 -- slot modes, the holder's own lease record.
 local function acquire_request(packed)
-  local token, lease_ms, priority, wait_ms, alive_ms, default_max, holder =
+  local token, lease_ms, priority, wait_ms, alive_ms, restore, holder =
     string.match(packed, '^([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|(.*)$')
   local mine, held
   if SLOTS then
@@ -828,7 +857,7 @@ local function acquire_request(packed)
     mine = redis.call('HGET', K_INFO, '\0' .. token)
   end
   return token, tonumber(lease_ms), tonumber(priority), tonumber(wait_ms), tonumber(alive_ms),
-    default_max, holder, mine, held
+    restore, holder, mine, held
 end
 
 -- @fn renew_request

@@ -9,11 +9,11 @@ local task = BASE .. ':t:' .. id
 local got = redis.call('HMGET', task, 'status', 'name', 'priority', 'seq')
 local status = got[1]
 if what == 'retry' then
-  if status ~= 'failed' then
+  if status ~= TASK_FAILED then
     return 0
   end
   redis.call('ZREM', BASE .. ':failed', id)
-  redis.call('HSET', task, 'status', 'queued', 'attempts', 0)
+  redis.call('HSET', task, 'status', TASK_QUEUED, 'attempts', 0)
   redis.call('HDEL', task, 'result', 'error', 'trace', 'finished', 'worker', 'workers', 'current',
     'total', 'started', 'first')
   redis.call('PERSIST', task)
@@ -21,7 +21,7 @@ if what == 'retry' then
   queue_ready(id, got[2], tonumber(got[3]), tonumber(got[4]))
   return 1
 end
-if not status or status == 'running' or (what == 'forget' and status == 'queued') then
+if not status or status == TASK_RUNNING or (what == 'forget' and status == TASK_QUEUED) then
   return 0
 end
 redis.call('ZREM', BASE .. ':pending:' .. got[2], id)

@@ -11,7 +11,7 @@ end
 local held = 0
 for i = 6, #args do
   local task = BASE .. ':t:' .. args[i]
-  if redis.call('HGET', task, 'worker') == worker and redis.call('HGET', task, 'status') == 'running' then
+  if redis.call('HGET', task, 'worker') == worker and redis.call('HGET', task, 'status') == TASK_RUNNING then
     redis.call('ZADD', BASE .. ':inflight', 'XX', NOW + visibility, args[i])
     held = held + 1
   end

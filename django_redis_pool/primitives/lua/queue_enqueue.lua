@@ -13,7 +13,7 @@ local added = 0
 if redis.call('EXISTS', task) == 0 then
   added = 1
   local seq = redis.call('INCR', K_SEQ)
-  redis.call('HSET', task, 'name', name, 'params', params, 'status', 'queued', 'attempts', 0,
+  redis.call('HSET', task, 'name', name, 'params', params, 'status', TASK_QUEUED, 'attempts', 0,
     'priority', priority, 'seq', seq, 'enqueued', NOW, 'max', args[7], 'ttl', args[8])
   redis.call('SADD', BASE .. ':names', name)
   if run_at > NOW then

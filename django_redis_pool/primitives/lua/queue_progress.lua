@@ -3,7 +3,7 @@
 -- delivery no longer runs the task.
 local task = BASE .. ':t:' .. args[2]
 local got = redis.call('HMGET', task, 'status', 'worker', 'attempts')
-if got[1] ~= 'running' or got[2] ~= args[3] or got[3] ~= args[4] then
+if got[1] ~= TASK_RUNNING or got[2] ~= args[3] or got[3] ~= args[4] then
   return 0
 end
 redis.call('HSET', task, 'current', args[5], 'total', args[6])

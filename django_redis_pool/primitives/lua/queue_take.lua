@@ -24,7 +24,7 @@ redis.call('ZREM', BASE .. ':pending:' .. best_name, best)
 local task = BASE .. ':t:' .. best
 local attempts = redis.call('HINCRBY', task, 'attempts', 1)
 local before = redis.call('HGET', task, 'workers')
-redis.call('HSET', task, 'status', 'running', 'worker', worker, 'started', NOW, 'workers',
+redis.call('HSET', task, 'status', TASK_RUNNING, 'worker', worker, 'started', NOW, 'workers',
   before and before .. '\n' .. worker or worker)
 redis.call('HSETNX', task, 'first', NOW)
 redis.call('ZADD', BASE .. ':inflight', NOW + visibility, best)

@@ -3,7 +3,7 @@
 local id = args[2]
 local task = BASE .. ':t:' .. id
 local got = redis.call('HMGET', task, 'status', 'name')
-if got[1] ~= 'queued' then
+if got[1] ~= TASK_QUEUED then
   return 0
 end
 redis.call('ZREM', BASE .. ':pending:' .. got[2], id)

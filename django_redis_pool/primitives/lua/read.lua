@@ -53,7 +53,7 @@ if WHAT == 'counts' then
   local waiting = redis.call('ZCARD', K_WAITQ)
   if SLOTS then
     local size = 1
-    if MODE == 'sem' then
+    if MODE == MODE_SEM then
       size = tonumber(redis.call('GET', K_MAX) or '-1')
     end
     return {math.max(0, size - held), held, waiting, size}
@@ -113,7 +113,7 @@ elseif WHAT == 'snapshot' then
   local waiting = redis.call('ZCARD', K_WAITQ)
   local lease_ids = redis.call('ZRANGEBYSCORE', K_LEASES, live, '+inf', 'LIMIT', h_off, limit)
   local available, avail_total, size = {}, 0, 1
-  if MODE == 'sem' then
+  if MODE == MODE_SEM then
     size = tonumber(redis.call('GET', K_MAX) or '-1')
   elseif not SLOTS then
     -- the available set first, then expired leases (available once reclaimed)
@@ -122,7 +122,7 @@ elseif WHAT == 'snapshot' then
     if ALLOC and limit ~= 0 then
       available = free_keys_page(a_off, limit)
     else
-      available = page(K_AVAIL, a_off, MODE == 'lifo')  -- in hand-out order
+      available = page(K_AVAIL, a_off, MODE == MODE_LIFO)  -- in hand-out order
     end
     local wanted = limit < 0 and expired or limit - #available
     if wanted > 0 then

@@ -21,14 +21,14 @@ end
 if not mine then
   return 0
 end
-if MODE == 'rlock' and rec.q == req then
+if MODE == MODE_RLOCK and rec.q == req then
   return 2
 end
 if is_expired(rec) then
   end_lease(res, rec)
   return 0
 end
-if MODE == 'rlock' and force ~= '1' and rec.n > 1 then
+if MODE == MODE_RLOCK and force ~= '1' and rec.n > 1 then
   rec.n, rec.q = rec.n - 1, req
   redis.call('HSET', K_INFO, res, encode(rec))
   return 2

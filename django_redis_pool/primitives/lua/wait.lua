@@ -2,7 +2,7 @@
 -- expired leases (a crashed holder's resource goes to the head waiter), then
 -- returns the caller's grant if it has one, else renews its liveness window.
 -- args[2] (packed): token | liveness window ms.
--- Returns {resource, record} | ms until the next expiry (-1 none) | 'gone'.
+-- Returns {resource, record} | ms until the next expiry (-1 none) | REPLY_GONE.
 local token, alive_ms = string.match(args[2], '^([^|]*)|(.*)$')
 reclaim(RECLAIM_LIMIT)
 pump()
@@ -12,14 +12,14 @@ if state == 'granted' then
   if raw then
     return {value, raw}
   end
-  return 'gone'
+  return REPLY_GONE
 elseif not state then
-  return 'gone'
+  return REPLY_GONE
 end
 local w = decode_waiter(redis.call('HGET', K_WINFO, value))
 if not w then
   redis.call('HDEL', K_INFO, '\0' .. token)
-  return 'gone'
+  return REPLY_GONE
 end
 w.alive = NOW + tonumber(alive_ms) + GRACE_MS
 redis.call('HSET', K_WINFO, value, encode_waiter(w))

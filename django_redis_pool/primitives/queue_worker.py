@@ -1,0 +1,258 @@
+"""The workers of :meth:`.queue.TaskQueue.listen`: threads that take a task,
+run it with the queue's ``task_fn`` while a heartbeat keeps it (and the
+worker's presence) fresh, and store its end; between tasks they block on the
+wake lists of their names, never poll. Nothing here imports Django."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import socket
+import threading
+import traceback
+import uuid
+from typing import TYPE_CHECKING, Any
+
+from ..exceptions import PoolError, backend_errors
+from ._common import text, to_ms, waits_client
+from .engine import MIN_BLOCK
+from .protocol import TaskStatus
+from .queue_task import Task, dumps, error_message, task_from_fields
+
+if TYPE_CHECKING:
+    from .queue import TaskQueue
+
+__all__ = ["Budget", "Worker", "run_workers"]
+
+logger = logging.getLogger("django_redis_pool")
+
+_HOST = socket.gethostname()
+#: How often listen() looks at its stop event (a local check, no Redis call).
+_STOP_CHECK = 0.1
+#: How long the tokens that wake a stopping listen()'s idle workers last.
+_HALT_TTL = 60.0
+
+
+def run_workers(
+    queue: TaskQueue,
+    names: list[str],
+    workers: int,
+    stop: threading.Event,
+    burst: bool,
+    max_jobs: int | None,
+) -> int:
+    """What :meth:`.queue.TaskQueue.listen` does once its arguments are
+    checked: run ``workers`` :class:`Worker` threads on ``names`` until they
+    end; returns how many tasks ran."""
+    budget = Budget(max_jobs)
+    halt = uuid.uuid4().hex
+    runners = [
+        threading.Thread(
+            target=Worker(queue, names, stop, burst, budget, halt).run,
+            name=f"drp-worker-{i}",
+            daemon=True,
+        )
+        for i in range(workers)
+    ]
+    for runner in runners:
+        runner.start()
+    try:
+        _supervise(queue, runners, stop, halt)
+    finally:
+        with contextlib.suppress(PoolError), backend_errors():
+            queue.client.delete(f"{queue.base}:halt:{halt}")
+    return budget.done
+
+
+def _supervise(
+    queue: TaskQueue, runners: list[threading.Thread], stop: threading.Event, halt: str
+) -> None:
+    """Wait for the worker threads. When ``stop`` is set, wake the idle ones
+    at once (a push to the list they block on beside their wake lists), so
+    that they need not wait for the end of their blocking chunk."""
+    pending = runners
+    while pending:
+        pending[0].join(_STOP_CHECK)  # (returns at once when that thread ends)
+        pending = [runner for runner in pending if runner.is_alive()]
+        if pending and stop.is_set():
+            try:
+                queue._run("queue_halt", halt, len(pending), to_ms(_HALT_TTL))
+            except PoolError as exc:  # they see ``stop`` at their chunk's end
+                logger.warning("could not wake the idle workers to stop: %s", exc)
+            for runner in pending:
+                runner.join()
+            return
+
+
+class Budget:
+    """Tasks a listen() may still run (None: no limit), shared by its threads."""
+
+    def __init__(self, limit: int | None) -> None:
+        self.limit, self.done, self._lock = limit, 0, threading.Lock()
+
+    def take(self) -> bool:
+        with self._lock:
+            if self.limit is not None and self.done >= self.limit:
+                return False
+            self.done += 1
+            return True
+
+    def give_back(self) -> None:
+        with self._lock:
+            self.done -= 1
+
+
+class Worker:
+    """One worker thread of :meth:`.queue.TaskQueue.listen`: takes a task, runs it
+    while a heartbeat keeps it (and the worker's presence) fresh, reports its
+    end; between tasks, blocks on the wake lists of its names."""
+
+    def __init__(
+        self,
+        queue: TaskQueue,
+        names: list[str],
+        stop: threading.Event,
+        burst: bool,
+        budget: Budget,
+        halt: str,
+    ) -> None:
+        self.queue, self.names, self.stop, self.burst, self.budget = (
+            queue,
+            names,
+            stop,
+            burst,
+            budget,
+        )
+        #: Where its listen() pushes when it stops (blocked on beside the wake lists).
+        self.halt_key = f"{queue.base}:halt:{halt}"
+        self.id = f"{_HOST}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
+        self.running: list[str] = []
+        #: Heartbeat period; presence lasts three periods.
+        self.period = max(0.05, min(queue.visibility_timeout / 3, 10.0))
+        self._beating = threading.Event()
+
+    def run(self) -> None:
+        beat = threading.Thread(target=self._heartbeat, name=f"{self.id}-beat", daemon=True)
+        self._beat()
+        beat.start()
+        try:
+            while not self.stop.is_set():
+                if not self.budget.take():
+                    return
+                try:
+                    taken = self.queue._run(
+                        "queue_take", self.id, to_ms(self.queue.visibility_timeout), *self.names
+                    )
+                except PoolError as exc:  # Redis down or failing: try again shortly
+                    self.budget.give_back()
+                    logger.warning("worker %s could not take a task: %s", self.id, exc)
+                    self.stop.wait(self.period)
+                    continue
+                if isinstance(taken, list):
+                    self._execute(*taken)
+                    continue
+                self.budget.give_back()
+                if self.burst:
+                    return
+                try:
+                    self._idle(int(taken))
+                except PoolError as exc:
+                    logger.warning("worker %s lost Redis while idle: %s", self.id, exc)
+                    self.stop.wait(self.period)
+        finally:
+            self._beating.set()
+            beat.join()
+            with contextlib.suppress(PoolError):  # its presence expires anyway
+                self.queue._run("queue_leave", self.id, "\n".join(self.names))
+
+    def _idle(self, next_due_ms: int) -> None:
+        """Wait for a wake token, the next deferred task or deadline, or a
+        chunk (to see ``stop``), whichever comes first."""
+        chunk = self.queue._engine._wait_chunk()
+        block = chunk if next_due_ms < 0 else max(MIN_BLOCK, min(chunk, next_due_ms / 1000))
+        keys = [f"{self.queue.base}:wake:{name}" for name in self.names] + [self.halt_key]
+        with backend_errors():
+            waits_client(self.queue.client).blpop(keys, timeout=block)
+
+    def _execute(self, task_id: Any, name: Any, params: Any, attempt: Any, flat: Any) -> None:
+        """Run the task just taken (its fields as ``queue_take`` returned them)
+        and store its end."""
+        fields = dict(zip(flat[0::2], flat[1::2], strict=True))
+        fields["params"] = params
+        task = task_from_fields(text(task_id), fields)
+        attempt = str(int(attempt))
+        task._report = lambda current, total: (
+            int(self.queue._run("queue_progress", task.id, self.id, attempt, current, total)) == 1
+        )
+        self.running.append(task.id)
+        try:
+            try:
+                result = dumps(self.queue.task_fn(task), f"the result of task {task.name!r}")  # type: ignore[misc]
+            except BaseException as exc:
+                # Whatever the handler raised, SystemExit and KeyboardInterrupt
+                # included, is its task's failure, not this worker's end: this
+                # thread is never the main thread, so no signal to the process
+                # raises here (its main thread handles them, see listen()).
+                message = error_message(exc)
+                logger.warning("task %r (%s) failed: %s", task.name, task.id, message)
+                self._finish(task, attempt, TaskStatus.FAILED, message, traceback.format_exc())
+            else:
+                self._finish(task, attempt, TaskStatus.DONE, result, "")
+        finally:
+            self.running.remove(task.id)
+
+    def _finish(self, task: Task, attempt: str, status: str, outcome: str, trace: str) -> None:
+        """Store the end of this delivery of ``task`` (``outcome``: its result
+        as JSON text, or its error); then, if it was stored, tell the task's
+        ``_ended`` hook what was stored."""
+        try:
+            finished = self.queue._run(
+                "queue_finish", task.id, self.id, attempt, status, outcome, trace
+            )
+        except PoolError as exc:
+            logger.error(
+                "task %r (%s) ran, but its outcome could not be stored (%s): it is "
+                "delivered again once its deadline passes",
+                task.name,
+                task.id,
+                exc,
+            )
+            return
+        if not int(finished):
+            logger.warning(
+                "task %r (%s) finished after its deadline passed and it was delivered "
+                "again: this run's outcome is dropped",
+                task.name,
+                task.id,
+            )
+            return
+        if task._ended is None:
+            return
+        task.status, task.finished_at = status, int(finished) / 1000
+        if status == TaskStatus.DONE:
+            task.result = json.loads(outcome)
+        else:
+            task.error, task.traceback = outcome, trace or None
+        try:
+            task._ended(task)
+        except Exception:
+            logger.exception("the end hook of task %r (%s) failed", task.name, task.id)
+
+    def _heartbeat(self) -> None:
+        while not self._beating.wait(self.period):
+            try:
+                self._beat()
+            except PoolError as exc:
+                logger.warning("worker %s missed a heartbeat: %s", self.id, exc)
+
+    def _beat(self) -> None:
+        self.queue._run(
+            "queue_beat",
+            self.id,
+            to_ms(self.period * 3),
+            to_ms(self.queue.visibility_timeout),
+            "\n".join(self.names),
+            *list(self.running),
+        )

@@ -1,0 +1,50 @@
+"""What an operation yields: the steps that :mod:`.calls` runs.
+
+An operation that talks to Redis is a generator (:data:`Steps`) that yields
+each step it needs and is sent back its reply: a :class:`Call` of a redis-py
+method, an :class:`Op` of the lease engine (run by :mod:`.scripts`) or a
+:class:`Local` function of this process. This module only names them, so
+that :mod:`.scripts` (which yields calls) and :mod:`.calls` (which runs every
+step, an engine operation by :mod:`.scripts`) depend on it and not on each
+other. Nothing here imports Django.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Generator
+from typing import Any, NamedTuple, TypeVar
+
+__all__ = ["Call", "Local", "Op", "Steps"]
+
+T = TypeVar("T")
+
+
+class Call(NamedTuple):
+    """A redis-py method call: ``client.<method>(*args, **kwargs)``."""
+
+    method: str
+    args: tuple[Any, ...] = ()
+    kwargs: dict[str, Any] = {}  # (never mutated)
+    #: A blocking read (BLPOP, BLMOVE): sent on :func:`._common.waits_client`.
+    waits: bool = False
+
+
+class Op(NamedTuple):
+    """A lease-engine operation, run by the client's :class:`.scripts.ScriptRunner`."""
+
+    op: str
+    keys_and_args: tuple[Any, ...]
+    streaks: dict[str, int] | None = None
+
+
+class Local(NamedTuple):
+    """A function of this process (a task handler): called as is on the
+    blocking path; awaited if it is a coroutine function, else run in a thread,
+    on the asyncio path."""
+
+    fn: Callable[..., Any]
+    args: tuple[Any, ...] = ()
+
+
+#: An operation: yields steps, receives their replies, returns its result.
+Steps = Generator[Any, Any, T]
