@@ -32,7 +32,7 @@ from django_redis_pool.primitives.queue import (
 
 from .clients import client_from, spec_of
 from .primitive_helpers import assert_constructor_does_no_io, redis_time
-from .waiting import wait_blocked, wait_for
+from .waiting import STALL, floor_of, wait_blocked, wait_for
 
 Policy = TaskExecutePolicy
 mp = multiprocessing.get_context("fork")
@@ -185,12 +185,16 @@ def test_remote_first_runs_here_when_no_worker_takes_it_in_time(
     thread.start()
     try:
         wait_for(lambda: busy.has_worker("where"))
+        # The floor: a task the idle worker takes and runs, there and back
+        floor = floor_of(lambda: queue.query("t0", "where", policy=Policy.RemoteFirst, timeout=10))
+        assert queue.get_task("t0").status == "done", "run remotely"
         busy.enqueue("slow", {"seconds": 1.5}, id="blocker")
         wait_for(lambda: busy.get_task("blocker").status == "running")
         started = time.monotonic()
         got = queue.query("t1", "where", policy=Policy.RemoteFirst, timeout=0.3)
-        assert got == str(os.getpid()) and time.monotonic() - started < 1.4
-        assert queue.get_task("t1") is None, "withdrawn, then run here"
+        took = time.monotonic() - started
+        assert got == str(os.getpid()) and queue.get_task("t1") is None, "withdrawn, run here"
+        assert took < 0.3 + 10 * floor + STALL, "after its 0.3 s wait, not the 1.5 s task's"
     finally:
         stop.set()
         thread.join(10)
