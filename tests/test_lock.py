@@ -30,6 +30,7 @@ from django_redis_pool import (
     PoolError,
     ResourceUnavailable,
 )
+from django_redis_pool.primitives.engine import LeaseEngine
 from django_redis_pool.testing import EmbeddedRedis
 
 from .clients import client_from, spec_of
@@ -666,13 +667,14 @@ def test_lock_on_an_unreachable_redis_builds_but_raises_backend_unavailable_when
 def _block_then_report(spec, report_key):
     client = client_from(spec)
     lock = Lock(client, "wake")
-    assert lock.acquire(timeout=10)
+    assert lock.acquire(timeout=60)  # (longer than half its chunk: see below)
     woke_at = time.time()
     client.rpush(report_key, repr(woke_at))
     lock.release()
 
 
-def test_lock_is_handed_to_a_waiter_in_another_process_by_a_push_not_its_chunk(client):
+def test_lock_is_handed_to_a_waiter_in_another_process_by_a_push_not_its_chunk(client, monkeypatch):
+    monkeypatch.setattr(LeaseEngine, "wait_chunk", 30.0)  # (the forked child's too)
     lock = Lock(client, "wake")
     chunk = lock._engine._wait_chunk()  # the child's too (same settings): its blocking read
     latencies = []
@@ -805,7 +807,7 @@ def _hold_and_hang(spec, ready_key):
     time.sleep(60)
 
 
-def test_a_sigkilled_holders_lock_goes_to_a_blocked_waiter_at_lease_expiry(client):
+def test_a_sigkilled_holders_lock_goes_to_a_blocked_waiter_at_lease_expiry(client, monkeypatch):
     ready = "{lock:crash}:ready"
     proc = mp.Process(target=_hold_and_hang, args=(spec_of(client), ready))
     proc.start()
@@ -813,7 +815,9 @@ def test_a_sigkilled_holders_lock_goes_to_a_blocked_waiter_at_lease_expiry(clien
     os.kill(proc.pid, signal.SIGKILL)
     killed_at = time.time()
     proc.join(5)
+    monkeypatch.setattr(LeaseEngine, "wait_chunk", 30.0)  # only a read timed to the expiry
     waiter = Lock(client, "crash", lease_timeout=10)
+    chunk = waiter._engine._wait_chunk()  # a wake at the end of a blocking read, not then
     [lease] = waiter.holders()
     assert lease.holder == "crasher"
     expires_at = lease.expires_at  # Redis clock; the server runs on this machine
@@ -826,12 +830,11 @@ def test_a_sigkilled_holders_lock_goes_to_a_blocked_waiter_at_lease_expiry(clien
         return engine_run(script, *args)
 
     waiter._engine.run = counting_run
-    assert waiter.acquire(timeout=5) is True
+    assert waiter.acquire(timeout=2 * chunk) is True
     got_at = time.time()
     assert waiter.owned() and waiter.holder() != "crasher"
     assert got_at - killed_at >= 0.5, "granted before the crashed holder's lease expired"
     assert got_at >= expires_at - 0.02, (got_at, expires_at)
-    chunk = waiter._engine._wait_chunk()  # a wake at the end of a blocking read, not then
     assert got_at - expires_at < chunk / 2, f"woken {got_at - expires_at:.3f} s after the expiry"
     assert len(runs) <= 5, f"the waiter polled: {runs}"
     waiter.release()

@@ -62,7 +62,8 @@ def _block_then_report(spec, ready_key, report_key):
     lease.release()
 
 
-def test_blocked_waiter_in_another_process_is_woken_by_a_push_not_its_chunk(client):
+def test_blocked_waiter_in_another_process_is_woken_by_a_push_not_its_chunk(client, monkeypatch):
+    monkeypatch.setattr(LeaseEngine, "wait_chunk", 30.0)  # (the forked child's too)
     pool = ResourcePool(client, "wake")
     pool.associate("r")
     chunk = pool._engine._wait_chunk()  # the child's too (same settings): its blocking read
