@@ -30,11 +30,10 @@ from django_redis_pool import (
     PoolError,
     ResourceUnavailable,
 )
-from django_redis_pool.primitives.engine import LeaseEngine
 from django_redis_pool.testing import EmbeddedRedis
 
 from .clients import client_from, spec_of
-from .primitive_helpers import assert_constructor_does_no_io, expire
+from .primitive_helpers import LONG_CHUNK, LONG_READ_TIMEOUT, assert_constructor_does_no_io, expire
 from .waiting import STALL, floor_of, wait_blocked, wait_for
 
 mp = multiprocessing.get_context("fork")
@@ -665,7 +664,7 @@ def test_lock_on_an_unreachable_redis_builds_but_raises_backend_unavailable_when
 
 
 def _block_then_report(spec, report_key):
-    client = client_from(spec)
+    client = client_from(spec, socket_timeout=LONG_READ_TIMEOUT)  # (the parent's reads)
     lock = Lock(client, "wake")
     assert lock.acquire(timeout=60)  # (longer than half its chunk: see below)
     woke_at = time.time()
@@ -673,10 +672,11 @@ def _block_then_report(spec, report_key):
     lock.release()
 
 
-def test_lock_is_handed_to_a_waiter_in_another_process_by_a_push_not_its_chunk(client, monkeypatch):
-    monkeypatch.setattr(LeaseEngine, "wait_chunk", 30.0)  # (the forked child's too)
+def test_lock_is_handed_to_a_waiter_in_another_process_by_a_push_not_its_chunk(long_client):
+    client = long_client  # reads of LONG_CHUNK, the forked child's too
     lock = Lock(client, "wake")
     chunk = lock._engine._wait_chunk()  # the child's too (same settings): its blocking read
+    assert chunk == LONG_CHUNK
     latencies = []
     for i in range(5):
         assert lock.acquire(timeout=10)
@@ -807,7 +807,8 @@ def _hold_and_hang(spec, ready_key):
     time.sleep(60)
 
 
-def test_a_sigkilled_holders_lock_goes_to_a_blocked_waiter_at_lease_expiry(client, monkeypatch):
+def test_a_sigkilled_holders_lock_goes_to_a_blocked_waiter_at_lease_expiry(long_client):
+    client = long_client  # reads of LONG_CHUNK: only a read timed to the expiry ends early
     ready = "{lock:crash}:ready"
     proc = mp.Process(target=_hold_and_hang, args=(spec_of(client), ready))
     proc.start()
@@ -815,9 +816,9 @@ def test_a_sigkilled_holders_lock_goes_to_a_blocked_waiter_at_lease_expiry(clien
     os.kill(proc.pid, signal.SIGKILL)
     killed_at = time.time()
     proc.join(5)
-    monkeypatch.setattr(LeaseEngine, "wait_chunk", 30.0)  # only a read timed to the expiry
     waiter = Lock(client, "crash", lease_timeout=10)
     chunk = waiter._engine._wait_chunk()  # a wake at the end of a blocking read, not then
+    assert chunk == LONG_CHUNK
     [lease] = waiter.holders()
     assert lease.holder == "crasher"
     expires_at = lease.expires_at  # Redis clock; the server runs on this machine

@@ -16,7 +16,7 @@ from django_redis_pool import ResourcePool
 from django_redis_pool.primitives.engine import LeaseEngine
 
 from .clients import client_from, spec_of
-from .primitive_helpers import redis_time
+from .primitive_helpers import LONG_CHUNK, LONG_READ_TIMEOUT, redis_time
 from .waiting import wait_blocked, wait_for
 
 mp = multiprocessing.get_context("fork")
@@ -54,7 +54,7 @@ def test_waiters_are_served_by_priority_then_arrival_across_processes(client):
 
 
 def _block_then_report(spec, ready_key, report_key):
-    client = client_from(spec)
+    client = client_from(spec, socket_timeout=LONG_READ_TIMEOUT)  # (the parent's reads)
     pool = ResourcePool(client, "wake")
     client.rpush(ready_key, "1")
     lease = pool.acquire(timeout=30)
@@ -62,11 +62,12 @@ def _block_then_report(spec, ready_key, report_key):
     lease.release()
 
 
-def test_blocked_waiter_in_another_process_is_woken_by_a_push_not_its_chunk(client, monkeypatch):
-    monkeypatch.setattr(LeaseEngine, "wait_chunk", 30.0)  # (the forked child's too)
+def test_blocked_waiter_in_another_process_is_woken_by_a_push_not_its_chunk(long_client):
+    client = long_client  # reads of LONG_CHUNK, the forked child's too
     pool = ResourcePool(client, "wake")
     pool.associate("r")
     chunk = pool._engine._wait_chunk()  # the child's too (same settings): its blocking read
+    assert chunk == LONG_CHUNK
     latencies = []
     for i in range(5):
         held = pool.acquire()
@@ -256,13 +257,14 @@ def _hold_and_hang(spec, name, ready_key):
     time.sleep(60)
 
 
-def test_crashed_holder_resource_reaches_a_blocked_waiter_at_lease_expiry(client, monkeypatch):
+def test_crashed_holder_resource_reaches_a_blocked_waiter_at_lease_expiry(long_client):
     # Long blocking reads: only a read timed to the lease's expiry wakes the
     # waiter before the end of its chunk.
-    monkeypatch.setattr(LeaseEngine, "wait_chunk", 30.0)
+    client = long_client
     pool = ResourcePool(client, "crash", lease_timeout=0.5)
     pool.associate("r")
     chunk = pool._engine._wait_chunk()
+    assert chunk == LONG_CHUNK
     ready = "{pool:crash}:ready"
     proc = mp.Process(target=_hold_and_hang, args=(spec_of(client), "crash", ready))
     proc.start()

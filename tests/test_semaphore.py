@@ -35,10 +35,9 @@ from django_redis_pool import (
     ResourceUnavailable,
     Semaphore,
 )
-from django_redis_pool.primitives.engine import LeaseEngine
 
 from .clients import client_from, spec_of
-from .primitive_helpers import assert_constructor_does_no_io, expire_now
+from .primitive_helpers import LONG_CHUNK, assert_constructor_does_no_io, expire_now
 from .waiting import wait_blocked, wait_for
 
 mp = multiprocessing.get_context("fork")
@@ -187,12 +186,13 @@ def test_holders_lists_the_identities_holding_a_slot(client):
     assert not sem.is_holding("jack")
 
 
-def test_timeout_zero_tries_once_and_a_blocking_acquire_is_woken_by_release(client, monkeypatch):
+def test_timeout_zero_tries_once_and_a_blocking_acquire_is_woken_by_release(long_client):
     # Long blocking reads: only the release's push wakes the waiter before the
     # end of its chunk.
-    monkeypatch.setattr(LeaseEngine, "wait_chunk", 30.0)
+    client = long_client
     sem = Semaphore(client, "block")
     chunk = sem._engine._wait_chunk()
+    assert chunk == LONG_CHUNK
     sem.set_max_size(1)
     assert sem.acquire("holder") is True
     assert sem.acquire("waiter") is False
@@ -315,12 +315,13 @@ def test_lowering_the_max_size_never_evicts_and_new_acquires_wait_until_below_it
     assert _identities(sem) == {"d"} and sem.waiting_count() == 0
 
 
-def test_raising_the_max_size_serves_queued_waiters_at_once(client, monkeypatch):
+def test_raising_the_max_size_serves_queued_waiters_at_once(long_client):
     # Long blocking reads: only set_max_size's pushes wake the waiters before
     # the end of their chunk.
-    monkeypatch.setattr(LeaseEngine, "wait_chunk", 30.0)
+    client = long_client
     sem = Semaphore(client, "raise")
     chunk = sem._engine._wait_chunk()
+    assert chunk == LONG_CHUNK
     sem.set_max_size(1)
     assert sem.acquire("a") is True
     forever = _in_thread(sem.acquire, "b", timeout=None)
