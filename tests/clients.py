@@ -18,9 +18,10 @@ def spec_of(client: Any) -> tuple[str, str, int]:
     return ("redis", kwargs["host"], int(kwargs["port"]))
 
 
-def client_from(spec: tuple[str, str, int]) -> Any:
-    """A new client for the Redis described by :func:`spec_of`."""
+def client_from(spec: tuple[str, str, int], **options: Any) -> Any:
+    """A new client for the Redis described by :func:`spec_of` (``options``:
+    more arguments of its constructor, e.g. ``socket_timeout``)."""
     kind, host, port = spec
     if kind == "cluster":
-        return RedisCluster(host=host, port=port)
-    return redis.Redis(host=host, port=port)
+        return RedisCluster(host=host, port=port, **options)
+    return redis.Redis(host=host, port=port, **options)

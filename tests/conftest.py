@@ -13,6 +13,8 @@ Fixtures:
 ``cluster_client``          a flushed :class:`redis.cluster.RedisCluster` (bytes replies).
 ``client``                  parametrized: ``redis_client``, then ``cluster_client``
                             (marked ``cluster``; ``-m "not cluster"`` skips it).
+``long_client``             a new client of ``client``'s Redis whose primitives' blocking
+                            reads last 30 s (:data:`tests.primitive_helpers.LONG_CHUNK`).
 ``redis_version`` (session) the server's version as a tuple, e.g. ``(6, 2, 14)``.
 ``hung_server``, ``sentinel`` a redis-server a test may stop, and a real Sentinel
                             watching it (:mod:`tests.servers`).
@@ -35,9 +37,12 @@ import pytest
 import redis
 from redis.cluster import RedisCluster
 
+from django_redis_pool.primitives.engine import LeaseEngine
 from django_redis_pool.testing import EmbeddedRedis, EmbeddedRedisCluster, find_redis_binary
 
 from .async_bridge import async_path
+from .clients import client_from, spec_of
+from .primitive_helpers import LONG_CHUNK, LONG_READ_TIMEOUT
 from .servers import hung_server, sentinel  # noqa: F401 (fixtures for every module)
 
 # Browser test modules import their helpers from it (and load it as a plugin).
@@ -134,6 +139,21 @@ def client(request: pytest.FixtureRequest) -> Any:
     """``redis_client`` or ``cluster_client``: runs the test on both topologies."""
     name = "redis_client" if request.param == "redis" else "cluster_client"
     return request.getfixturevalue(name)
+
+
+@pytest.fixture
+def long_client(client: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    """A new client of ``client``'s Redis, for primitives whose blocking reads
+    last ``LONG_CHUNK`` (30 s; the primitives made after it, in this process and
+    in children forked after it): ``LeaseEngine.wait_chunk`` is set for the
+    test, and the client's socket timeout is longer than a read (redis-py 8's
+    default, 5 s, would cut the chunk to 4 s)."""
+    monkeypatch.setattr(LeaseEngine, "wait_chunk", LONG_CHUNK)
+    conn = client_from(spec_of(client), socket_timeout=LONG_READ_TIMEOUT)
+    try:
+        yield conn
+    finally:
+        conn.close()
 
 
 @pytest.fixture

@@ -12,6 +12,14 @@ from django_redis_pool.primitives.base import LeasedPrimitive
 
 from .waiting import wait_for
 
+#: The chunk (the longest blocking read) of the primitives of a test that uses
+#: the ``long_client`` fixture: long, so that a wake within half of one is a
+#: push's, or timed to an expiry, not the end of a read, however busy the machine.
+LONG_CHUNK = 30.0
+#: The socket timeout of those tests' clients, longer than a read (their forked
+#: children build theirs with ``client_from(spec, socket_timeout=LONG_READ_TIMEOUT)``).
+LONG_READ_TIMEOUT = 2 * LONG_CHUNK
+
 
 def redis_time(client: Any) -> float:
     sec, usec = client.time()

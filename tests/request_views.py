@@ -118,7 +118,12 @@ def pool_longer_view(request: HttpRequest) -> HttpResponse:
     return HttpResponse("ok")
 
 
-@with_resource("printers", timeout=20)
+#: How long ``pool_wait_view`` waits for a printer (long: a test tells a wake
+#: by a release's hand-off from the end of this wait).
+POOL_WAIT_TIMEOUT = 20
+
+
+@with_resource("printers", timeout=POOL_WAIT_TIMEOUT)
 def pool_wait_view(request: HttpRequest) -> HttpResponse:
     RECORD.note(request, at=time.monotonic())
     return HttpResponse("ok")

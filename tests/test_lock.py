@@ -33,8 +33,8 @@ from django_redis_pool import (
 from django_redis_pool.testing import EmbeddedRedis
 
 from .clients import client_from, spec_of
-from .primitive_helpers import assert_constructor_does_no_io, expire
-from .waiting import wait_blocked, wait_for
+from .primitive_helpers import LONG_CHUNK, LONG_READ_TIMEOUT, assert_constructor_does_no_io, expire
+from .waiting import STALL, floor_of, wait_blocked, wait_for
 
 mp = multiprocessing.get_context("fork")
 
@@ -123,9 +123,10 @@ def test_blocking_false_tries_once(client):
     lock = Lock(client, "once")
     other = Lock(client, "once")
     assert other.acquire(blocking=False) is True
+    floor = floor_of(lambda: lock.acquire(timeout=0))  # refused at once
     started = time.monotonic()
     assert lock.acquire(blocking=False) is False
-    assert time.monotonic() - started < 0.5
+    assert time.monotonic() - started < 10 * floor + STALL, "it did not wait"
     assert lock.waiting_count() == 0 and lock.waiters() == []
     other.release()
     assert lock.acquire(blocking=False) is True
@@ -144,10 +145,11 @@ def test_timeout_expiring_returns_false_and_leaves_no_queue_entry(client):
     other = Lock(client, "tmo")
     assert other.acquire()
     lock = Lock(client, "tmo")
+    floor = floor_of(lambda: lock.acquire(timeout=0))  # refused at once
     started = time.monotonic()
     assert lock.acquire(timeout=0.2) is False
     waited = time.monotonic() - started
-    assert 0.19 <= waited < 3.0
+    assert 0.19 <= waited < 0.2 + 10 * floor + STALL
     assert lock.waiting_count() == 0 and lock.waiters() == []
     assert [k for k in client.scan_iter() if b":wake:" in k] == []
     assert other.owned() and not lock.owned()
@@ -352,7 +354,9 @@ def test_non_reentrant_lock_refuses_the_same_holder_again(client):
     lock = Lock(client, "nonre")
     assert lock.acquire() is True
     fence = lock.fence
+    started = time.monotonic()
     assert lock.acquire(blocking=False) is False
+    floor = time.monotonic() - started  # a try that does not wait
     started = time.monotonic()
     with pytest.raises(PoolError):
         lock.acquire()
@@ -360,7 +364,8 @@ def test_non_reentrant_lock_refuses_the_same_holder_again(client):
         lock.acquire(timeout=5)
     with pytest.raises(PoolError), lock:
         pass
-    assert time.monotonic() - started < 2, "it raised at once instead of waiting for itself"
+    took = time.monotonic() - started  # three tries
+    assert took < 3 * 10 * floor + STALL, "it raised at once instead of waiting for itself"
     assert lock.owned() and lock.fence == fence and lock.waiting_count() == 0
     lock.release()
     assert not lock.locked()
@@ -554,10 +559,11 @@ def test_context_manager_raises_resource_unavailable_after_its_timeout(client):
     lock = Lock(client, "cm-busy", timeout=0.2)
     other = Lock(client, "cm-busy")
     assert other.acquire()
+    floor = floor_of(lambda: lock.acquire(timeout=0))  # refused at once
     started = time.monotonic()
     with pytest.raises(ResourceUnavailable), lock:
         pytest.fail("entered a lock held by another holder")
-    assert 0.19 <= time.monotonic() - started < 3.0
+    assert 0.19 <= time.monotonic() - started < 0.2 + 10 * floor + STALL
     assert other.owned() and lock.waiting_count() == 0
     other.release()
 
@@ -658,17 +664,19 @@ def test_lock_on_an_unreachable_redis_builds_but_raises_backend_unavailable_when
 
 
 def _block_then_report(spec, report_key):
-    client = client_from(spec)
+    client = client_from(spec, socket_timeout=LONG_READ_TIMEOUT)  # (the parent's reads)
     lock = Lock(client, "wake")
-    assert lock.acquire(timeout=10)
+    assert lock.acquire(timeout=60)  # (longer than half its chunk: see below)
     woke_at = time.time()
     client.rpush(report_key, repr(woke_at))
     lock.release()
 
 
-def test_lock_is_handed_to_a_waiter_in_another_process_by_a_push_not_its_chunk(client):
+def test_lock_is_handed_to_a_waiter_in_another_process_by_a_push_not_its_chunk(long_client):
+    client = long_client  # reads of LONG_CHUNK, the forked child's too
     lock = Lock(client, "wake")
     chunk = lock._engine._wait_chunk()  # the child's too (same settings): its blocking read
+    assert chunk == LONG_CHUNK
     latencies = []
     for i in range(5):
         assert lock.acquire(timeout=10)
@@ -799,7 +807,8 @@ def _hold_and_hang(spec, ready_key):
     time.sleep(60)
 
 
-def test_a_sigkilled_holders_lock_goes_to_a_blocked_waiter_at_lease_expiry(client):
+def test_a_sigkilled_holders_lock_goes_to_a_blocked_waiter_at_lease_expiry(long_client):
+    client = long_client  # reads of LONG_CHUNK: only a read timed to the expiry ends early
     ready = "{lock:crash}:ready"
     proc = mp.Process(target=_hold_and_hang, args=(spec_of(client), ready))
     proc.start()
@@ -808,6 +817,8 @@ def test_a_sigkilled_holders_lock_goes_to_a_blocked_waiter_at_lease_expiry(clien
     killed_at = time.time()
     proc.join(5)
     waiter = Lock(client, "crash", lease_timeout=10)
+    chunk = waiter._engine._wait_chunk()  # a wake at the end of a blocking read, not then
+    assert chunk == LONG_CHUNK
     [lease] = waiter.holders()
     assert lease.holder == "crasher"
     expires_at = lease.expires_at  # Redis clock; the server runs on this machine
@@ -820,12 +831,11 @@ def test_a_sigkilled_holders_lock_goes_to_a_blocked_waiter_at_lease_expiry(clien
         return engine_run(script, *args)
 
     waiter._engine.run = counting_run
-    assert waiter.acquire(timeout=5) is True
+    assert waiter.acquire(timeout=2 * chunk) is True
     got_at = time.time()
     assert waiter.owned() and waiter.holder() != "crasher"
     assert got_at - killed_at >= 0.5, "granted before the crashed holder's lease expired"
     assert got_at >= expires_at - 0.02, (got_at, expires_at)
-    chunk = waiter._engine._wait_chunk()  # a wake at the end of a blocking read, not then
     assert got_at - expires_at < chunk / 2, f"woken {got_at - expires_at:.3f} s after the expiry"
     assert len(runs) <= 5, f"the waiter polled: {runs}"
     waiter.release()

@@ -556,8 +556,9 @@ def test_async_client_gone_while_waiting_gives_a_late_grant_back(
 def test_async_requests_waiting_for_a_full_pool_do_not_stall_requests_for_a_free_one(
     settings: Any, redis_url: str
 ) -> None:
+    printers_wait = 60  # the wait the scan must not queue behind: long
     rules = [
-        {"PATH": r"^/async/print/", "RESOURCE": "printers", "TIMEOUT": 6},
+        {"PATH": r"^/async/print/", "RESOURCE": "printers", "TIMEOUT": printers_wait},
         {"PATH": r"^/async/scan/", "RESOURCE": "scanners", "TIMEOUT": 0},
     ]
     pool = configure(settings, redis_url, rules)
@@ -572,7 +573,7 @@ def test_async_requests_waiting_for_a_full_pool_do_not_stall_requests_for_a_free
         try:
             await eventually(lambda: pool.waiting_count() == waiters, "the printers waiters")
             try:
-                scanned = await asyncio.wait_for(client.get("/async/scan/"), 3)
+                scanned = await asyncio.wait_for(client.get("/async/scan/"), printers_wait / 2)
                 status: int | None = scanned.status_code
             except asyncio.TimeoutError:
                 status = None

@@ -18,7 +18,7 @@ from django_redis_pool.primitives import global_limit
 from django_redis_pool.primitives.object_pool import ObjectPool
 
 from .clients import client_from, spec_of
-from .waiting import wait_for
+from .waiting import STALL, floor_of, wait_for
 
 mp = multiprocessing.get_context("fork")
 
@@ -117,16 +117,23 @@ def test_waiters_are_served_by_priority_then_arrival() -> None:
     assert served == ["high", "low-1", "low-2"]
 
 
+def refused(pool: ObjectPool[Conn]) -> None:
+    """An acquire(timeout=0) of ``pool`` (all on loan): a floor for a wait's bound."""
+    with pytest.raises(ResourceUnavailable):
+        pool.acquire(timeout=0)
+
+
 def test_max_waiting_refuses_at_once() -> None:
     pool, _ = make_pool(max=1, max_waiting=1)
     held = pool.acquire()
+    floor = floor_of(lambda: refused(pool))
     waiter = threading.Thread(target=lambda: pool.release(pool.acquire(timeout=5)))
     waiter.start()
     wait_for(lambda: pool.pending == 1)
     started = time.monotonic()
     with pytest.raises(ResourceUnavailable, match="max_waiting"):
         pool.acquire(timeout=5)
-    assert time.monotonic() - started < 1
+    assert time.monotonic() - started < 10 * floor + STALL, "not after its 5 s timeout"
     pool.release(held)
     waiter.join(5)
 
@@ -134,10 +141,11 @@ def test_max_waiting_refuses_at_once() -> None:
 def test_acquire_timeout_is_the_default_wait() -> None:
     pool, _ = make_pool(max=1, acquire_timeout=0.2)
     held = pool.acquire()
+    floor = floor_of(lambda: refused(pool))
     started = time.monotonic()
     with pytest.raises(ResourceUnavailable):
         pool.acquire()
-    assert 0.15 < time.monotonic() - started < 2
+    assert 0.15 < time.monotonic() - started < 0.2 + 10 * floor + STALL
     pool.release(held)
 
 
@@ -278,10 +286,13 @@ def test_a_failing_factory_backs_off_and_fails_on_time_with_its_error() -> None:
         raise ConnectionError("cannot connect")
 
     pool = ObjectPool(broken, max=2)
+    full, _ = make_pool(max=1)
+    full.acquire()
+    floor = floor_of(lambda: refused(full))
     started = time.monotonic()
     with pytest.raises(ResourceUnavailable) as raised:
         pool.acquire(timeout=0.5)
-    assert time.monotonic() - started < 1.5, "fails on time"
+    assert time.monotonic() - started < 0.5 + 10 * floor + STALL, "fails on time"
     assert isinstance(raised.value.__cause__, ConnectionError)
     assert len(calls) < 10, f"no spinning: {len(calls)} calls in half a second"
     gaps = [b - a for a, b in itertools.pairwise(calls)]

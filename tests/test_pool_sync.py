@@ -12,7 +12,9 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from django_redis_pool import Semaphore, get_pool, registry
+from django_redis_pool import Semaphore, conf, get_pool, registry
+
+from .waiting import STALL, floor_of
 
 
 @pytest.fixture
@@ -166,20 +168,26 @@ def test_a_redis_error_reply_is_a_command_error_not_a_traceback(
         sync()
 
 
-def test_redis_down_is_a_command_error(settings: Any) -> None:
+def test_redis_down_is_a_command_error(settings: Any, redis_url: str) -> None:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
+    pools = {"printers": {"RESOURCES": ["p1"]}}
+    # The floor: the same command on a Redis that answers
+    settings.DJANGO_REDIS_POOL = {"CONNECTION": {"URL": redis_url}, "POOLS": pools}
+    floor = floor_of(sync)
     settings.DJANGO_REDIS_POOL = {
         "CONNECTION": {"URL": f"redis://127.0.0.1:{port}/0"},
-        "POOLS": {"printers": {"RESOURCES": ["p1"]}},
+        "POOLS": pools,
     }
     started = time.monotonic()
     with pytest.raises(
         CommandError, match=r"Start Redis or fix DJANGO_REDIS_POOL\[\"CONNECTION\"\]"
     ):
         sync()
-    assert time.monotonic() - started < 3
+    # a refused connection, retried after the default backoff: no timeout waited
+    backoff = conf.DEFAULT_RETRIES * conf.DEFAULT_RETRY_CAP
+    assert time.monotonic() - started < 10 * floor + backoff + STALL
 
 
 def test_invalid_setting_is_a_command_error(settings: Any, redis_url: str) -> None:

@@ -16,7 +16,7 @@ from django_redis_pool import ResourcePool
 from django_redis_pool.primitives.engine import LeaseEngine
 
 from .clients import client_from, spec_of
-from .primitive_helpers import redis_time
+from .primitive_helpers import LONG_CHUNK, LONG_READ_TIMEOUT, redis_time
 from .waiting import wait_blocked, wait_for
 
 mp = multiprocessing.get_context("fork")
@@ -54,7 +54,7 @@ def test_waiters_are_served_by_priority_then_arrival_across_processes(client):
 
 
 def _block_then_report(spec, ready_key, report_key):
-    client = client_from(spec)
+    client = client_from(spec, socket_timeout=LONG_READ_TIMEOUT)  # (the parent's reads)
     pool = ResourcePool(client, "wake")
     client.rpush(ready_key, "1")
     lease = pool.acquire(timeout=30)
@@ -62,10 +62,12 @@ def _block_then_report(spec, ready_key, report_key):
     lease.release()
 
 
-def test_blocked_waiter_in_another_process_is_woken_by_a_push_not_its_chunk(client):
+def test_blocked_waiter_in_another_process_is_woken_by_a_push_not_its_chunk(long_client):
+    client = long_client  # reads of LONG_CHUNK, the forked child's too
     pool = ResourcePool(client, "wake")
     pool.associate("r")
     chunk = pool._engine._wait_chunk()  # the child's too (same settings): its blocking read
+    assert chunk == LONG_CHUNK
     latencies = []
     for i in range(5):
         held = pool.acquire()
@@ -255,9 +257,14 @@ def _hold_and_hang(spec, name, ready_key):
     time.sleep(60)
 
 
-def test_crashed_holder_resource_reaches_a_blocked_waiter_at_lease_expiry(client):
+def test_crashed_holder_resource_reaches_a_blocked_waiter_at_lease_expiry(long_client):
+    # Long blocking reads: only a read timed to the lease's expiry wakes the
+    # waiter before the end of its chunk.
+    client = long_client
     pool = ResourcePool(client, "crash", lease_timeout=0.5)
     pool.associate("r")
+    chunk = pool._engine._wait_chunk()
+    assert chunk == LONG_CHUNK
     ready = "{pool:crash}:ready"
     proc = mp.Process(target=_hold_and_hang, args=(spec_of(client), "crash", ready))
     proc.start()
@@ -265,10 +272,10 @@ def test_crashed_holder_resource_reaches_a_blocked_waiter_at_lease_expiry(client
     os.kill(proc.pid, signal.SIGKILL)
     proc.join(5)
     started = time.monotonic()
-    lease = pool.acquire(timeout=5, holder="survivor")
+    lease = pool.acquire(timeout=2 * chunk, holder="survivor")
     waited = time.monotonic() - started
     assert lease is not None and lease.holder == "survivor"
-    assert waited < 1.5, "woken at the expiry, not by a poll"
+    assert waited < chunk / 2, "woken at the expiry, not by the end of its blocking read"
 
 
 def test_timed_out_waiter_leaves_no_trace(client):
@@ -339,14 +346,16 @@ def test_interrupted_waiter_withdraws_at_once(client):
 def test_a_grant_handed_to_a_waiter_that_died_lapses_after_the_confirmation_window(client):
     """A release within a dead waiter's liveness window hands the resource to
     it; unconfirmed, that grant lasts PROVISIONAL (5 s), not the 30 s lease."""
-    pool, held = _held_with_a_dead_waiter(client, "stall", lease_timeout=30)
+    lease_timeout = 120  # the lease the queue must not wait for, far longer than the window
+    pool, held = _held_with_a_dead_waiter(client, "stall", lease_timeout=lease_timeout)
     held.release()  # at once: the dead waiter still counts as alive
     handed = pool.lease_of("r")
     assert handed is not None and handed.holder == "doomed"
     assert handed.expires_at is not None
     assert handed.expires_at - redis_time(client) <= 5.0, "a confirmation window, not the lease"
-    started = time.monotonic()
-    lease = pool.acquire(timeout=20, holder="alive")
+    started, before = time.monotonic(), redis_time(client)
+    lease = pool.acquire(timeout=lease_timeout / 2, holder="alive")
     assert lease is not None and lease.holder == "alive"
-    assert time.monotonic() - started < 15, "the dead waiter stalled the queue for its lease"
-    assert lease.expires_at is not None and lease.expires_at - redis_time(client) > 25
+    waited = time.monotonic() - started
+    assert waited < lease_timeout / 2, "the dead waiter stalled the queue for its lease"
+    assert lease.expires_at is not None and lease.expires_at >= before + lease_timeout - 0.001

@@ -37,7 +37,7 @@ from django_redis_pool import (
 )
 
 from .clients import client_from, spec_of
-from .primitive_helpers import assert_constructor_does_no_io, expire_now
+from .primitive_helpers import LONG_CHUNK, assert_constructor_does_no_io, expire_now
 from .waiting import wait_blocked, wait_for
 
 mp = multiprocessing.get_context("fork")
@@ -145,10 +145,11 @@ def test_same_identity_is_refreshed_without_a_second_slot(client):
     second = _lease_of(sem, "peter")
     assert second.expires_at > first.expires_at
     assert second.fence == first.fence
-    # A longer lease on the refresh moves the expiry to ~30 s from now (Redis clock).
+    # A longer lease on the refresh moves the expiry to 30 s from then (Redis clock).
+    before = _redis_time(client)
     assert sem.acquire("peter", lease_timeout=30) is True
-    server_now = _redis_time(client)
-    assert server_now + 29 < _lease_of(sem, "peter").expires_at < server_now + 31
+    after = _redis_time(client)
+    assert before + 30 - 0.001 <= _lease_of(sem, "peter").expires_at <= after + 30 + 0.001
     # Refreshing works even when the semaphore is full.
     assert sem.acquire("jack") is True
     assert sem.acquire("mary") is False
@@ -185,22 +186,27 @@ def test_holders_lists_the_identities_holding_a_slot(client):
     assert not sem.is_holding("jack")
 
 
-def test_timeout_zero_tries_once_and_a_blocking_acquire_is_woken_by_release(client):
+def test_timeout_zero_tries_once_and_a_blocking_acquire_is_woken_by_release(long_client):
+    # Long blocking reads: only the release's push wakes the waiter before the
+    # end of its chunk.
+    client = long_client
     sem = Semaphore(client, "block")
+    chunk = sem._engine._wait_chunk()
+    assert chunk == LONG_CHUNK
     sem.set_max_size(1)
     assert sem.acquire("holder") is True
     assert sem.acquire("waiter") is False
     assert sem.acquire("waiter", timeout=0) is False
     assert sem.waiting_count() == 0 and sem.waiters() == []
-    thread, results = _in_thread(sem.acquire, "waiter", timeout=10)
+    thread, results = _in_thread(sem.acquire, "waiter", timeout=2 * chunk)
     wait_for(lambda: sem.waiting_count() == 1, what="the waiter to queue")
     assert [w.holder for w in sem.waiters()] == ["waiter"]
     wait_blocked(client)  # inside its blocking read: only a push can wake it early
     released_at = time.monotonic()
     assert sem.release("holder") is True
-    thread.join(10)
+    thread.join(chunk)
     assert [r for r, _ in results] == [True]
-    assert results[0][1] - released_at < 1.0, "woken by the release, not by a poll"
+    assert results[0][1] - released_at < chunk / 2, "woken by the release, not by a chunk"
     assert _identities(sem) == {"waiter"}
     assert _lease_of(sem, "waiter").expires_at is None, "the hand-off was confirmed"
     assert sem.waiting_count() == 0
@@ -309,26 +315,31 @@ def test_lowering_the_max_size_never_evicts_and_new_acquires_wait_until_below_it
     assert _identities(sem) == {"d"} and sem.waiting_count() == 0
 
 
-def test_raising_the_max_size_serves_queued_waiters_at_once(client):
+def test_raising_the_max_size_serves_queued_waiters_at_once(long_client):
+    # Long blocking reads: only set_max_size's pushes wake the waiters before
+    # the end of their chunk.
+    client = long_client
     sem = Semaphore(client, "raise")
+    chunk = sem._engine._wait_chunk()
+    assert chunk == LONG_CHUNK
     sem.set_max_size(1)
     assert sem.acquire("a") is True
     forever = _in_thread(sem.acquire, "b", timeout=None)
     wait_for(lambda: sem.waiting_count() == 1, what="b to queue")
-    bounded = _in_thread(sem.acquire, "c", timeout=10, lease_timeout=30)
+    bounded = _in_thread(sem.acquire, "c", timeout=2 * chunk, lease_timeout=30)
     wait_for(lambda: sem.waiting_count() == 2, what="c to queue")
     wait_blocked(client, 2)  # inside their blocking reads: only a push can wake them early
-    raised_at = time.monotonic()
+    raised_at, before = time.monotonic(), _redis_time(client)
     sem.set_max_size(3)
     for thread, _ in (forever, bounded):
-        thread.join(10)
+        thread.join(chunk)
     for _, results in (forever, bounded):
         assert [r for r, _ in results] == [True]
-        assert results[0][1] - raised_at < 1.0, "served by set_max_size, not by a poll"
+        assert results[0][1] - raised_at < chunk / 2, "served by set_max_size, not by a chunk"
     assert _identities(sem) == {"a", "b", "c"}
     assert sem.get_current_size() == 3 and sem.waiting_count() == 0
-    server_now = _redis_time(client)
-    assert server_now + 28 < _lease_of(sem, "c").expires_at < server_now + 31
+    after = _redis_time(client)  # c's 30 s run from its grant, confirmed in between
+    assert before + 30 - 0.001 <= _lease_of(sem, "c").expires_at <= after + 30 + 0.001
     assert _lease_of(sem, "b").expires_at is None
 
 

@@ -14,6 +14,23 @@ from typing import Any
 #: as on an idle one. (pytest-timeout bounds the whole test at 120 s.)
 STARTUP = 60.0
 
+#: What a bound on a duration scaled from a floor (:func:`floor_of`) adds for
+#: one stall of a busy machine (a thread not scheduled for a while, a garbage
+#: collection) that the floor, taken a moment earlier, did not include.
+STALL = 1.0
+
+
+def floor_of(call: Callable[[], object]) -> float:
+    """How long ``call()`` takes now, in seconds: the floor of a test that
+    bounds how long a comparable call takes (the same call refused at once, or
+    the same work on a Redis that answers), taken in the same test just before,
+    so that the bound grows with the machine's load, e.g. ``elapsed < timeout
+    + 10 * floor + STALL``. (``call``'s value is not checked: a ``call``
+    that checks it asserts it itself.)"""
+    started = time.monotonic()
+    call()
+    return time.monotonic() - started
+
 
 def wait_for(predicate: Callable[[], object], timeout: float = 10.0, what: str = "it") -> None:
     """Return once ``predicate()`` is true; fail the test after ``timeout`` s."""
