@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 
 from django_redis_pool import Lease, Lock, ResourcePool, Semaphore
 from django_redis_pool.primitives.async_clients import aclose_async_clients, async_client_for
+from django_redis_pool.primitives.deadlines import Stopwatch
 
 from .waiting import await_for, wait_for
 
@@ -205,7 +206,8 @@ def test_an_async_lease_renews_itself_as_a_task_and_awaits_a_coroutine_on_lost(r
         async with pool.alease(timeout=1, auto_renew=True) as lease:
             await asyncio.sleep(3.2)  # two lease durations: renewed by a task of this loop
             assert not lease.lost and pool.is_occupied("r")
-            assert threading.active_count() == threads_before, "no renewal thread"
+            # (<=: a thread of an earlier test may have ended meanwhile)
+            assert threading.active_count() <= threads_before, "no renewal thread"
         assert pool.is_available("r")
         lease = await pool.aacquire(timeout=1)
         assert lease is not None
@@ -329,9 +331,11 @@ def test_an_async_wait_holds_no_thread_and_times_out_on_time(redis_client):
     held = pool.acquire(timeout=0)
     before = threading.active_count()
 
-    async def timed(timeout: float) -> tuple[Any, float]:
-        started = time.monotonic()
-        return await pool.aacquire(timeout=timeout), time.monotonic() - started
+    async def timed(timeout: float) -> tuple[Any, float, float]:
+        """The acquire's result, its wall time and the part of it that the
+        loop's thread waited (not running other waiters, nor waiting for a CPU)."""
+        watch = Stopwatch()
+        return await pool.aacquire(timeout=timeout), watch.elapsed(), watch.waited()
 
     async def watch() -> list[Any]:
         # The floor: 200 refused tries at once, which also opens the connections the
@@ -347,9 +351,13 @@ def test_an_async_wait_holds_no_thread_and_times_out_on_time(redis_client):
         )
         assert threading.active_count() <= before + 1  # (+ the to_thread worker)
         results = await waiting
-        waited = [elapsed for _, elapsed in results]
-        assert timeout * 0.9 <= min(waited) and max(waited) <= timeout + max(1.0, 5 * floor)
-        return [lease for lease, _ in results]
+        # Never refused before its timeout (the queue drops a waiter at its deadline
+        # on the Redis clock), and it waits no longer than its timeout (the
+        # caller's deadline counts the time it waited, so on a busy machine the
+        # time the loop spent running the other waiters comes on top)
+        assert timeout * 0.9 <= min(elapsed for _, elapsed, _ in results)
+        assert max(waited for _, _, waited in results) <= timeout + max(1.0, 5 * floor)
+        return [lease for lease, _, _ in results]
 
     assert asyncio.run(watch()) == [None] * 200
     assert held is not None and held.release()

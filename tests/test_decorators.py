@@ -11,6 +11,7 @@ import asyncio
 import gc
 import logging
 import socket
+import sys
 import threading
 import time
 from collections.abc import Callable, Coroutine, Iterator
@@ -544,6 +545,12 @@ def test_cancelled_async_request_leaves_the_queue_at_once(
             task = asyncio.ensure_future(views.async_pool_wait_view(request))
             await asyncio.to_thread(wait_for, lambda: pool.waiting_count() == 1, 15, "it to queue")
             task.cancel()
+            if sys.version_info < (3, 11):
+                # (Python 3.10 loses a cancellation that lands just as a command's
+                # send completes, docs/async.md: a busy machine widens that window.
+                # A disconnected client's request is cancelled again until it ends.)
+                while not (await asyncio.wait({task}, timeout=0.5))[0]:
+                    task.cancel()
             with pytest.raises(asyncio.CancelledError):
                 await task
         else:
