@@ -10,7 +10,9 @@ hands the resource straight to the head waiter and pushes the grant onto that
 waiter's own wake list, on which the waiter blocks with BLPOP: no polling. A
 blocked waiter also wakes when the earliest lease is due to expire (to reclaim
 it) and at least every ``wait_chunk`` seconds to prove it is alive; a waiter
-that stops checking in is skipped by the next hand-off.
+that stops checking in is skipped by the next hand-off. An acquire may bound
+the queue (``max_waiting``): past it, the script queues nobody and the caller
+is refused at once.
 
 Each operation is written once, as a generator of the Redis calls it makes
 (:mod:`.calls`): :meth:`LeaseEngine.acquire` runs it blocking on the
@@ -351,9 +353,10 @@ class LeaseEngine:
         caller refused for ``max_waiting`` (ResourceUnavailable)."""
         holder = args[3]
         if reply == Reply.FULL:
+            waiting = f"{args[2]} callers already wait" if args[2] else "no caller may wait"
             raise ResourceUnavailable(
-                f"{self.label}: max_waiting reached ({args[2]} callers already wait), so "
-                "this caller was refused at once",
+                f"{self.label}: max_waiting={args[2]} reached ({waiting}), so this caller "
+                "was refused at once",
                 reason=ResourceUnavailable.FULL,
             )
         if reply == Reply.UNCONFIGURED:
