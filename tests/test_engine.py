@@ -305,14 +305,17 @@ def _hold_and_queue(primitive: LeasedPrimitive) -> None:
     ],
     ids=["free", "exhausted", "wait", "retry", "again", "queued"],
 )
+@pytest.mark.parametrize("max_waiting", [-1, 0], ids=["unbounded", "max-waiting-0"])
 def test_the_fast_acquire_agrees_with_acquire(
-    client: Any, kind: str, setup: Any, wait_ms: int, token: str
+    client: Any, kind: str, setup: Any, wait_ms: int, token: str, max_waiting: int
 ) -> None:
     answered = _fast_and_full(
-        client, kind, setup, "acquire", token, 30000, 0, wait_ms, -1, 2000, "", "h"
+        client, kind, setup, "acquire", token, 30000, 0, wait_ms, max_waiting, 2000, "", "h"
     )
     if setup in (_nothing, _exhaust) and wait_ms == -2:
         assert answered, "the common case is the fast script's to answer"
+    if setup is _exhaust and wait_ms > 0:
+        assert not answered, "a caller that would wait is the whole script's (max_waiting too)"
 
 
 @pytest.mark.parametrize("kind", ["pool", "semaphore", "lock", "rlock"])
