@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
+from typing import ClassVar
 
 import redis.exceptions
 
@@ -28,7 +29,21 @@ class PoolError(Exception):
 
 
 class ResourceUnavailable(PoolError, TimeoutError):
-    """Nothing could be granted within the requested ``timeout``."""
+    """Nothing could be granted within the requested ``timeout``, or the caller
+    was refused at once because ``max_waiting`` callers already wait.
+
+    ``reason`` says which (for logs and metrics): :attr:`TIMEOUT` or :attr:`FULL`.
+    """
+
+    #: ``reason``: nothing was granted in time (or the wait ended otherwise).
+    TIMEOUT: ClassVar[str] = "timeout"
+    #: ``reason``: ``max_waiting`` callers already waited, so this one was
+    #: refused at once, without waiting.
+    FULL: ClassVar[str] = "full"
+
+    def __init__(self, *args: object, reason: str = TIMEOUT) -> None:
+        super().__init__(*args)
+        self.reason = reason
 
 
 class NotOwned(PoolError):

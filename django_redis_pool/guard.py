@@ -50,7 +50,9 @@ _HOST = socket.gethostname()
 
 @dataclass
 class Refusal:
-    """Nothing was held: ``error`` says why (and carries name, status, retry_after)."""
+    """Nothing was held: ``error`` says why (and carries name, status, retry_after;
+    a :class:`ResourceUnavailable`'s ``reason`` tells a timeout from a refusal at
+    once, ``max_waiting`` callers already waiting)."""
 
     error: PoolError
 
@@ -140,6 +142,8 @@ class Guard:
                 held = kind.hold(primitive, ask)
         except NotConfigured:
             raise  # a configuration error, not a busy resource
+        except ResourceUnavailable as exc:  # refused at once: max_waiting callers wait
+            outcome, signal = self._full(request, primitive, exc, started)
         except PoolError as exc:  # Redis unreachable, or refusing (OOM, ...)
             outcome, signal = self._failed(request, primitive, exc, started)
         else:
@@ -171,6 +175,8 @@ class Guard:
                 held = await kind.ahold(primitive, ask)
         except NotConfigured:
             raise
+        except ResourceUnavailable as exc:
+            outcome, signal = self._full(request, primitive, exc, started)
         except PoolError as exc:
             outcome, signal = self._failed(request, primitive, exc, started)
         else:
@@ -234,6 +240,14 @@ class Guard:
                 "waited": waited,
             },
         )
+
+    def _full(
+        self, request: HttpRequest, primitive: Any, error: ResourceUnavailable, started: float
+    ) -> tuple[Refusal, Sending]:
+        """The kind refused the request at once (``error.reason``: ``max_waiting``
+        callers already wait): the refusal, without waiting."""
+        logger.info("%s %s: %s", request.method, request.path, error)
+        return self._refusal(request, primitive, error, started)
 
     def _failed(
         self, request: HttpRequest, primitive: Any, exc: PoolError, started: float

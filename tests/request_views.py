@@ -141,6 +141,12 @@ def semaphore_view(request: HttpRequest) -> HttpResponse:
     return HttpResponse("ok")
 
 
+@with_resource("reports", timeout=POOL_WAIT_TIMEOUT)
+def semaphore_wait_view(request: HttpRequest) -> HttpResponse:
+    RECORD.note(request)
+    return HttpResponse("ok")
+
+
 @with_resource("reports", timeout=0, identity=lambda request: f"user-{request.GET['user']}")
 def semaphore_identity_view(request: HttpRequest) -> HttpResponse:
     with RECORD.mutex:
@@ -327,6 +333,7 @@ urlpatterns = [
     path("pool-wait/", pool_wait_view),
     path("pool-custom-status/", pool_custom_status_view),
     path("semaphore/", semaphore_view),
+    path("semaphore-wait/", semaphore_wait_view),
     path("semaphore-identity/", semaphore_identity_view),
     path("semaphore-number-identity/", semaphore_number_identity_view),
     path("semaphore-dotted-identity/", semaphore_dotted_identity_view),

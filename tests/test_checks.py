@@ -288,6 +288,10 @@ def test_e018_bad_option_value(settings: Any, option: str, value: Any) -> None:
         ("LOCKS", "REENTRANT", "yes"),
         ("LOCKS", "AUTO_RENEW", 1),
         ("LOCKS", "TIMEOUT", -1),
+        ("POOLS", "MAX_WAITING", -1),
+        ("POOLS", "MAX_WAITING", 1.5),
+        ("SEMAPHORES", "MAX_WAITING", "3"),
+        ("LOCKS", "MAX_WAITING", True),
     ],
 )
 def test_e018_bad_semaphore_and_lock_options(
@@ -296,6 +300,23 @@ def test_e018_bad_semaphore_and_lock_options(
     message = only(ours(settings, {key: {"thing": {option: value}}}), "E018")
     assert f'DJANGO_REDIS_POOL["{key}"]["thing"]["{option}"]' in message.msg
     assert repr(value) in message.msg
+
+
+@pytest.mark.parametrize("key", ["POOLS", "SEMAPHORES", "LOCKS"])
+def test_e018_bad_max_waiting_names_the_values_it_takes(settings: Any, key: str) -> None:
+    message = only(ours(settings, {key: {"thing": {"MAX_WAITING": -1}}}), "E018")
+    assert f'DJANGO_REDIS_POOL["{key}"]["thing"]["MAX_WAITING"] must be an int >= 0' in message.msg
+    assert "or None for no limit" in message.hint
+
+
+@pytest.mark.parametrize("value", [None, 0, 1, 500])
+def test_max_waiting_none_or_an_int_from_zero_passes(settings: Any, value: Any) -> None:
+    entry = {"MAX_WAITING": value}
+    setting = {
+        "POOLS": {"p": {"RESOURCES": ["p1"], **entry}},
+        "SEMAPHORES": {"s": {"MAX_SIZE": 1, **entry}},
+    }
+    assert ours(settings, {**setting, "LOCKS": {"l": entry}}) == []
 
 
 def test_e017_unknown_lock_option_suggests_close_match(settings: Any) -> None:

@@ -40,7 +40,7 @@ from django_redis_pool.primitives.engine import LeaseEngine
 from django_redis_pool.testing import EmbeddedRedis
 
 from . import request_views as views
-from .waiting import wait_for
+from .waiting import STALL, floor_of, wait_for
 
 pytestmark = pytest.mark.urls("tests.request_views")
 
@@ -293,6 +293,57 @@ def test_waiting_request_is_woken_by_the_release_not_by_its_timeout(
     served = seen["at"] - released_at
     assert served < views.POOL_WAIT_TIMEOUT / 2, "served by the hand-off, long before its timeout"
     assert pool.available_count() == 1
+
+
+@pytest.mark.parametrize(
+    ("kind", "floor_path", "path", "retry_after"),
+    [
+        ("pool", "/pool/", "/pool-wait/", str(views.POOL_WAIT_TIMEOUT)),
+        ("pool", "/async/", "/async-wait/", "5"),
+        ("semaphore", "/semaphore/", "/semaphore-wait/", str(views.POOL_WAIT_TIMEOUT)),
+        ("lock", "/lock/", "/lock-default-timeout/", "20"),
+    ],
+    ids=["pool", "async-pool", "semaphore", "lock"],
+)
+def test_max_waiting_zero_answers_the_refusal_at_once_instead_of_waiting(
+    settings: Any,
+    redis_url: str,
+    sent: list[Sent],
+    kind: str,
+    floor_path: str,
+    path: str,
+    retry_after: str,
+) -> None:
+    configure(
+        settings,
+        redis_url,
+        POOLS={"printers": {"RESOURCES": ["p1"], "LEASE_TIMEOUT": 30, "MAX_WAITING": 0}},
+        SEMAPHORES={"reports": {"MAX_SIZE": 1, "MAX_WAITING": 0}},
+        LOCKS={"imports": {"TIMEOUT": 20, "MAX_WAITING": 0}},
+    )
+    primitive: Any = {"pool": get_pool, "semaphore": get_semaphore, "lock": get_lock}[kind](
+        {"pool": "printers", "semaphore": "reports", "lock": "imports"}[kind]
+    )
+    if kind == "pool":
+        primitive.associate("p1")
+        assert primitive.acquire(timeout=0, holder="outside") is not None
+    elif kind == "semaphore":
+        assert primitive.acquire("outside")
+    else:
+        assert primitive.acquire(timeout=0, holder="outside")
+    get = (lambda p: arun(aget(p))) if path.startswith("/async") else Client().get
+    floor = floor_of(lambda: get(floor_path))  # a view that does not wait, refused
+    started = time.monotonic()
+    response = get(path)  # a view that would wait 5 or 20 s
+    assert time.monotonic() - started < 10 * floor + STALL, "refused at once, not after waiting"
+    assert response.status_code == 503
+    assert response["Retry-After"] == retry_after
+    assert views.RECORD.seen == [], "no view ran"
+    assert primitive.waiting_count() == 0
+    timed_out, full = (s.kwargs["error"] for s in named(sent, "resource_unavailable"))
+    assert (timed_out.reason, full.reason) == ("timeout", "full")
+    assert isinstance(full, ResourceUnavailable) and "max_waiting" in str(full)
+    assert (full.name, full.status, full.retry_after) == (primitive.name, 503, int(retry_after))
 
 
 # ---------------------------------------------------------------- UNAVAILABLE_VIEW

@@ -43,7 +43,7 @@ def state_of(client: Any, primitive: LeasedPrimitive) -> dict[bytes, Any]:
         kind = client.type(key)
         if kind == b"zset":
             pairs = client.zrange(key, 0, -1, withscores=True)
-            scored = key.endswith(b":leases")
+            scored = key.endswith((b":leases", b":walive"))
             state[key] = [(m, "t" if scored and s != float("inf") else s) for m, s in pairs]
         elif kind == b"hash":
             fields = client.hgetall(key)
@@ -82,7 +82,7 @@ def twice(client: Any, primitive: LeasedPrimitive, op: str, *args: Any) -> Any:
 
 def test_a_retried_acquire_returns_the_same_grant(client: Any) -> None:
     pool = pool_of(client, "retry-acquire", "r1", "r2")
-    first, again = twice(client, pool, "acquire", "tok-1", 30000, 0, -2, 2000, "", "h")
+    first, again = twice(client, pool, "acquire", "tok-1", 30000, 0, -2, -1, 2000, "", "h")
     assert first == again and isinstance(first, list)
     assert pool.available_count() == 1, "one resource granted, not two"
 
@@ -90,7 +90,7 @@ def test_a_retried_acquire_returns_the_same_grant(client: Any) -> None:
 def test_a_retried_queued_acquire_keeps_one_place(client: Any) -> None:
     pool = pool_of(client, "retry-queue", "r1")
     assert pool.acquire(holder="holder")
-    first, again = twice(client, pool, "acquire", "tok-q", 30000, 0, 60000, 2000, "", "w")
+    first, again = twice(client, pool, "acquire", "tok-q", 30000, 0, 60000, -1, 2000, "", "w")
     assert isinstance(first, int) and isinstance(again, int)
     assert pool.waiting_count() == 1
 
@@ -105,7 +105,7 @@ def test_a_retried_reacquire_by_the_same_identity_counts_once(client: Any, kind:
     else:
         primitive = Lock(client, "retry-rlock", reentrant=True, holder="me")
         assert primitive.acquire()
-    first, again = twice(client, primitive, "acquire", "tok-2", 30000, 0, -2, 2000, "", "me")
+    first, again = twice(client, primitive, "acquire", "tok-2", 30000, 0, -2, -1, 2000, "", "me")
     assert first == again
     if kind == "rlock":
         assert isinstance(primitive, Lock)
@@ -118,7 +118,7 @@ def test_a_retried_reacquire_by_the_same_identity_counts_once(client: Any, kind:
 def queue(primitive: LeasedPrimitive, token: str, holder: str) -> None:
     """Queue a waiter as ``LeaseEngine.acquire`` does, without blocking on its
     wake list (so that nothing but the operation under test changes state)."""
-    reply = primitive._engine.run("acquire", token, 30000, 0, 60000, 2000, "", holder)
+    reply = primitive._engine.run("acquire", token, 30000, 0, 60000, -1, 2000, "", holder)
     assert isinstance(reply, int), reply
 
 
@@ -168,7 +168,7 @@ def test_a_retried_renew_and_wait_and_withdraw_change_nothing_more(client: Any) 
     assert lease is not None
     first, again = twice(client, pool, "renew", lease.token, 60000, "r1")
     assert first > 0 and again > 0
-    pool._engine.run("acquire", "tok-w", 30000, 0, 60000, 2000, "", "w")
+    pool._engine.run("acquire", "tok-w", 30000, 0, 60000, -1, 2000, "", "w")
     first, again = twice(client, pool, "wait", "tok-w", 2000)
     assert isinstance(first, int) and isinstance(again, int)
     assert twice(client, pool, "withdraw", "tok-w") == (0, 0)
@@ -284,12 +284,12 @@ def _exhaust(primitive: LeasedPrimitive) -> None:
 
 
 def _hold(primitive: LeasedPrimitive) -> None:
-    primitive._engine.run("acquire", "held-tok", 30000, 0, -2, 2000, "", "h")
+    primitive._engine.run("acquire", "held-tok", 30000, 0, -2, -1, 2000, "", "h")
 
 
 def _hold_and_queue(primitive: LeasedPrimitive) -> None:
     _exhaust(primitive)
-    primitive._engine.run("acquire", "queued-tok", 30000, 0, 60000, 2000, "", "w")
+    primitive._engine.run("acquire", "queued-tok", 30000, 0, 60000, -1, 2000, "", "w")
 
 
 @pytest.mark.parametrize("kind", ["pool", "semaphore", "lock", "rlock"])
@@ -305,14 +305,17 @@ def _hold_and_queue(primitive: LeasedPrimitive) -> None:
     ],
     ids=["free", "exhausted", "wait", "retry", "again", "queued"],
 )
+@pytest.mark.parametrize("max_waiting", [-1, 0], ids=["unbounded", "max-waiting-0"])
 def test_the_fast_acquire_agrees_with_acquire(
-    client: Any, kind: str, setup: Any, wait_ms: int, token: str
+    client: Any, kind: str, setup: Any, wait_ms: int, token: str, max_waiting: int
 ) -> None:
     answered = _fast_and_full(
-        client, kind, setup, "acquire", token, 30000, 0, wait_ms, 2000, "", "h"
+        client, kind, setup, "acquire", token, 30000, 0, wait_ms, max_waiting, 2000, "", "h"
     )
     if setup in (_nothing, _exhaust) and wait_ms == -2:
         assert answered, "the common case is the fast script's to answer"
+    if setup is _exhaust and wait_ms > 0:
+        assert not answered, "a caller that would wait is the whole script's (max_waiting too)"
 
 
 @pytest.mark.parametrize("kind", ["pool", "semaphore", "lock", "rlock"])
@@ -358,7 +361,7 @@ def test_the_fast_renew_agrees_with_renew(
 
 def test_the_fast_renew_leaves_an_expired_lease_to_the_whole_renew(client: Any) -> None:
     def expired(primitive: LeasedPrimitive) -> None:
-        primitive._engine.run("acquire", "held-tok", 1, 0, -2, 2000, "", "h")
+        primitive._engine.run("acquire", "held-tok", 1, 0, -2, -1, 2000, "", "h")
         wait_for(lambda: primitive.lease_of("h") is None, what="the 1 ms lease to expire")
 
     assert not _fast_and_full(client, "lock", expired, "renew", "held-tok", 60000, "h")
@@ -368,7 +371,7 @@ def test_the_fast_release_leaves_a_waiter_to_the_whole_release(client: Any) -> N
     # the whole release hands the lock to the waiter; the fast one says 'slow'
     def held_with_waiter(primitive: LeasedPrimitive) -> None:
         _hold(primitive)
-        primitive._engine.run("acquire", "w-tok", 30000, 0, 60000, 2000, "", "w")
+        primitive._engine.run("acquire", "w-tok", 30000, 0, 60000, -1, 2000, "", "w")
         assert primitive.waiting_count() == 1, "the waiter is queued"
 
     assert not _fast_and_full(

@@ -23,7 +23,7 @@ from django.test import AsyncClient, Client
 from django_redis_pool import ResourcePool, get_lock, get_pool, get_semaphore, registry
 from tests import settings as base_settings
 from tests.middleware_views import PROBE
-from tests.waiting import wait_for
+from tests.waiting import STALL, floor_of, wait_for
 
 pytestmark = pytest.mark.urls("tests.middleware_views")
 
@@ -293,6 +293,39 @@ def test_rule_status_is_used_when_nothing_is_granted(
     assert response.status_code == 429
     assert response["Retry-After"] == "3"
     assert PROBE.calls == 0
+
+
+def test_past_max_waiting_a_request_is_refused_at_once_with_the_rule_status(
+    settings: Any, redis_url: str, send: Send
+) -> None:
+    refuse_now = {**PRINT_POST, "PATH": r"^/print/a/"}
+    wait = {**PRINT_POST, "TIMEOUT": 20, "STATUS": 429}
+    pools = {
+        "printers": {"RESOURCES": ["p1"], "LEASE_TIMEOUT": 30, "MAX_WAITING": 1},
+        "scanners": {"RESOURCES": ["s1"], "LEASE_TIMEOUT": 30},
+    }
+    pool = configure(settings, redis_url, [refuse_now, wait], POOLS=pools)
+    taken = pool.acquire(timeout=0, holder="someone-else")
+    assert taken is not None
+    waiting: list[Any] = []
+    thread = threading.Thread(target=lambda: waiting.append(Client().post("/print/")))
+    thread.start()
+    try:
+        wait_for(lambda: pool.waiting_count() == 1, 30, "one request to wait (MAX_WAITING 1)")
+        floor = floor_of(lambda: send("POST", "/print/a/"))  # TIMEOUT 0: refused at once
+        started = time.monotonic()
+        response = send("POST", "/print/")  # would wait 20 s: one more than MAX_WAITING
+        assert time.monotonic() - started < 10 * floor + STALL, "refused at once"
+        assert response.status_code == 429
+        assert response["Retry-After"] == "20"
+        assert PROBE.calls == 0, "no view ran"
+        assert pool.waiting_count() == 1
+    finally:
+        assert taken.release()
+        thread.join(30)
+    (served,) = waiting
+    assert served.status_code == 200, "the request that waited got the printer"
+    assert PROBE.calls == 1
 
 
 # ------------------------------------------------------------ semaphores and locks

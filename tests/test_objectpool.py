@@ -131,9 +131,10 @@ def test_max_waiting_refuses_at_once() -> None:
     waiter.start()
     wait_for(lambda: pool.pending == 1)
     started = time.monotonic()
-    with pytest.raises(ResourceUnavailable, match="max_waiting"):
+    with pytest.raises(ResourceUnavailable, match="max_waiting") as info:
         pool.acquire(timeout=5)
     assert time.monotonic() - started < 10 * floor + STALL, "not after its 5 s timeout"
+    assert info.value.reason == ResourceUnavailable.FULL, "told apart from a timeout"
     pool.release(held)
     waiter.join(5)
 

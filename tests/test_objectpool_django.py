@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import json
+import time
 from typing import Any
 
 import pytest
@@ -13,12 +14,15 @@ from django.core.management import call_command
 from django.http import HttpResponse
 from django.test import Client, RequestFactory
 
-from django_redis_pool import ObjectPool, get_object_pool, get_semaphore
+from django_redis_pool import ObjectPool, get_object_pool, get_semaphore, signals
 from django_redis_pool.checks import check_settings
 from django_redis_pool.decorators import with_resource
 
 from .objects import Client as Made
 from .test_admin import detail_url, login, viewer  # noqa: F401
+
+#: A request's wait that it must never wait out here.
+LONG = 60.0
 
 
 def setting(url: str, **options: Any) -> dict[str, Any]:
@@ -85,6 +89,37 @@ def test_a_request_borrows_an_object_and_gives_it_back(configured: None) -> None
     assert pool.borrowed == 1
     response.close()
     assert pool.borrowed == 0 and pool.available == 1
+
+
+@pytest.mark.django_db
+def test_a_request_past_max_waiting_is_refused_at_once(settings: Any, redis_url: str) -> None:
+    settings.DJANGO_REDIS_POOL = setting(redis_url, MAX=1, MAX_WAITING=0)
+    errors: list[Any] = []
+
+    def receiver(sender: Any, **kwargs: Any) -> None:
+        errors.append(kwargs["error"])
+
+    @with_resource("clients", timeout=LONG)
+    def view(request: Any) -> HttpResponse:
+        return HttpResponse("ok")
+
+    pool = get_object_pool("clients")
+    pool.max_waiting = None  # (a creation waits too: make the one object first)
+    with pool.borrow(timeout=5):
+        pass
+    pool.max_waiting = 0
+    signals.resource_unavailable.connect(receiver, weak=False)
+    try:
+        with pool.borrow(timeout=5):  # the only object, on loan
+            started = time.monotonic()
+            response = view(RequestFactory().get("/"))
+            assert time.monotonic() - started < LONG / 2, "refused at once, not after LONG"
+    finally:
+        signals.resource_unavailable.disconnect(receiver)
+    assert response.status_code == 503
+    assert response["Retry-After"] == str(int(LONG))
+    (error,) = errors
+    assert error.reason == "full" and "max_waiting" in str(error)
 
 
 def test_pool_status_lists_the_live_processes(configured: None) -> None:

@@ -19,8 +19,19 @@ from typing import Any, ClassVar, Literal
 
 from ..exceptions import NotConfigured
 from ..primitives.lease import Lease
+from ..primitives.validators import check_max_waiting
 
-__all__ = ["Ask", "Held", "Kind", "Option", "Report", "ReservedKind", "Validator", "validate_bool"]
+__all__ = [
+    "MAX_WAITING",
+    "Ask",
+    "Held",
+    "Kind",
+    "Option",
+    "Report",
+    "ReservedKind",
+    "Validator",
+    "validate_bool",
+]
 
 #: ``validate(value, setting_path) -> normalised value``; raises ``ValueError`` whose
 #: message names ``setting_path``.
@@ -41,6 +52,16 @@ class Option:
     validate: Validator
     default: Any
     hint: str  #: the system check's hint when the value is invalid
+
+
+#: The ``MAX_WAITING`` option of the kinds whose callers wait (object pools,
+#: resource pools, semaphores, locks): how many may wait at once.
+MAX_WAITING = Option(
+    check_max_waiting,
+    None,
+    "Use how many callers may wait at once, as an int >= 0 (0: none waits, one that would "
+    "is refused at once), or None for no limit.",
+)
 
 
 @dataclass
@@ -137,7 +158,9 @@ class Kind:
 
     def hold(self, primitive: Any, ask: Ask) -> Held | None:
         """Take ``primitive`` for one request, as ``ask`` says; None if nothing
-        was granted in time."""
+        was granted in time. A caller refused at once (``max_waiting`` callers
+        already wait) raises :class:`ResourceUnavailable` with ``reason``
+        ``FULL``: the guard refuses the request with that error."""
         raise NotConfigured(
             f"{self.label} {primitive.name!r} cannot be held by a request: {self.plural} "
             "have no request hold"

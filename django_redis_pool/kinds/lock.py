@@ -11,7 +11,7 @@ from .. import registry
 from ..exceptions import NotOwned
 from ..primitives.lock import Lock
 from ..primitives.validators import check_timeout
-from .base import Ask, Held, Option, validate_bool
+from .base import MAX_WAITING, Ask, Held, Option, validate_bool
 from .leased import LeaseKind, lease_timeout_option
 
 __all__ = ["KIND", "LockKind", "get_lock"]
@@ -32,6 +32,7 @@ class LockKind(LeaseKind):
             None,
             "Use how many seconds `with lock:` waits, as a number >= 0, or None to wait forever.",
         ),
+        "MAX_WAITING": MAX_WAITING,
     }
 
     def build(self, client: Any, name: str, key_prefix: str, options: Mapping[str, Any]) -> Lock:
@@ -43,17 +44,19 @@ class LockKind(LeaseKind):
             auto_renew=options["AUTO_RENEW"],
             timeout=options["TIMEOUT"],
             key_prefix=key_prefix,
+            max_waiting=options["MAX_WAITING"],
         )
 
     def hold(self, primitive: Any, ask: Ask) -> Held | None:
-        """A :class:`Lock` of the request's own, usable from any thread."""
+        """A :class:`Lock` of the request's own, usable from any thread (refused
+        at once past ``MAX_WAITING``)."""
         lock = self._lock_for(primitive, ask)
-        return _held(lock) if lock.acquire(timeout=ask.timeout) else None
+        return _held(lock) if lock._take(ask.timeout) else None
 
     async def ahold(self, primitive: Any, ask: Ask) -> Held | None:
         """:meth:`hold` on the event loop."""
         lock = self._lock_for(primitive, ask)
-        return _held(lock) if await lock.aacquire(timeout=ask.timeout) else None
+        return _held(lock) if await lock._atake(ask.timeout) else None
 
     @staticmethod
     def _lock_for(primitive: Any, ask: Ask) -> Lock:

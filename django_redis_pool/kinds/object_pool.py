@@ -20,7 +20,7 @@ from ..exceptions import NotOwned, ResourceUnavailable
 from ..primitives import global_limit
 from ..primitives.object_pool import ObjectPool
 from ..primitives.validators import check_count, check_lease_timeout, check_name, check_timeout
-from .base import Ask, Held, Kind, Option, Report, validate_bool
+from .base import MAX_WAITING, Ask, Held, Kind, Option, Report, validate_bool
 from .semaphore import get_semaphore
 
 __all__ = ["KIND", "ObjectPoolKind", "get_object_pool", "published"]
@@ -33,10 +33,6 @@ def _callable_path(value: Any, path: str) -> Any:
     if value is not None:
         conf.import_callable(value, path)
     return value
-
-
-def _optional_count(value: Any, path: str) -> int | None:
-    return None if value is None else check_count(value, path)
 
 
 def _semaphore_name(value: Any, path: str) -> str | None:
@@ -65,7 +61,7 @@ class ObjectPoolKind(Kind):
         ),
         "MIN": Option(check_count, 0, "Use an int >= 0 (and <= MAX)."),
         "MAX": Option(functools.partial(check_count, minimum=1), 10, "Use an int >= 1."),
-        "MAX_WAITING": Option(_optional_count, None, "Use an int >= 0, or None for no limit."),
+        "MAX_WAITING": MAX_WAITING,
         "ACQUIRE_TIMEOUT": Option(check_timeout, None, _SECONDS),
         "FIFO": Option(validate_bool, True, "Use True or False."),
         "TEST_ON_BORROW": Option(validate_bool, False, "Use True or False."),
@@ -127,7 +123,9 @@ class ObjectPoolKind(Kind):
         """The borrowed object itself; given back after the response."""
         try:
             obj = started(primitive).acquire(timeout=ask.timeout)
-        except ResourceUnavailable:
+        except ResourceUnavailable as exc:
+            if exc.reason == exc.FULL:
+                raise  # refused at once: the guard refuses the request with it
             return None
         return _held(primitive, obj)
 
@@ -136,7 +134,9 @@ class ObjectPoolKind(Kind):
         destroy the object, or free its global slot in Redis)."""
         try:
             obj = await started(primitive).aacquire(timeout=ask.timeout)
-        except ResourceUnavailable:
+        except ResourceUnavailable as exc:
+            if exc.reason == exc.FULL:
+                raise
             return None
         return _held(primitive, obj)
 

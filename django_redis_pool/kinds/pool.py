@@ -9,7 +9,7 @@ from typing import Any
 from .. import registry
 from ..primitives.pool import ORDERS, ResourcePool
 from ..primitives.validators import check_name
-from .base import Ask, Held, Option, Report
+from .base import MAX_WAITING, Ask, Held, Option, Report
 from .leased import LEASE_TIMEOUT, LeaseKind
 
 __all__ = ["KIND", "PoolKind", "get_pool"]
@@ -57,6 +57,7 @@ class PoolKind(LeaseKind):
             'Use "fifo" (longest available first), "lifo" (most recently released '
             'first) or "random".',
         ),
+        "MAX_WAITING": MAX_WAITING,
     }
     size_word = "resources"
     members = ("RESOURCES", "resource ids", "associate()")
@@ -72,23 +73,16 @@ class PoolKind(LeaseKind):
             order=options["ORDER"],
             resources=options["RESOURCES"],  # restored by an acquire that finds none
             key_prefix=key_prefix,
+            max_waiting=options["MAX_WAITING"],
         )
 
     def hold(self, primitive: Any, ask: Ask) -> Held | None:
-        """A lease on one resource."""
-        return self.held(
-            primitive.acquire(
-                timeout=ask.timeout, lease_timeout=ask.lease_timeout, holder=ask.holder
-            )
-        )
+        """A lease on one resource (refused at once past ``MAX_WAITING``)."""
+        return self.held(primitive._take(ask.timeout, ask.lease_timeout, ask.holder))
 
     async def ahold(self, primitive: Any, ask: Ask) -> Held | None:
         """:meth:`hold` on the event loop."""
-        return self.held(
-            await primitive.aacquire(
-                timeout=ask.timeout, lease_timeout=ask.lease_timeout, holder=ask.holder
-            )
-        )
+        return self.held(await primitive._atake(ask.timeout, ask.lease_timeout, ask.holder))
 
     def sync(
         self, primitive: Any, options: Mapping[str, Any], *, prune: bool, dry_run: bool

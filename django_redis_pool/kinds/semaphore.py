@@ -8,7 +8,7 @@ from typing import Any
 
 from .. import conf, registry
 from ..primitives.semaphore import Semaphore, check_max_size
-from .base import Ask, Held, Option, Report
+from .base import MAX_WAITING, Ask, Held, Option, Report
 from .leased import LEASE_TIMEOUT, LeaseKind
 
 __all__ = ["KIND", "SemaphoreKind", "get_semaphore"]
@@ -32,6 +32,7 @@ class SemaphoreKind(LeaseKind):
             "first use (if Redis has none) and by manage.py pool_sync.",
         ),
         "LEASE_TIMEOUT": LEASE_TIMEOUT,
+        "MAX_WAITING": MAX_WAITING,
     }
     size_option = "MAX_SIZE"
     fill_action = "max-size"
@@ -61,23 +62,17 @@ class SemaphoreKind(LeaseKind):
             lease_timeout=options["LEASE_TIMEOUT"],
             default_max_size=options["MAX_SIZE"],  # stored on first acquire if Redis has none
             key_prefix=key_prefix,
+            max_waiting=options["MAX_WAITING"],
         )
 
     def hold(self, primitive: Any, ask: Ask) -> Held | None:
-        """A slot for the identity ``holder`` (requests sharing it share the slot)."""
-        return self.held(
-            primitive.acquire_lease(
-                ask.holder, timeout=ask.timeout, lease_timeout=ask.lease_timeout
-            )
-        )
+        """A slot for the identity ``holder`` (requests sharing it share the
+        slot; refused at once past ``MAX_WAITING``)."""
+        return self.held(primitive._take(ask.holder, ask.timeout, ask.lease_timeout))
 
     async def ahold(self, primitive: Any, ask: Ask) -> Held | None:
         """:meth:`hold` on the event loop."""
-        return self.held(
-            await primitive.aacquire_lease(
-                ask.holder, timeout=ask.timeout, lease_timeout=ask.lease_timeout
-            )
-        )
+        return self.held(await primitive._atake(ask.holder, ask.timeout, ask.lease_timeout))
 
     def sync(
         self, primitive: Any, options: Mapping[str, Any], *, prune: bool, dry_run: bool

@@ -11,7 +11,7 @@ from ..exceptions import ResourceUnavailable
 from .engine import LeaseEngine, Waiter
 from .lease import Lease
 from .steps import Steps
-from .validators import check_client, check_count, check_holder, check_name
+from .validators import check_client, check_count, check_holder, check_max_waiting, check_name
 
 __all__ = [
     "DEFAULT_KEY_PREFIX",
@@ -164,8 +164,8 @@ class Collected:
 class LeasedPrimitive:
     """Base of :class:`ResourcePool`, :class:`Semaphore` and :class:`Lock`.
 
-    Holds the validated ``client``, ``name`` and ``key_prefix`` and the
-    :class:`LeaseEngine` that runs the primitive's scripts (``mode``,
+    Holds the validated ``client``, ``name``, ``key_prefix`` and ``max_waiting``
+    and the :class:`LeaseEngine` that runs the primitive's scripts (``mode``,
     ``default_max`` and ``heal`` are the engine's). Building one does no I/O.
     """
 
@@ -185,10 +185,15 @@ class LeasedPrimitive:
         mode: str,
         default_max: int | None = None,
         heal: Callable[[], Steps[object]] | None = None,
+        max_waiting: int | None = None,
     ) -> None:
         self.client = check_client(client)
         self.name = check_name(name)
         self.key_prefix = check_name(key_prefix, "key_prefix")
+        #: The most callers that may wait at once, counted in Redis across every
+        #: process and host (None: no limit; 0: none ever waits). One more is
+        #: refused at once, as a timeout refuses it. Each caller's own applies.
+        self.max_waiting = check_max_waiting(max_waiting)
         self._engine = LeaseEngine(
             client,
             kind=self.kind,

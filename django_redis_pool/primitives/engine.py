@@ -10,7 +10,9 @@ hands the resource straight to the head waiter and pushes the grant onto that
 waiter's own wake list, on which the waiter blocks with BLPOP: no polling. A
 blocked waiter also wakes when the earliest lease is due to expire (to reclaim
 it) and at least every ``wait_chunk`` seconds to prove it is alive; a waiter
-that stops checking in is skipped by the next hand-off.
+that stops checking in is skipped by the next hand-off. An acquire may bound
+the queue (``max_waiting``): past it, the script queues nobody and the caller
+is refused at once.
 
 Each operation is written once, as a generator of the Redis calls it makes
 (:mod:`.calls`): :meth:`LeaseEngine.acquire` runs it blocking on the
@@ -37,7 +39,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from ..exceptions import BackendUnavailable, NotConfigured, PoolError, backend_errors
+from ..exceptions import (
+    BackendUnavailable,
+    NotConfigured,
+    PoolError,
+    ResourceUnavailable,
+    backend_errors,
+)
 from . import deadlines
 from ._common import key_prefix, text, to_ms
 from .async_clients import async_client_for
@@ -46,7 +54,7 @@ from .lease import Lease
 from .protocol import Reply, Restore
 from .steps import Call, Op, Steps
 
-__all__ = ["LeaseEngine", "Waiter", "default_holder"]
+__all__ = ["LeaseEngine", "Waiter", "default_holder", "unless_full"]
 
 _HOSTNAME = socket.gethostname()
 
@@ -164,10 +172,22 @@ class LeaseEngine:
     # -- acquiring -------------------------------------------------------------
 
     def acquire(
-        self, *, timeout: float | None, lease_ms: int, holder: str, priority: int
+        self,
+        *,
+        timeout: float | None,
+        lease_ms: int,
+        holder: str,
+        priority: int,
+        max_waiting: int | None = None,
     ) -> Lease | None:
         """Grant a lease now, or wait up to ``timeout`` seconds (None: forever;
         0: do not wait) for one, fairly. Returns None if nothing was granted.
+
+        With ``max_waiting`` (None: no limit), a caller that would wait while
+        that many callers are queued already (counted by Redis, across every
+        process and host, in the step that would queue it) is refused at once:
+        None here, :class:`ResourceUnavailable` (``reason`` ``FULL``) from
+        :meth:`acquire_steps`.
 
         A grant that reaches us more than ``LATE_GRANT`` seconds after the
         timeout (a slow or paused Redis, this process stopped) is given back at
@@ -177,25 +197,41 @@ class LeaseEngine:
         On connections that keep deadlines (:mod:`.deadlines`; the Django
         registry's, and every asyncio call), a Redis that stops answering fails
         the call within ``timeout + DEADLINE_SLACK`` seconds (BackendUnavailable)."""
-        return self.drive(self.acquire_steps(timeout, lease_ms, holder, priority))
+        steps = self.acquire_steps(timeout, lease_ms, holder, priority, max_waiting)
+        return self.drive(unless_full(steps))
 
     async def aacquire(
-        self, *, timeout: float | None, lease_ms: int, holder: str, priority: int
+        self,
+        *,
+        timeout: float | None,
+        lease_ms: int,
+        holder: str,
+        priority: int,
+        max_waiting: int | None = None,
     ) -> Lease | None:
         """:meth:`acquire` on the event loop. Cancelled while waiting, it gives
         up its place (and a grant that raced the cancellation) before the
         ``CancelledError`` propagates."""
-        return await self.adrive(self.acquire_steps(timeout, lease_ms, holder, priority))
+        steps = self.acquire_steps(timeout, lease_ms, holder, priority, max_waiting)
+        return await self.adrive(unless_full(steps))
 
     def acquire_steps(
-        self, timeout: float | None, lease_ms: int, holder: str, priority: int
+        self,
+        timeout: float | None,
+        lease_ms: int,
+        holder: str,
+        priority: int,
+        max_waiting: int | None = None,
     ) -> Steps[Lease | None]:
-        """The operation behind :meth:`acquire` and :meth:`aacquire`."""
+        """The operation behind :meth:`acquire` and :meth:`aacquire`: None when
+        nothing was granted in time; raises :class:`ResourceUnavailable`
+        (``reason`` ``FULL``) when refused at once for ``max_waiting``."""
+        ask = (lease_ms, priority, -1 if max_waiting is None else max_waiting, holder)
         if timeout is None:
-            return (yield from self._acquire(timeout, lease_ms, holder, priority))
+            return (yield from self._acquire(timeout, ask))
         watch = deadlines.Stopwatch()
         with deadlines.deadline(timeout + DEADLINE_SLACK, watch):
-            lease = yield from self._acquire(timeout, lease_ms, holder, priority)
+            lease = yield from self._acquire(timeout, ask)
         if lease is not None and watch.elapsed() - timeout > LATE_GRANT:
             # (the time this thread spent running or waiting for a CPU is not
             # Redis's lateness: a busy loop or a starved process delays a grant
@@ -214,9 +250,7 @@ class LeaseEngine:
                 return None
         return lease
 
-    def _acquire(
-        self, timeout: float | None, lease_ms: int, holder: str, priority: int
-    ) -> Steps[Lease | None]:
+    def _acquire(self, timeout: float | None, args: AcquireArgs) -> Steps[Lease | None]:
         token = new_token()
         if timeout == 0:
             wait_ms, deadline = -2, None
@@ -224,7 +258,6 @@ class LeaseEngine:
             deadline = None if timeout is None else time.monotonic() + timeout
             wait_ms = _remaining_ms(deadline)
         chunk = self._wait_chunk()
-        args = (lease_ms, priority, holder)
         try:
             sent = time.monotonic()
             reply = yield from self._request(token, args, wait_ms, to_ms(chunk))
@@ -232,11 +265,10 @@ class LeaseEngine:
                 return (yield from self._lease(reply[0], reply[1], sent))
             if type(reply) is int:
                 return (yield from self._wait(token, args, deadline, chunk, reply))
-            self._refused(reply, holder, timeout != 0)
-            return None
-        except (BackendUnavailable, GeneratorExit):
+        except (BackendUnavailable, ResourceUnavailable, GeneratorExit):
             # Redis is unreachable: a queue place is dropped by the next hand-off
             # once our liveness window has passed; a grant expires with its lease.
+            # (Refused for max_waiting: nothing of ours is queued or granted.)
             raise
         except BaseException:
             # Interrupted or cancelled (even between the operation's run and its
@@ -244,11 +276,13 @@ class LeaseEngine:
             with contextlib.suppress(Exception):
                 yield from self.op("withdraw", token)
             raise
+        self._refused(reply, args, timeout != 0)  # (nothing of ours is queued or granted)
+        return None
 
     def _wait(
         self,
         token: str,
-        args: tuple[int, int, str],
+        args: AcquireArgs,
         deadline: float | None,
         chunk: float,
         next_expiry_ms: int,
@@ -298,30 +332,33 @@ class LeaseEngine:
                         return lease
                     continue
                 if type(reply) is not int:
-                    self._refused(reply, args[2], True)
+                    self._refused(reply, args, True)
                     return None
             next_expiry_ms = reply
 
-    def _request(
-        self, token: str, args: tuple[int, int, str], wait_ms: int, alive_ms: int
-    ) -> Steps[Any]:
-        """Run the acquire operation for ``token``; ``args`` is (lease ms,
-        priority, holder)."""
-        lease_ms, priority, holder = args
-        reply = yield from self.op(
-            "acquire", token, lease_ms, priority, wait_ms, alive_ms, self.restore, holder
-        )
+    def _request(self, token: str, args: AcquireArgs, wait_ms: int, alive_ms: int) -> Steps[Any]:
+        """Run the acquire operation for ``token`` (``args``: see :data:`AcquireArgs`)."""
+        lease_ms, priority, max_waiting, holder = args
+        ask = (token, lease_ms, priority, wait_ms, max_waiting, alive_ms)
+        reply = yield from self.op("acquire", *ask, self.restore, holder)
         if reply == Reply.EMPTY and self._heal is not None:
             yield from self._heal()  # (nothing was changed: the same token asks again)
-            reply = yield from self.op(
-                "acquire", token, lease_ms, priority, wait_ms, alive_ms, Restore.NOTHING, holder
-            )
+            reply = yield from self.op("acquire", *ask, Restore.NOTHING, holder)
         return reply
 
-    def _refused(self, reply: str, holder: str, wait: bool) -> None:
+    def _refused(self, reply: str, args: AcquireArgs, wait: bool) -> None:
         """Raise for the acquire replies that mean it cannot be served: a
-        semaphore with no max size, a non-reentrant lock already held by
-        ``holder`` (just "not granted" when the caller does not ``wait``)."""
+        semaphore with no max size, a non-reentrant lock already held by its
+        holder (just "not granted" when the caller does not ``wait``), a
+        caller refused for ``max_waiting`` (ResourceUnavailable)."""
+        holder = args[3]
+        if reply == Reply.FULL:
+            waiting = f"{args[2]} callers already wait" if args[2] else "no caller may wait"
+            raise ResourceUnavailable(
+                f"{self.label}: max_waiting={args[2]} reached ({waiting}), so this caller "
+                "was refused at once",
+                reason=ResourceUnavailable.FULL,
+            )
         if reply == Reply.UNCONFIGURED:
             raise NotConfigured(
                 f"{self.label} has no max size; call set_max_size(n) first "
@@ -475,6 +512,19 @@ class LeaseEngine:
                     )
                 )
         return waiters
+
+
+#: What an acquire asks for: (lease ms, priority, max waiting (-1: no limit), holder).
+AcquireArgs = tuple[int, int, int, str]
+
+
+def unless_full(steps: Steps[T]) -> Steps[T | None]:
+    """The acquire ``steps``, answering None where they were refused for
+    ``max_waiting`` (``acquire_steps`` raises ResourceUnavailable then)."""
+    try:
+        return (yield from steps)
+    except ResourceUnavailable:
+        return None
 
 
 #: The operations whose arguments are sent packed into one (see ``engine.lua``).

@@ -15,7 +15,7 @@ from typing import Any
 from ..exceptions import NotOwned, ResourceUnavailable
 from ._common import to_ms
 from .base import DEFAULT_KEY_PREFIX, LeasedPrimitive
-from .engine import default_holder
+from .engine import default_holder, unless_full
 from .lease import Lease
 from .protocol import Mode
 from .steps import Steps
@@ -44,7 +44,13 @@ class Lock(LeasedPrimitive):
     only after as many releases.
 
     ``with lock:`` acquires (waiting up to ``timeout``, None: forever; raising
-    :class:`ResourceUnavailable`) and releases on exit. Building a lock does no I/O.
+    :class:`ResourceUnavailable`) and releases on exit.
+
+    ``max_waiting`` (None: no limit) bounds how many callers wait at once,
+    counted across every process and host: one more is refused at once, as a
+    timeout refuses it (``acquire`` returns False, ``with lock:`` raises
+    :class:`ResourceUnavailable` with ``reason`` ``"full"``); 0: none ever
+    waits. Building a lock does no I/O.
     """
 
     kind = "lock"
@@ -61,9 +67,14 @@ class Lock(LeasedPrimitive):
         holder: str | None = None,
         on_lost: Callable[[Lease], None] | None = None,
         key_prefix: str = DEFAULT_KEY_PREFIX,
+        max_waiting: int | None = None,
     ) -> None:
         super().__init__(
-            client, name, key_prefix=key_prefix, mode=Mode.RLOCK if reentrant else Mode.LOCK
+            client,
+            name,
+            key_prefix=key_prefix,
+            mode=Mode.RLOCK if reentrant else Mode.LOCK,
+            max_waiting=max_waiting,
         )
         self.lease_timeout = check_lease_timeout(lease_timeout)
         self.reentrant = bool(reentrant)
@@ -116,6 +127,7 @@ class Lock(LeasedPrimitive):
             holder=holder,
             on_lost=self.on_lost,
             key_prefix=self.key_prefix,
+            max_waiting=self.max_waiting,
         )
         lock._engine = self._engine  # same keys and mode; shares its loaded scripts
         return lock
@@ -162,9 +174,10 @@ class Lock(LeasedPrimitive):
         (None: forever), served in arrival order and woken by the release. A
         non-reentrant lock already held by the same holder is not granted again
         (``blocking=False`` returns False; waiting raises :class:`PoolError`,
-        since it would wait for itself).
+        since it would wait for itself). False at once when ``max_waiting``
+        callers already wait.
         """
-        return self._engine.drive(self._acquire(blocking, timeout, holder))
+        return bool(self._engine.drive(unless_full(self._acquire(blocking, timeout, holder))))
 
     async def aacquire(
         self, *, blocking: bool = True, timeout: float | None = None, holder: str | None = None
@@ -173,7 +186,18 @@ class Lock(LeasedPrimitive):
         queue as blocking callers. Cancelled while waiting, it leaves the queue
         (giving back a grant that raced the cancellation) before
         ``CancelledError`` propagates."""
-        return await self._engine.adrive(self._acquire(blocking, timeout, holder))
+        steps = unless_full(self._acquire(blocking, timeout, holder))
+        return bool(await self._engine.adrive(steps))
+
+    def _take(self, timeout: float | None) -> bool:
+        """:meth:`acquire` (blocking), but raising :class:`ResourceUnavailable`
+        (``reason`` ``"full"``) when refused for ``max_waiting`` (``with lock:``
+        and a request's hold use it)."""
+        return self._engine.drive(self._acquire(True, timeout, None))
+
+    async def _atake(self, timeout: float | None) -> bool:
+        """:meth:`_take` on the event loop."""
+        return await self._engine.adrive(self._acquire(True, timeout, None))
 
     def _acquire(self, blocking: bool, timeout: float | None, holder: str | None) -> Steps[bool]:
         if not blocking and timeout is not None:
@@ -183,7 +207,8 @@ class Lock(LeasedPrimitive):
         wait = 0 if not blocking else check_timeout(timeout)
         scope = self._scope()
         name = self._holder(holder)
-        lease = yield from self._engine.acquire_steps(wait, to_ms(self.lease_timeout), name, 0)
+        lease_ms = to_ms(self.lease_timeout)
+        lease = yield from self._engine.acquire_steps(wait, lease_ms, name, 0, self.max_waiting)
         if lease is None:
             return False
         if holder is not None:
@@ -297,7 +322,7 @@ class Lock(LeasedPrimitive):
     # -- context manager ------------------------------------------------------------
 
     def __enter__(self) -> Lock:
-        if not self.acquire(timeout=self.timeout):
+        if not self._take(self.timeout):
             raise ResourceUnavailable(
                 f"lock {self.name!r} was not acquired within {self.timeout} s "
                 f"(held by {self.holder()!r})"
@@ -313,7 +338,7 @@ class Lock(LeasedPrimitive):
         self.release()
 
     async def __aenter__(self) -> Lock:
-        if not await self.aacquire(timeout=self.timeout):
+        if not await self._atake(self.timeout):
             raise ResourceUnavailable(
                 f"lock {self.name!r} was not acquired within {self.timeout} s"
             )

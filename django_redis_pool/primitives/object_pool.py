@@ -20,7 +20,13 @@ from ..exceptions import NotOwned, PoolError, ResourceUnavailable
 from .calls import CancelWatch
 from .global_limit import GlobalLimit, Limit
 from .lease import Lease
-from .validators import check_count, check_lease_timeout, check_priority, check_timeout
+from .validators import (
+    check_count,
+    check_lease_timeout,
+    check_max_waiting,
+    check_priority,
+    check_timeout,
+)
 
 __all__ = ["ObjectPool"]
 
@@ -115,7 +121,7 @@ class ObjectPool(Generic[T]):
         self._max = check_count(max, "max", minimum=1)
         if self._min > self._max:
             raise ValueError(f"min ({min}) must not exceed max ({max})")
-        self.max_waiting = None if max_waiting is None else check_count(max_waiting, "max_waiting")
+        self.max_waiting = check_max_waiting(max_waiting)
         self.acquire_timeout = check_timeout(acquire_timeout, "acquire_timeout")
         self.fifo = bool(fifo)
         self.test_on_borrow = bool(test_on_borrow)
@@ -317,7 +323,8 @@ class ObjectPool(Generic[T]):
                 return self._lend(self._idle.popleft() if self.fifo else self._idle.pop())
             if self.max_waiting is not None and self._pending >= self.max_waiting:
                 raise ResourceUnavailable(
-                    f"{self!r}: {self.max_waiting} callers already wait (max_waiting)"
+                    f"{self!r}: {self.max_waiting} callers already wait (max_waiting)",
+                    reason=ResourceUnavailable.FULL,
                 )
             waiter = _Waiter((-priority, next(self._arrivals)), on_ready=on_ready)
             heapq.heappush(self._waiters, waiter)

@@ -44,6 +44,11 @@ class ResourcePool(LeasedPrimitive):
     leased: Redis lost its keys, e.g. a restart without persistence, an
     eviction or a ``FLUSHDB``) associates them again first, and is served.
 
+    ``max_waiting`` (None: no limit) bounds how many callers wait at once,
+    counted across every process and host: one more is refused at once, as a
+    timeout refuses it (``acquire`` returns None, ``lease()`` raises
+    :class:`ResourceUnavailable` with ``reason`` ``"full"``); 0: none ever waits.
+
     Building a pool does no I/O.
     """
 
@@ -59,6 +64,7 @@ class ResourcePool(LeasedPrimitive):
         order: str = Mode.FIFO,
         resources: Iterable[str] | None = None,
         key_prefix: str = DEFAULT_KEY_PREFIX,
+        max_waiting: int | None = None,
     ) -> None:
         if order not in ORDERS:
             raise ValueError(f"order must be one of {', '.join(ORDERS)}; got {order!r}")
@@ -66,7 +72,9 @@ class ResourcePool(LeasedPrimitive):
             raise ValueError(f"resources must be a list of resource ids, not {resources!r}")
         ids = tuple(_distinct_ids(resources or (), "resources[]"))
         heal = self._heal if ids else None  # (run by an acquire, once built)
-        super().__init__(client, name, key_prefix=key_prefix, mode=order, heal=heal)
+        super().__init__(
+            client, name, key_prefix=key_prefix, mode=order, heal=heal, max_waiting=max_waiting
+        )
         self.lease_timeout = check_lease_timeout(lease_timeout)
         self.order = order
         #: The ids an acquire restores when the pool holds none (empty: none).
@@ -119,7 +127,8 @@ class ResourcePool(LeasedPrimitive):
         priority: int = 0,
     ) -> Lease | None:
         """Lease an available resource, waiting up to ``timeout`` seconds
-        (0: do not wait, None: forever). Returns None if nothing was granted.
+        (0: do not wait, None: forever). Returns None if nothing was granted
+        (in time, or at once when ``max_waiting`` callers already wait).
 
         ``lease_timeout`` (None: the pool's default) is how long the lease lives
         unless renewed; ``holder`` labels the holder (default ``host:pid:thread``);
@@ -141,6 +150,30 @@ class ResourcePool(LeasedPrimitive):
         propagates."""
         return await self._engine.aacquire(**self._ask(timeout, lease_timeout, holder, priority))
 
+    def _take(
+        self,
+        timeout: float | None,
+        lease_timeout: float | None = None,
+        holder: str | None = None,
+        priority: int = 0,
+    ) -> Lease | None:
+        """:meth:`acquire`, but raising :class:`ResourceUnavailable` (``reason``
+        ``"full"``) when refused for ``max_waiting`` (``lease()`` and a
+        request's hold use it)."""
+        ask = self._ask(timeout, lease_timeout, holder, priority)
+        return self._engine.drive(self._engine.acquire_steps(**ask))
+
+    async def _atake(
+        self,
+        timeout: float | None,
+        lease_timeout: float | None = None,
+        holder: str | None = None,
+        priority: int = 0,
+    ) -> Lease | None:
+        """:meth:`_take` on the event loop."""
+        ask = self._ask(timeout, lease_timeout, holder, priority)
+        return await self._engine.adrive(self._engine.acquire_steps(**ask))
+
     def _ask(
         self, timeout: float | None, lease_timeout: float | None, holder: str | None, priority: int
     ) -> dict[str, Any]:
@@ -151,6 +184,7 @@ class ResourcePool(LeasedPrimitive):
             "lease_ms": to_ms(self.lease_timeout if lease_timeout is None else lease_timeout),
             "holder": default_holder() if holder is None else check_holder(holder),
             "priority": check_priority(priority),
+            "max_waiting": self.max_waiting,
         }
 
     def release(self, lease_or_resource: Lease | str) -> bool:
@@ -184,13 +218,12 @@ class ResourcePool(LeasedPrimitive):
         """Context manager: lease a resource for the ``with`` block.
 
         Raises :class:`ResourceUnavailable` when nothing is granted within
-        ``timeout`` (None: wait forever). ``auto_renew=True`` renews the lease in
+        ``timeout`` (None: wait forever), or at once when ``max_waiting``
+        callers already wait (its ``reason`` says which). ``auto_renew=True`` renews the lease in
         the background at about 2/3 of its duration until the block exits; a
         failed renewal is logged and marks the lease ``lost``.
         """
-        lease = self.acquire(
-            timeout=timeout, lease_timeout=lease_timeout, holder=holder, priority=priority
-        )
+        lease = self._take(timeout, lease_timeout, holder, priority)
         with holding(lease, auto_renew, self._unavailable(timeout)) as held:
             yield held
 
@@ -206,9 +239,7 @@ class ResourcePool(LeasedPrimitive):
     ) -> AsyncIterator[Lease]:
         """:meth:`lease` as an async context manager (``async with``); its
         auto-renewal is a task of the loop."""
-        lease = await self.aacquire(
-            timeout=timeout, lease_timeout=lease_timeout, holder=holder, priority=priority
-        )
+        lease = await self._atake(timeout, lease_timeout, holder, priority)
         async with aholding(lease, auto_renew, self._unavailable(timeout)) as held:
             yield held
 

@@ -63,6 +63,9 @@ class Reply:
     GONE: Final = "gone"
     #: A malloc did its bounded work without an answer: the caller calls again.
     MORE: Final = "more"
+    #: An acquire that would wait finds its ``max_waiting`` callers queued
+    #: already (dead ones dropped first): it is not queued.
+    FULL: Final = "full"
 
 
 class Restore:

@@ -36,6 +36,11 @@ class Semaphore(LeasedPrimitive):
     takes a second slot. Blocked callers are served by priority, then first
     come first served, and are woken by the release itself.
 
+    ``max_waiting`` (None: no limit) bounds how many callers wait at once,
+    counted across every process and host: one more is refused at once, as a
+    timeout refuses it (``acquire`` returns False, ``hold()`` raises
+    :class:`ResourceUnavailable` with ``reason`` ``"full"``); 0: none ever waits.
+
     Building a semaphore does no I/O.
     """
 
@@ -49,9 +54,17 @@ class Semaphore(LeasedPrimitive):
         lease_timeout: float | None = None,
         default_max_size: int | None = None,
         key_prefix: str = DEFAULT_KEY_PREFIX,
+        max_waiting: int | None = None,
     ) -> None:
         default = None if default_max_size is None else check_max_size(default_max_size)
-        super().__init__(client, name, key_prefix=key_prefix, mode=Mode.SEM, default_max=default)
+        super().__init__(
+            client,
+            name,
+            key_prefix=key_prefix,
+            mode=Mode.SEM,
+            default_max=default,
+            max_waiting=max_waiting,
+        )
         self.lease_timeout = check_lease_timeout(lease_timeout)
         #: Stored by the first acquire that finds no max size in Redis (None: such
         #: an acquire raises NotConfigured). ``set_max_size`` always overrides it.
@@ -107,6 +120,30 @@ class Semaphore(LeasedPrimitive):
         """:meth:`acquire_lease` on the event loop (see :meth:`aacquire`)."""
         return await self._engine.aacquire(**self._ask(identity, timeout, lease_timeout, priority))
 
+    def _take(
+        self,
+        identity: str,
+        timeout: float | None,
+        lease_timeout: float | None = None,
+        priority: int = 0,
+    ) -> Lease | None:
+        """:meth:`acquire_lease`, but raising :class:`ResourceUnavailable`
+        (``reason`` ``"full"``) when refused for ``max_waiting`` (``hold()`` and
+        a request's hold use it)."""
+        ask = self._ask(identity, timeout, lease_timeout, priority)
+        return self._engine.drive(self._engine.acquire_steps(**ask))
+
+    async def _atake(
+        self,
+        identity: str,
+        timeout: float | None,
+        lease_timeout: float | None = None,
+        priority: int = 0,
+    ) -> Lease | None:
+        """:meth:`_take` on the event loop."""
+        ask = self._ask(identity, timeout, lease_timeout, priority)
+        return await self._engine.adrive(self._engine.acquire_steps(**ask))
+
     def _ask(
         self, identity: str, timeout: float | None, lease_timeout: float | None, priority: int
     ) -> dict[str, Any]:
@@ -117,6 +154,7 @@ class Semaphore(LeasedPrimitive):
             "lease_ms": to_ms(self.lease_timeout if lease_timeout is None else lease_timeout),
             "holder": check_holder(identity, "identity"),
             "priority": check_priority(priority),
+            "max_waiting": self.max_waiting,
         }
 
     def acquire(
@@ -128,7 +166,8 @@ class Semaphore(LeasedPrimitive):
         priority: int = 0,
     ) -> bool:
         """Take a slot for ``identity``, waiting up to ``timeout`` seconds (0: do
-        not wait, None: forever). True if granted.
+        not wait, None: forever). True if granted; False if not (in time, or at
+        once when ``max_waiting`` callers already wait).
 
         An identity that already holds a slot gets True again and its lease
         refreshed, without taking a second slot. Raises :class:`NotConfigured`
@@ -175,15 +214,12 @@ class Semaphore(LeasedPrimitive):
         """Context manager: hold a slot for the ``with`` block.
 
         ``identity`` defaults to a unique id. Raises :class:`ResourceUnavailable`
-        when no slot is granted within ``timeout`` (None: wait forever).
+        when no slot is granted within ``timeout`` (None: wait forever), or at
+        once when ``max_waiting`` callers already wait (its ``reason`` says which).
         ``auto_renew=True`` renews the lease in the background until the block exits.
         """
-        lease = self.acquire_lease(
-            _unique_identity() if identity is None else identity,
-            timeout=timeout,
-            lease_timeout=lease_timeout,
-            priority=priority,
-        )
+        identity = _unique_identity() if identity is None else identity
+        lease = self._take(identity, timeout, lease_timeout, priority)
         with holding(lease, auto_renew, self._unavailable(timeout)) as held:
             yield held
 
@@ -199,12 +235,8 @@ class Semaphore(LeasedPrimitive):
     ) -> AsyncIterator[Lease]:
         """:meth:`hold` as an async context manager (``async with``); its
         auto-renewal is a task of the loop."""
-        lease = await self.aacquire_lease(
-            _unique_identity() if identity is None else identity,
-            timeout=timeout,
-            lease_timeout=lease_timeout,
-            priority=priority,
-        )
+        identity = _unique_identity() if identity is None else identity
+        lease = await self._atake(identity, timeout, lease_timeout, priority)
         async with aholding(lease, auto_renew, self._unavailable(timeout)) as held:
             yield held
 

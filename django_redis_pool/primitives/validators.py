@@ -18,6 +18,7 @@ __all__ = [
     "check_duration",
     "check_holder",
     "check_lease_timeout",
+    "check_max_waiting",
     "check_name",
     "check_priority",
     "check_seconds",
@@ -157,4 +158,17 @@ def check_count(value: object, what: str, *, minimum: int = 0) -> int:
     """A count, offset or fence: an int from ``minimum`` to 2**52."""
     if isinstance(value, bool) or not isinstance(value, int) or not minimum <= value <= 2**52:
         raise ValueError(f"{what} must be an int from {minimum} to 2**52, got {value!r}")
+    return value
+
+
+def check_max_waiting(value: object, what: str = "max_waiting") -> int | None:
+    """How many callers may wait at once: None (no limit) or an int >= 0 (0:
+    none ever waits; a caller that would wait is refused at once)."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 2**52:
+        raise ValueError(
+            f"{what} must be an int >= 0 (how many callers may wait at once; 0: none ever "
+            f"waits) or None (no limit), got {value!r}"
+        )
     return value

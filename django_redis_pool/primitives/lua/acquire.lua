@@ -1,17 +1,20 @@
 -- acquire: grant a lease now, or queue the caller as a waiter.
 -- args[2] (packed): token (one per acquire call: running this again returns the
 -- same lease or queue place, never a second one) | lease ms (-1 none) |
--- priority | wait ms (-2 do not wait, -1 forever) | liveness window ms (the
--- waiter checks in at least this often) | restore: what Redis may have lost,
--- a semaphore's max size to store if none is stored yet, or RESTORE_HEAL for
--- a pool whose caller restores its members (RESTORE_NOTHING: none) | holder
--- (slot modes: the identity asking for a slot).
+-- priority | wait ms (-2 do not wait, -1 forever) | max waiting: the most
+-- callers queued at once, this one included (-1 no limit; each caller sends
+-- its own, nothing is stored) | liveness window ms (the waiter checks in at
+-- least this often) | restore: what Redis may have lost, a semaphore's max
+-- size to store if none is stored yet, or RESTORE_HEAL for a pool whose caller
+-- restores its members (RESTORE_NOTHING: none) | holder (slot modes: the
+-- identity asking for a slot).
 -- Returns {resource, record} when granted | ms until the next expiry (-1 none)
--- when queued | REPLY_NONE | REPLY_UNCONFIGURED (a semaphore without a max
--- size) | REPLY_HELD (lock: the holder already holds it and the lock is not
--- reentrant) | REPLY_EMPTY (RESTORE_HEAL: the pool holds no resource at all,
--- nothing was changed).
-local token, lease_ms, priority, wait_ms, alive_ms, restore, holder, mine, held =
+-- when queued | REPLY_NONE | REPLY_FULL (max waiting callers, dead ones
+-- dropped first, are queued already: not queued) | REPLY_UNCONFIGURED (a
+-- semaphore without a max size) | REPLY_HELD (lock: the holder already holds
+-- it and the lock is not reentrant) | REPLY_EMPTY (RESTORE_HEAL: the pool
+-- holds no resource at all, nothing was changed).
+local token, lease_ms, priority, wait_ms, max_waiting, alive_ms, restore, holder, mine, held =
   acquire_request(args[2])
 if mine then  -- a retry of this request
   local state, resource, raw = token_state(token, mine)
@@ -80,6 +83,9 @@ end
 if wait_ms == -2 then
   return REPLY_NONE
 end
+if max_waiting >= 0 and not room_to_wait(max_waiting) then
+  return REPLY_FULL
+end
 
 local id = string.format('%016d', next_seq())
 local deadline = -1
@@ -92,7 +98,9 @@ if SHARING then
   re = 1
   redis.call('ZADD', BASE .. ':wid:' .. holder, 0, id)
 end
-redis.call('HSET', K_WINFO, id, encode_waiter({t = token, l = lease_ms, p = priority, s = NOW,
-  dl = deadline, alive = NOW + alive_ms + GRACE_MS, re = re, h = holder}))
+local w = {t = token, l = lease_ms, p = priority, s = NOW, dl = deadline,
+  alive = NOW + alive_ms + GRACE_MS, re = re, h = holder}
+redis.call('HSET', K_WINFO, id, encode_waiter(w))
+index_waiter(id, w)
 redis.call('HSET', K_INFO, '\0' .. token, 'w' .. id)
 return next_expiry_ms()

@@ -4,8 +4,9 @@
 -- acquire would when the request is new, nobody is queued and no lease is due
 -- to be reclaimed: a grant, or REPLY_NONE / REPLY_HELD for a caller that does
 -- not wait. Anything else returns REPLY_SLOW having changed nothing, and the
--- caller runs acquire itself. args[2]: as acquire's.
-local token, lease_ms, _, wait_ms, _, restore, holder, mine, held = acquire_request(args[2])
+-- caller runs acquire itself (so a caller that would queue, max waiting
+-- included, is always answered there). args[2]: as acquire's.
+local token, lease_ms, _, wait_ms, _, _, restore, holder, mine, held = acquire_request(args[2])
 if mine or redis.call('ZCARD', K_WAITQ) > 0 then
   return REPLY_SLOW
 end

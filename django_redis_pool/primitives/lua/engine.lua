@@ -29,6 +29,10 @@
 --                 they never go backwards, even when Redis loses data.
 --   :waitq  ZSET  waiter id -> -priority (ties: the zero-padded id = arrival)
 --   :winfo  HASH  waiter id -> waiter record
+--   :walive ZSET  waiter id -> the last ms it counts as alive (the earlier of
+--                 its liveness window's end and the ms before its deadline):
+--                 an acquire that finds max_waiting callers queued drops the
+--                 dead ones by it first, wherever they are in the queue
 --   :max    STRING the number of slots (semaphores)
 --   Allocators also keep (all bounded by the number of keys or bindings):
 --   :keys   HASH  key -> "priority|expires ms (-1: stays for ever)|end of its
@@ -102,6 +106,7 @@ local REPLY_UNCONFIGURED = 'unconfigured'  -- a semaphore without a max size
 local REPLY_EMPTY = 'empty'                -- it holds nothing at all: the caller restores it
 local REPLY_GONE = 'gone'                  -- a waiter's place was dropped
 local REPLY_MORE = 'more'                  -- bounded work done, no answer yet: call again
+local REPLY_FULL = 'full'                  -- max_waiting callers already wait: not queued
 -- acquire's restore argument (else a semaphore's max size):
 local RESTORE_HEAL = 'heal'     -- a pool whose caller restores its members
 local RESTORE_NOTHING = ''
@@ -114,10 +119,11 @@ local TASK_FAILED = 'failed'
 local BASE, MODE, NOW, NOW_US, SLOTS, SHARING, ALLOC
 -- Allocators: "\1due" as read by this call (a number; nil: not read, or unknown)
 local DUE
-local K_AVAIL, K_LEASES, K_INFO, K_SEQ, K_WAITQ, K_WINFO, K_MAX, K_DONE
+local K_AVAIL, K_LEASES, K_INFO, K_SEQ, K_WAITQ, K_WINFO, K_WALIVE, K_MAX, K_DONE
 
 local RECLAIM_LIMIT = 16     -- expired leases reclaimed per call (bounded work)
 local SKIP_LIMIT = 16        -- dead waiters dropped per hand-off
+local PRUNE_LIMIT = 32       -- dead waiters dropped by an acquire that finds the queue full
 local PUMP_LIMIT = 64        -- resources handed to waiters per call
 local DROP_LIMIT = 64        -- ended allocator keys dropped per malloc
 local UPKEEP_LIMIT = 16      -- deferred and orphaned tasks handled per take
@@ -142,7 +148,7 @@ local function begin(keys, args)
   BASE = keys[1]
   K_AVAIL, K_LEASES, K_INFO = BASE .. ':avail', BASE .. ':leases', BASE .. ':info'
   K_SEQ, K_WAITQ, K_WINFO, K_MAX = BASE .. ':seq', BASE .. ':waitq', BASE .. ':winfo', BASE .. ':max'
-  K_DONE = BASE .. ':done'
+  K_WALIVE, K_DONE = BASE .. ':walive', BASE .. ':done'
   MODE = args[1]
   SLOTS = MODE == MODE_SEM or MODE == MODE_LOCK or MODE == MODE_RLOCK
   -- Modes in which a caller shares the hold of its identity (a reentrant
@@ -282,6 +288,7 @@ end
 -- Take waiter `id` (record `w`, if known) off the queue.
 local function unqueue(id, w)
   redis.call('ZREM', K_WAITQ, id)
+  redis.call('ZREM', K_WALIVE, id)
   redis.call('HDEL', K_WINFO, id)
   if w and w.re == 1 then
     redis.call('ZREM', BASE .. ':wid:' .. w.h, id)
@@ -314,6 +321,32 @@ local function next_waiter()
     drop_waiter(head, w)
   end
   return nil
+end
+
+-- @fn index_waiter
+-- Store waiter `id` (record `w`) in :walive: the last ms at which it counts as
+-- alive (waiter_alive).
+local function index_waiter(id, w)
+  local last = w.alive
+  if w.dl ~= -1 and w.dl - 1 < last then
+    last = w.dl - 1
+  end
+  redis.call('ZADD', K_WALIVE, last, id)
+end
+
+-- @fn room_to_wait
+-- Whether fewer than `max` callers are queued, once the dead or timed-out
+-- waiters among them (at most PRUNE_LIMIT, found by :walive wherever they are
+-- in the queue) are dropped.
+local function room_to_wait(max)
+  if redis.call('ZCARD', K_WAITQ) < max then
+    return true
+  end
+  local dead = redis.call('ZRANGEBYSCORE', K_WALIVE, '-inf', '(' .. NOW, 'LIMIT', 0, PRUNE_LIMIT)
+  for _, id in ipairs(dead) do
+    drop_waiter(id, decode_waiter(redis.call('HGET', K_WINFO, id)))
+  end
+  return #dead > 0 and redis.call('ZCARD', K_WAITQ) < max
 end
 
 -- @fn wake
@@ -847,8 +880,8 @@ end
 -- what Redis holds for it: the token's entry (set if this is a retry) and, in
 -- slot modes, the holder's own lease record.
 local function acquire_request(packed)
-  local token, lease_ms, priority, wait_ms, alive_ms, restore, holder =
-    string.match(packed, '^([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|(.*)$')
+  local token, lease_ms, priority, wait_ms, max_waiting, alive_ms, restore, holder =
+    string.match(packed, '^([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|(.*)$')
   local mine, held
   if SLOTS then
     local got = redis.call('HMGET', K_INFO, '\0' .. token, holder)
@@ -856,8 +889,8 @@ local function acquire_request(packed)
   else
     mine = redis.call('HGET', K_INFO, '\0' .. token)
   end
-  return token, tonumber(lease_ms), tonumber(priority), tonumber(wait_ms), tonumber(alive_ms),
-    restore, holder, mine, held
+  return token, tonumber(lease_ms), tonumber(priority), tonumber(wait_ms), tonumber(max_waiting),
+    tonumber(alive_ms), restore, holder, mine, held
 end
 
 -- @fn renew_request

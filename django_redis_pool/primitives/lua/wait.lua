@@ -23,4 +23,5 @@ if not w then
 end
 w.alive = NOW + tonumber(alive_ms) + GRACE_MS
 redis.call('HSET', K_WINFO, value, encode_waiter(w))
+index_waiter(value, w)
 return next_expiry_ms()
