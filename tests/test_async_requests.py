@@ -86,11 +86,13 @@ def test_every_connection_form_serves_async_views_on_its_asyncio_twin(
 def test_a_thousand_async_requests_wait_in_one_process_with_no_thread_more(
     settings: Any, redis_url: str
 ) -> None:
-    # (1,000 connects at once from one event loop: on a busy machine, the loop
-    # runs each connect's continuation seconds after Redis accepted it, and
-    # redis-py's own connect timer (wall-clock, 5 s by default) then refused a
-    # request with "Timeout connecting to server" although Redis answered)
-    connection = {"URL": redis_url, "OPTIONS": {"socket_connect_timeout": 120}}
+    # (1,000 connects and reads at once from one event loop: on a busy machine,
+    # the loop runs each one's continuation seconds after Redis answered, and
+    # redis-py's own timers (wall-clock, 5 s by default) then refused requests
+    # with "Timeout connecting to server" or "Timeout reading" although Redis
+    # answered)
+    options = {"socket_connect_timeout": 120, "socket_timeout": 120}
+    connection = {"URL": redis_url, "OPTIONS": options}
     settings.DJANGO_REDIS_POOL = {"CONNECTION": connection, "POOLS": POOLS}
     views.RECORD.reset()
     pool = get_pool("printers")

@@ -11,7 +11,6 @@ import asyncio
 import gc
 import logging
 import socket
-import sys
 import threading
 import time
 from collections.abc import Callable, Coroutine, Iterator
@@ -40,7 +39,7 @@ from django_redis_pool.primitives.engine import LeaseEngine
 from django_redis_pool.testing import EmbeddedRedis
 
 from . import request_views as views
-from .waiting import STALL, floor_of, wait_for
+from .waiting import STALL, cancel, floor_of, wait_for
 
 pytestmark = pytest.mark.urls("tests.request_views")
 
@@ -595,13 +594,7 @@ def test_cancelled_async_request_leaves_the_queue_at_once(
         if how == "cancel":
             task = asyncio.ensure_future(views.async_pool_wait_view(request))
             await asyncio.to_thread(wait_for, lambda: pool.waiting_count() == 1, 15, "it to queue")
-            task.cancel()
-            if sys.version_info < (3, 11):
-                # (Python 3.10 loses a cancellation that lands just as a command's
-                # send completes, docs/async.md: a busy machine widens that window.
-                # A disconnected client's request is cancelled again until it ends.)
-                while not (await asyncio.wait({task}, timeout=0.5))[0]:
-                    task.cancel()
+            await cancel(task)
             with pytest.raises(asyncio.CancelledError):
                 await task
         else:

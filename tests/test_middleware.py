@@ -23,7 +23,7 @@ from django.test import AsyncClient, Client
 from django_redis_pool import ResourcePool, get_lock, get_pool, get_semaphore, registry
 from tests import settings as base_settings
 from tests.middleware_views import PROBE
-from tests.waiting import STALL, floor_of, wait_for
+from tests.waiting import STALL, cancel, floor_of, wait_for
 
 pytestmark = pytest.mark.urls("tests.middleware_views")
 
@@ -568,7 +568,7 @@ def test_async_client_gone_while_waiting_gives_a_late_grant_back(
     async def scenario() -> None:
         request = asyncio.ensure_future(AsyncClient().get("/async/print/"))
         await eventually(lambda: pool.waiting_count() == 1, "the request to wait in Redis")
-        request.cancel()
+        await cancel(request)
         with contextlib.suppress(asyncio.CancelledError):
             await request
         assert request.cancelled()

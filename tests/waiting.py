@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import sys
 import time
 from collections.abc import Callable
 from typing import Any
@@ -81,3 +82,15 @@ def answers_ping(client: Any) -> bool:
         return bool(client.ping())
     except redis.exceptions.RedisError:
         return False
+
+
+async def cancel(task: asyncio.Future[Any]) -> None:
+    """Cancel ``task`` as an ASGI server does when its client disconnects.
+
+    Python 3.10 loses a cancellation that lands just as a command's send
+    completes (docs/async.md), a window that a busy machine widens: there the
+    task is cancelled again until it ends."""
+    task.cancel()
+    if sys.version_info < (3, 11):
+        while not (await asyncio.wait({task}, timeout=0.5))[0]:
+            task.cancel()
