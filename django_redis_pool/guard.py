@@ -241,7 +241,13 @@ class Guard:
         """Redis failed (unreachable, or refusing: OOM...): None when
         ``FAIL_OPEN`` lets the view run without a hold, else the refusal (and
         its signal)."""
-        failed = "is unreachable" if isinstance(exc, BackendUnavailable) else "failed"
+        failed = "failed"
+        if isinstance(exc, BackendUnavailable):
+            failed = (
+                "answered, but this process was too busy to read the reply in time"
+                if exc.answered
+                else "is unreachable"
+            )
         if registry.get_config().fail_open:
             logger.warning(
                 "%s %s runs without holding %r: Redis %s and FAIL_OPEN is set (%s)",
