@@ -83,7 +83,9 @@ urlpatterns = [
 @pytest.fixture
 def paused_redis(redis_client: redis.Redis) -> Iterator[redis.Redis]:
     """The harness's client, through which a test pauses Redis's writes; the
-    pause is ended, and every late release finished, by the end of the test."""
+    pause is ended, and every late release finished, by the end of the test
+    (and those of earlier tests before it starts: the tests count them)."""
+    wait_for(lambda: pending_releases() == 0, 60, "the late releases of earlier tests to end")
     PAUSER[:] = [redis_client]
     yield redis_client
     redis_client.client_unpause()
