@@ -63,7 +63,7 @@ class _Late:
         self.lease = lease
         self.request = request
         self.seconds = seconds  #: the deadline of each attempt
-        self.attempts = 1
+        self.attempts = 1  #: (the caller's included)
         self.since = time.monotonic()
         #: When the lease has surely ended (monotonic; None: it never ends by itself).
         self.ends: float | None = None
@@ -85,8 +85,8 @@ def go_on(lease: Lease, request: str, error: Exception, seconds: float) -> None:
         _forget()
     late = _Late(lease, request, seconds)
     logger.warning(
-        "%s got no answer within %.2f s (%s); it goes on in the background until "
-        "Redis answers or the lease ends",
+        "%s could not finish within %.2f s (%s); it goes on in the background "
+        "until Redis answers it or the lease ends",
         late.describe(),
         seconds,
         error,
@@ -115,14 +115,13 @@ def _attempt(late: _Late) -> Steps[float | None]:
     if late.ends is not None and time.monotonic() >= late.ends:
         _end(late, "given up: its lease has ended (nothing is left to release)", level=WARNING)
         return None
+    late.attempts += 1
     try:
         with deadline(late.seconds):
             engine = lease._engine
             reply = yield from engine.release_steps(lease.resource, lease.token, late.request)
     except BackendUnavailable:
-        pause = min(LONGEST_PAUSE, FIRST_PAUSE * 2 ** (late.attempts - 1))
-        late.attempts += 1
-        return pause
+        return min(LONGEST_PAUSE, FIRST_PAUSE * 2 ** (late.attempts - 1))
     except Exception as exc:  # Redis refused it (not a matter of time): it stays held
         _end(late, f"failed; it stays held until its lease expires: {exc}", level=ERROR)
         return None
