@@ -56,7 +56,15 @@ class NotConfigured(PoolError, TypeError):
 
 
 class BackendUnavailable(PoolError, ConnectionError):
-    """Redis could not be reached. The redis-py error is the ``__cause__``."""
+    """Redis could not be reached, or did not answer within the call's
+    deadline. The redis-py error is the ``__cause__``.
+
+    ``answered`` is True when Redis did answer in time, but this process was
+    too busy to read the reply before the deadline passed (an event loop held
+    up by a blocking call, a thread waiting for the GIL): the error then says
+    so, and not that Redis could not be reached."""
+
+    answered: bool = False
 
 
 @contextlib.contextmanager
@@ -73,6 +81,10 @@ def backend_errors() -> Iterator[None]:
         redis.exceptions.TimeoutError,
         redis.exceptions.RedisClusterException,  # no node reachable (not a RedisError)
     ) as exc:
+        if getattr(exc, "answered", False):  # (see primitives.deadlines.expired)
+            error = BackendUnavailable(str(exc))
+            error.answered = True
+            raise error from exc
         raise BackendUnavailable(f"Redis could not be reached: {exc}") from exc
     except redis.exceptions.RedisError as exc:
         if type(exc).__name__ in {

@@ -255,7 +255,13 @@ class Guard:
         """Redis failed (unreachable, or refusing: OOM...): None when
         ``FAIL_OPEN`` lets the view run without a hold, else the refusal (and
         its signal)."""
-        failed = "is unreachable" if isinstance(exc, BackendUnavailable) else "failed"
+        failed = "failed"
+        if isinstance(exc, BackendUnavailable):
+            failed = (
+                "answered, but this process was too busy to read the reply in time"
+                if exc.answered
+                else "is unreachable"
+            )
         if registry.get_config().fail_open:
             logger.warning(
                 "%s %s runs without holding %r: Redis %s and FAIL_OPEN is set (%s)",
@@ -315,12 +321,14 @@ class Guard:
     # -- releasing -------------------------------------------------------------
 
     def exit(self, request: HttpRequest, held: Held) -> None:
-        """Release ``held`` now; never raises (a hold that cannot be released is
-        reclaimed when its lease expires)."""
+        """Release ``held`` now, waiting at most ``DEADLINE_SLACK`` for Redis;
+        never raises. A lease's release that Redis does not answer by then goes
+        on in the background (:mod:`.primitives.releases`); a hold that cannot
+        be released at all is reclaimed when its lease expires."""
         if held.lease is not None:
             held.lease.stop_auto_renew()
         try:
-            with deadline(DEADLINE_SLACK):  # a hung Redis: the hold ends with its lease
+            with deadline(DEADLINE_SLACK):
                 ok = held.release()
         except Exception as exc:
             ok = self._release_failed(request, exc)

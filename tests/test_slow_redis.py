@@ -25,11 +25,13 @@ from django_redis_pool import BackendUnavailable, Lock, ResourcePool
 from django_redis_pool.guard import Guard, Refusal
 from django_redis_pool.kinds import Held
 from django_redis_pool.primitives import lease as lease_module
+from django_redis_pool.primitives import pending_releases
 from django_redis_pool.primitives.deadlines import (
     DeadlineBackoff,
     DeadlineConnection,
     Stopwatch,
     busy_time,
+    deadline,
 )
 from django_redis_pool.primitives.engine import DEADLINE_SLACK, LATE_GRANT
 from django_redis_pool.testing import EmbeddedRedis
@@ -80,9 +82,10 @@ def test_a_hung_redis_fails_an_acquire_within_its_timeout_plus_the_slack(hung_se
     assert held is not None
     os.kill(hung_server.pid, signal.SIGSTOP)
     watch = Stopwatch()
-    with pytest.raises(BackendUnavailable):
+    with pytest.raises(BackendUnavailable, match="Redis could not be reached") as failed:
         pool.acquire(timeout=0.5)  # 4 attempts x 5 s = 20 s without the deadline
     assert watch.waited() < 0.5 + DEADLINE_SLACK + 10 * floor + STALL
+    assert not failed.value.answered, "a stopped Redis is not a busy process"
 
 
 @pytest.mark.parametrize("form", ["url", "sentinel"])
@@ -102,8 +105,11 @@ def test_a_hung_redis_fails_a_request_within_its_timeout_plus_the_slack(
     assert watch.waited() < 1 + DEADLINE_SLACK + 10 * floor + STALL
     assert isinstance(refused, Refusal) and isinstance(refused.error, BackendUnavailable)
     watch = Stopwatch()
-    guard.exit(first, held)  # logged, never raised: the hold ends with its lease
+    guard.exit(first, held)  # never raised: the release goes on in the background
     assert watch.waited() < DEADLINE_SLACK + 10 * floor + STALL
+    assert pending_releases() == 1
+    os.kill(hung_server.pid, signal.SIGCONT)
+    wait_for(lambda: pending_releases() == 0, what="the late release to end once Redis is back")
 
 
 @pytest.mark.parametrize("form", ["url", "sentinel"])
@@ -124,12 +130,15 @@ def test_a_hung_redis_fails_an_async_request_within_its_timeout_plus_the_slack(
         refused = await guard.aenter(RequestFactory().get("/"))
         assert watch.waited() < 1 + DEADLINE_SLACK + 10 * floor + STALL
         assert isinstance(refused, Refusal) and isinstance(refused.error, BackendUnavailable)
+        assert "Redis could not be reached" in str(refused.error)
+        assert not refused.error.answered, "a stopped Redis is not a busy process"
         watch = Stopwatch()
-        await guard.aexit(first, held)  # logged, never raised
+        await guard.aexit(first, held)  # never raised: the release goes on in the background
         assert watch.waited() < DEADLINE_SLACK + 10 * floor + STALL
         os.kill(hung_server.pid, signal.SIGCONT)  # (so that the twins close at the loop's end)
 
     asyncio.run(scenario())
+    wait_for(lambda: pending_releases() == 0, what="the late release to end once Redis is back")
 
 
 def _use_hung_server(settings: Any, hung_server: Any, request: Any, form: str) -> None:
@@ -290,6 +299,75 @@ def test_a_reply_the_loop_reads_late_is_neither_a_late_grant_nor_a_hung_redis(re
     lease = asyncio.run(scenario())
     assert lease is not None and lease.resource == "r"
     assert pool.available() == []
+
+
+def test_a_reply_left_unread_by_a_blocked_loop_is_named_a_busy_process(
+    redis_client, settings, caplog
+):
+    """The event loop's thread is held up by a blocking call (a time.sleep in
+    another task: waiting, to the deadline, not running) right after a
+    request's acquire sent its command, past the whole deadline. Redis
+    answered at once: the refusal says that this process was too busy to read
+    the reply, not that Redis could not be reached, and so does the log."""
+    settings.DJANGO_REDIS_POOL = {
+        "CONNECTION": {"URL": redis_url_of(redis_client)},
+        "POOLS": {"printers": {"RESOURCES": ["p1", "p2"], "LEASE_TIMEOUT": 30}},
+    }
+    guard = Guard("printers", timeout=0)
+
+    async def scenario() -> Any:
+        warm = await guard.aenter(RequestFactory().get("/"))  # (connected, scripts known)
+        assert isinstance(warm, Held)
+        await guard.aexit(RequestFactory().get("/"), warm)
+        asyncio.get_running_loop().call_soon(time.sleep, DEADLINE_SLACK + 0.5)
+        return await guard.aenter(RequestFactory().get("/"))  # (sent; then the loop sleeps)
+
+    with caplog.at_level("ERROR", logger="django_redis_pool"):
+        refused = asyncio.run(scenario())
+    assert isinstance(refused, Refusal) and isinstance(refused.error, BackendUnavailable)
+    assert refused.error.answered
+    assert "too busy to read Redis's reply in time (Redis answered)" in str(refused.error)
+    assert "could not be reached" not in str(refused.error)
+    assert "this process was too busy to read the reply in time" in caplog.text
+    assert "is unreachable" not in caplog.text
+
+
+class _StallsAfterSending(DeadlineConnection):
+    """A connection whose thread, once ``stall`` is set, is held up for that
+    long after each command went out (as by other threads holding the GIL),
+    before it reads the reply."""
+
+    stall = 0.0
+
+    def send_packed_command(self, *args: Any, **kwargs: Any) -> None:
+        super().send_packed_command(*args, **kwargs)
+        time.sleep(self.stall)
+
+
+def test_a_reply_a_stalled_thread_reads_late_is_named_a_busy_process(
+    redis_server, redis_client, monkeypatch
+):
+    """The blocking twin: the calling thread reads the reply only after the
+    deadline passed, and Redis's reply is there (the retries that follow fail
+    at once, and say the same)."""
+    client = redis.Redis.from_url(
+        redis_server.url,
+        connection_class=_StallsAfterSending,
+        retry=Retry(DeadlineBackoff(cap=0.5, base=0.05), 3),
+    )
+    pool = ResourcePool(client, "stalled", resources=["r"], lease_timeout=30)
+    pool.collect()
+    monkeypatch.setattr(_StallsAfterSending, "stall", 0.5)
+    with pytest.raises(BackendUnavailable) as failed, deadline(0.3):
+        pool.available()
+    assert failed.value.answered
+    assert "too busy to read Redis's reply in time (Redis answered)" in str(failed.value)
+    client.close()
+
+
+def redis_url_of(client: Any) -> str:
+    kwargs = client.connection_pool.connection_kwargs
+    return f"redis://{kwargs['host']}:{kwargs['port']}/0"
 
 
 def test_a_stopwatch_counts_sleeping_and_not_running(redis_client):

@@ -4,6 +4,7 @@ from .engine import Waiter
 from .lease import Lease
 from .lock import Lock
 from .pool import ResourcePool
+from .releases import pending_releases
 from .semaphore import Semaphore
 
-__all__ = ["Lease", "Lock", "ResourcePool", "Semaphore", "Waiter"]
+__all__ = ["Lease", "Lock", "ResourcePool", "Semaphore", "Waiter", "pending_releases"]

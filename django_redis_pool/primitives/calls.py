@@ -12,7 +12,9 @@ paths alike.
 On the asyncio path, a call made after the task was cancelled (the cleanup of
 the cancelled operation) is shielded: cancelled again, it still completes in
 the background. Every call is bounded by the current :func:`.deadlines.deadline`;
-past it, redis-py's ``TimeoutError`` is raised. Nothing here imports Django.
+past it, redis-py's ``TimeoutError`` is raised (saying that this process was
+too busy to read the reply in time when it was there already: see
+:func:`.deadlines.expired`). Nothing here imports Django.
 """
 
 from __future__ import annotations
@@ -22,10 +24,8 @@ import inspect
 import sys
 from typing import Any, TypeVar
 
-from redis.exceptions import TimeoutError as RedisTimeoutError
-
 from ._common import waits_client
-from .deadlines import current_deadline
+from .deadlines import current_deadline, expired
 from .scripts import runner_for
 from .steps import Call, Op, Steps
 
@@ -133,13 +133,13 @@ async def _bounded(call: Any) -> Any:
     left = bound.left()
     if left <= 0:
         call.close()
-        raise RedisTimeoutError("the deadline passed before the call was sent")
+        raise expired("the deadline passed before the call was sent", bound)
     timer = _DeadlineTimer(bound, left)
     try:
         return await call
     except asyncio.CancelledError as exc:
         if timer.expire():
-            raise RedisTimeoutError(f"no reply within the deadline ({left:.2f} s)") from exc
+            raise expired(f"no reply within the deadline ({left:.2f} s)", bound) from exc
         raise
     finally:
         timer.expire()
@@ -150,7 +150,11 @@ class _DeadlineTimer:
     does). A deadline counts only time the loop's thread waited (see
     :class:`.deadlines.Stopwatch`): when the timer fires while the loop was
     busy with other tasks or waiting for a CPU, the reply may be there
-    already, so the timer is set again for the time still left."""
+    already, so the timer is set again for the time still left. When it has
+    passed (the loop's thread was held up by something that counts as
+    waiting: a blocking call in another task) and what the task awaits is done
+    already (the loop has read the reply, the task has not run since), the
+    deadline is marked ``answered``: Redis answered, this process read it too late."""
 
     def __init__(self, bound: Any, left: float) -> None:
         self._bound = bound
@@ -169,6 +173,11 @@ class _DeadlineTimer:
             return
         self._handle = None
         self._fired = True
+        # (the future the task awaits, in CPython's Task, C or Python; one
+        # cancelled is a timer's of an enclosing call, fired in the same turn)
+        awaited = getattr(self._task, "_fut_waiter", None)
+        if awaited is not None and awaited.done() and not awaited.cancelled():
+            self._bound.answered |= awaited.exception() is None
         self._task.cancel()
 
     def expire(self) -> bool:

@@ -14,7 +14,15 @@ blocked (on Redis, in a sleep, or stopped), not the time the thread spends
 running or waiting for a CPU (:class:`Stopwatch`). A busy or starved process
 is not a hung Redis: an event loop busy with other tasks, or a machine whose
 CPUs are taken, delays a reply that Redis gave in time, and that delay is not
-held against Redis. Nothing here imports Django.
+held against Redis.
+
+A deadline can still pass while Redis's reply waits unread: the thread was
+blocked by something else (an event loop held up by a blocking call in one of
+its tasks, a thread waiting for the GIL), which counts as waiting. When a
+deadline is found passed with a reply already there (on the failure path only:
+nothing is checked while calls succeed), its error says that this process was
+too busy to read the reply in time (``answered`` is set on it), not that Redis
+could not be reached. Nothing here imports Django.
 """
 
 from __future__ import annotations
@@ -43,6 +51,7 @@ __all__ = [
     "Stopwatch",
     "busy_time",
     "deadline",
+    "expired",
     "time_left",
 ]
 
@@ -128,13 +137,15 @@ class Stopwatch:
 
 
 class _Deadline:
-    """``seconds`` of waiting from the start of ``watch`` (see :class:`Stopwatch`)."""
+    """``seconds`` of waiting from the start of ``watch`` (see :class:`Stopwatch`).
+    ``answered``: once it had passed, a reply of Redis was found there unread."""
 
-    __slots__ = ("seconds", "watch")
+    __slots__ = ("answered", "seconds", "watch")
 
     def __init__(self, seconds: float, watch: Stopwatch) -> None:
         self.seconds = seconds
         self.watch = watch
+        self.answered = False
 
     def left(self) -> float:
         return self.seconds - self.watch.waited()
@@ -173,13 +184,31 @@ def time_left() -> float | None:
     return None if current is None else current.left()
 
 
-def _bounded(timeout: float | None) -> float | None:
-    """``timeout`` cut to the time left; raises once the deadline has passed."""
-    left = time_left()
+#: What the error of a deadline says when Redis's reply was there, unread.
+TOO_BUSY = "this process was too busy to read Redis's reply in time (Redis answered)"
+
+
+def expired(message: str, bound: _Deadline | None = None) -> RedisTimeoutError:
+    """redis-py's ``TimeoutError`` for the deadline ``bound`` (default: the
+    current one), which has passed: ``message``, or, if a reply of Redis was
+    found there unread (``bound.answered``), :data:`TOO_BUSY`; that error's
+    ``answered`` is True (``exceptions.backend_errors`` keeps the wording)."""
+    bound = bound or _DEADLINE.get()
+    if bound is None or not bound.answered:
+        return RedisTimeoutError(message)
+    error = RedisTimeoutError(
+        f"{TOO_BUSY}; its deadline of {bound.seconds:.2f} s of waiting passed"
+    )
+    error.answered = True  # type: ignore[attr-defined]
+    return error
+
+
+def _bounded(timeout: float | None, left: float | None) -> float | None:
+    """``timeout`` cut to ``left``, the time left; raises once the deadline has passed."""
     if left is None:
         return timeout
     if left <= 0:
-        raise RedisTimeoutError("the operation's deadline passed before Redis answered")
+        raise expired("the operation's deadline passed before Redis answered")
     return left if timeout is None else min(timeout, left)
 
 
@@ -195,7 +224,7 @@ class _DeadlineMixin:
             super().connect(*args, **kwargs)  # type: ignore[misc]
             return
         own = self.socket_connect_timeout
-        self.socket_connect_timeout = _bounded(own)
+        self.socket_connect_timeout = _bounded(own, time_left())
         try:
             super().connect(*args, **kwargs)  # type: ignore[misc]
         finally:
@@ -208,22 +237,34 @@ class _DeadlineMixin:
             super().send_packed_command(*args, **kwargs)  # type: ignore[misc]
 
     def read_response(self, *args: Any, **kwargs: Any) -> Any:
-        with self._within_deadline():
+        with self._within_deadline(reading=True):
             return super().read_response(*args, **kwargs)  # type: ignore[misc]
 
     @contextlib.contextmanager
-    def _within_deadline(self) -> Iterator[None]:
-        if time_left() is None:
+    def _within_deadline(self, reading: bool = False) -> Iterator[None]:
+        current = _DEADLINE.get()
+        if current is None:
             yield
             return
         if self._sock is None:
             self.connect()
-        self._sock.settimeout(_bounded(self.socket_timeout))
+        left = current.left()
+        if left <= 0 and reading and not current.answered and self._reply_waiting():
+            current.answered = True  # Redis answered; this thread came to read it too late
+        self._sock.settimeout(_bounded(self.socket_timeout, left))
         try:
             yield
         finally:
             if self._sock is not None:
                 self._sock.settimeout(self.socket_timeout)
+
+    def _reply_waiting(self) -> bool:
+        """Whether a reply is there to read now (only asked once the deadline
+        has passed)."""
+        try:
+            return bool(self.can_read(timeout=0))  # type: ignore[attr-defined]
+        except Exception:
+            return False
 
 
 class DeadlineConnection(_DeadlineMixin, Connection):

@@ -46,7 +46,7 @@ from ..exceptions import (
     ResourceUnavailable,
     backend_errors,
 )
-from . import deadlines
+from . import deadlines, releases
 from ._common import key_prefix, text, to_ms
 from .async_clients import async_client_for
 from .calls import arun, is_async_client, run
@@ -456,6 +456,20 @@ class LeaseEngine:
         request = request or new_token()
         fence_arg = "" if fence is None else fence
         return int((yield from self.op("release", token, request, fence_arg, int(force), resource)))
+
+    def release_lease_steps(self, lease: Lease) -> Steps[int | None]:
+        """End ``lease`` (by its token) as :meth:`release_steps` does, waiting
+        at most ``DEADLINE_SLACK`` for Redis. Returns None when that was not
+        enough (Redis unreachable, or too slow): the release then goes on in
+        the background with the same request id (:mod:`.releases`), and the
+        caller is not held for it."""
+        request = new_token()
+        try:
+            with deadlines.deadline(DEADLINE_SLACK):
+                return (yield from self.release_steps(lease.resource, lease.token, request))
+        except BackendUnavailable as exc:
+            releases.go_on(lease, request, exc, DEADLINE_SLACK)
+            return None
 
     def release(self, resource: str, token: str = "", *args: Any, **kwargs: Any) -> int:
         """:meth:`release_steps`, blocking."""

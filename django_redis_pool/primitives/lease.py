@@ -132,7 +132,13 @@ class Lease:
         return ok
 
     def release(self) -> bool:
-        """Give the resource back. False if this lease no longer held it."""
+        """Give the resource back. False if this lease no longer held it.
+
+        Redis is waited for at most ``DEADLINE_SLACK`` (1 s; on connections
+        that keep deadlines, and every asyncio one): a release that could not
+        finish by then (Redis unreachable or too slow) returns True and goes on
+        in the background until Redis answers or the lease ends
+        (:mod:`.releases`); ``lost`` is set either way."""
         return self._engine.drive(self.release_steps())
 
     async def arelease(self) -> bool:
@@ -144,7 +150,11 @@ class Lease:
         self.stop_auto_renew()
         if self.lost:
             return False
-        ok = (yield from self._engine.release_steps(self.resource, self.token)) != 0
+        reply = yield from self._engine.release_lease_steps(self)
+        if reply is None:  # it goes on in the background: this lease is let go of
+            self.lost = True
+            return True
+        ok = reply != 0
         if not ok:
             self._mark_lost("it was already gone when released", call_on_lost=False)
         self.lost = True

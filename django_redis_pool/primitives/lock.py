@@ -239,14 +239,19 @@ class Lock(LeasedPrimitive):
         scope = self._scope()
         name = self._holder(holder)
         known = self._leases.get(name)
-        token = known.token if known is not None and not known.lost else ""
         try:
-            result = yield from self._engine.release_steps(name, token)
+            if known is not None and not known.lost:
+                # (None: Redis did not answer in time; it goes on in the background)
+                result = yield from self._engine.release_lease_steps(known)
+            else:
+                result = yield from self._engine.release_steps(name, "")
         except BaseException:
-            # Not known to be released (e.g. Redis unreachable): stop renewing,
+            # Not known to be released (e.g. Redis refused it): stop renewing,
             # so that the lease expires rather than being kept alive forever.
             self._forget(name)
             raise
+        if result is None:
+            result = 1
         if result == 2:  # a reentrant hold with acquisitions left
             return
         lease = self._forget(name)

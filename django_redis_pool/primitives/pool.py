@@ -190,9 +190,11 @@ class ResourcePool(LeasedPrimitive):
     def release(self, lease_or_resource: Lease | str) -> bool:
         """Give a resource back.
 
-        With a :class:`Lease`: only if that lease still holds it. With a plain
-        resource id: whoever holds it (an operator's force-release). False if it
-        was not leased (or the lease had expired and was reclaimed).
+        With a :class:`Lease`: only if that lease still holds it (a release
+        Redis does not answer in time goes on in the background: see
+        :meth:`Lease.release`). With a plain resource id: whoever holds it (an
+        operator's force-release). False if it was not leased (or the lease had
+        expired and was reclaimed).
         """
         if isinstance(lease_or_resource, Lease):
             return lease_or_resource.release()
