@@ -21,7 +21,7 @@ import redis
 from django.test import RequestFactory
 from redis.retry import Retry
 
-from django_redis_pool import BackendUnavailable, Lock, ResourcePool
+from django_redis_pool import BackendUnavailable, Lock, ResourcePool, ResourceUnavailable
 from django_redis_pool.guard import Guard, Refusal
 from django_redis_pool.kinds import Held
 from django_redis_pool.primitives import lease as lease_module
@@ -324,12 +324,17 @@ def test_a_reply_left_unread_by_a_blocked_loop_is_named_a_busy_process(
 
     with caplog.at_level("ERROR", logger="django_redis_pool"):
         refused = asyncio.run(scenario())
-    assert isinstance(refused, Refusal) and isinstance(refused.error, BackendUnavailable)
-    assert refused.error.answered
-    assert "too busy to read Redis's reply in time (Redis answered)" in str(refused.error)
+    assert isinstance(refused, Refusal)
     assert "could not be reached" not in str(refused.error)
-    assert "this process was too busy to read the reply in time" in caplog.text
     assert "is unreachable" not in caplog.text
+    if sys.version_info < (3, 11) and isinstance(refused.error, ResourceUnavailable):
+        # (Python 3.10's loop runs the read's callback before the deadline's
+        # timer: the grant is read, late by the waiting it counted, and given
+        # back as any late grant is, LATE_GRANT; that does not blame Redis either)
+        return
+    assert isinstance(refused.error, BackendUnavailable) and refused.error.answered
+    assert "too busy to read Redis's reply in time (Redis answered)" in str(refused.error)
+    assert "this process was too busy to read the reply in time" in caplog.text
 
 
 class _StallsAfterSending(DeadlineConnection):
