@@ -37,6 +37,7 @@ import pytest
 import redis
 from redis.cluster import RedisCluster
 
+from django_redis_pool.primitives import counts
 from django_redis_pool.primitives.engine import LeaseEngine
 from django_redis_pool.testing import EmbeddedRedis, EmbeddedRedisCluster, find_redis_binary
 
@@ -176,3 +177,16 @@ def api(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iter
         return
     with async_path(monkeypatch):
         yield "async"
+
+
+@pytest.fixture(autouse=True)
+def _counts_flushed_only_when_asked(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Counts (:mod:`django_redis_pool.primitives.counts`) are recorded as in
+    production, but added into Redis only by an explicit ``counts.flush()``
+    (or a scrape), never by the background thread: a test comparing a
+    primitive's keys before and after a read sees no write it did not make.
+    ``tests/test_metrics.py`` turns the thread on where it tests it. What a
+    test left unflushed is dropped after it."""
+    monkeypatch.setattr(counts, "background", False)
+    yield
+    counts.forget()

@@ -70,3 +70,10 @@ def _answers(client: Any, *command: str) -> bool:
         return bool(client.execute_command(*command))
     except redis.exceptions.RedisError:
         return False
+
+
+def closed_port() -> int:
+    """A loopback port nothing listens on (bound once, then closed)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])

@@ -54,6 +54,7 @@ LAYERS: dict[str, int] = {
     # 6: Django's entry points
     "decorators": 6,
     "middleware": 6,
+    "metrics": 6,
     "admin": 6,
     "models": 6,
     "migrations": 6,

@@ -13,7 +13,6 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -31,6 +30,7 @@ from django_redis_pool import Lease, ResourcePool, get_lock, get_pool, get_semap
 from django_redis_pool.primitives.base import LeasedPrimitive
 from django_redis_pool.signals import lease_reclaimed
 
+from .servers import closed_port
 from .test_snapshot import HOLDER_KEYS, WAITER_KEYS, contents_of
 from .test_snapshot import SNAPSHOT_KEYS as PRIMITIVE_KEYS
 from .waiting import STARTUP, wait_for
@@ -62,12 +62,6 @@ def run(command: str, *args: str, **options: Any) -> str:
     out = io.StringIO()
     call_command(command, *args, stdout=out, stderr=io.StringIO(), **options)
     return out.getvalue()
-
-
-def closed_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def raw_keys(client: redis.Redis) -> dict[bytes, Any]:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import gc
 import logging
-import socket
 import threading
 import time
 from collections.abc import Callable, Coroutine, Iterator
@@ -39,6 +38,7 @@ from django_redis_pool.primitives.engine import LeaseEngine
 from django_redis_pool.testing import EmbeddedRedis
 
 from . import request_views as views
+from .servers import closed_port
 from .waiting import STALL, cancel, floor_of, wait_for
 
 pytestmark = pytest.mark.urls("tests.request_views")
@@ -54,12 +54,6 @@ def configure(settings: Any, url: str, **extra: Any) -> None:
         "LOCKS": {"imports": {}},
         **extra,
     }
-
-
-def closed_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def arun(coroutine: Coroutine[Any, Any, T]) -> T:

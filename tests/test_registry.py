@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import socket
 import time
 from collections.abc import Callable
 from typing import Any
@@ -26,6 +25,7 @@ from django_redis_pool import (
 )
 from django_redis_pool.checks import validate
 
+from .servers import closed_port
 from .waiting import STALL, floor_of
 
 
@@ -47,12 +47,6 @@ def answering_floor(settings: Any, redis_url: str, call: Callable[[ResourcePool]
     the Redis that is down)."""
     configure(settings, redis_url)
     return floor_of(lambda: call(get_pool("printers")))
-
-
-def closed_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def test_get_pool_returns_a_working_pool_on_the_configured_redis(

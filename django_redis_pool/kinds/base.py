@@ -201,6 +201,13 @@ class Kind:
         ``waiting`` and ``size``, None where they do not apply) and details."""
         return Report(primitive.name, data={"kind": self.name, "name": primitive.name})
 
+    def gauges(self, primitive: Any) -> dict[str, float | None]:
+        """What the metrics export of its state now (``size``, ``free``,
+        ``held``, ``waiting``, ``oldest_hold_seconds``; None or absent where
+        they do not apply), read cheaply: scraped every few seconds."""
+        data = self.status(primitive).data
+        return {key: data.get(key) for key in ("size", "free", "held", "waiting")}
+
 
 class ReservedKind(Kind):
     """A kind a later version supports: its setting key is accepted and its entry

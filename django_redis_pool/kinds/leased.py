@@ -255,6 +255,18 @@ class LeaseKind(Kind):
             counts={"reclaimed": reclaimed, "dropped": dropped, "long_holds": int(bool(long_hold))},
         )
 
+    def gauges(self, primitive: Any) -> dict[str, float | None]:
+        """The counts and the oldest hold's age, in one round trip (no holder read)."""
+        snap: Snapshot = primitive.snapshot(limit=0)
+        oldest = None if snap.oldest_since is None else max(0.0, snap.now - snap.oldest_since)
+        return {
+            "size": snap.size,
+            "free": snap.free,
+            "held": snap.held_count,
+            "waiting": snap.waiting_count,
+            "oldest_hold_seconds": oldest,
+        }
+
     def status(self, primitive: Any) -> Report:
         """Counts, holders (fence, time left) and waiters, in one round trip."""
         snap: Snapshot = primitive.snapshot()

@@ -147,6 +147,16 @@ class QueueKind(Kind):
             counts={"requeued": len(requeued), "failed": len(failed)},
         )
 
+    def gauges(self, primitive: Any) -> dict[str, float | None]:
+        """Tasks by state: ``tasks_<state>`` (pending, running, deferred, failed)."""
+        counts = primitive.counts()
+        return {
+            "tasks_pending": counts["pending"],
+            "tasks_running": counts["running"],
+            "tasks_deferred": counts["scheduled"],
+            "tasks_failed": counts["failed"],
+        }
+
     def status(self, primitive: Any) -> Report:
         counts = primitive.counts()
         busy = counts["pending"] > 0 and counts["workers"] == 0

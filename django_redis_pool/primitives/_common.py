@@ -1,5 +1,5 @@
-"""Helpers shared by every Redis primitive: milliseconds, key naming and Lua
-script loading (argument validation is in :mod:`.validators`, translation of
+"""Helpers shared by every Redis primitive: milliseconds, key naming, Lua
+script loading, request tokens and a client's socket timeout (argument validation is in :mod:`.validators`, translation of
 redis-py errors in :mod:`..exceptions`).
 
 Nothing here imports Django.
@@ -7,6 +7,8 @@ Nothing here imports Django.
 
 from __future__ import annotations
 
+import itertools
+import os
 from pathlib import Path
 from typing import Any
 
@@ -61,3 +63,33 @@ def load_lua(*names: str) -> str:
             _lua_cache[name] = (_LUA_DIR / f"{name}.lua").read_text()
         parts.append(_lua_cache[name])
     return "\n".join(parts)
+
+
+_token_prefix = os.urandom(8).hex()
+_token_counter = itertools.count()
+
+
+def _new_token_prefix() -> None:
+    global _token_prefix, _token_counter
+    _token_prefix = os.urandom(8).hex()
+    _token_counter = itertools.count()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_new_token_prefix)
+
+
+def new_token() -> str:
+    """A request token unique across processes and hosts: a random per-process
+    prefix (new in a forked child) and a counter."""
+    return f"{_token_prefix}{next(_token_counter):x}"
+
+
+def socket_timeout(client: Any) -> float | None:
+    """The read timeout of ``client``'s connections (redis.Redis or RedisCluster)."""
+    for owner in (getattr(client, "connection_pool", None), getattr(client, "nodes_manager", None)):
+        kwargs = getattr(owner, "connection_kwargs", None)
+        if isinstance(kwargs, dict):
+            value = kwargs.get("socket_timeout")
+            return float(value) if value else None
+    return None

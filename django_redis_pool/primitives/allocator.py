@@ -8,9 +8,10 @@ from collections.abc import Iterable, Mapping
 from types import TracebackType
 from typing import Any
 
-from ._common import to_ms
+from . import counts
+from ._common import new_token, to_ms
 from .base import DEFAULT_KEY_PREFIX, Collected, LeasedPrimitive
-from .engine import default_holder, new_token
+from .engine import default_holder
 from .lease import Lease
 from .protocol import Mode, Reply
 from .steps import Steps
@@ -289,7 +290,9 @@ class Allocator(LeasedPrimitive):
                 packed = packed[:-1] + "0"
             reply = yield from self._engine.op("alloc_malloc", packed, bind, holder)
         if not isinstance(reply, list):
+            self._engine.counts.add(counts.REFUSED_TIMEOUT)
             return None
+        self._engine.counts.granted(0.0)
         key, detail = str(reply[0]), reply[1]
         if self.shared:
             return AllocatedKey(key, fence=int(detail), holder=holder, lease=None)
@@ -409,6 +412,7 @@ class Allocator(LeasedPrimitive):
 
     def _gc(self, count: int) -> tuple[list[Lease], int, int, int]:
         reclaimed, expired, healed, unbound = self._engine.run("alloc_gc", count)
+        self._engine.counts.add(counts.RECLAIMED, len(reclaimed) // 2)
         return self._engine.ended_leases(reclaimed), int(expired), int(healed), int(unbound)
 
     def collect(self, *, dry_run: bool = False) -> Collected:

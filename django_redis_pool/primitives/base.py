@@ -8,6 +8,8 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from ..exceptions import ResourceUnavailable
+from . import counts
+from .counts import Activity
 from .engine import LeaseEngine, Waiter
 from .lease import Lease
 from .steps import Steps
@@ -229,6 +231,13 @@ class LeasedPrimitive:
     def waiters(self) -> list[Waiter]:
         """The callers blocked in ``acquire``, in the order they will be served."""
         return self._engine.waiters(self._read("waiters"))
+
+    def activity(self, minutes: int = 0) -> Activity:
+        """What every process counted for this primitive (grants, refusals,
+        wait and hold times...: :mod:`.counts`): the totals and the last
+        ``minutes`` minutes (at most a day), in one round trip. A process's
+        counts reach Redis within a few seconds (:func:`.counts.flush`: now)."""
+        return counts.read(self._engine, minutes)
 
     def snapshot(
         self,

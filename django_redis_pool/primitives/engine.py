@@ -29,7 +29,6 @@ carries a request id, so running it again answers the same and ends nothing else
 from __future__ import annotations
 
 import contextlib
-import itertools
 import logging
 import os
 import socket
@@ -46,8 +45,8 @@ from ..exceptions import (
     ResourceUnavailable,
     backend_errors,
 )
-from . import deadlines, releases
-from ._common import key_prefix, text, to_ms
+from . import counts, deadlines, releases
+from ._common import key_prefix, new_token, socket_timeout, text, to_ms
 from .async_clients import async_client_for
 from .calls import arun, is_async_client, run
 from .lease import Lease
@@ -132,6 +131,8 @@ class LeaseEngine:
         self.restore = Restore.NOTHING if default_max is None else str(default_max)
         if heal is not None:
             self.restore = Restore.HEAL
+        #: What this process counted and has not added into Redis yet (:mod:`.counts`).
+        self.counts = counts.NO_COUNTS if self.is_async else counts.Counts(self)
 
     # -- running operations -----------------------------------------------------
 
@@ -227,6 +228,19 @@ class LeaseEngine:
         nothing was granted in time; raises :class:`ResourceUnavailable`
         (``reason`` ``FULL``) when refused at once for ``max_waiting``."""
         ask = (lease_ms, priority, -1 if max_waiting is None else max_waiting, holder)
+        started = time.monotonic()
+        try:
+            lease = yield from self._acquire_in_time(timeout, ask)
+        except ResourceUnavailable:
+            self.counts.add(counts.REFUSED_FULL)
+            raise
+        if lease is None:
+            self.counts.add(counts.REFUSED_TIMEOUT)
+        else:
+            self.counts.granted(time.monotonic() - started)
+        return lease
+
+    def _acquire_in_time(self, timeout: float | None, ask: AcquireArgs) -> Steps[Lease | None]:
         if timeout is None:
             return (yield from self._acquire(timeout, ask))
         watch = deadlines.Stopwatch()
@@ -395,14 +409,14 @@ class LeaseEngine:
         provisional (unconfirmed) grant to a waiter is confirmed first. None if
         the grant was lost before it could be."""
         lease, provisional = self._decode(resource, raw)
-        lease._term_from = sent
+        lease._term_from = lease._granted = sent
         if provisional and not (yield from self.renew_steps(lease, None)):
             return None
         return lease
 
     def _wait_chunk(self) -> float:
         if self._chunk is None:
-            timeout = _socket_timeout(self.client)
+            timeout = socket_timeout(self.client)
             chunk = self.wait_chunk
             if timeout:
                 chunk = min(chunk, max(timeout - 1.0, timeout / 2))
@@ -466,10 +480,13 @@ class LeaseEngine:
         request = new_token()
         try:
             with deadlines.deadline(DEADLINE_SLACK):
-                return (yield from self.release_steps(lease.resource, lease.token, request))
+                reply = yield from self.release_steps(lease.resource, lease.token, request)
         except BackendUnavailable as exc:
             releases.go_on(lease, request, exc, DEADLINE_SLACK)
-            return None
+            reply = None
+        if reply != 0 and reply != 2 and lease._granted is not None:
+            self.counts.released(time.monotonic() - lease._granted)
+        return reply
 
     def release(self, resource: str, token: str = "", *args: Any, **kwargs: Any) -> int:
         """:meth:`release_steps`, blocking."""
@@ -483,6 +500,7 @@ class LeaseEngine:
         offset = 0
         while True:
             reclaimed, dropped, next_offset = self.run("gc", batch, offset)
+            self.counts.add(counts.RECLAIMED, len(reclaimed) // 2)
             leases += self.ended_leases(reclaimed)
             waiters += self.waiters(dropped)
             if len(reclaimed) < 2 * batch and int(next_offset) == -1:
@@ -555,25 +573,6 @@ LATE_GRANT = 0.25
 #: seconds (on connections that keep deadlines).
 DEADLINE_SLACK = 1.0
 
-_token_prefix = os.urandom(8).hex()
-_token_counter = itertools.count()
-
-
-def _new_token_prefix() -> None:
-    global _token_prefix, _token_counter
-    _token_prefix = os.urandom(8).hex()
-    _token_counter = itertools.count()
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_new_token_prefix)
-
-
-def new_token() -> str:
-    """A request token unique across processes and hosts: a random per-process
-    prefix (new in a forked child) and a counter."""
-    return f"{_token_prefix}{next(_token_counter):x}"
-
 
 def _remaining_ms(deadline: float | None) -> int:
     """Milliseconds left until ``deadline`` (a monotonic time), at least 1;
@@ -581,13 +580,3 @@ def _remaining_ms(deadline: float | None) -> int:
     if deadline is None:
         return -1
     return max(1, to_ms(deadline - time.monotonic()))
-
-
-def _socket_timeout(client: Any) -> float | None:
-    """The read timeout of ``client``'s connections (redis.Redis or RedisCluster)."""
-    for owner in (getattr(client, "connection_pool", None), getattr(client, "nodes_manager", None)):
-        kwargs = getattr(owner, "connection_kwargs", None)
-        if isinstance(kwargs, dict):
-            value = kwargs.get("socket_timeout")
-            return float(value) if value else None
-    return None

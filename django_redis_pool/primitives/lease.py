@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from redis import BlockingConnectionPool, ConnectionPool
 
 from ..exceptions import PoolError
+from . import counts
 from .steps import Steps
 
 if TYPE_CHECKING:
@@ -46,6 +47,7 @@ class Lease:
         "__weakref__",
         "_engine",
         "_failing_since",
+        "_granted",
         "_renewing",
         "_term_from",
         "acquired_at",
@@ -88,6 +90,9 @@ class Lease:
         # reply was read instead would lose what a slow reply took (a busy
         # process, a late start_auto_renew) from the last third of the term.
         self._term_from: float | None = None
+        # When the call that granted it was sent (monotonic; None if unknown):
+        # its hold time is counted from there (:mod:`.counts`).
+        self._granted: float | None = None
         self.lost = False
         self.on_lost: Callable[[Lease], object] | None = None
 
@@ -189,6 +194,7 @@ class Lease:
 
     def _mark_lost(self, reason: str, *, call_on_lost: bool = True) -> None:
         self.lost = True
+        self._engine.counts.add(counts.LOST)
         logger.warning(
             "lease on %r of %s (holder %r, fence %s) was lost: %s",
             self.resource,

@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from ..exceptions import BackendUnavailable, PoolError, ResourceUnavailable, backend_errors
+from . import counts
 from ._common import to_ms
 from .base import DEFAULT_KEY_PREFIX
 from .engine import MIN_BLOCK, LeaseEngine
@@ -217,6 +218,11 @@ class TaskQueue:
             "workers": int(workers),
         }
 
+    def activity(self, minutes: int = 0) -> counts.Activity:
+        """What every worker counted for this queue (tasks completed and
+        failed: :mod:`.counts`): the totals and the last ``minutes`` minutes."""
+        return counts.read(self._engine, minutes)
+
     def failed(self, *, offset: int = 0, limit: int = 50) -> tuple[int, list[Task]]:
         """(how many tasks failed, one page of them, the latest first)."""
         total, flat = self._run("queue_read", "failed", offset, limit)
@@ -250,6 +256,7 @@ class TaskQueue:
         again (or failed after their last attempt). Returns (made ready,
         requeued ids, failed ids)."""
         ready, requeued, failed = self._run("queue_gc", count)
+        self._engine.counts.add(counts.FAILED, len(failed))
         return int(ready), [str(i) for i in requeued], [str(i) for i in failed]
 
     # -- query ----------------------------------------------------------------------

@@ -16,6 +16,7 @@ import uuid
 from typing import TYPE_CHECKING, Any
 
 from ..exceptions import PoolError, backend_errors
+from . import counts
 from ._common import text, to_ms, waits_client
 from .engine import MIN_BLOCK
 from .protocol import TaskStatus
@@ -228,6 +229,8 @@ class Worker:
                 task.id,
             )
             return
+        done = status == TaskStatus.DONE
+        self.queue._engine.counts.add(counts.COMPLETED if done else counts.FAILED)
         if task._ended is None:
             return
         task.status, task.finished_at = status, int(finished) / 1000

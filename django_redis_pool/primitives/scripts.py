@@ -86,6 +86,8 @@ OPERATIONS = (
     "queue_admin",
     "queue_gc",
     "queue_read",
+    "counts_add",
+    "counts_read",
 )
 #: On the EVALSHA path: operation -> the script of its common case, run first.
 FAST = {

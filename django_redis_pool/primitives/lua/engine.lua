@@ -60,6 +60,10 @@
 --   :names  SET   every task name ever enqueued
 --   :wake:<token>    LIST  a waiter's own wake list (the grant handed to it)
 --   :wid:<identity>  ZSET  the queued sharing waiters of one identity
+--   :counts HASH  what every process counted (primitives/counts.py): field ->
+--                 total since the primitive was first counted
+--   :minute:<n> HASH the same fields, counted in unix minute n of the Redis
+--                 clock; each lives HISTORY_MS (a day and a minute)
 --   :done   HASH  request id -> reply of a finished release (or refresh),
 --                 so that a request re-run by redis-py's retry answers the
 --                 same. Bounded: it lives DONE_TTL_MS from its first entry,
@@ -133,6 +137,7 @@ local PROVISIONAL_MS = 5000  -- life of an unconfirmed grant to a waiter (at mos
 local WAKE_TTL_MS = 60000    -- an unread wake list disappears after this
 local DONE_TTL_MS = 60000    -- a generation of remembered replies lives this long
 local DONE_LIMIT = 1000      -- remembered replies per generation
+local HISTORY_MS = 86460000  -- life of a :minute:<n> hash of counts
 local OLDEST_CHECKED = 1000  -- live holds a snapshot checks for the oldest
 local F_DUE = '\1due'        -- allocators' field in :info (see above)
 -- The exception class of a task failed because its worker died on each attempt

@@ -1,0 +1,205 @@
+"""Prometheus metrics of every configured primitive (``pip install django-redis-pool[prometheus]``).
+
+Site-wide: every process and host adds what it counted into Redis (within
+about two seconds, :mod:`.primitives.counts`), so a scrape of any one process
+shows the totals of all. Gauges are read from Redis at each scrape.
+
+* :func:`metrics_view`: a view answering in Prometheus's text format, for your
+  URLconf (``path("metrics/", metrics_view)``; protect it as your other
+  internal views).
+* :class:`RedisPoolCollector`: the same metrics for your own
+  ``prometheus_client`` registry (``REGISTRY.register(RedisPoolCollector())``,
+  e.g. beside django-prometheus).
+* :func:`flush`: add this process's counts into Redis now (a scrape does it
+  for the process it reaches).
+
+Every metric has the labels ``name`` and ``kind`` (``pool``, ``semaphore``,
+``lock``, ``allocator``, ``queue``, ``object_pool``). ``docs/metrics.md``
+lists them with alerting rules.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from django.core.exceptions import ImproperlyConfigured
+from django.http import HttpRequest, HttpResponse
+
+from . import registry
+from .exceptions import PoolError
+from .primitives import counts
+
+__all__ = ["RedisPoolCollector", "flush", "metrics_view"]
+
+logger = logging.getLogger("django_redis_pool")
+
+PREFIX = "django_redis_pool_"
+
+#: Gauges read at scrape: (the kind's gauge key, metric name, help).
+GAUGES = (
+    ("size", "size", "Resources or slots in all."),
+    ("free", "free", "Holds that could be granted now."),
+    ("held", "held", "Live holds (queues: running tasks; object pools: borrowed objects)."),
+    ("waiting", "waiting", "Callers waiting for a hold (queues: pending tasks)."),
+    ("oldest_hold_seconds", "oldest_hold_seconds", "Age of the oldest live hold."),
+)
+#: Task states of the ``tasks`` gauge: (the queue kind's gauge key, state label).
+TASK_STATES = (
+    ("tasks_pending", "pending"),
+    ("tasks_running", "running"),
+    ("tasks_deferred", "deferred"),
+    ("tasks_failed", "failed"),
+)
+#: Counters of the lease-engine kinds: (name without _total, help, (field, labels)...).
+LEASE_COUNTERS = (
+    ("acquired", "Holds granted.", (("acquired", ()),)),
+    (
+        "refused",
+        "Callers refused: their wait timed out (reason timeout) or max_waiting "
+        "callers already waited (reason full).",
+        (("refused_timeout", ("timeout",)), ("refused_full", ("full",))),
+    ),
+    ("lost", "Leases their holder found lost (expired or taken away).", (("lost", ()),)),
+    ("reclaimed", "Expired leases reclaimed by gc.", (("reclaimed", ()),)),
+)
+#: Counters of the queues.
+QUEUE_COUNTERS = (
+    ("tasks_completed", "Tasks that ran to completion.", (("completed", ()),)),
+    ("tasks_failed", "Tasks that failed.", (("failed", ()),)),
+)
+HISTOGRAMS = (
+    ("wait", "Seconds a caller waited for its grant (0: granted at once)."),
+    ("hold", "Seconds a lease was held, observed when its holder released it."),
+)
+
+
+def flush() -> int:
+    """Add every count this process recorded into Redis now; returns how many
+    primitives' counts could not be added (kept for the next try)."""
+    return counts.flush()
+
+
+class RedisPoolCollector:
+    """A ``prometheus_client`` collector of every configured primitive (or of
+    ``names`` only), reading Redis at each scrape: one round trip for each
+    primitive's state and one for its counts."""
+
+    def __init__(self, names: Iterable[str] | None = None) -> None:
+        _require_client()
+        self.names = None if names is None else list(names)
+
+    def describe(self) -> Iterator[Any]:
+        """Nothing: registering the collector must not read Redis."""
+        return iter(())
+
+    def collect(self) -> Iterator[Any]:
+        """Every metric, read now."""
+        from prometheus_client.core import (
+            CounterMetricFamily,
+            GaugeMetricFamily,
+            HistogramMetricFamily,
+        )
+
+        labels = ["name", "kind"]
+        up = GaugeMetricFamily(
+            PREFIX + "up",
+            "1 if the primitive's state was read from Redis at this scrape.",
+            labels=labels,
+        )
+        gauges = {
+            key: GaugeMetricFamily(PREFIX + metric, text, labels=labels)
+            for key, metric, text in GAUGES
+        }
+        tasks = GaugeMetricFamily(
+            PREFIX + "tasks", "Tasks of a queue by state.", labels=[*labels, "state"]
+        )
+        counters = {
+            metric: CounterMetricFamily(
+                PREFIX + metric,
+                text,
+                labels=labels + (["reason"] if metric == "refused" else []),
+            )
+            for metric, text, _ in LEASE_COUNTERS + QUEUE_COUNTERS
+        }
+        histograms = {
+            which: HistogramMetricFamily(PREFIX + f"{which}_seconds", text, labels=labels)
+            for which, text in HISTOGRAMS
+        }
+        for name, kind, primitive in self._primitives():
+            key = [name, kind.name]
+            try:
+                state = kind.gauges(primitive)
+                activity = primitive.activity() if hasattr(primitive, "activity") else None
+            except PoolError as exc:
+                logger.warning("metrics: %s %r could not be read: %s", kind.name, name, exc)
+                up.add_metric(key, 0)
+                continue
+            up.add_metric(key, 1)
+            for gauge_key, family in gauges.items():
+                if state.get(gauge_key) is not None:
+                    family.add_metric(key, float(state[gauge_key]))  # type: ignore[arg-type]
+            for gauge_key, state_label in TASK_STATES:
+                if state.get(gauge_key) is not None:
+                    tasks.add_metric([*key, state_label], float(state[gauge_key]))  # type: ignore[arg-type]
+            if activity is None:
+                continue
+            totals = activity.totals
+            queue = kind.name == "queue"
+            for metric, _, fields in QUEUE_COUNTERS if queue else LEASE_COUNTERS:
+                for field, extra in fields:
+                    counters[metric].add_metric([*key, *extra], totals.get(field, 0))
+            if queue:
+                continue
+            bounds = [repr(float(b)) for b in counts.BUCKETS] + ["+Inf"]
+            for which, _ in HISTOGRAMS:
+                histograms[which].add_metric(
+                    key,
+                    buckets=list(zip(bounds, activity.histogram(which), strict=True)),
+                    sum_value=totals.get(f"{which}_us", 0) / 1e6,
+                )
+        yield up
+        yield from gauges.values()
+        yield tasks
+        yield from counters.values()
+        yield from histograms.values()
+
+    def _primitives(self) -> Iterator[tuple[str, Any, Any]]:
+        config = registry.get_config()
+        for name in self.names if self.names is not None else config.names():
+            entry = config.entries.get(name)
+            if entry is None:
+                logger.warning("metrics: %r is not a configured primitive", name)
+                continue
+            kind = entry.kind
+            if kind.supported:
+                yield name, kind, registry.get_resource(name)
+
+
+_registry: Any = None
+
+
+def metrics_view(request: HttpRequest) -> HttpResponse:
+    """Every configured primitive's metrics in Prometheus's text format (this
+    process's counts are added into Redis first)."""
+    global _registry
+    _require_client()
+    from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+
+    if _registry is None:
+        fresh = CollectorRegistry(auto_describe=False)
+        fresh.register(RedisPoolCollector())  # type: ignore[arg-type]
+        _registry = fresh
+    flush()
+    return HttpResponse(generate_latest(_registry), content_type=CONTENT_TYPE_LATEST)
+
+
+def _require_client() -> None:
+    try:
+        import prometheus_client  # noqa: F401
+    except ImportError:
+        raise ImproperlyConfigured(
+            "django_redis_pool.metrics needs prometheus_client: "
+            "pip install 'django-redis-pool[prometheus]'"
+        ) from None

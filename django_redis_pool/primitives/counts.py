@@ -1,0 +1,292 @@
+"""What each primitive did in this process, added into Redis in the background.
+
+Every lease engine keeps a :class:`Counts`: grants (and how long each caller
+waited for its grant), refusals (by reason), how long each lease this process
+held was held (observed when its holder releases it: a release by resource
+name or identity is not timed), leases found lost, leases reclaimed, tasks completed
+and failed. Recording one is a few increments under a lock, no I/O. One daemon
+thread per process adds what was recorded into Redis every
+:data:`FLUSH_EVERY` seconds, one ``counts_add`` operation per primitive: into
+the primitive's totals (every process and host adds into the same ones) and
+into the current minute of the Redis clock, kept for :data:`HISTORY_MINUTES`.
+A flush that fails keeps its counts for the next one; a flush retried by
+redis-py carries the same request id, so nothing is added twice. A forked
+child starts with nothing recorded (its parent's counts are its parent's), and
+what is left is flushed at exit.
+
+:func:`read` returns a primitive's totals and its last minutes (for metrics
+and charts); :func:`flush` adds what is recorded now. Primitives built on a
+``redis.asyncio`` client directly keep no counts: the thread has no blocking
+client for them (the Django registry's primitives are built on blocking
+clients, and their async methods are counted). Nothing here imports Django.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import logging
+import os
+import threading
+import weakref
+from bisect import bisect_left
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from . import deadlines
+
+if TYPE_CHECKING:
+    from .engine import LeaseEngine
+
+__all__ = ["BUCKETS", "FIELDS", "NO_COUNTS", "Activity", "Counts", "flush", "forget", "read"]
+
+logger = logging.getLogger("django_redis_pool")
+
+#: Upper bounds (seconds) of the wait and hold time histograms' buckets; a
+#: last bucket takes what is longer.
+BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0)
+#: The counted fields, as stored in Redis. ``wait_<i>``/``hold_<i>``: how many
+#: waits/holds fell in bucket i (not cumulative); ``*_us``: their sums in µs.
+FIELDS = (
+    "acquired",
+    "refused_timeout",
+    "refused_full",
+    "lost",
+    "reclaimed",
+    "completed",
+    "failed",
+    "wait_us",
+    "hold_us",
+    *(f"wait_{i}" for i in range(len(BUCKETS) + 1)),
+    *(f"hold_{i}" for i in range(len(BUCKETS) + 1)),
+)
+(
+    ACQUIRED,
+    REFUSED_TIMEOUT,
+    REFUSED_FULL,
+    LOST,
+    RECLAIMED,
+    COMPLETED,
+    FAILED,
+    WAIT_US,
+    HOLD_US,
+) = range(9)
+_WAIT0 = 9
+_HOLD0 = _WAIT0 + len(BUCKETS) + 1
+
+#: Seconds between two flushes (a process's counts reach Redis within about this).
+FLUSH_EVERY = 2.0
+#: How long one flush of one primitive waits for Redis, in seconds.
+FLUSH_DEADLINE = 2.0
+#: Minutes of history kept per primitive (``counts_add.lua`` expires older ones).
+HISTORY_MINUTES = 24 * 60
+
+
+class Counts:
+    """The counts of one primitive not yet added into Redis."""
+
+    __slots__ = ("__weakref__", "_lock", "_values", "engine", "pending")
+
+    def __init__(self, engine: LeaseEngine) -> None:
+        self.engine = engine
+        self._lock = threading.Lock()
+        self._values = [0] * len(FIELDS)
+        #: Whether anything was recorded since the last flush.
+        self.pending = False
+
+    def granted(self, waited: float) -> None:
+        """A grant, after ``waited`` seconds (0 for an immediate one)."""
+        with self._lock:
+            values = self._values
+            values[ACQUIRED] += 1
+            values[WAIT_US] += int(waited * 1e6)
+            values[_WAIT0 + bisect_left(BUCKETS, waited)] += 1
+            if not self.pending:
+                self._mark()
+
+    def released(self, held: float) -> None:
+        """A lease ended by its holder after ``held`` seconds."""
+        with self._lock:
+            values = self._values
+            values[HOLD_US] += int(held * 1e6)
+            values[_HOLD0 + bisect_left(BUCKETS, held)] += 1
+            if not self.pending:
+                self._mark()
+
+    def add(self, index: int, count: int = 1) -> None:
+        """Count ``count`` more of field ``index`` (``REFUSED_FULL``, ``LOST``...)."""
+        if count:
+            with self._lock:
+                self._values[index] += count
+                if not self.pending:
+                    self._mark()
+
+    def _mark(self) -> None:  # (with the lock held)
+        self.pending = True
+        _recorder.wake_for(self)
+
+    def take(self) -> list[int]:
+        """What was recorded, now forgotten here (see :meth:`give_back`)."""
+        with self._lock:
+            values, self._values = self._values, [0] * len(FIELDS)
+            self.pending = False
+            return values
+
+    def give_back(self, values: list[int]) -> None:
+        """Record again what :meth:`take` returned (its flush failed)."""
+        with self._lock:
+            for index, value in enumerate(values):
+                self._values[index] += value
+            if not self.pending:
+                self._mark()
+
+    def _forget(self) -> None:  # (a forked child)
+        self._lock = threading.Lock()
+        self._values = [0] * len(FIELDS)
+        self.pending = False
+
+
+class _NoCounts(Counts):
+    """Counts that are not kept (a primitive on a ``redis.asyncio`` client)."""
+
+    def __init__(self) -> None:
+        super().__init__(None)  # type: ignore[arg-type]
+
+    def granted(self, waited: float) -> None:
+        pass
+
+    def released(self, held: float) -> None:
+        pass
+
+    def add(self, index: int, count: int = 1) -> None:
+        pass
+
+
+#: What a primitive built on a ``redis.asyncio`` client keeps.
+NO_COUNTS = _NoCounts()
+
+
+def _flush_one(counts: Counts) -> bool:
+    """Add what ``counts`` recorded into Redis; False (and kept) if that failed."""
+    values = counts.take()
+    pairs = [(FIELDS[i], v) for i, v in enumerate(values) if v]
+    if not pairs:
+        return True
+    engine = counts.engine
+    request = os.urandom(8).hex()
+    try:
+        with deadlines.deadline(FLUSH_DEADLINE):
+            engine.run("counts_add", request, *(x for pair in pairs for x in pair))
+    except Exception as exc:
+        counts.give_back(values)
+        logger.debug("adding the counts of %s into Redis failed: %s", engine.label, exc)
+        return False
+    return True
+
+
+class _Recorder:
+    """The process's flushing thread and the counts it flushes."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._due: weakref.WeakSet[Counts] = weakref.WeakSet()
+        self._thread: threading.Thread | None = None
+        self._stop = threading.Event()
+
+    def wake_for(self, counts: Counts) -> None:
+        with self._lock:
+            self._due.add(counts)
+            if self._thread is None and background:
+                self._thread = threading.Thread(
+                    target=self._run, name="django-redis-pool-counts", daemon=True
+                )
+                self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(FLUSH_EVERY):
+            self.flush()
+
+    def flush(self) -> int:
+        """Flush every primitive with counts; how many flushes failed."""
+        with self._lock:
+            due = [counts for counts in self._due if counts.pending]
+            self._due = weakref.WeakSet()
+        failed = 0
+        for counts in due:
+            try:
+                failed += not _flush_one(counts)
+            except Exception:  # (never let the thread die)
+                logger.exception("adding the counts of %s failed", counts.engine.label)
+        return failed
+
+
+_recorder = _Recorder()
+#: Whether counts are flushed by the background thread (else only by
+#: :func:`flush`; the test suite turns it off so that no test sees writes it
+#: did not make).
+background = True
+
+
+def flush() -> int:
+    """Add every count recorded in this process into Redis now; returns how
+    many primitives' counts could not be added (they are kept for the next flush)."""
+    return _recorder.flush()
+
+
+def forget() -> None:
+    """Drop every count this process recorded and has not added into Redis
+    (a forked child does this: its parent's counts are its parent's)."""
+    global _recorder
+    old = _recorder
+    _recorder = _Recorder()
+    old._stop.set()
+    for counts in list(old._due):
+        counts._forget()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=forget)
+
+
+@atexit.register
+def _flush_at_exit() -> None:
+    with contextlib.suppress(Exception):
+        _recorder.flush()
+
+
+@dataclass
+class Activity:
+    """A primitive's counts as stored in Redis: ``totals`` since it was first
+    counted, and ``minutes``: (unix time of the minute's start, its counts) for
+    the last minutes asked for, oldest first (a minute with nothing counted
+    has an empty dict)."""
+
+    totals: dict[str, int] = field(default_factory=dict)
+    minutes: list[tuple[int, dict[str, int]]] = field(default_factory=list)
+
+    def histogram(self, which: str, counts: dict[str, int] | None = None) -> list[int]:
+        """Cumulative bucket counts of ``which`` ("wait" or "hold"), one per
+        bound of :data:`BUCKETS` then +Inf, from ``counts`` (default: the totals)."""
+        counts = self.totals if counts is None else counts
+        total, out = 0, []
+        for i in range(len(BUCKETS) + 1):
+            total += counts.get(f"{which}_{i}", 0)
+            out.append(total)
+        return out
+
+
+def read(engine: LeaseEngine, minutes: int = 0) -> Activity:
+    """``engine``'s primitive's counts: its totals and its last ``minutes``
+    minutes (at most :data:`HISTORY_MINUTES`), in one round trip."""
+    minutes = max(0, min(int(minutes), HISTORY_MINUTES))
+    reply = engine.run("counts_read", minutes)
+    now_minute, totals, *history = reply
+    first = int(now_minute) - len(history) + 1
+    return Activity(
+        totals=_pairs(totals),
+        minutes=[((first + i) * 60, _pairs(flat)) for i, flat in enumerate(history)],
+    )
+
+
+def _pairs(flat: list[Any]) -> dict[str, int]:
+    return {str(k): int(v) for k, v in zip(flat[0::2], flat[1::2], strict=True)}
