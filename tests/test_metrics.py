@@ -289,3 +289,26 @@ def test_registering_the_collector_reads_nothing(settings: Any, redis_url: str) 
     before = commands()
     CollectorRegistry().register(RedisPoolCollector())  # type: ignore[arg-type]
     assert commands() == before
+
+
+def test_each_minute_keeps_the_peak_of_holds_and_waiters_its_flushes_saw(client: Any) -> None:
+    pool = ResourcePool(client, unique("p"))
+    pool.associate_many(["r1", "r2", "r3"])
+    held = [pool.acquire() for _ in range(3)]
+    counts.flush()  # sees 3 held
+    for lease in held:
+        assert lease is not None and lease.release()
+    counts.flush()  # sees 0 held: the peak stays 3
+    minute = pool.activity(minutes=1).minutes[-1][1]
+    assert (minute["held_max"], minute["waiting_max"]) == (3, 0)
+
+
+def test_quantiles_are_estimated_from_the_buckets_as_prometheus_does() -> None:
+    activity = counts.Activity()
+    assert activity.quantile("wait", 0.95) is None
+    i = counts.BUCKETS.index(0.1)  # 100 waits in (0.05, 0.1]
+    activity.totals = {f"wait_{i}": 100}
+    assert activity.quantile("wait", 0.5) == pytest.approx(0.075)
+    assert activity.quantile("wait", 1.0) == pytest.approx(0.1)
+    activity.totals = {f"wait_{len(counts.BUCKETS)}": 1}  # beyond the last bound
+    assert activity.quantile("wait", 0.5) == counts.BUCKETS[-1]

@@ -275,6 +275,24 @@ class Activity:
         return out
 
 
+    def quantile(self, which: str, q: float, counts: dict[str, int] | None = None) -> float | None:
+        """The ``q`` quantile (0..1) of ``which`` ("wait" or "hold") seconds in
+        ``counts`` (default: the totals), as Prometheus's ``histogram_quantile``
+        estimates it from the buckets (linear within one; the last finite
+        bound for the +Inf one). None when nothing was observed."""
+        cumulative = self.histogram(which, counts)
+        if not cumulative[-1]:
+            return None
+        rank = q * cumulative[-1]
+        below, lower = 0, 0.0
+        for bound, seen in zip((*BUCKETS, BUCKETS[-1]), cumulative, strict=True):
+            if seen >= rank:
+                inside = seen - below
+                return lower + (bound - lower) * ((rank - below) / inside if inside else 1.0)
+            below, lower = seen, bound
+        return BUCKETS[-1]
+
+
 def read(engine: LeaseEngine, minutes: int = 0) -> Activity:
     """``engine``'s primitive's counts: its totals and its last ``minutes``
     minutes (at most :data:`HISTORY_MINUTES`), in one round trip."""
