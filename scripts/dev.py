@@ -461,7 +461,7 @@ def _test(pytest_args: list[str]) -> int:
 
 def cmd_example(runserver_args: list[str]) -> int:
     """Prepare the venv, then continue inside it (``_example_inner``)."""
-    ensure_venv("embedded")
+    ensure_venv("embedded,prometheus")
     cmd = [str(VENV_PYTHON), str(Path(__file__).resolve()), "_example_inner", *runserver_args]
     if os.name == "nt":  # no real exec on Windows
         return run(cmd)

@@ -56,6 +56,11 @@ first = client.get("/client/")
 again = client.get("/client/")
 assert b"client #1 fetched /status (its request #1)" in first.content, first.content
 assert b"client #1 fetched /status (its request #2)" in again.content, "the client was kept"
+metrics = client.get("/metrics/")
+assert metrics.status_code == 200, metrics.status_code
+text = metrics.content.decode()
+assert 'django_redis_pool_acquired_total{kind="pool",name="printers"} 1.0' in text, text
+assert 'django_redis_pool_tasks_completed_total{kind="queue",name="default"} 1.0' in text, text
 print("views ok")
 """
 

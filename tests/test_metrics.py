@@ -312,3 +312,17 @@ def test_quantiles_are_estimated_from_the_buckets_as_prometheus_does() -> None:
     assert activity.quantile("wait", 1.0) == pytest.approx(0.1)
     activity.totals = {f"wait_{len(counts.BUCKETS)}": 1}  # beyond the last bound
     assert activity.quantile("wait", 0.5) == counts.BUCKETS[-1]
+
+
+def test_the_counts_of_a_primitive_dropped_before_the_flush_are_added(redis_client: Any) -> None:
+    import gc
+
+    name = unique("p")
+    pool = ResourcePool(redis_client, name)
+    pool.associate("r1")
+    with pool.lease():
+        pass
+    del pool
+    gc.collect()
+    counts.flush()
+    assert ResourcePool(redis_client, name).activity().totals["acquired"] == 1

@@ -28,7 +28,6 @@ import contextlib
 import logging
 import os
 import threading
-import weakref
 from bisect import bisect_left
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -85,7 +84,7 @@ HISTORY_MINUTES = 24 * 60
 class Counts:
     """The counts of one primitive not yet added into Redis."""
 
-    __slots__ = ("__weakref__", "_lock", "_values", "engine", "pending")
+    __slots__ = ("_lock", "_values", "engine", "pending")
 
     def __init__(self, engine: LeaseEngine) -> None:
         self.engine = engine
@@ -189,7 +188,9 @@ class _Recorder:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._due: weakref.WeakSet[Counts] = weakref.WeakSet()
+        #: Counts with something to flush (held strongly: the counts of a
+        #: primitive dropped since are flushed all the same).
+        self._due: set[Counts] = set()
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
 
@@ -210,7 +211,7 @@ class _Recorder:
         """Flush every primitive with counts; how many flushes failed."""
         with self._lock:
             due = [counts for counts in self._due if counts.pending]
-            self._due = weakref.WeakSet()
+            self._due = set()
         failed = 0
         for counts in due:
             try:

@@ -3,6 +3,8 @@
 from django.contrib import admin
 from django.urls import path
 
+from django_redis_pool.metrics import metrics_view
+
 from . import views
 
 urlpatterns = [
@@ -15,5 +17,6 @@ urlpatterns = [
     path("task/", views.start_task, name="task"),
     path("client/", views.use_client, name="client"),
     path("task/<str:task_id>/", views.task_status, name="task-status"),
+    path("metrics/", metrics_view, name="metrics"),
     path("admin/", admin.site.urls),
 ]

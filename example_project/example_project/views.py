@@ -157,7 +157,9 @@ def index(request: HttpRequest) -> HttpResponse:
         "<p>Every primitive of django-redis-pool, configured in "
         "<code>example_project/settings.py</code>. The admin (user <code>admin</code>, "
         "password <code>admin</code> when started by <code>scripts/dev.py example</code>) "
-        "shows each one live: holders, fences, time left, waiters, and actions.</p>"
+        "shows each one live: holders, fences, time left, waiters, and actions, with "
+        "the last hour charted; <a href='/metrics/'>/metrics/</a> is what Prometheus "
+        "scrapes.</p>"
     )
     return _page("django-redis-pool: a guided tour", intro + stops)
 
