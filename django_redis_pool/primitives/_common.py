@@ -1,6 +1,7 @@
 """Helpers shared by every Redis primitive: milliseconds, key naming, Lua
-script loading, request tokens and a client's socket timeout (argument validation is in :mod:`.validators`, translation of
-redis-py errors in :mod:`..exceptions`).
+script loading, request tokens and a client's socket timeout (argument
+validation is in :mod:`.validators`, translation of redis-py errors in
+:mod:`..exceptions`).
 
 Nothing here imports Django.
 """

@@ -275,7 +275,6 @@ class Activity:
             out.append(total)
         return out
 
-
     def quantile(self, which: str, q: float, counts: dict[str, int] | None = None) -> float | None:
         """The ``q`` quantile (0..1) of ``which`` ("wait" or "hold") seconds in
         ``counts`` (default: the totals), as Prometheus's ``histogram_quantile``
