@@ -326,3 +326,34 @@ def test_the_counts_of_a_primitive_dropped_before_the_flush_are_added(redis_clie
     gc.collect()
     counts.flush()
     assert ResourcePool(redis_client, name).activity().totals["acquired"] == 1
+
+
+def _count_in_child(url: str, name: str) -> None:
+    import redis
+
+    pool = _POOLS[name]
+    pool._engine.client = redis.Redis.from_url(url)
+    with pool.lease(timeout=5):
+        pass
+    counts.flush()
+
+
+_POOLS: dict[str, ResourcePool] = {}
+
+
+def test_a_child_forked_while_a_count_was_being_recorded_can_count(redis_url: str) -> None:
+    import redis
+
+    pool = ResourcePool(redis.Redis.from_url(redis_url), unique("p"))
+    pool.associate("r1")
+    _POOLS[pool.name] = pool
+    pool._engine.counts._lock.acquire()  # as if a thread was recording at the fork
+    try:
+        child = mp.Process(target=_count_in_child, args=(redis_url, pool.name))
+        child.start()
+        child.join(60)
+    finally:
+        pool._engine.counts._lock.release()
+        del _POOLS[pool.name]
+    assert child.exitcode == 0
+    assert totals(pool)["acquired"] == 1

@@ -28,6 +28,7 @@ import contextlib
 import logging
 import os
 import threading
+import weakref
 from bisect import bisect_left
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -84,7 +85,7 @@ HISTORY_MINUTES = 24 * 60
 class Counts:
     """The counts of one primitive not yet added into Redis."""
 
-    __slots__ = ("_lock", "_values", "engine", "pending")
+    __slots__ = ("__weakref__", "_lock", "_values", "engine", "pending")
 
     def __init__(self, engine: LeaseEngine) -> None:
         self.engine = engine
@@ -92,6 +93,7 @@ class Counts:
         self._values = [0] * len(FIELDS)
         #: Whether anything was recorded since the last flush.
         self.pending = False
+        _every.add(self)
 
     def granted(self, waited: float) -> None:
         """A grant, after ``waited`` seconds (0 for an immediate one)."""
@@ -143,6 +145,10 @@ class Counts:
         self._lock = threading.Lock()
         self._values = [0] * len(FIELDS)
         self.pending = False
+
+
+#: Every Counts of the process (a forked child gives each a new lock).
+_every: weakref.WeakSet[Counts] = weakref.WeakSet()
 
 
 class _NoCounts(Counts):
@@ -241,7 +247,9 @@ def forget() -> None:
     old = _recorder
     _recorder = _Recorder()
     old._stop.set()
-    for counts in list(old._due):
+    # Every one, not only those with counts: a thread of the parent may have
+    # held one's lock when it forked.
+    for counts in list(_every):
         counts._forget()
 
 
