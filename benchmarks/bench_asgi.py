@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import re
 import shutil
@@ -37,6 +38,7 @@ import sys
 import threading
 import time
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -54,7 +56,9 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def server_command(kind: str, port: int, clients: int) -> list[str]:
+def server_command(kind: str, port: int, threads: int, connections: int = 0) -> list[str]:
+    """uvicorn (``async``) or gunicorn gthread with ``threads`` threads (``sync``)
+    serving ``asgi_app``, for up to ``connections`` clients (default ``threads``)."""
     if kind == "async":
         return [
             sys.executable, "-m", "uvicorn", "asgi_app:application",
@@ -64,9 +68,9 @@ def server_command(kind: str, port: int, clients: int) -> list[str]:
         ]  # fmt: skip
     return [
         sys.executable, "-m", "gunicorn", "asgi_app:wsgi",
-        "-k", "gthread", "-w", "1", "--threads", str(clients),
+        "-k", "gthread", "-w", "1", "--threads", str(threads),
         "-b", f"127.0.0.1:{port}", "--backlog", "4096", "--log-level", "warning",
-        "--worker-connections", str(clients * 2), "--keep-alive", "30",
+        "--worker-connections", str((connections or threads) * 2), "--keep-alive", "30",
     ]  # fmt: skip
 
 
@@ -96,14 +100,36 @@ def sample(pid: int, stop: threading.Event, seen: dict[str, int]) -> None:
         stop.wait(0.25)
 
 
-def wrk(url: str, clients: int, seconds: float) -> dict[str, float]:
+@contextlib.contextmanager
+def sampling(pid: int) -> Iterator[dict[str, int]]:
+    """Yield the highest threads and RSS of process ``pid`` seen while inside (read
+    the dict after the block)."""
+    seen: dict[str, int] = {}
+    stop = threading.Event()
+    watcher = threading.Thread(target=sample, args=(pid, stop, seen))
+    watcher.start()
+    try:
+        yield seen
+    finally:
+        stop.set()
+        watcher.join()
+
+
+def wrk(
+    url: str, clients: int, seconds: float, threads: int = 2, script: Path | None = None
+) -> dict[str, Any]:
+    """wrk's requests/s, latency p50 and p99 (ms), non-2xx answers, socket errors;
+    with ``script``, also what it prints as ``status <code>: <count>`` lines
+    (``statuses``: count by HTTP status) and the ``requests`` answered."""
     duration = f"-d{max(1, round(seconds))}s"
+    extra = ["-s", str(script)] if script else []
     out = subprocess.run(
-        ["wrk", "-t2", f"-c{clients}", duration, "--latency", "--timeout", "30s", url],
+        ["wrk", f"-t{threads}", f"-c{clients}", duration, "--latency", "--timeout", "30s",
+         *extra, url],
         capture_output=True,
         text=True,
         check=True,
-    ).stdout
+    ).stdout  # fmt: skip
 
     def ms(label: str) -> float:
         match = re.search(rf"^\s+{label}\s+([\d.]+)(us|ms|s)\s*$", out, re.M)
@@ -113,51 +139,67 @@ def wrk(url: str, clients: int, seconds: float) -> dict[str, float]:
     rps = re.search(r"Requests/sec:\s+([\d.]+)", out)
     bad = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
     errors = re.search(r"Socket errors: (.*)", out)
-    assert rps, out
-    return {
+    requests = re.search(r"^\s*(\d+) requests in ", out, re.M)
+    assert rps and requests, out
+    result: dict[str, Any] = {
         "rps": float(rps[1]),
         "p50": ms("50%"),
         "p99": ms("99%"),
         "non2xx": int(bad[1]) if bad else 0,
         "errors": errors[1].strip() if errors else "",
     }
+    if script:
+        statuses = re.findall(r"^status (\d+): (\d+)$", out, re.M)
+        result["statuses"] = {int(code): int(count) for code, count in statuses}
+        result["requests"] = int(requests[1])
+    return result
+
+
+@contextlib.contextmanager
+def serving(
+    kind: str, env: dict[str, str], threads: int, connections: int = 0, ready: str = ""
+) -> Iterator[tuple[str, int]]:
+    """Start ``server_command(kind, ...)`` with ``env`` added to the environment, wait
+    until ``/<ready>`` answers, yield (its root URL, the pid serving requests);
+    stop it when the block ends (SIGTERM: gunicorn's worker runs its exit handlers;
+    uvicorn, which raises the signal again once shut down, does not), killed if it
+    takes more than 30 s."""
+    port = free_port()
+    env = {
+        **os.environ,
+        **env,
+        "PYTHONPATH": f"{HERE}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
+    }
+    command = server_command(kind, port, threads, connections)
+    server = subprocess.Popen(command, cwd=HERE, env=env)
+    try:
+        root = f"http://127.0.0.1:{port}"
+        for _ in range(200):
+            try:
+                urllib.request.urlopen(f"{root}/{ready}", timeout=5).read()
+                break
+            except OSError:
+                time.sleep(0.05)
+        yield root, worker_pid(server, kind)
+    finally:
+        server.terminate()
+        try:
+            server.wait(30)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
 
 
 def measure(
     kind: str, view: str, hold_ms: float, url: str, args: argparse.Namespace
 ) -> dict[str, Any]:
-    port = free_port()
-    env = {
-        **os.environ,
-        "REDIS_URL": url,
-        "HOLD_MS": str(hold_ms),
-        "POOL_SIZE": str(args.pool_size),
-        "PYTHONPATH": f"{HERE}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
-    }
-    server = subprocess.Popen(server_command(kind, port, args.clients), cwd=HERE, env=env)
-    try:
-        base = f"http://127.0.0.1:{port}/{view}/"
-        for _ in range(200):
-            try:
-                urllib.request.urlopen(base, timeout=5).read()
-                break
-            except OSError:
-                time.sleep(0.05)
-        pid = worker_pid(server, kind)
+    env = {"REDIS_URL": url, "HOLD_MS": str(hold_ms), "POOL_SIZE": str(args.pool_size)}
+    with serving(kind, env, args.clients, ready=f"{view}/") as (root, pid):
+        base = f"{root}/{view}/"
         wrk(base, args.clients, 2)  # warm-up: connections, threads, Django's first requests
-        seen: dict[str, int] = {}
-        stop = threading.Event()
-        watcher = threading.Thread(target=sample, args=(pid, stop, seen))
-        watcher.start()
-        try:
-            result: dict[str, Any] = wrk(base, args.clients, args.seconds)
-        finally:
-            stop.set()
-            watcher.join()
-        return {**result, **seen}
-    finally:
-        server.terminate()
-        server.wait(30)
+        with sampling(pid) as seen:
+            result = wrk(base, args.clients, args.seconds)
+    return {**result, **seen}
 
 
 # -- hand-off latency, in one process ---------------------------------------------------
