@@ -180,6 +180,7 @@ def measure(case: Case, url: str, client: redis.Redis, args: argparse.Namespace)
         **result,
         "ok_rps": ok * per_second,
         "refused_rps": statuses.get(503, 0) * per_second,
+        "errors_5xx": sum(n for status, n in statuses.items() if status >= 500 and status != 503),
         "granted": counted["acquired"],
         "refused_timeout": counted["refused_timeout"],
         "refused_full": counted["refused_full"],
@@ -201,9 +202,9 @@ def report(cases: list[Case], results: dict[Case, list[dict[str, Any]]], args: A
     print(
         "| case | responses/s | 2xx/s | 2xx % of ceiling | 503/s | p50 ms | p99 ms "
         "| granted | refused: timeout | refused: full | mean wait ms | settled in s "
-        "| held/waiting left | threads | RSS MB |"
+        "| held/waiting left | other 5xx | threads | RSS MB |"
     )
-    print("|---|" + "---:|" * 14)
+    print("|---|" + "---:|" * 15)
     notes = []
     for case in cases:
         runs = results[case]
@@ -218,7 +219,8 @@ def report(cases: list[Case], results: dict[Case, list[dict[str, Any]]], args: A
             f"| {median('p50'):.1f} | {median('p99'):.1f} | {median('granted'):.0f} "
             f"| {median('refused_timeout'):.0f} | {median('refused_full'):.0f} "
             f"| {median('wait_ms'):.1f} | {max(r['settled'] for r in runs):.1f} | {left} "
-            f"| {median('threads'):.0f} | {median('rss_kb') / 1024:.0f} |"
+            f"| {max(r['errors_5xx'] for r in runs)} | {median('threads'):.0f} "
+            f"| {median('rss_kb') / 1024:.0f} |"
         )
         notes += [
             f"- {case.id}, round {i + 1}: {'; '.join(run['odd'])}"
