@@ -8,9 +8,7 @@ still handles them sensibly.
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import redis.exceptions
 
@@ -67,32 +65,47 @@ class BackendUnavailable(PoolError, ConnectionError):
     answered: bool = False
 
 
-@contextlib.contextmanager
-def backend_errors() -> Iterator[None]:
+class backend_errors:  # (lower case: used as the function it was, ``with backend_errors():``)
     """Translate redis-py errors into this library's errors.
 
     Connection problems become :class:`BackendUnavailable` (with the redis-py
     error as ``__cause__``); any other Redis error becomes :class:`PoolError`.
+    (A class, not a generator: it is entered on every Redis call.)
     """
-    try:
-        yield
-    except (
-        redis.exceptions.ConnectionError,
-        redis.exceptions.TimeoutError,
-        redis.exceptions.RedisClusterException,  # no node reachable (not a RedisError)
-    ) as exc:
-        if getattr(exc, "answered", False):  # (see primitives.deadlines.expired)
-            error = BackendUnavailable(str(exc))
-            error.answered = True
-            raise error from exc
-        raise BackendUnavailable(f"Redis could not be reached: {exc}") from exc
-    except redis.exceptions.RedisError as exc:
-        if type(exc).__name__ in {
-            "BusyLoadingError",
-            "ClusterDownError",
-            "MasterDownError",
-            "ReadOnlyError",  # a failover left us on a replica
-            "TryAgainError",
-        }:
+
+    __slots__ = ()
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: Any, exc: Any, traceback: Any) -> bool:
+        if exc is None or not isinstance(exc, _TRANSLATED):
+            return False
+        if isinstance(exc, _UNREACHABLE):
+            if getattr(exc, "answered", False):  # (see primitives.deadlines.expired)
+                error = BackendUnavailable(str(exc))
+                error.answered = True
+                raise error from exc
+            raise BackendUnavailable(f"Redis could not be reached: {exc}") from exc
+        if type(exc).__name__ in _UNAVAILABLE_NAMES:
             raise BackendUnavailable(f"Redis could not be reached: {exc}") from exc
         raise PoolError(f"Redis rejected the operation: {exc}") from exc
+
+
+#: What is translated: every Redis error, and no Cluster node reachable (not a RedisError).
+_TRANSLATED = (redis.exceptions.RedisError, redis.exceptions.RedisClusterException)
+_UNREACHABLE = (
+    redis.exceptions.ConnectionError,
+    redis.exceptions.TimeoutError,
+    redis.exceptions.RedisClusterException,
+)
+#: Redis errors that mean "not now" rather than "not this".
+_UNAVAILABLE_NAMES = frozenset(
+    {
+        "BusyLoadingError",
+        "ClusterDownError",
+        "MasterDownError",
+        "ReadOnlyError",  # a failover left us on a replica
+        "TryAgainError",
+    }
+)

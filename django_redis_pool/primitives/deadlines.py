@@ -156,21 +156,33 @@ _DEADLINE: contextvars.ContextVar[_Deadline | None] = contextvars.ContextVar(
 )
 
 
-@contextlib.contextmanager
-def deadline(seconds: float | None, watch: Stopwatch | None = None) -> Iterator[None]:
+class deadline:  # (lower case: used as the function it was, ``with deadline(s):``)
     """Bound the Redis calls made inside (on this thread or task) to ``seconds``
     of waiting from now, or from the start of ``watch`` (None: no bound): time
     the thread spends running or waiting for a CPU is not counted
-    (:class:`Stopwatch`). An enclosing deadline with less time left still applies."""
-    outer = _DEADLINE.get()
-    if seconds is None or (outer is not None and outer.left() <= seconds):
-        yield
-        return
-    token = _DEADLINE.set(_Deadline(seconds, watch or Stopwatch()))
-    try:
-        yield
-    finally:
-        _DEADLINE.reset(token)
+    (:class:`Stopwatch`). An enclosing deadline with less time left still
+    applies. (A class, not a generator: it is entered on every release.)"""
+
+    __slots__ = ("seconds", "token", "watch")
+
+    def __init__(self, seconds: float | None, watch: Stopwatch | None = None) -> None:
+        self.seconds = seconds
+        self.watch = watch
+        self.token: contextvars.Token[_Deadline | None] | None = None
+
+    def __enter__(self) -> None:
+        seconds = self.seconds
+        if seconds is None:
+            return
+        outer = _DEADLINE.get()
+        if outer is not None and outer.left() <= seconds:
+            return
+        self.token = _DEADLINE.set(_Deadline(seconds, self.watch or Stopwatch()))
+
+    def __exit__(self, *exc_info: object) -> None:
+        if self.token is not None:
+            _DEADLINE.reset(self.token)
+            self.token = None
 
 
 def current_deadline() -> _Deadline | None:
