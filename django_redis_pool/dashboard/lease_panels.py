@@ -15,6 +15,7 @@ from django import forms
 from django.http import HttpRequest
 
 from .. import kinds
+from ..holders import request_of
 from ..kinds.leased import LeaseKind, long_hold_note
 from ..primitives.base import Snapshot
 from ..primitives.lease import Lease
@@ -151,6 +152,7 @@ def _holder_row(lease: Lease, snap: Snapshot) -> dict[str, Any]:
     return {
         "resource": lease.resource,
         "holder": lease.holder,
+        "request": request_of(lease.holder),  # the method, path and user of a request's hold
         "fence": lease.fence,
         "acquired_at": as_datetime(lease.acquired_at),
         "seconds_left": snap.seconds_left(lease),
