@@ -31,6 +31,7 @@ from django.urls import reverse
 from django_redis_pool import Lease, get_lock, get_pool, get_semaphore
 from django_redis_pool import dashboard as panels
 from django_redis_pool.admin import MASK, connection_label, masked_url
+from django_redis_pool.dashboard import charts
 from django_redis_pool.dashboard.tables import PAGE_SIZE
 from django_redis_pool.exceptions import BackendUnavailable, NotOwned
 from django_redis_pool.primitives.lock import Lock
@@ -1626,14 +1627,19 @@ def test_a_page_costs_one_round_trip_whatever_the_pool_size(
         f"{finds['small', 'available']}"
     )
     print(f"per overview of one pool: {overviews['small']}")
-    assert script_calls(page) == 1  # one round trip: the snapshot script...
-    assert sum(page.values()) <= 12  # ...and the few commands it runs
+    # two round trips: the snapshot script, and the last hour's counts (the chart)...
+    assert script_calls(page) == 2
+    # ...and the few commands they run: the counts script reads the totals and
+    # each minute's hash (Redis's own work, within its one round trip)
+    assert page["hgetall"] == 1 + charts.MINUTES
+    assert sum(page.values()) - page["hgetall"] <= 14
     assert all(cost == page for cost in pages.values())
-    assert script_calls(finds["small", "held"]) == 2  # + the hold's record
-    assert script_calls(finds["small", "available"]) == 3  # + the record, + the membership
+    assert script_calls(finds["small", "held"]) == 3  # + the hold's record
+    assert script_calls(finds["small", "available"]) == 4  # + the record, + the membership
     assert finds["big", "held"] == finds["small", "held"]
     assert finds["big", "available"] == finds["small", "available"]
-    assert script_calls(overviews["small"]) == 1  # one counts-only snapshot per primitive
+    # per primitive: one counts-only snapshot, one read of the last hour (the sparkline)
+    assert script_calls(overviews["small"]) == 2
     assert overviews["big"] == overviews["small"]
 
 
@@ -1644,7 +1650,8 @@ def test_the_overview_costs_one_round_trip_per_primitive(
 
     cost = cost_of(viewer, redis_client, dashboard_url())
 
-    assert script_calls(cost) == 6  # six primitives, one counts-only snapshot each
+    # six primitives, one counts-only snapshot and one read of the last hour each
+    assert script_calls(cost) == 12
 
 
 def test_find_shows_what_one_resource_of_a_pool_is_now(world: World, operator: Client) -> None:
