@@ -34,6 +34,7 @@ from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
 
 from . import conf, dashboard, kinds, registry
+from .dashboard import charts
 from .exceptions import BackendUnavailable, PoolError
 from .models import Dashboard
 
@@ -123,7 +124,8 @@ class DashboardAdmin(admin.ModelAdmin):
     # -- views --------------------------------------------------------------------
 
     def dashboard_view(self, request: HttpRequest) -> HttpResponse:
-        """Every configured primitive: kind, counts and health."""
+        """Every configured primitive: kind, counts, health and a sparkline of
+        its last hour (two round trips each: its summary, its activity)."""
         self._require(request, self.has_view_permission)
         refused = self._invalid_setting(request)
         if refused is not None:
@@ -134,13 +136,15 @@ class DashboardAdmin(admin.ModelAdmin):
         for name in config.names():
             entry = config.entries[name]
             summarize = dashboard.SUMMARIES.get(entry.kind.name)
-            row: dict[str, Any] = {"name": name, "kind": entry.kind.label}
+            row: dict[str, Any] = {"name": name, "kind": entry.kind.label, "sparkline": None}
             row["supported"] = entry.kind.supported and summarize is not None
             if row["supported"] and down is not None:
                 row["summary"] = dashboard.Summary(health="error", note=UNREAD)
             elif row["supported"]:
                 try:
-                    row["summary"] = summarize(registry.get_resource(name))
+                    primitive = registry.get_resource(name)
+                    row["summary"] = summarize(primitive)
+                    row["sparkline"] = charts.sparkline_of(primitive)  # (None if unread)
                 except BackendUnavailable as exc:  # said once, above the table
                     row["summary"] = dashboard.Summary(health="error", note=UNREAD)
                     down = exc

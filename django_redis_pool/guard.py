@@ -33,15 +33,17 @@ from django.core.exceptions import BadRequest
 from django.dispatch import Signal
 from django.http import HttpRequest
 from django.http.response import HttpResponseBase
+from django.utils.functional import LazyObject, empty
 
 from . import conf, kinds, refusals, registry, signals
 from .exceptions import BackendUnavailable, NotConfigured, PoolError, ResourceUnavailable
+from .holders import request_holder, request_of
 from .kinds import Held
 from .primitives.deadlines import deadline
 from .primitives.engine import DEADLINE_SLACK
 from .primitives.validators import check_holder, check_lease_timeout, check_name, check_timeout
 
-__all__ = ["WAITING_THREADS", "Guard", "Refusal", "on_event_loop"]
+__all__ = ["WAITING_THREADS", "Guard", "Refusal", "on_event_loop", "request_of"]
 
 logger = logging.getLogger("django_redis_pool")
 
@@ -113,12 +115,14 @@ class Guard:
 
     def holder_of(self, request: HttpRequest) -> str:
         """Who holds for ``request``: ``identity(request)``, else a unique id
-        naming the host, process and request. An identity that is not a valid
-        holder (empty, not a str, over 200 characters, control characters) is
-        the client's fault: ``BadRequest`` (a 400), logged as a warning."""
+        naming the host, process and request: its method, path and user
+        (:func:`~django_redis_pool.holders.request_holder`; :func:`request_of`
+        reads them back). An identity that is not a valid holder (empty, not a
+        str, over 200 characters, control characters) is the client's fault:
+        ``BadRequest`` (a 400), logged as a warning."""
         if self._identity is None:
-            label = f"{_HOST}:{os.getpid()}:{uuid.uuid4().hex[:12]} {request.method} {request.path}"
-            return label[:200]
+            process = f"{_HOST}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
+            return request_holder(process, request.method, request.path, _username(request))
         identity = self._identity
         if isinstance(identity, str):
             identity = self._identity = conf.import_callable(identity, "identity")
@@ -165,12 +169,7 @@ class Guard:
                 )
             if not kinds.by_name()[primitive.kind].holds_on_loop:
                 return await self._aenter_in_thread(request)
-            holder = (
-                self.holder_of(request)
-                if self._identity is None
-                else await sync_to_async(self.holder_of)(request)  # it may use the ORM
-            )
-            kind, ask, watched = self._ask(request, primitive, holder)
+            kind, ask, watched = self._ask(request, primitive, await self._aholder_of(request))
             with deadline(None if ask.timeout is None else ask.timeout + DEADLINE_SLACK):
                 held = await kind.ahold(primitive, ask)
         except NotConfigured:
@@ -184,6 +183,13 @@ class Guard:
         if signal is not None:
             await signal.asend()
         return outcome
+
+    async def _aholder_of(self, request: HttpRequest) -> str:
+        """:meth:`holder_of` from the event loop: in a thread when it may use
+        the ORM (an identity function, or a ``request.user`` not read yet)."""
+        if self._identity is None and not _user_unread(request):
+            return self.holder_of(request)
+        return await sync_to_async(self.holder_of)(request)
 
     def _ask(
         self, request: HttpRequest, primitive: Any, holder: str
@@ -471,9 +477,7 @@ class Guard:
     async def _aenter_in_thread(self, request: HttpRequest) -> Held | Refusal | None:
         """:meth:`enter` in a thread, for a kind without :meth:`Kind.ahold
         <.kinds.Kind.ahold>` (:data:`WAITING_THREADS`)."""
-        holder = None
-        if self._identity is not None:  # it may use the ORM (request.user)
-            holder = await sync_to_async(self.holder_of)(request)
+        holder = await self._aholder_of(request)
         abandoned = threading.Event()
         enter = sync_to_async(
             self._enter_unless_abandoned, thread_sensitive=False, executor=_waiting_threads()
@@ -534,6 +538,32 @@ def _keep(loop: asyncio.AbstractEventLoop, coro: Any) -> asyncio.Task[Any]:
     _releasing.add(task)
     task.add_done_callback(_releasing.discard)
     return task
+
+
+def _user_unread(request: HttpRequest) -> bool:
+    """Whether ``request.user`` is set but not read yet (Django's
+    ``AuthenticationMiddleware`` sets it lazily: reading it loads the session's
+    user from the database)."""
+    user = request.__dict__.get("user")
+    return isinstance(user, LazyObject) and user._wrapped is empty
+
+
+def _username(request: HttpRequest) -> str | None:
+    """The username of the request's user, if it is authenticated; None for an
+    anonymous request, or without ``request.user`` (no
+    ``AuthenticationMiddleware``, or a ``ResourceMiddleware`` placed before it).
+    Reads ``request.user`` as the view would: it is loaded once, then the view
+    finds it loaded."""
+    user = getattr(request, "user", None)
+    if user is None:
+        return None
+    try:
+        if not user.is_authenticated:
+            return None
+        return str(user.get_username())
+    except Exception as exc:  # a broken auth backend must not fail the request here
+        logger.warning("%s %s: its user could not be read: %s", request.method, request.path, exc)
+        return None
 
 
 def _resources_of(request: HttpRequest) -> dict[str, Any]:

@@ -75,15 +75,30 @@ def data_rows(response: Any, module_id: str) -> list[str]:
     ]
 
 
-def dashboard_row(response: Any, name: str) -> list[str]:
-    """The cell texts of the overview row of primitive ``name``."""
+def _overview_row(response: Any, name: str) -> str:
     found = re.search(
         rf'<tr class="drp-row" data-name="{re.escape(name)}">(.*?)</tr>',
         response.content.decode(),
         re.S,
     )
     assert found is not None, f"no dashboard row for {name!r}"
-    return cells(found.group(0))
+    return found.group(0)
+
+
+_SPARK_CELL = re.compile(r'<td class="drp-spark">(.*?)</td>', re.S)
+
+
+def dashboard_row(response: Any, name: str) -> list[str]:
+    """The cell texts of the overview row of primitive ``name``, without its
+    last hour's cell (see :func:`sparkline`)."""
+    return cells(_SPARK_CELL.sub("", _overview_row(response, name)))
+
+
+def sparkline(response: Any, name: str) -> str:
+    """The HTML of the overview row's last hour (its ``<svg>``, or a dash)."""
+    found = _SPARK_CELL.search(_overview_row(response, name))
+    assert found is not None, f"no last hour cell in the row of {name!r}"
+    return found.group(1)
 
 
 def pager(response: Any, table_name: str) -> str | None:
@@ -210,6 +225,7 @@ __all__ = [
     "pager",
     "redis_state",
     "script_calls",
+    "sparkline",
     "table",
     "text_of",
     "unload_scripts",

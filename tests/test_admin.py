@@ -31,6 +31,7 @@ from django.urls import reverse
 from django_redis_pool import Lease, get_lock, get_pool, get_semaphore
 from django_redis_pool import dashboard as panels
 from django_redis_pool.admin import MASK, connection_label, masked_url
+from django_redis_pool.dashboard import charts
 from django_redis_pool.dashboard.tables import PAGE_SIZE
 from django_redis_pool.exceptions import BackendUnavailable, NotOwned
 from django_redis_pool.primitives.lock import Lock
@@ -620,7 +621,7 @@ def test_force_release_of_a_lock_frees_it_entirely(
     lock, lease = world.lock, world.lock_lease
     for _ in range(acquisitions - 1):
         assert lock.acquire(holder="importer", blocking=False)  # reentrant: the same hold
-    assert [row[:2] for row in table(operator.get(detail_url("imports")), "holders")] == [
+    assert [[row[0], row[2]] for row in table(operator.get(detail_url("imports")), "holders")] == [
         ["importer", str(lease.fence)]
     ]
 
@@ -1130,8 +1131,9 @@ def test_the_detail_page_lists_the_holders_of_a_pool(
 
     assert response.status_code == 200
     [row] = table(response, "holders")
-    resource, holder, fence, held_since, left = row
+    resource, holder, request, fence, held_since, left = row
     assert (resource, holder, fence) == (lease.resource, "worker-1", str(lease.fence))
+    assert request == NA  # a holder named in code: no request
     assert held_since == local_time(lease.acquired_at)
     assert 0 < seconds_left(left) <= 30
     assert sorted(data_rows(response, "available")) == sorted(world.pool.available())
@@ -1149,8 +1151,8 @@ def test_the_detail_page_lists_the_holders_of_a_semaphore(
     response = viewer.get(detail_url("reports"))
 
     [row] = table(response, "holders")
-    identity, holder, fence, held_since, left = row
-    assert (identity, holder, fence) == ("job-1", "job-1", str(lease.fence))
+    identity, holder, request, fence, held_since, left = row
+    assert (identity, holder, request, fence) == ("job-1", "job-1", NA, str(lease.fence))
     assert held_since == local_time(lease.acquired_at)
     assert 0 < seconds_left(left) <= 30
     assert "Holders (1 of 2)" in page_text(response)
@@ -1165,8 +1167,8 @@ def test_the_detail_page_lists_the_holder_of_a_lock(
     response = viewer.get(detail_url("imports"))
 
     [row] = table(response, "holders")
-    holder, fence, held_since, left = row
-    assert (holder, fence) == ("importer", str(lease.fence))
+    holder, request, fence, held_since, left = row
+    assert (holder, request, fence) == ("importer", NA, str(lease.fence))
     assert held_since == local_time(lease.acquired_at)
     assert 0 < seconds_left(left) <= 30
     assert "Holders (1 of 1)" in page_text(response)
@@ -1180,7 +1182,7 @@ def test_times_are_shown_in_the_project_time_zone_and_say_which(
 
     response = viewer.get(detail_url("printers"))
 
-    [[_resource, _holder, _fence, held_since, _left]] = table(response, "holders")
+    [[_resource, _holder, _request, _fence, held_since, _left]] = table(response, "holders")
     assert held_since == local_time(lease.acquired_at, "Asia/Tokyo")
     assert held_since.endswith(" JST")
 
@@ -1191,7 +1193,7 @@ def test_a_hold_without_expiry_never_expires_on_the_page(world: World, viewer: C
 
     response = viewer.get(detail_url("plain"))
 
-    [[holder, _fence, _since, left]] = table(response, "holders")
+    [[holder, _request, _fence, _since, left]] = table(response, "holders")
     assert (holder, left) == ("forever", "never expires")
 
 
@@ -1625,14 +1627,19 @@ def test_a_page_costs_one_round_trip_whatever_the_pool_size(
         f"{finds['small', 'available']}"
     )
     print(f"per overview of one pool: {overviews['small']}")
-    assert script_calls(page) == 1  # one round trip: the snapshot script...
-    assert sum(page.values()) <= 12  # ...and the few commands it runs
+    # two round trips: the snapshot script, and the last hour's counts (the chart)...
+    assert script_calls(page) == 2
+    # ...and the few commands they run: the counts script reads the totals and
+    # each minute's hash (Redis's own work, within its one round trip)
+    assert page["hgetall"] == 1 + charts.MINUTES
+    assert sum(page.values()) - page["hgetall"] <= 14
     assert all(cost == page for cost in pages.values())
-    assert script_calls(finds["small", "held"]) == 2  # + the hold's record
-    assert script_calls(finds["small", "available"]) == 3  # + the record, + the membership
+    assert script_calls(finds["small", "held"]) == 3  # + the hold's record
+    assert script_calls(finds["small", "available"]) == 4  # + the record, + the membership
     assert finds["big", "held"] == finds["small", "held"]
     assert finds["big", "available"] == finds["small", "available"]
-    assert script_calls(overviews["small"]) == 1  # one counts-only snapshot per primitive
+    # per primitive: one counts-only snapshot, one read of the last hour (the sparkline)
+    assert script_calls(overviews["small"]) == 2
     assert overviews["big"] == overviews["small"]
 
 
@@ -1643,7 +1650,8 @@ def test_the_overview_costs_one_round_trip_per_primitive(
 
     cost = cost_of(viewer, redis_client, dashboard_url())
 
-    assert script_calls(cost) == 6  # six primitives, one counts-only snapshot each
+    # six primitives, one counts-only snapshot and one read of the last hour each
+    assert script_calls(cost) == 12
 
 
 def test_find_shows_what_one_resource_of_a_pool_is_now(world: World, operator: Client) -> None:
@@ -1657,7 +1665,7 @@ def test_find_shows_what_one_resource_of_a_pool_is_now(world: World, operator: C
     invalid = operator.get(url, {"find": "{p1}"})
 
     [row] = table(held, "found")
-    assert row[:3] == [lease.resource, "worker-1", str(lease.fence)]
+    assert [row[0], row[1], row[3]] == [lease.resource, "worker-1", str(lease.fence)]
     assert f"{lease.resource}: held" in page_text(held)
     assert f'value="{lease.resource}"' in held.content.decode()  # the search box keeps it
     assert f"{available}: available" in page_text(free)

@@ -8,6 +8,7 @@ temporary folder (and are still taken, so the pages are fully rendered).
 from __future__ import annotations
 
 import os
+import re
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,6 +19,7 @@ from django.core.management import call_command
 from playwright.sync_api import Page, Response, expect
 
 import django_redis_pool
+from django_redis_pool.primitives import counts
 from tests.browser import admin_login, screenshot
 from tests.waiting import wait_for
 
@@ -96,6 +98,7 @@ def configured(settings: Any, redis_url: str) -> Iterator[None]:
     )
     waiter.start()
     wait_for(lambda: licences.waiting_count() == 1, what="the licence waiter")
+    assert counts.flush() == 0  # the grants so far, for the charts
     try:
         yield
     finally:
@@ -235,3 +238,70 @@ def test_an_object_pool_page_lists_the_processes_using_it(
     expect(page.locator(f"#processes tr[data-pid='{os.getpid()}']")).to_have_count(1)
     screenshot(page, shots_dir(tmp_path) / "admin-object-pool.png")
     pool.release(held)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_activity_chart_is_drawn_and_named_in_a_real_browser(
+    settings: Any, redis_url: str, live_server: Any, admin_page: Page, tmp_path: Path
+) -> None:
+    settings.DJANGO_REDIS_POOL = {
+        "CONNECTION": {"URL": redis_url},
+        "POOLS": {"printers": {"RESOURCES": ["printer-1"], "LEASE_TIMEOUT": 60}},
+    }
+    call_command("pool_sync", verbosity=0)
+    printers = django_redis_pool.get_pool("printers")
+    for _ in range(4):
+        with printers.lease(timeout=1):
+            pass
+    held = printers.acquire(holder="web-1:4711:worker-3")
+    assert held is not None and printers.acquire(timeout=0) is None  # refused
+    assert held.release()
+    assert counts.flush() == 0
+    page = admin_page
+    problems: list[str] = []
+    page.on(
+        "console",
+        lambda message: (
+            problems.append(f"console {message.type}: {message.text}")
+            if message.type in ("error", "warning") and "favicon" not in message.text
+            else None
+        ),
+    )
+    page.on("pageerror", lambda error: problems.append(f"page error: {error}"))
+    name = re.compile(
+        r"^Activity of printers over the last hour: 5 granted, 1 refused, "
+        r"mean wait \d+(\.\d)? (ms|s)$"
+    )
+
+    # The overview: a sparkline in the row, named by what it shows.
+    page.goto(f"{live_server.url}/admin/django_redis_pool/dashboard/")
+    spark = page.locator("tr[data-name=printers] td.drp-spark").get_by_role("img", name=name)
+    expect(spark).to_be_visible()
+    box = spark.bounding_box()
+    assert box is not None and box["width"] >= 100 and box["height"] >= 20
+
+    # The pool's page: the chart, named the same, drawn at its size.
+    with page.expect_navigation():
+        page.locator("tr[data-name=printers] a", has_text="printers").click()
+    chart = page.get_by_role("img", name=name)
+    expect(chart).to_have_count(1)
+    expect(chart).to_be_visible()
+    box = chart.bounding_box()
+    assert box is not None and box["width"] >= 600 and box["height"] >= 180
+    expect(page.locator("#content-main h2", has_text="Activity in the last hour")).to_be_visible()
+    screenshot(page, shots_dir(tmp_path) / "admin-activity.png")
+
+    # Its colours are the admin's: a theme's link and error colours.
+    def colours() -> tuple[str, str]:
+        granted = page.eval_on_selector("svg.drp-chart .drp-granted rect", COMPUTED_FILL)
+        refused = page.eval_on_selector("svg.drp-chart .drp-refused rect", COMPUTED_FILL)
+        return granted, refused
+
+    assert colours() == ("rgb(65, 120, 147)", "rgb(186, 33, 33)")  # --link-fg, --error-fg
+    page.emulate_media(color_scheme="dark")
+    assert colours() == ("rgb(129, 212, 250)", "rgb(227, 95, 95)")  # their dark values
+    screenshot(page, shots_dir(tmp_path) / "admin-activity-dark.png")
+    assert problems == []
+
+
+COMPUTED_FILL = "e => getComputedStyle(e).fill"

@@ -25,10 +25,12 @@ LAYERS: dict[str, int] = {
     "primitives": 0,
     "exceptions": 0,
     "testing": 0,
-    # 1: what every kind of the Django layer is, and the signals it sends
+    # 1: what every kind of the Django layer is, the signals it sends, and the
+    # holder names of requests
     "signals": 1,
     "kinds": 1,
     "kinds.base": 1,
+    "holders": 1,
     # 2: the setting, read and validated once
     "conf": 2,
     # 3: configured primitives by name

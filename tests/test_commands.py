@@ -287,7 +287,8 @@ def test_status_json(synced: None, blocked: Any) -> None:
     holders = {h["holder"]: h for h in printers["holders"]}
     assert set(holders) == {"alice", "carol"}
     alice = holders["alice"]
-    assert set(alice) == HOLDER_KEYS
+    assert set(alice) == HOLDER_KEYS | {"request"}
+    assert alice["request"] is None  # a holder named in code, not a request's name
     assert (alice["resource"], alice["fence"]) == ("p1", lease.fence)
     assert alice["expires_at"] == pytest.approx(lease.expires_at)
     assert 25 <= alice["seconds_left"] <= 30

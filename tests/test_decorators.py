@@ -34,6 +34,7 @@ from django_redis_pool import (
     signals,
 )
 from django_redis_pool.decorators import with_resource
+from django_redis_pool.guard import request_of
 from django_redis_pool.primitives.engine import LeaseEngine
 from django_redis_pool.testing import EmbeddedRedis
 
@@ -125,7 +126,7 @@ def test_pool_view_sees_its_lease_and_the_resource_is_free_after_the_response(
     assert isinstance(lease, Lease)
     assert lease.resource == "p1"
     assert lease.fence > 0
-    assert lease.holder.endswith(" GET /pool/")
+    assert request_of(lease.holder) == {"method": "GET", "path": "/pool/", "user": None}
     assert seen["occupied"] is True, "p1 was leased while the view ran"
     assert pool.available_count() == 1
     assert pool.occupied_count() == 0

@@ -21,6 +21,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.test import AsyncClient, Client
 
 from django_redis_pool import ResourcePool, get_lock, get_pool, get_semaphore, registry
+from django_redis_pool.guard import request_of
 from tests import settings as base_settings
 from tests.middleware_views import PROBE
 from tests.waiting import STALL, cancel, floor_of, wait_for
@@ -229,7 +230,9 @@ def test_rule_lease_timeout_and_identity_shape_the_lease(settings: Any, redis_ur
     assert (lease["holder"], lease["lease_timeout"]) == ("alice", 5)
     lease = client.get("/scan/").json()["resources"]["scanners"]
     assert lease["lease_timeout"] == 30, "the pool's own LEASE_TIMEOUT by default"
-    assert lease["holder"].endswith(" GET /scan/"), "a unique holder naming the request"
+    assert request_of(lease["holder"]) == {"method": "GET", "path": "/scan/", "user": None}, (
+        "a unique holder naming the request"
+    )
 
 
 def test_async_view_holds_the_resource_and_it_is_released_after(

@@ -1,9 +1,10 @@
 """The admin's panels of the kinds on the lease engine (pools, semaphores,
 locks; allocators add theirs in :mod:`.allocator_panels`): the overview's
-summary, the contents section (one page of each table, available, holders and
-waiters, read in one round trip, and a finder), the force-release and gc
-actions, and each kind's own: a pool's add and remove, a semaphore's set max
-size. :data:`DISPLAYS` says how each kind's holds are shown."""
+summary, the chart of the last hour, the contents section (one page of each
+table, available, holders and waiters, read in one round trip, and a finder),
+the force-release and gc actions, and each kind's own: a pool's add and remove,
+a semaphore's set max size. :data:`DISPLAYS` says how each kind's holds are
+shown."""
 
 from __future__ import annotations
 
@@ -15,11 +16,12 @@ from django import forms
 from django.http import HttpRequest
 
 from .. import kinds
+from ..holders import request_of
 from ..kinds.leased import LeaseKind, long_hold_note
 from ..primitives.base import Snapshot
 from ..primitives.lease import Lease
 from ..primitives.validators import check_name
-from . import ActionFailed, Summary, action, message_or_fail, section, summary
+from . import ActionFailed, Summary, action, charts, message_or_fail, section, summary
 from .tables import PAGE_SIZE, as_datetime, page_number, paged_table
 
 __all__ = [
@@ -79,11 +81,13 @@ def register(
     display: LeaseDisplay = ANY,
     actions: Iterable[Callable[[LeaseKind], None]] = (),
 ) -> None:
-    """Register the panels of ``kind``: the summary, the contents section
-    shown as ``display`` says, force-release, then each of ``actions`` (a
-    function registering one of the kind's own actions), then gc."""
+    """Register the panels of ``kind``: the summary, the chart of its grants
+    and refusals (:mod:`.charts`), the contents section shown as ``display``
+    says, force-release, then each of ``actions`` (a function registering one
+    of the kind's own actions), then gc."""
     DISPLAYS[kind.name] = display
     summary(kind.name)(lease_summary)
+    charts.register(kind.name)
     section(kind.name, title="", template=CONTENTS_TEMPLATE)(lease_contents)
     action(
         kind.name,
@@ -151,6 +155,7 @@ def _holder_row(lease: Lease, snap: Snapshot) -> dict[str, Any]:
     return {
         "resource": lease.resource,
         "holder": lease.holder,
+        "request": request_of(lease.holder),  # the method, path and user of a request's hold
         "fence": lease.fence,
         "acquired_at": as_datetime(lease.acquired_at),
         "seconds_left": snap.seconds_left(lease),

@@ -1,6 +1,6 @@
 """The admin's panels of task queues: the overview's running and pending
-tasks, a section of the counts and one page of the failed tasks, and the
-retry, delete and gc actions."""
+tasks, the chart of the tasks completed and failed, a section of the counts
+and one page of the failed tasks, and the retry, delete and gc actions."""
 
 from __future__ import annotations
 
@@ -10,12 +10,20 @@ from django import forms
 
 from .. import kinds
 from ..kinds.base import Kind
-from . import Summary, action, message_or_fail, section, summary
+from . import Summary, action, charts, message_or_fail, section, summary
 from .tables import PAGE_SIZE, as_datetime, page_number, paged_table
 
 __all__ = ["TaskForm", "register_queue"]
 
 TEMPLATE = "admin/django_redis_pool/kinds/queue_failed.html"
+#: A queue's chart: the tasks that completed and those that failed, each minute.
+TASKS = charts.Series(
+    granted=("completed",),
+    refused=("failed",),
+    granted_word="completed",
+    refused_word="failed",
+    wait=False,
+)
 
 
 class TaskForm(forms.Form):
@@ -25,8 +33,10 @@ class TaskForm(forms.Form):
 
 
 def register_queue(kind: Kind) -> None:
-    """A queue's panels: its summary, its failed tasks, retry, delete and gc."""
+    """A queue's panels: its summary, the chart of its tasks, its failed
+    tasks, retry, delete and gc."""
     summary(kind.name)(queue_summary)
+    charts.register(kind.name, TASKS)
     section(kind.name, title="Failed tasks", template=TEMPLATE)(failed_section)
     action(
         kind.name,

@@ -13,12 +13,13 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .. import conf, registry, signals
+from ..holders import request_of
 from ..primitives.base import Snapshot
 from ..primitives.lease import Lease
 from ..primitives.validators import check_lease_timeout
 from .base import Held, Kind, Option, Report
 
-__all__ = ["LEASE_TIMEOUT", "LeaseKind", "lease_timeout_option", "long_hold_note"]
+__all__ = ["LEASE_TIMEOUT", "LeaseKind", "lease_timeout_option", "long_hold_note", "status_data"]
 
 logger = logging.getLogger("django_redis_pool")
 
@@ -295,5 +296,15 @@ class LeaseKind(Kind):
             or empty
             or (snap.free == 0 and bool(snap.leases or snap.waiters)),
             details=tuple(details),
-            data=snap.as_dict(),
+            data=status_data(snap),
         )
+
+
+def status_data(snap: Snapshot) -> dict[str, Any]:
+    """``pool_status --json``'s document of one primitive: the snapshot, each
+    holder with the ``request`` its name tells (method, path, user; None for a
+    holder that is not a request's name: see :mod:`django_redis_pool.holders`)."""
+    data = snap.as_dict()
+    for holder in data["holders"]:
+        holder["request"] = request_of(holder["holder"])
+    return data

@@ -61,9 +61,10 @@ class LockKind(LeaseKind):
     @staticmethod
     def _lock_for(primitive: Any, ask: Ask) -> Lock:
         holder = ask.holder
-        if not primitive.reentrant:
+        if not primitive.reentrant and ask.identity is not None:
             # Requests sharing an identity take turns on a plain lock, rather than
-            # one of them failing as if it waited for itself.
+            # one of them failing as if it waited for itself. (A request's own
+            # holder name is unique already, and is kept whole for pool_status.)
             holder = f"{holder[:187]}:{uuid.uuid4().hex[:12]}"
         lock: Lock = primitive.for_holder(holder, lease_timeout=ask.lease_timeout)
         return lock

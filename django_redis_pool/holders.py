@@ -1,0 +1,92 @@
+"""The holder name of a request: made by the guard, read back by ``pool_status``
+and the admin.
+
+A request held without an ``identity`` holds under a name of its own::
+
+    <host>:<pid>:<12 hex digits> <METHOD> <path> <user>
+
+e.g. ``web-3:4242:9f2c61d0a1b3 GET /print/ alice``. The method, the path and
+the user are percent-quoted (:func:`urllib.parse.quote`), so none has a space
+and the name reads back unambiguously (:func:`request_of`); the user is ``-``
+for an anonymous request, or where ``request.user`` is not set (a user named
+"-" is written ``%2D``). The whole stays within 200 characters, a holder's
+limit: a long path (or user) is shortened and ends with "…" once read back;
+the format is never broken.
+
+A holder chosen otherwise (an ``identity`` of the view, a holder named in
+code) reads back as None: it is shown as itself.
+"""
+
+from __future__ import annotations
+
+import re
+from urllib.parse import quote, unquote
+
+from .primitives.validators import MAX_NAME_LENGTH
+
+__all__ = ["ANONYMOUS", "request_holder", "request_of"]
+
+#: The user of an anonymous request, in a holder name.
+ANONYMOUS = "-"
+#: What a shortened part ends with ("…", quoted).
+_SHORTENED = quote("\N{HORIZONTAL ELLIPSIS}")
+#: Most characters of the process part, the method and the user (quoted): what
+#: is left, at least 30, is the path's.
+_PROCESS_MAX, _METHOD_MAX, _USER_MAX = 80, 16, 64
+#: Characters a path keeps unquoted (besides letters, digits and ``_.-~``).
+_PATH_SAFE = "/!$&'()*+,;=:@"
+_USER_SAFE = "@+"
+
+_REQUEST = re.compile(
+    r"(?P<process>\S+:\d+:[0-9a-f]{12}) (?P<method>\S+) (?P<path>/\S*) (?P<user>\S+)"
+)
+
+
+def _quoted(text: str, limit: int, safe: str) -> str:
+    """``text`` percent-quoted in at most ``limit`` characters: cut between two
+    characters (never inside an escape), then marked "…", if it is longer."""
+    whole = quote(text, safe=safe, errors="replace")
+    if len(whole) <= limit:
+        return whole
+    room, kept = limit - len(_SHORTENED), []
+    for char in text:
+        piece = quote(char, safe=safe, errors="replace")
+        room -= len(piece)
+        if room < 0:
+            break
+        kept.append(piece)
+    return "".join(kept) + _SHORTENED
+
+
+def request_holder(process: str, method: str | None, path: str, user: str | None) -> str:
+    """The holder name of a request: ``process`` (``host:pid:12 hex digits``),
+    its ``method`` and ``path``, and the name of its ``user`` (None or "":
+    anonymous or unknown), within 200 characters."""
+    process = re.sub(r"\s", "-", process)[-_PROCESS_MAX:]
+    method_part = _quoted(method or "-", _METHOD_MAX, "")
+    if not user:
+        user_part = ANONYMOUS
+    elif user == ANONYMOUS:
+        user_part = "%2D"
+    else:
+        user_part = _quoted(user, _USER_MAX, _USER_SAFE)
+    room = MAX_NAME_LENGTH - len(process) - len(method_part) - len(user_part) - 3
+    if not path.startswith("/"):
+        path = f"/{path}"
+    path_part = _quoted(path, room, _PATH_SAFE)
+    return f"{process} {method_part} {path_part} {user_part}"
+
+
+def request_of(holder: str) -> dict[str, str | None] | None:
+    """What :func:`request_holder` wrote in ``holder``: ``{"method", "path",
+    "user"}`` (``user`` None for an anonymous request), or None for a holder
+    that is not a request's name."""
+    found = _REQUEST.fullmatch(holder)
+    if found is None:
+        return None
+    user = found["user"]
+    return {
+        "method": unquote(found["method"]),
+        "path": unquote(found["path"]),
+        "user": None if user == ANONYMOUS else unquote(user),
+    }
