@@ -30,8 +30,10 @@ from .test_admin import dashboard_url, detail_url, lease_setting
 pytestmark = pytest.mark.django_db
 
 NA = "\N{EN DASH}"
-#: A mean wait as the charts write it.
-WAIT = r"mean wait \d+(\.\d)? (ms|s)"
+#: The most holds and waiters a minute's flushes saw, as the charts write them.
+PEAKS = r"(, at most \d+ held and \d+ waiting)?"
+#: A mean wait as the charts write it (a minute's also says its p95), then the peaks.
+WAIT = r"mean wait \d+(\.\d)? (ms|s)(, p95 \d+(\.\d)? (ms|s))?" + PEAKS
 
 
 @pytest.fixture
@@ -128,7 +130,9 @@ def test_a_minute_with_only_refusals_is_charted(configured: None, viewer: Client
 
     svg = chart_of(viewer.get(detail_url("empty")))
 
-    assert label_of(svg) == "Activity of empty over the last hour: 0 granted, 2 refused"
+    assert re.fullmatch(
+        "Activity of empty over the last hour: 0 granted, 2 refused" + PEAKS, label_of(svg)
+    )
     assert bars(svg, "granted") == 0 and bars(svg, "refused") == 1
     assert "<circle" not in svg  # no grant, no wait to draw
     assert "No activity" not in svg
@@ -330,6 +334,35 @@ def test_an_hour_adds_up_grants_refusals_and_waits() -> None:
     assert (
         hour.summary() == "Activity of p over the last hour: 3 granted, 3 refused, mean wait 10 ms"
     )
+
+
+def test_a_minute_says_its_p95_wait_and_the_peaks_its_flushes_saw() -> None:
+    from django_redis_pool.primitives.counts import BUCKETS
+
+    fast, slow = BUCKETS.index(0.005), BUCKETS.index(0.5)
+    hour = charts.hour_of(
+        "p",
+        minutes(
+            {
+                "acquired": 20,
+                "wait_us": 2_000_000,
+                f"wait_{fast}": 18,
+                f"wait_{slow}": 2,
+                "held_max": 10,
+                "waiting_max": 4,
+            }
+        ),
+        charts.Series(),
+    )
+
+    minute = hour.minutes[-1]
+    assert minute.wait_p95_ms == pytest.approx(250 + 250 * 0.5, rel=0.01)  # in (0.25, 0.5]
+    assert (hour.held_max, hour.waiting_max) == (10, 4)
+    assert hour.counts_in_words(minute) == (
+        "20 granted, 0 refused, mean wait 100 ms, p95 375 ms, at most 10 held and 4 waiting"
+    )
+    svg = charts.chart(hour)
+    assert "p95 wait (ms, right axis)" in svg and "<circle" in svg
 
 
 @pytest.mark.parametrize(
