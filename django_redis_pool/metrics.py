@@ -13,9 +13,11 @@ shows the totals of all. Gauges are read from Redis at each scrape.
 * :func:`flush`: add this process's counts into Redis now (a scrape does it
   for the process it reaches).
 
-Every metric has the labels ``name`` and ``kind`` (``pool``, ``semaphore``,
-``lock``, ``allocator``, ``queue``, ``object_pool``). ``docs/metrics.md``
-lists them with alerting rules.
+Every metric has the labels ``name`` and ``kind`` (the kind's name, as
+``pool_status --json`` says). What a kind exports is its own: its gauges
+(:meth:`Kind.gauges <.kinds.Kind.gauges>`) and the families of its counts
+(:attr:`Kind.counted <.kinds.Kind.counted>`). ``docs/metrics.md`` lists them
+with alerting rules.
 """
 
 from __future__ import annotations
@@ -41,38 +43,40 @@ PREFIX = "django_redis_pool_"
 GAUGES = (
     ("size", "size", "Resources or slots in all."),
     ("free", "free", "Holds that could be granted now."),
-    ("held", "held", "Live holds (queues: running tasks; object pools: borrowed objects)."),
-    ("waiting", "waiting", "Callers waiting for a hold (queues: pending tasks)."),
+    ("held", "held", "Live holds (tasks running, objects borrowed)."),
+    ("waiting", "waiting", "Callers waiting for a hold (tasks ready to run)."),
     ("oldest_hold_seconds", "oldest_hold_seconds", "Age of the oldest live hold."),
 )
-#: Task states of the ``tasks`` gauge: (the queue kind's gauge key, state label).
+#: States of the ``tasks`` gauge: (the kind's gauge key, state label).
 TASK_STATES = (
     ("tasks_pending", "pending"),
     ("tasks_running", "running"),
     ("tasks_deferred", "deferred"),
     ("tasks_failed", "failed"),
 )
-#: Counters of the lease-engine kinds: (name without _total, help, (field, labels)...).
-LEASE_COUNTERS = (
-    ("acquired", "Holds granted.", (("acquired", ()),)),
-    (
-        "refused",
+#: Counter families (the names a kind lists in ``counted``): name without
+#: _total -> (help, (counted field, extra label values)...).
+COUNTERS = {
+    "acquired": ("Holds granted.", (("acquired", ()),)),
+    "refused": (
         "Callers refused: their wait timed out (reason timeout) or max_waiting "
         "callers already waited (reason full).",
         (("refused_timeout", ("timeout",)), ("refused_full", ("full",))),
     ),
-    ("lost", "Leases their holder found lost (expired or taken away).", (("lost", ()),)),
-    ("reclaimed", "Expired leases reclaimed by gc.", (("reclaimed", ()),)),
-)
-#: Counters of the queues.
-QUEUE_COUNTERS = (
-    ("tasks_completed", "Tasks that ran to completion.", (("completed", ()),)),
-    ("tasks_failed", "Tasks that failed.", (("failed", ()),)),
-)
-HISTOGRAMS = (
-    ("wait", "Seconds a caller waited for its grant (0: granted at once)."),
-    ("hold", "Seconds a lease was held, observed when its holder released it."),
-)
+    "lost": ("Leases their holder found lost (expired or taken away).", (("lost", ()),)),
+    "reclaimed": ("Expired leases reclaimed by gc.", (("reclaimed", ()),)),
+    "tasks_completed": ("Tasks that ran to completion.", (("completed", ()),)),
+    "tasks_failed": ("Tasks that failed.", (("failed", ()),)),
+}
+#: Histogram families: name -> (help, the counted fields' stem).
+HISTOGRAMS = {
+    "wait_seconds": ("Seconds a caller waited for its grant (0: granted at once).", "wait"),
+    "hold_seconds": ("Seconds a lease was held, observed when its holder released it.", "hold"),
+}
+
+
+#: The histograms' bucket bounds, as Prometheus writes them.
+BOUNDS = [repr(float(bound)) for bound in counts.BUCKETS] + ["+Inf"]
 
 
 def flush() -> int:
@@ -112,26 +116,24 @@ class RedisPoolCollector:
             key: GaugeMetricFamily(PREFIX + metric, text, labels=labels)
             for key, metric, text in GAUGES
         }
-        tasks = GaugeMetricFamily(
-            PREFIX + "tasks", "Tasks of a queue by state.", labels=[*labels, "state"]
-        )
+        tasks = GaugeMetricFamily(PREFIX + "tasks", "Tasks by state.", labels=[*labels, "state"])
         counters = {
             metric: CounterMetricFamily(
                 PREFIX + metric,
                 text,
                 labels=labels + (["reason"] if metric == "refused" else []),
             )
-            for metric, text, _ in LEASE_COUNTERS + QUEUE_COUNTERS
+            for metric, (text, _) in COUNTERS.items()
         }
         histograms = {
-            which: HistogramMetricFamily(PREFIX + f"{which}_seconds", text, labels=labels)
-            for which, text in HISTOGRAMS
+            metric: HistogramMetricFamily(PREFIX + metric, text, labels=labels)
+            for metric, (text, _) in HISTOGRAMS.items()
         }
         for name, kind, primitive in self._primitives():
             key = [name, kind.name]
             try:
                 state = kind.gauges(primitive)
-                activity = primitive.activity() if hasattr(primitive, "activity") else None
+                activity = primitive.activity() if kind.counted else None
             except PoolError as exc:
                 logger.warning("metrics: %s %r could not be read: %s", kind.name, name, exc)
                 up.add_metric(key, 0)
@@ -144,21 +146,19 @@ class RedisPoolCollector:
                 if state.get(gauge_key) is not None:
                     tasks.add_metric([*key, state_label], float(state[gauge_key]))  # type: ignore[arg-type]
             if activity is None:
-                continue
+                continue  # (the kind counts nothing)
             totals = activity.totals
-            queue = kind.name == "queue"
-            for metric, _, fields in QUEUE_COUNTERS if queue else LEASE_COUNTERS:
-                for field, extra in fields:
-                    counters[metric].add_metric([*key, *extra], totals.get(field, 0))
-            if queue:
-                continue
-            bounds = [repr(float(b)) for b in counts.BUCKETS] + ["+Inf"]
-            for which, _ in HISTOGRAMS:
-                histograms[which].add_metric(
-                    key,
-                    buckets=list(zip(bounds, activity.histogram(which), strict=True)),
-                    sum_value=totals.get(f"{which}_us", 0) / 1e6,
-                )
+            for metric in kind.counted:
+                if metric in COUNTERS:
+                    for field, extra in COUNTERS[metric][1]:
+                        counters[metric].add_metric([*key, *extra], totals.get(field, 0))
+                else:
+                    stem = HISTOGRAMS[metric][1]
+                    histograms[metric].add_metric(
+                        key,
+                        buckets=list(zip(BOUNDS, activity.histogram(stem), strict=True)),
+                        sum_value=totals.get(f"{stem}_us", 0) / 1e6,
+                    )
         yield up
         yield from gauges.values()
         yield tasks

@@ -118,6 +118,9 @@ class Kind:
     supported: ClassVar[bool] = True  #: False: reserved for a later version
     #: Options an entry must set (the system checks report a missing one).
     required: ClassVar[tuple[str, ...]] = ()
+    #: The metric families its primitive's counts feed (``primitive.activity()``;
+    #: names of :data:`django_redis_pool.metrics.COUNTERS` and ``HISTOGRAMS``).
+    counted: ClassVar[tuple[str, ...]] = ()
 
     @property
     def label(self) -> str:

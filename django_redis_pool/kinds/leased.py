@@ -53,6 +53,7 @@ class LeaseKind(Kind):
     (``pool_sync``); the rest is shared.
     """
 
+    counted = ("acquired", "refused", "lost", "reclaimed", "wait_seconds", "hold_seconds")
     #: What a primitive with no size lacks, in the notes of ``pool_status`` and
     #: the admin ("no resources", "no max size").
     size_word = "max size"

@@ -90,6 +90,7 @@ class QueueKind(Kind):
     name = "queue"
     setting_key = "QUEUES"
     primitive = TaskQueue
+    counted = ("tasks_completed", "tasks_failed")
     options = {
         "RESULT_TTL": Option(
             check_duration, 3600.0, "Use how many seconds a finished task is kept, e.g. 3600."
