@@ -363,6 +363,10 @@ def test_a_minute_says_its_p95_wait_and_the_peaks_its_flushes_saw() -> None:
     )
     svg = charts.chart(hour)
     assert "p95 wait (ms, right axis)" in svg and "<circle" in svg
+    assert "held (bars) and waiting (line) at their peak, up to 10" in svg
+    held = re.search(r'<g class="drp-held"[^>]*>(.*?)</g>', svg)
+    assert held is not None and held[1].count("<rect") == 1  # the one minute with holds
+    assert re.search(r'class="drp-waiting" d="M[\d.]+ [\d.]+ h[\d.]+"', svg)
 
 
 @pytest.mark.parametrize(

@@ -60,6 +60,8 @@ _AXIS = "stroke:var(--border-color,#ccc)"
 _GRANTED = "fill:var(--link-fg,#417893)"
 _REFUSED = "fill:var(--error-fg,#ba2121)"
 _WAIT = "var(--body-fg,#333)"
+_HELD = "fill:var(--body-quiet-color,#666);fill-opacity:0.45"
+_WAITING = "var(--error-fg,#ba2121)"
 
 
 @dataclass(frozen=True)
@@ -222,8 +224,10 @@ def _tick(value: float) -> str:
 
 # ------------------------------------------------------------------ the chart
 
-WIDTH, HEIGHT = 720, 240
-_TOP, _BOTTOM, _LEFT = 34, HEIGHT - 26, 48
+WIDTH, HEIGHT = 720, 300
+_TOP, _BOTTOM, _LEFT = 34, 200, 48
+#: The strip under the time axis: the most holds and waiters of each minute.
+_PEAK_TOP, _PEAK_BOTTOM = 236, HEIGHT - 8
 
 
 def chart(hour: Hour) -> SafeString:
@@ -308,9 +312,36 @@ def chart(hour: Hour) -> SafeString:
     out.append(f'<g class="drp-refused" style="{_REFUSED}">{"".join(refused)}</g>')
     if wait_top:
         out.append(_wait_line(hour.minutes, slot, height, wait_top))
+    out.append(_peaks(hour, slot, bar, right))
     out.append(f'<g style="fill:transparent">{"".join(hover)}</g>')
     out.append("</svg>")
     return mark_safe("".join(out))  # (every text in it is escaped above)
+
+
+def _peaks(hour: Hour, slot: float, bar: float, right: float) -> str:
+    """The strip of the most holds (bars) and waiters (a line) each minute's
+    flushes saw, on a scale of its own; minutes with none seen are blank."""
+    top = nice_ceiling(max(hour.held_max or 0, hour.waiting_max or 0, 1))
+    height = _PEAK_BOTTOM - _PEAK_TOP
+    held, waiting = [], []
+    for index, minute in enumerate(hour.minutes):
+        if minute.held_max:
+            tall = height * minute.held_max / top
+            held.append(
+                _rect(_LEFT + slot * index + (slot - bar) / 2, _PEAK_BOTTOM - tall, bar, tall)
+            )
+        if minute.waiting_max is not None:
+            y = _PEAK_BOTTOM - height * minute.waiting_max / top
+            waiting.append(f"M{_LEFT + slot * index:.1f} {y:.1f} h{slot:.1f}")
+    return (
+        f'<g style="{_TEXT};font-size:11px"><text x="{_LEFT}" y="{_PEAK_TOP - 6}">held '
+        f"(bars) and waiting (line) at their peak, up to {_tick(top)}</text>"
+        f'<line x1="{_LEFT}" y1="{_PEAK_BOTTOM}" x2="{right}" y2="{_PEAK_BOTTOM}" '
+        f'style="{_AXIS}"/></g>'
+        f'<g class="drp-held" style="{_HELD}">{"".join(held)}</g>'
+        f'<path class="drp-waiting" d="{" ".join(waiting)}" '
+        f'style="fill:none;stroke:{_WAITING};stroke-width:2"/>'
+    )
 
 
 def _rect(x: float, y: float, width: float, height: float) -> str:
