@@ -251,13 +251,15 @@ def test_a_timer_set_after_a_malloc_is_kept(client, timer):
 def test_an_unhealthy_key_sits_out_its_cooldown(client):
     allocator = Allocator(client, "a")
     allocator.extend(["k1", "k2"])
-    assert allocator.report_unhealthy("k1", cooldown=0.3)
+    # (a cooldown no busy machine outlasts between the report and the mallocs)
+    assert allocator.report_unhealthy("k1", cooldown=60)
     assert allocator.state("k1") == "unhealthy"
     assert allocator.unhealthy()[0] == 1
     got = [allocator.malloc_key() for _ in range(2)]
     assert got == ["k2", None], "unhealthy keys are never handed out"
-    start = redis_time(client)
-    wait_for(lambda: redis_time(client) > start + 0.35, what="the cooldown")
+    assert allocator.report_unhealthy("k1", cooldown=0.3)  # a new report replaces it
+    reported = redis_time(client)  # (after the report: its cooldown ends before +0.3)
+    wait_for(lambda: redis_time(client) > reported + 0.3, what="the cooldown")
     assert allocator.malloc_key() == "k1"
 
 
@@ -426,18 +428,27 @@ def test_snapshot_counts_keys_held_free_and_out_of_rotation(proxies):
     assert len(snap.leases) == 1 and snap.waiters == []
 
 
+#: The brief keys' lifetime in the bounded-work test, in seconds.
+LIFETIME = 5.0
+
+
 def test_one_malloc_call_does_bounded_work_whatever_has_expired(redis_client):
     """redis-allocator 0.7.0 walks every expired head in one call (a 750 ms stall
     at 50,000). Here one script call drops at most 16 + 64 ended keys and
     answers 'more'; malloc_key calls again until it reaches a live key, so
     Redis serves other clients in between."""
     allocator = Allocator(redis_client, "a", lease_timeout=0.05)
-    allocator.extend([f"brief-{i}" for i in range(5_000)], timeout=1.0, priority=1)
+    # (a lifetime that the 100 mallocs below do not outlast on a busy machine)
+    allocator.extend([f"brief-{i}" for i in range(5_000)], timeout=LIFETIME, priority=1)
     allocator.extend(["lasting"])
     held = [allocator.malloc_key() for _ in range(100)]  # their locks expire too
     assert all(k.startswith("brief-") for k in held)
     extended = redis_time(redis_client)  # (the last brief key was stamped before)
-    wait_for(lambda: redis_time(redis_client) > extended + 1.05, what="everything to expire")
+    wait_for(
+        lambda: redis_time(redis_client) > extended + LIFETIME + 0.05,
+        timeout=LIFETIME + 30,
+        what="everything to expire",
+    )
     before = len(allocator)
     assert allocator._engine.run("alloc_malloc", "t-1|50|1000|0", "", "me") == "more"
     assert 0 < before - len(allocator) <= 16 + 64
