@@ -1,0 +1,82 @@
+"""The Python calls our own code adds to one acquire + release (issue: lean client path).
+
+cProfile counts every Python and C function call of a cycle: a count, not a
+timing, so neither a busy machine nor the launcher moves it. redis-py's own
+calls per command differ between its versions (about 150 per command on
+redis-py 5, 210 on 8), so the budget is on what ours adds to the floor: two
+``Script`` calls of ``return 1`` on the same client, measured in the same test.
+On 2026-11-26 ours added 167-189 calls a cycle on redis-py 5.3 and 8.1,
+Python 3.10-3.13 (``benchmarks/bench_calls.py`` prints the whole table); the
+budget keeps a later change from bringing more back unnoticed. The target is
+to add no more than redis-allocator does (~50).
+"""
+
+from __future__ import annotations
+
+import cProfile
+import pstats
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from django_redis_pool import Allocator, Lock, ResourcePool, Semaphore
+
+#: Most calls ours may add to the floor per acquire + release.
+BUDGET = 195
+
+
+def calls_per_cycle(cycle: Callable[[], object], cycles: int = 200) -> float:
+    for _ in range(30):  # (scripts loaded, paths found, caches warm)
+        cycle()
+    profile = cProfile.Profile()
+    profile.enable()
+    for _ in range(cycles):
+        cycle()
+    profile.disable()
+    return pstats.Stats(profile).total_calls / cycles  # type: ignore[attr-defined]
+
+
+def cycle_of(kind: str, client: Any) -> Callable[[], None]:
+    if kind == "pool":
+        pool = ResourcePool(client, "calls-pool")
+        pool.associate_many(["r1", "r2"])
+
+        def pool_cycle() -> None:
+            lease = pool.acquire(timeout=0)
+            assert lease is not None and lease.release()
+
+        return pool_cycle
+    if kind == "semaphore":
+        sem = Semaphore(client, "calls-sem", default_max_size=2)
+
+        def sem_cycle() -> None:
+            assert sem.acquire("me", timeout=0) and sem.release("me")
+
+        return sem_cycle
+    if kind == "lock":
+        lock = Lock(client, "calls-lock")
+
+        def lock_cycle() -> None:
+            assert lock.acquire()
+            lock.release()
+
+        return lock_cycle
+    allocator = Allocator(client, "calls-alloc")
+    allocator.extend(["k1", "k2"])
+
+    def alloc_cycle() -> None:
+        key = allocator.malloc_key()
+        assert key is not None and allocator.free_keys(key) == 1
+
+    return alloc_cycle
+
+
+@pytest.mark.parametrize("kind", ["pool", "semaphore", "lock", "allocator"])
+def test_an_acquire_and_release_adds_at_most_the_budgeted_python_calls(
+    redis_client: Any, kind: str
+) -> None:
+    script = redis_client.register_script("return 1")
+    floor = calls_per_cycle(lambda: (script(["calls-floor"]), script(["calls-floor"])))
+    ours = calls_per_cycle(cycle_of(kind, redis_client)) - floor
+    assert ours <= BUDGET, f"{kind}: {ours:.0f} calls a cycle over the floor (budget {BUDGET})"
