@@ -5,8 +5,9 @@ timing, so neither a busy machine nor the launcher moves it. redis-py's own
 calls per command differ between its versions (about 150 per command on
 redis-py 5, 210 on 8), so the budget is on what ours adds to the floor: two
 ``Script`` calls of ``return 1`` on the same client, measured in the same test.
-On 2026-11-26 ours added 167-189 calls a cycle on redis-py 5.3 and 8.1,
-Python 3.10-3.13 (``benchmarks/bench_calls.py`` prints the whole table); the
+On 2026-11-26 ours added 149-171 calls a cycle on redis-py 5.3 and 8.1,
+Python 3.10-3.13 (167-189 before the blocking driver ran the script runner's
+steps in its own loop and replies were decoded without isinstance) (``benchmarks/bench_calls.py`` prints the whole table); the
 budget keeps a later change from bringing more back unnoticed. The target is
 to add no more than redis-allocator does (~50).
 """
@@ -23,7 +24,7 @@ import pytest
 from django_redis_pool import Allocator, Lock, ResourcePool, Semaphore
 
 #: Most calls ours may add to the floor per acquire + release.
-BUDGET = 195
+BUDGET = 180
 
 
 def calls_per_cycle(cycle: Callable[[], object], cycles: int = 200) -> float:

@@ -39,11 +39,13 @@ def to_ms(seconds: float | None) -> int:
 
 
 def text(value: Any) -> Any:
-    """Decode bytes returned by a client built without ``decode_responses``."""
-    if isinstance(value, bytes):
+    """Decode bytes returned by a client built without ``decode_responses``
+    (lists of them too, nested)."""
+    kind = type(value)
+    if kind is bytes:
         return value.decode()
-    if isinstance(value, list):
-        return [text(v) for v in value]
+    if kind is list:
+        return [v.decode() if type(v) is bytes else text(v) for v in value]
     return value
 
 

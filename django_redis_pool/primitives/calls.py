@@ -40,15 +40,42 @@ def is_async_client(client: object) -> bool:
 
 
 def run(client: Any, steps: Steps[T]) -> T:
-    """Run the operation ``steps`` on the blocking redis-py ``client``."""
+    """Run the operation ``steps`` on the blocking redis-py ``client``.
+
+    An engine :class:`.steps.Op` is run by the client's script runner, whose
+    own steps are driven here too, as if ``yield from`` them: the operation
+    waits on a stack until they return (or raise into it). One loop, no call
+    per step beyond the Redis call itself: this is every operation's hot path.
+    """
+    stack: list[Steps[Any]] = []
+    current: Steps[Any] = steps
     reply: Any = None
     error: BaseException | None = None
     while True:
-        done, step = _advance(steps, reply, error)
-        if done:
-            return step  # type: ignore[no-any-return]
         try:
-            reply, error = _call(client, step), None
+            step = current.send(reply) if error is None else current.throw(error)
+        except StopIteration as stop:
+            if not stack:
+                return stop.value  # type: ignore[no-any-return]
+            current, reply, error = stack.pop(), stop.value, None
+            continue
+        except BaseException as exc:
+            if not stack:
+                raise
+            current, reply, error = stack.pop(), None, exc
+            continue
+        kind = type(step)
+        if kind is Op:
+            stack.append(current)
+            current, reply, error = runner_for(client).steps(*step), None, None
+            continue
+        try:
+            if kind is Call:
+                target = waits_client(client) if step.waits else client
+                reply = getattr(target, step.method)(*step.args, **step.kwargs)
+            else:
+                reply = step.fn(*step.args)
+            error = None
         except BaseException as exc:
             reply, error = None, exc
 
@@ -60,15 +87,6 @@ def _advance(steps: Steps[Any], reply: Any, error: BaseException | None) -> tupl
         return False, steps.send(reply) if error is None else steps.throw(error)
     except StopIteration as stop:
         return True, stop.value
-
-
-def _call(client: Any, step: Any) -> Any:
-    if type(step) is Call:
-        target = waits_client(client) if step.waits else client
-        return getattr(target, step.method)(*step.args, **step.kwargs)
-    if type(step) is Op:
-        return run(client, runner_for(client).steps(*step))
-    return step.fn(*step.args)
 
 
 async def arun(client: Any, steps: Steps[T]) -> T:
