@@ -259,7 +259,9 @@ if hasattr(os, "register_at_fork"):
 
 @atexit.register
 def _flush_at_exit() -> None:
-    with contextlib.suppress(Exception):
+    # One deadline for all of them: a hung Redis delays an exit by at most
+    # FLUSH_DEADLINE (on connections that keep deadlines), not that per primitive.
+    with contextlib.suppress(Exception), deadlines.deadline(FLUSH_DEADLINE):
         _recorder.flush()
 
 
