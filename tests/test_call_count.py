@@ -7,9 +7,10 @@ redis-py 5, 210 on 8), so the budget is on what ours adds to the floor: two
 ``Script`` calls of ``return 1`` on the same client, measured in the same test.
 On 2026-11-26 ours added 149-171 calls a cycle on redis-py 5.3 and 8.1,
 Python 3.10-3.13 (167-189 before the blocking driver ran the script runner's
-steps in its own loop and replies were decoded without isinstance) (``benchmarks/bench_calls.py`` prints the whole table); the
-budget keeps a later change from bringing more back unnoticed. The target is
-to add no more than redis-allocator does (~50).
+steps in its own loop and replies were decoded without isinstance);
+``benchmarks/bench_calls.py`` prints the whole table. The budget keeps a later
+change from bringing more back unnoticed. The target is to add no more than
+redis-allocator does (~50).
 """
 
 from __future__ import annotations
