@@ -39,14 +39,14 @@ logger = logging.getLogger("django_redis_pool")
 
 PREFIX = "django_redis_pool_"
 
-#: Gauges read at scrape: (the kind's gauge key, metric name, help).
-GAUGES = (
-    ("size", "size", "Resources or slots in all."),
-    ("free", "free", "Holds that could be granted now."),
-    ("held", "held", "Live holds (tasks running, objects borrowed)."),
-    ("waiting", "waiting", "Callers waiting for a hold (tasks ready to run)."),
-    ("oldest_hold_seconds", "oldest_hold_seconds", "Age of the oldest live hold."),
-)
+#: Gauges read at scrape: the kind's gauge key (the metric's name) -> help.
+GAUGES = {
+    "size": "Resources or slots in all.",
+    "free": "Holds that could be granted now.",
+    "held": "Live holds (tasks running, objects borrowed).",
+    "waiting": "Callers waiting for a hold (tasks ready to run).",
+    "oldest_hold_seconds": "Age of the oldest live hold.",
+}
 #: States of the ``tasks`` gauge: (the kind's gauge key, state label).
 TASK_STATES = (
     ("tasks_pending", "pending"),
@@ -113,8 +113,8 @@ class RedisPoolCollector:
             labels=labels,
         )
         gauges = {
-            key: GaugeMetricFamily(PREFIX + metric, text, labels=labels)
-            for key, metric, text in GAUGES
+            key: GaugeMetricFamily(PREFIX + key, help_text, labels=labels)
+            for key, help_text in GAUGES.items()
         }
         tasks = GaugeMetricFamily(PREFIX + "tasks", "Tasks by state.", labels=[*labels, "state"])
         counters = {
