@@ -135,7 +135,6 @@ def _attempt(late: _Late) -> Steps[float | None]:
 
 
 def _end(late: _Late, outcome: str, *, level: int = logging.INFO) -> None:
-    _pending.discard(late)
     logger.log(
         level,
         "%s, which went on in the background, ended after %.2f s and %d attempts: %s",
@@ -144,6 +143,8 @@ def _end(late: _Late, outcome: str, *, level: int = logging.INFO) -> None:
         late.attempts,
         outcome,
     )
+    # (after the log line: whoever sees pending_releases() drop finds it logged)
+    _pending.discard(late)
 
 
 async def _on_loop(late: _Late) -> None:
