@@ -293,8 +293,9 @@ def test_auto_renew_marks_the_lease_lost_and_logs_when_it_is_taken_away(client, 
     lease = pool.acquire()
     lease.start_auto_renew(on_lost=lost.append)
     pool.release("a")
-    wait_for(lambda: lease.lost, what="the next renewal to find the lease gone")
-    assert lease.lost and lost == [lease]
+    # (lost is set, and logged, before on_lost is called: wait for the call)
+    wait_for(lambda: lease.lost and lost, what="the next renewal to find the lease gone")
+    assert lost == [lease]
     assert "was lost" in caplog.text
     assert lease.release() is False
 
