@@ -11,6 +11,7 @@ that.
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -30,6 +31,21 @@ pytestmark = [pytest.mark.release, pytest.mark.timeout(600)]
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "django_redis_pool"
 PIP_TIMEOUT = 600
+#: What of the checkout is not the project's sources (tools' environments,
+#: caches, build output), left out of the copy the release is built from.
+NOT_SOURCES = (
+    ".git",
+    ".venv",
+    ".nox",
+    ".cache",
+    ".*_cache",
+    ".hypothesis",
+    "__pycache__",
+    "*.egg-info",
+    "build",
+    "dist",
+    "site",
+)
 
 
 def package_files() -> set[str]:
@@ -59,7 +75,12 @@ def dist(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """The sdist and the wheel, built once (``python -m build``: the wheel is
     built from the sdist, so the sdist is proven to build)."""
     out = tmp_path_factory.mktemp("dist")
-    run([sys.executable, "-m", "build", "--outdir", str(out), str(ROOT)], cwd=out, timeout=600)
+    # From a private copy of the tree: setuptools writes its egg-info and the
+    # sdist's staging directory into the source tree, and two test workers
+    # building this checkout at once removed each other's (a busy run's failure).
+    source = tmp_path_factory.mktemp("source") / "tree"
+    shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(*NOT_SOURCES))
+    run([sys.executable, "-m", "build", "--outdir", str(out), str(source)], cwd=out, timeout=600)
     (sdist,) = out.glob("*.tar.gz")
     (wheel,) = out.glob("*.whl")
     return {"sdist": sdist, "wheel": wheel}
