@@ -19,6 +19,7 @@ __all__ = [
     "PoolError",
     "ResourceUnavailable",
     "backend_errors",
+    "translated",
 ]
 
 
@@ -81,15 +82,23 @@ class backend_errors:  # (lower case: used as the function it was, ``with backen
     def __exit__(self, kind: Any, exc: Any, traceback: Any) -> bool:
         if exc is None or not isinstance(exc, _TRANSLATED):
             return False
-        if isinstance(exc, _UNREACHABLE):
-            if getattr(exc, "answered", False):  # (see primitives.deadlines.expired)
-                error = BackendUnavailable(str(exc))
-                error.answered = True
-                raise error from exc
-            raise BackendUnavailable(f"Redis could not be reached: {exc}") from exc
-        if type(exc).__name__ in _UNAVAILABLE_NAMES:
-            raise BackendUnavailable(f"Redis could not be reached: {exc}") from exc
-        raise PoolError(f"Redis rejected the operation: {exc}") from exc
+        raise translated(exc) from exc
+
+
+def translated(exc: BaseException) -> BaseException:
+    """What :class:`backend_errors` raises for ``exc`` (``exc`` itself if it
+    is not a Redis error); the caller raises it ``from exc``."""
+    if not isinstance(exc, _TRANSLATED):
+        return exc
+    if isinstance(exc, _UNREACHABLE):
+        if getattr(exc, "answered", False):  # (see primitives.deadlines.expired)
+            error = BackendUnavailable(str(exc))
+            error.answered = True
+            return error
+        return BackendUnavailable(f"Redis could not be reached: {exc}")
+    if type(exc).__name__ in _UNAVAILABLE_NAMES:
+        return BackendUnavailable(f"Redis could not be reached: {exc}")
+    return PoolError(f"Redis rejected the operation: {exc}")
 
 
 #: What is translated: every Redis error, and no Cluster node reachable (not a RedisError).

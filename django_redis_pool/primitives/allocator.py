@@ -171,9 +171,7 @@ class Allocator(LeasedPrimitive):
     def _extend(self, keys: list[str], lifetime_ms: int, priority: int) -> Steps[int]:
         added = 0
         for chunk in _chunks(keys):
-            added += int(
-                (yield from self._engine.op("alloc_extend", lifetime_ms, priority, *chunk))
-            )
+            added += int((yield self._engine.op("alloc_extend", lifetime_ms, priority, *chunk)))
         return added
 
     def extend_many(self, keys: Mapping[str, int]) -> int:
@@ -283,12 +281,12 @@ class Allocator(LeasedPrimitive):
         token = new_token()
         heal = 1 if self.configured_keys else 0
         packed = f"{token}|{to_ms(lease_timeout)}|{to_ms(bind_timeout)}|{heal}"
-        reply = yield from self._engine.op("alloc_malloc", packed, bind, holder)
+        reply = yield self._engine.op("alloc_malloc", packed, bind, holder)
         while reply in (Reply.MORE, Reply.EMPTY):
             if reply == Reply.EMPTY:  # (once: the next call restores nothing)
                 yield from self._heal()
                 packed = packed[:-1] + "0"
-            reply = yield from self._engine.op("alloc_malloc", packed, bind, holder)
+            reply = yield self._engine.op("alloc_malloc", packed, bind, holder)
         if not isinstance(reply, list):
             self._engine.counts.add(counts.REFUSED_TIMEOUT)
             return None
@@ -335,7 +333,9 @@ class Allocator(LeasedPrimitive):
         for key in keys:
             if isinstance(key, AllocatedKey):
                 lease = key.lease
-                freed += lease is not None and (yield from lease.release_steps())
+                freed += lease is not None and (
+                    (yield from self._engine.release_lease_steps(lease, ends=True)) != 0
+                )
             elif not self.shared:
                 name = check_name(key, "key")
                 freed += (yield from self._engine.release_steps(name, force=True)) != 0

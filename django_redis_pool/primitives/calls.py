@@ -24,9 +24,10 @@ import inspect
 import sys
 from typing import Any, TypeVar
 
-from ._common import waits_client
+from ..exceptions import translated
+from ._common import text, waits_client
 from .deadlines import current_deadline, expired
-from .scripts import runner_for
+from .scripts import MISS, runner_for
 from .steps import Call, Op, Steps
 
 __all__ = ["CancelWatch", "arun", "is_async_client", "run"]
@@ -42,8 +43,11 @@ def is_async_client(client: object) -> bool:
 def run(client: Any, steps: Steps[T]) -> T:
     """Run the operation ``steps`` on the blocking redis-py ``client``.
 
-    An engine :class:`.steps.Op` is run by the client's script runner, whose
-    own steps are driven here too, as if ``yield from`` them: the operation
+    An engine :class:`.steps.Op` is run by the client's script runner
+    (:meth:`.scripts.ScriptRunner.call`, or its steps when a script must be
+    loaded first); its reply is decoded (:func:`._common.text`) and a Redis
+    error of it translated (:func:`..exceptions.translated`). Steps that an
+    operation runs with ``yield from`` are driven here as well: the operation
     waits on a stack until they return (or raise into it). One loop, no call
     per step beyond the Redis call itself: this is every operation's hot path.
     """
@@ -65,19 +69,33 @@ def run(client: Any, steps: Steps[T]) -> T:
             current, reply, error = stack.pop(), None, exc
             continue
         kind = type(step)
-        if kind is Op:
-            stack.append(current)
-            current, reply, error = runner_for(client).steps(*step), None, None
-            continue
         try:
-            if kind is Call:
+            if kind is Op:
+                runner = runner_for(client)
+                reply = runner.call(client, step)
+                if reply is MISS:  # (something to load first: the runner's own steps)
+                    reply = run(client, runner.steps(*step))
+                reply = text(reply)
+            elif kind is Call:
                 target = waits_client(client) if step.waits else client
                 reply = getattr(target, step.method)(*step.args, **step.kwargs)
             else:
                 reply = step.fn(*step.args)
             error = None
         except BaseException as exc:
-            reply, error = None, exc
+            reply, error = None, _raised(kind, exc)
+
+
+def _raised(kind: type, exc: BaseException) -> BaseException:
+    """What an operation is raised into for ``exc`` of its step of type
+    ``kind``: an engine operation's Redis error translated (as
+    :class:`..exceptions.backend_errors` does), any other error as is."""
+    if kind is not Op:
+        return exc
+    error = translated(exc)
+    if error is not exc:
+        error.__cause__ = exc
+    return error
 
 
 def _advance(steps: Steps[Any], reply: Any, error: BaseException | None) -> tuple[bool, Any]:
@@ -111,7 +129,7 @@ async def arun(client: Any, steps: Steps[T]) -> T:
         except asyncio.CancelledError as exc:
             reply, error, cancelled = None, exc, True
         except BaseException as exc:
-            reply, error = None, exc
+            reply, error = None, _raised(type(step), exc)
 
 
 class CancelWatch:
@@ -136,7 +154,11 @@ async def _acall(client: Any, step: Any) -> Any:
     if type(step) is Call:
         return await getattr(client, step.method)(*step.args, **step.kwargs)
     if type(step) is Op:
-        return await arun(client, runner_for(client).steps(*step))
+        runner = runner_for(client)
+        reply = await runner.acall(client, step)
+        if reply is MISS:
+            reply = await arun(client, runner.steps(*step))
+        return text(reply)
     if inspect.iscoroutinefunction(step.fn):
         return await step.fn(*step.args)
     return await asyncio.to_thread(step.fn, *step.args)

@@ -51,9 +51,9 @@ from .async_clients import async_client_for
 from .calls import arun, is_async_client, run
 from .lease import Lease
 from .protocol import Reply, Restore
-from .steps import Call, Op, Steps
+from .steps import Call, Op, Steps, one
 
-__all__ = ["LeaseEngine", "Waiter", "default_holder", "unless_full"]
+__all__ = ["LeaseEngine", "Waiter", "default_holder"]
 
 _HOSTNAME = socket.gethostname()
 
@@ -152,23 +152,23 @@ class LeaseEngine:
         (:func:`.async_clients.async_client_for`)."""
         return await arun(self.client if self.is_async else async_client_for(self.client), steps)
 
-    def op(self, op: str, *args: Any) -> Steps[Any]:
-        """Lease-engine operation ``op`` (``lua/<op>.lua``) with its own
-        ``args``; those of the operations in ``PACKED`` are sent joined by "|"
-        as one argument (the last one may hold "|")."""
+    def op(self, op: str, *args: Any) -> Op:
+        """The step (``reply = yield engine.op(...)``) that runs lease-engine
+        operation ``op`` (``lua/<op>.lua``) with its own ``args``; those of
+        the operations in ``PACKED`` are sent joined by "|" as one argument
+        (the last one may hold "|"). Its reply comes back decoded, a Redis
+        error of it translated (:func:`.calls.run`)."""
         if op in PACKED:
-            args = ("|".join(map(str, args)).encode(),)
-        with backend_errors():
-            reply = yield Op(op, (*self._head, *args), self._streaks)
-        return text(reply)
+            return Op(op, (*self._head, "|".join(map(str, args)).encode()), self._streaks)
+        return Op(op, (*self._head, *args), self._streaks)
 
     def run(self, op: str, *args: Any) -> Any:
         """Run :meth:`op` ``op`` now, blocking."""
-        return self.drive(self.op(op, *args))
+        return self.drive(one(self.op(op, *args)))
 
     async def arun(self, op: str, *args: Any) -> Any:
         """Run :meth:`op` ``op`` now, on the event loop."""
-        return await self.adrive(self.op(op, *args))
+        return await self.adrive(one(self.op(op, *args)))
 
     # -- acquiring -------------------------------------------------------------
 
@@ -198,8 +198,10 @@ class LeaseEngine:
         On connections that keep deadlines (:mod:`.deadlines`; the Django
         registry's, and every asyncio call), a Redis that stops answering fails
         the call within ``timeout + DEADLINE_SLACK`` seconds (BackendUnavailable)."""
-        steps = self.acquire_steps(timeout, lease_ms, holder, priority, max_waiting)
-        return self.drive(unless_full(steps))
+        try:
+            return self.drive(self.acquire_steps(timeout, lease_ms, holder, priority, max_waiting))
+        except ResourceUnavailable:  # (refused for max_waiting)
+            return None
 
     async def aacquire(
         self,
@@ -214,7 +216,10 @@ class LeaseEngine:
         up its place (and a grant that raced the cancellation) before the
         ``CancelledError`` propagates."""
         steps = self.acquire_steps(timeout, lease_ms, holder, priority, max_waiting)
-        return await self.adrive(unless_full(steps))
+        try:
+            return await self.adrive(steps)
+        except ResourceUnavailable:  # (refused for max_waiting)
+            return None
 
     def acquire_steps(
         self,
@@ -226,71 +231,79 @@ class LeaseEngine:
     ) -> Steps[Lease | None]:
         """The operation behind :meth:`acquire` and :meth:`aacquire`: None when
         nothing was granted in time; raises :class:`ResourceUnavailable`
-        (``reason`` ``FULL``) when refused at once for ``max_waiting``."""
-        ask = (lease_ms, priority, -1 if max_waiting is None else max_waiting, holder)
-        started = time.monotonic()
+        (``reason`` ``FULL``) when refused at once for ``max_waiting``.
+
+        One generator for the common case (granted or refused by the first
+        call); only a caller that queues goes on in :meth:`_wait`."""
+        watch = deadlines.Stopwatch()
+        args = (lease_ms, priority, -1 if max_waiting is None else max_waiting, holder)
+        token = new_token()
+        if timeout == 0:
+            wait_ms, until = -2, None
+        else:
+            until = None if timeout is None else watch.started + timeout
+            wait_ms = _remaining_ms(until)
+        chunk = self._chunk or self._wait_chunk()
+        lease = refusal = None
         try:
-            lease = yield from self._acquire_in_time(timeout, ask)
+            with deadlines.deadline(None if timeout is None else timeout + DEADLINE_SLACK, watch):
+                try:
+                    reply = yield self._request(token, args, wait_ms, to_ms(chunk))
+                    if reply == Reply.EMPTY and self._heal is not None:
+                        reply = yield from self._healed(token, args, wait_ms, to_ms(chunk))
+                    if type(reply) is list:
+                        lease = yield from self._lease(reply[0], reply[1], watch.started)
+                    elif type(reply) is int:
+                        lease = yield from self._wait(token, args, until, chunk, reply)
+                    else:
+                        refusal = reply  # (nothing of ours is queued or granted)
+                except (BackendUnavailable, ResourceUnavailable, GeneratorExit):
+                    # Redis is unreachable: a queue place is dropped by the next
+                    # hand-off once our liveness window has passed; a grant
+                    # expires with its lease. (Refused for max_waiting: nothing
+                    # of ours is queued or granted.)
+                    raise
+                except BaseException:
+                    # Interrupted or cancelled (even between the operation's run
+                    # and its reply): give up our place, and anything granted or
+                    # handed to us meanwhile.
+                    with contextlib.suppress(Exception):
+                        yield self.op("withdraw", token)
+                    raise
+                if refusal is not None:
+                    self._refused(refusal, args, timeout != 0)
+            late = lease is not None and timeout is not None and watch.elapsed() - timeout
+            if late and late > LATE_GRANT:
+                lease = yield from self._unless_late(lease, timeout, watch)
         except ResourceUnavailable:
             self.counts.add(counts.REFUSED_FULL)
             raise
         if lease is None:
             self.counts.add(counts.REFUSED_TIMEOUT)
         else:
-            self.counts.granted(time.monotonic() - started)
+            self.counts.granted(watch.elapsed())
         return lease
 
-    def _acquire_in_time(self, timeout: float | None, ask: AcquireArgs) -> Steps[Lease | None]:
-        if timeout is None:
-            return (yield from self._acquire(timeout, ask))
-        watch = deadlines.Stopwatch()
-        with deadlines.deadline(timeout + DEADLINE_SLACK, watch):
-            lease = yield from self._acquire(timeout, ask)
-        if lease is not None and watch.elapsed() - timeout > LATE_GRANT:
-            # (the time this thread spent running or waiting for a CPU is not
-            # Redis's lateness: a busy loop or a starved process delays a grant
-            # that Redis gave in time)
-            late = watch.waited() - timeout
-            if late > LATE_GRANT:
-                logger.warning(
-                    "%s: a grant came %.2f s after the %s s wait ended, waiting on Redis "
-                    "(slow or paused?); given back",
-                    self.label,
-                    late,
-                    timeout,
-                )
-                with contextlib.suppress(Exception):
-                    yield from self.release_steps(lease.resource, lease.token)
-                return None
-        return lease
-
-    def _acquire(self, timeout: float | None, args: AcquireArgs) -> Steps[Lease | None]:
-        token = new_token()
-        if timeout == 0:
-            wait_ms, deadline = -2, None
-        else:
-            deadline = None if timeout is None else time.monotonic() + timeout
-            wait_ms = _remaining_ms(deadline)
-        chunk = self._wait_chunk()
-        try:
-            sent = time.monotonic()
-            reply = yield from self._request(token, args, wait_ms, to_ms(chunk))
-            if type(reply) is list:
-                return (yield from self._lease(reply[0], reply[1], sent))
-            if type(reply) is int:
-                return (yield from self._wait(token, args, deadline, chunk, reply))
-        except (BackendUnavailable, ResourceUnavailable, GeneratorExit):
-            # Redis is unreachable: a queue place is dropped by the next hand-off
-            # once our liveness window has passed; a grant expires with its lease.
-            # (Refused for max_waiting: nothing of ours is queued or granted.)
-            raise
-        except BaseException:
-            # Interrupted or cancelled (even between the operation's run and its
-            # reply): give up our place, and anything granted or handed to us meanwhile.
-            with contextlib.suppress(Exception):
-                yield from self.op("withdraw", token)
-            raise
-        self._refused(reply, args, timeout != 0)  # (nothing of ours is queued or granted)
+    def _unless_late(
+        self, lease: Lease, timeout: float, watch: deadlines.Stopwatch
+    ) -> Steps[Lease | None]:
+        """``lease``, or None having given it back if it came more than
+        ``LATE_GRANT`` seconds after the ``timeout`` of waiting on Redis.
+        (The time this thread spent running or waiting for a CPU is not
+        Redis's lateness: a busy loop or a starved process delays a grant that
+        Redis gave in time.)"""
+        late = watch.waited() - timeout
+        if late <= LATE_GRANT:
+            return lease
+        logger.warning(
+            "%s: a grant came %.2f s after the %s s wait ended, waiting on Redis "
+            "(slow or paused?); given back",
+            self.label,
+            late,
+            timeout,
+        )
+        with contextlib.suppress(Exception):
+            yield from self.release_steps(lease.resource, lease.token)
         return None
 
     def _wait(
@@ -308,7 +321,7 @@ class LeaseEngine:
             if deadline is not None:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
-                    yield from self.op("withdraw", token)
+                    yield self.op("withdraw", token)
                     return None
                 block = min(block, remaining)
             if next_expiry_ms >= 0:
@@ -325,7 +338,7 @@ class LeaseEngine:
                 resource, raw = text(popped[1]).split("\n", 1)
                 reply = [resource, raw]
             else:
-                reply = yield from self.op("wait", token, alive_ms)
+                reply = yield self.op("wait", token, alive_ms)
             if type(reply) is list:
                 lease = yield from self._lease(reply[0], reply[1], sent)
                 if lease is not None:
@@ -339,7 +352,10 @@ class LeaseEngine:
                 if deadline is not None and deadline <= time.monotonic():
                     return None
                 sent = time.monotonic()
-                reply = yield from self._request(token, args, _remaining_ms(deadline), alive_ms)
+                wait_ms = _remaining_ms(deadline)
+                reply = yield self._request(token, args, wait_ms, alive_ms)
+                if reply == Reply.EMPTY and self._heal is not None:
+                    reply = yield from self._healed(token, args, wait_ms, alive_ms)
                 if type(reply) is list:
                     lease = yield from self._lease(reply[0], reply[1], sent)
                     if lease is not None:
@@ -350,15 +366,30 @@ class LeaseEngine:
                     return None
             next_expiry_ms = reply
 
-    def _request(self, token: str, args: AcquireArgs, wait_ms: int, alive_ms: int) -> Steps[Any]:
-        """Run the acquire operation for ``token`` (``args``: see :data:`AcquireArgs`)."""
+    def _request(
+        self, token: str, args: AcquireArgs, wait_ms: int, alive_ms: int, restore: bool = True
+    ) -> Op:
+        """The acquire operation for ``token`` (``args``: see :data:`AcquireArgs`);
+        ``restore``: whether it restores lost keys (see ``LeaseEngine``)."""
         lease_ms, priority, max_waiting, holder = args
-        ask = (token, lease_ms, priority, wait_ms, max_waiting, alive_ms)
-        reply = yield from self.op("acquire", *ask, self.restore, holder)
-        if reply == Reply.EMPTY and self._heal is not None:
-            yield from self._heal()  # (nothing was changed: the same token asks again)
-            reply = yield from self.op("acquire", *ask, Restore.NOTHING, holder)
-        return reply
+        return self.op(
+            "acquire",
+            token,
+            lease_ms,
+            priority,
+            wait_ms,
+            max_waiting,
+            alive_ms,
+            self.restore if restore else Restore.NOTHING,
+            holder,
+        )
+
+    def _healed(self, token: str, args: AcquireArgs, wait_ms: int, alive_ms: int) -> Steps[Any]:
+        """After the acquire found the pool holding nothing (Redis lost its
+        keys; nothing was changed): restore its members, and ask again."""
+        assert self._heal is not None
+        yield from self._heal()
+        return (yield self._request(token, args, wait_ms, alive_ms, False))
 
     def _refused(self, reply: str, args: AcquireArgs, wait: bool) -> None:
         """Raise for the acquire replies that mean it cannot be served: a
@@ -445,7 +476,7 @@ class LeaseEngine:
         the new expiry (unix seconds, None for none), or False if there is no
         such live lease."""
         lease_ms = -2 if lease_timeout is None and keep else to_ms(lease_timeout)
-        expires = int((yield from self.op("renew", token, lease_ms, resource)))
+        expires = int((yield self.op("renew", token, lease_ms, resource)))
         if expires == -2:
             return False
         return None if expires == -1 else expires / 1000
@@ -469,23 +500,38 @@ class LeaseEngine:
         """
         request = request or new_token()
         fence_arg = "" if fence is None else fence
-        return int((yield from self.op("release", token, request, fence_arg, int(force), resource)))
+        return int((yield self.op("release", token, request, fence_arg, int(force), resource)))
 
-    def release_lease_steps(self, lease: Lease) -> Steps[int | None]:
+    def release_lease_steps(self, lease: Lease, *, ends: bool = False) -> Steps[int | None]:
         """End ``lease`` (by its token) as :meth:`release_steps` does, waiting
         at most ``DEADLINE_SLACK`` for Redis. Returns None when that was not
         enough (Redis unreachable, or too slow): the release then goes on in
         the background with the same request id (:mod:`.releases`), and the
-        caller is not held for it."""
+        caller is not held for it.
+
+        ``ends``: the lease is let go of, whatever the answer (``Lease.release``):
+        its renewal stops first, a lease already known lost is not sent (0),
+        one found gone is logged as lost, and ``lost`` is set."""
+        if ends:
+            lease._renewing = False
+            if lease.lost:
+                return 0
         request = new_token()
         try:
             with deadlines.deadline(DEADLINE_SLACK):
-                reply = yield from self.release_steps(lease.resource, lease.token, request)
+                reply: int | None = int(
+                    (yield self.op("release", lease.token, request, "", 0, lease.resource))
+                )
         except BackendUnavailable as exc:
             releases.go_on(lease, request, exc, DEADLINE_SLACK)
             reply = None
-        if reply != 0 and reply != 2 and lease._granted is not None:
+        if reply == 0:
+            if ends:
+                lease._mark_lost("it was already gone when released", call_on_lost=False)
+        elif reply != 2 and lease._granted is not None:
             self.counts.released(time.monotonic() - lease._granted)
+        if ends:
+            lease.lost = True
         return reply
 
     def release(self, resource: str, token: str = "", *args: Any, **kwargs: Any) -> int:
@@ -548,15 +594,6 @@ class LeaseEngine:
 
 #: What an acquire asks for: (lease ms, priority, max waiting (-1: no limit), holder).
 AcquireArgs = tuple[int, int, int, str]
-
-
-def unless_full(steps: Steps[T]) -> Steps[T | None]:
-    """The acquire ``steps``, answering None where they were refused for
-    ``max_waiting`` (``acquire_steps`` raises ResourceUnavailable then)."""
-    try:
-        return (yield from steps)
-    except ResourceUnavailable:
-        return None
 
 
 #: The operations whose arguments are sent packed into one (see ``engine.lua``).

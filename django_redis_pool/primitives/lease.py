@@ -144,26 +144,11 @@ class Lease:
         finish by then (Redis unreachable or too slow) returns True and goes on
         in the background until Redis answers or the lease ends
         (:mod:`.releases`); ``lost`` is set either way."""
-        return self._engine.drive(self.release_steps())
+        return self._engine.drive(self._engine.release_lease_steps(self, ends=True)) != 0
 
     async def arelease(self) -> bool:
         """:meth:`release` on the event loop."""
-        return await self._engine.adrive(self.release_steps())
-
-    def release_steps(self) -> Steps[bool]:
-        """The operation (see :mod:`.steps`) behind :meth:`release` and :meth:`arelease`."""
-        self.stop_auto_renew()
-        if self.lost:
-            return False
-        reply = yield from self._engine.release_lease_steps(self)
-        if reply is None:  # it goes on in the background: this lease is let go of
-            self.lost = True
-            return True
-        ok = reply != 0
-        if not ok:
-            self._mark_lost("it was already gone when released", call_on_lost=False)
-        self.lost = True
-        return ok
+        return await self._engine.adrive(self._engine.release_lease_steps(self, ends=True)) != 0
 
     def start_auto_renew(self, on_lost: Callable[[Lease], object] | None = None) -> None:
         """Renew at about 2/3 of the lease duration until released: as a task

@@ -15,7 +15,7 @@ from typing import Any
 from ..exceptions import NotOwned, ResourceUnavailable
 from ._common import to_ms
 from .base import DEFAULT_KEY_PREFIX, LeasedPrimitive
-from .engine import default_holder, unless_full
+from .engine import default_holder
 from .lease import Lease
 from .protocol import Mode
 from .steps import Steps
@@ -177,7 +177,10 @@ class Lock(LeasedPrimitive):
         since it would wait for itself). False at once when ``max_waiting``
         callers already wait.
         """
-        return bool(self._engine.drive(unless_full(self._acquire(blocking, timeout, holder))))
+        try:
+            return self._engine.drive(self._acquire(blocking, timeout, holder))
+        except ResourceUnavailable:  # (refused for max_waiting)
+            return False
 
     async def aacquire(
         self, *, blocking: bool = True, timeout: float | None = None, holder: str | None = None
@@ -186,8 +189,10 @@ class Lock(LeasedPrimitive):
         queue as blocking callers. Cancelled while waiting, it leaves the queue
         (giving back a grant that raced the cancellation) before
         ``CancelledError`` propagates."""
-        steps = unless_full(self._acquire(blocking, timeout, holder))
-        return bool(await self._engine.adrive(steps))
+        try:
+            return await self._engine.adrive(self._acquire(blocking, timeout, holder))
+        except ResourceUnavailable:  # (refused for max_waiting)
+            return False
 
     def _take(self, timeout: float | None) -> bool:
         """:meth:`acquire` (blocking), but raising :class:`ResourceUnavailable`

@@ -108,7 +108,7 @@ class ResourcePool(LeasedPrimitive):
     def _associate(self, ids: Sequence[str]) -> Steps[int]:
         added = 0
         for start in range(0, len(ids), 1000):
-            added += int((yield from self._engine.op("pool_associate", *ids[start : start + 1000])))
+            added += int((yield self._engine.op("pool_associate", *ids[start : start + 1000])))
         return added
 
     def disassociate(self, resource: str) -> bool:

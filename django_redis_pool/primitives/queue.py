@@ -180,7 +180,7 @@ class TaskQueue:
         if isinstance(priority, bool) or not isinstance(priority, int) or abs(priority) > 100:
             raise ValueError(f"priority must be an int from -100 to 100, got {priority!r}")
         at = -1 if run_at is None else math.floor(_seconds(run_at, "run_at") * 1000)
-        added, flat = yield from self._engine.op(
+        added, flat = yield self._engine.op(
             "queue_enqueue",
             task_id,
             name,
@@ -201,7 +201,7 @@ class TaskQueue:
         return self._engine.drive(self._get_task(check_name(id, "task id")))
 
     def _get_task(self, id: str) -> Steps[Task | None]:
-        flat = yield from self._engine.op("queue_read", "task", id)
+        flat = yield self._engine.op("queue_read", "task", id)
         if not flat:
             return None
         return task_from_fields(id, dict(zip(flat[0::2], flat[1::2], strict=True)))
@@ -240,7 +240,7 @@ class TaskQueue:
         return self._engine.drive(self._has_worker(check_name(name, "task name")))
 
     def _has_worker(self, name: str) -> Steps[bool]:
-        return int((yield from self._engine.op("queue_read", "live", name))) > 0
+        return int((yield self._engine.op("queue_read", "live", name))) > 0
 
     def retry(self, id: str) -> bool:
         """Queue a failed task again (attempts start over). False if it is not failed."""

@@ -40,11 +40,12 @@ from redis.exceptions import NoPermissionError, NoScriptError, ResponseError
 
 from ._common import load_lua
 from .protocol import Reply
-from .steps import Call, Steps
+from .steps import Call, Op, Steps
 
 __all__ = [
     "FAST",
     "LIBRARY_NAME",
+    "MISS",
     "NUM_KEYS",
     "OPERATIONS",
     "SLOW_STREAK",
@@ -182,6 +183,68 @@ class ScriptRunner:
         if not callable(getattr(client, "fcall", None)) or hasattr(client, "nodes_manager"):
             self.functions = False  # Redis Cluster: EVALSHA (loaded on every primary)
 
+    def call(self, client: Any, op: Op) -> Any:
+        """Run ``op`` on the blocking ``client`` at once, as :meth:`steps`
+        would when nothing needs loading: this is every operation's hot path.
+        Returns :data:`MISS` (having changed nothing) when this client's path
+        is not known yet, or the library or script must be loaded: the caller
+        runs :meth:`steps` then."""
+        try:
+            if self.functions:
+                return client.fcall(_FUNCTIONS[op.op], NUM_KEYS, *op.keys_and_args)
+            if self.functions is None:
+                return MISS
+            fast = self._fast(op)
+            if fast is not None:
+                reply = client.evalsha(fast, NUM_KEYS, *op.keys_and_args)
+                if self._answered(op, reply):
+                    return reply
+            return client.evalsha(_SHAS[op.op], NUM_KEYS, *op.keys_and_args)
+        except ResponseError as exc:
+            if _must_load(exc):
+                return MISS
+            raise
+
+    async def acall(self, client: Any, op: Op) -> Any:
+        """:meth:`call` on a ``redis.asyncio`` client."""
+        try:
+            if self.functions:
+                return await client.fcall(_FUNCTIONS[op.op], NUM_KEYS, *op.keys_and_args)
+            if self.functions is None:
+                return MISS
+            fast = self._fast(op)
+            if fast is not None:
+                reply = await client.evalsha(fast, NUM_KEYS, *op.keys_and_args)
+                if self._answered(op, reply):
+                    return reply
+            return await client.evalsha(_SHAS[op.op], NUM_KEYS, *op.keys_and_args)
+        except ResponseError as exc:
+            if _must_load(exc):
+                return MISS
+            raise
+
+    @staticmethod
+    def _fast(step: Op) -> str | None:
+        """The digest of the common-case script to run first for ``step``
+        (EVALSHA path), or None: the operation has none, or its primitive is
+        in a slow streak (one call of it is counted)."""
+        fast = _FAST_SHAS.get(step.op)
+        streaks = step.streaks
+        if fast is not None and streaks and streaks.get(step.op):
+            streaks[step.op] -= 1
+            return None
+        return fast
+
+    @staticmethod
+    def _answered(step: Op, reply: Any) -> bool:
+        """Whether the common-case script's ``reply`` is the answer; if it
+        said 'slow', the primitive's next ``SLOW_STREAK`` calls skip it."""
+        if reply not in _SLOW:
+            return True
+        if step.streaks is not None:
+            step.streaks[step.op] = SLOW_STREAK
+        return False
+
     def steps(
         self, op: str, keys_and_args: tuple[Any, ...], streaks: dict[str, int] | None = None
     ) -> Steps[Any]:
@@ -198,16 +261,11 @@ class ScriptRunner:
                 return (yield call)
             self.functions = True
             return reply
-        fast = FAST.get(op)
-        if fast is not None:
-            if streaks is not None and streaks.get(op):
-                streaks[op] -= 1
-            else:
-                reply = yield from _evalsha(fast, keys_and_args)
-                if reply not in _SLOW:
-                    return reply
-                if streaks is not None:
-                    streaks[op] = SLOW_STREAK
+        step = Op(op, keys_and_args, streaks)
+        if self._fast(step) is not None:
+            reply = yield from _evalsha(FAST[op], keys_and_args)
+            if self._answered(step, reply):
+                return reply
         return (yield from _evalsha(op, keys_and_args))
 
     def _load_library(self, exc: ResponseError) -> Steps[bool]:
@@ -245,6 +303,32 @@ def script_sha(op: str) -> str:
     """The SHA1 digest by which EVALSHA runs the script of ``op``."""
     return hashlib.sha1(script_source(op).encode()).hexdigest()
 
+
+def _must_load(exc: ResponseError) -> bool:
+    """Whether ``exc`` says that what was called must be loaded first (or
+    that this server has no function library): nothing ran."""
+    if isinstance(exc, (NoScriptError, NoPermissionError)):
+        return True
+    message = str(exc).lower()
+    return "function not found" in message or "unknown command" in message
+
+
+class _Digests(dict[str, str]):
+    """Operation -> the digest of its script, computed when first asked for."""
+
+    def __missing__(self, op: str) -> str:
+        self[op] = digest = script_sha(op)
+        return digest
+
+
+#: What :meth:`ScriptRunner.call` runs: the function of each operation, the
+#: digest of its script, and of its common-case script.
+_FUNCTIONS = {op: f"{LIBRARY_NAME}_{op}" for op in OPERATIONS}
+_SHAS = _Digests()
+_FAST_SHAS = {op: script_sha(fast) for op, fast in FAST.items()}
+
+#: What :meth:`ScriptRunner.call` answers when it could not run the operation.
+MISS = object()
 
 _runners: weakref.WeakKeyDictionary[Any, ScriptRunner] = weakref.WeakKeyDictionary()
 _runners_lock = threading.Lock()

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Generator
 from typing import Any, NamedTuple, TypeVar
 
-__all__ = ["Call", "Local", "Op", "Steps"]
+__all__ = ["Call", "Local", "Op", "Steps", "one"]
 
 T = TypeVar("T")
 
@@ -48,3 +48,8 @@ class Local(NamedTuple):
 
 #: An operation: yields steps, receives their replies, returns its result.
 Steps = Generator[Any, Any, T]
+
+
+def one(step: Any) -> Steps[Any]:
+    """The operation of the single ``step``: returns its reply."""
+    return (yield step)
