@@ -35,7 +35,8 @@ def to_ms(seconds: float | None) -> int:
     """Seconds to whole milliseconds; None becomes -1 (meaning "no limit")."""
     if seconds is None:
         return -1
-    return max(0, round(seconds * 1000))
+    ms = int(seconds * 1000 + 0.5)  # (rounded, without a call: it is on every operation)
+    return ms if ms > 0 else 0
 
 
 def text(value: Any) -> Any:

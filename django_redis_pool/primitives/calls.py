@@ -75,7 +75,8 @@ def run(client: Any, steps: Steps[T]) -> T:
                 reply = runner.call(client, step)
                 if reply is MISS:  # (something to load first: the runner's own steps)
                     reply = run(client, runner.steps(*step))
-                reply = text(reply)
+                if type(reply) is not int:
+                    reply = text(reply)
             elif kind is Call:
                 target = waits_client(client) if step.waits else client
                 reply = getattr(target, step.method)(*step.args, **step.kwargs)

@@ -89,13 +89,30 @@ def busy_time() -> float:
     global _schedstat
     if _schedstat:
         try:
-            reader = _local.__dict__.get("schedstat")
+            reader = _local.__dict__.get("reader")
             if reader is None:
-                reader = _local.schedstat = _Schedstat()
+                reader = _local.reader = _Schedstat()
             return reader.read()
         except (OSError, ValueError):
             _schedstat = False
     return time.thread_time()
+
+
+def _busy_mark() -> bytes | float:
+    """:func:`busy_time` as read, parsed only when needed (:func:`_busy_of`):
+    a stopwatch is started on every acquire, and read back only when one was slow."""
+    try:
+        return os.pread(_local.reader.fd, 128, 0)
+    except (AttributeError, OSError):  # (no reader on this thread yet, or none can be)
+        return busy_time()
+
+
+def _busy_of(mark: bytes | float) -> float:
+    """The :func:`busy_time` of a :func:`_busy_mark`."""
+    if type(mark) is bytes:
+        running, runnable = mark.split()[:2]
+        return (int(running) + int(runnable)) / 1e9
+    return mark  # type: ignore[return-value]
 
 
 def _new_thread_readers() -> None:
@@ -117,7 +134,7 @@ class Stopwatch:
 
     def __init__(self) -> None:
         self.thread = threading.get_ident()
-        self.busy = busy_time()
+        self.busy = _busy_mark()
         self.started = time.monotonic()
 
     def elapsed(self) -> float:
@@ -130,30 +147,10 @@ class Stopwatch:
         elapsed = time.monotonic() - self.started
         if threading.get_ident() != self.thread:
             return elapsed
-        return elapsed - max(0.0, busy_time() - self.busy)
+        return elapsed - max(0.0, busy_time() - _busy_of(self.busy))
 
 
 # ------------------------------------------------------------------ deadlines
-
-
-class _Deadline:
-    """``seconds`` of waiting from the start of ``watch`` (see :class:`Stopwatch`).
-    ``answered``: once it had passed, a reply of Redis was found there unread."""
-
-    __slots__ = ("answered", "seconds", "watch")
-
-    def __init__(self, seconds: float, watch: Stopwatch) -> None:
-        self.seconds = seconds
-        self.watch = watch
-        self.answered = False
-
-    def left(self) -> float:
-        return self.seconds - self.watch.waited()
-
-
-_DEADLINE: contextvars.ContextVar[_Deadline | None] = contextvars.ContextVar(
-    "django_redis_pool_deadline", default=None
-)
 
 
 class deadline:  # (lower case: used as the function it was, ``with deadline(s):``)
@@ -161,23 +158,36 @@ class deadline:  # (lower case: used as the function it was, ``with deadline(s):
     of waiting from now, or from the start of ``watch`` (None: no bound): time
     the thread spends running or waiting for a CPU is not counted
     (:class:`Stopwatch`). An enclosing deadline with less time left still
-    applies. (A class, not a generator: it is entered on every release.)"""
+    applies. (A class, not a generator: it is entered on every release.)
 
-    __slots__ = ("seconds", "token", "watch")
+    Without a ``watch``, the time is counted from the first time a call asks
+    how much is left (:meth:`left`): what ran before is this thread's own work,
+    which a deadline does not count anyway, and a deadline nobody asks about
+    (a blocking client whose connections do not keep deadlines) reads no clock.
+    ``answered``: once it had passed, a reply of Redis was found there unread."""
+
+    __slots__ = ("answered", "seconds", "token", "watch")
 
     def __init__(self, seconds: float | None, watch: Stopwatch | None = None) -> None:
         self.seconds = seconds
         self.watch = watch
-        self.token: contextvars.Token[_Deadline | None] | None = None
+        self.answered = False
+        self.token: contextvars.Token[deadline | None] | None = None
+
+    def left(self) -> float:
+        """Seconds of waiting left (negative: passed)."""
+        watch = self.watch
+        if watch is None:
+            watch = self.watch = Stopwatch()
+        return self.seconds - watch.waited()  # type: ignore[operator]
 
     def __enter__(self) -> None:
-        seconds = self.seconds
-        if seconds is None:
+        if self.seconds is None:
             return
         outer = _DEADLINE.get()
-        if outer is not None and outer.left() <= seconds:
+        if outer is not None and outer.left() <= self.seconds:
             return
-        self.token = _DEADLINE.set(_Deadline(seconds, self.watch or Stopwatch()))
+        self.token = _DEADLINE.set(self)
 
     def __exit__(self, *exc_info: object) -> None:
         if self.token is not None:
@@ -185,7 +195,12 @@ class deadline:  # (lower case: used as the function it was, ``with deadline(s):
             self.token = None
 
 
-def current_deadline() -> _Deadline | None:
+_DEADLINE: contextvars.ContextVar[deadline | None] = contextvars.ContextVar(
+    "django_redis_pool_deadline", default=None
+)
+
+
+def current_deadline() -> deadline | None:
     """The innermost deadline in force here (None: there is none)."""
     return _DEADLINE.get()
 
@@ -200,7 +215,7 @@ def time_left() -> float | None:
 TOO_BUSY = "this process was too busy to read Redis's reply in time (Redis answered)"
 
 
-def expired(message: str, bound: _Deadline | None = None) -> RedisTimeoutError:
+def expired(message: str, bound: deadline | None = None) -> RedisTimeoutError:
     """redis-py's ``TimeoutError`` for the deadline ``bound`` (default: the
     current one), which has passed: ``message``, or, if a reply of Redis was
     found there unread (``bound.answered``), :data:`TOO_BUSY`; that error's

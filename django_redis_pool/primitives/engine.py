@@ -64,7 +64,24 @@ T = TypeVar("T")
 
 def default_holder() -> str:
     """``host:pid:thread`` of the caller: who holds a lease when no holder is given."""
-    return f"{_HOSTNAME}:{os.getpid()}:{threading.get_ident()}"
+    try:
+        return _this_thread.holder  # type: ignore[no-any-return]
+    except AttributeError:
+        holder = _this_thread.holder = f"{_HOSTNAME}:{os.getpid()}:{threading.get_ident()}"
+        return holder
+
+
+#: What is known of the calling thread (its default holder); new in a forked child.
+_this_thread = threading.local()
+
+
+def _new_process() -> None:
+    global _this_thread
+    _this_thread = threading.local()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_new_process)
 
 
 @dataclass(frozen=True)
@@ -125,6 +142,7 @@ class LeaseEngine:
         self.is_async = is_async_client(client)
         self._streaks: dict[str, int] = {}  # see ScriptRunner.steps
         self._chunk: float | None = None
+        self._chunk_ms = 0  # (set with _chunk)
         self._heal = heal
         #: The acquire operation's ``restore`` argument (``acquire.lua``): the
         #: max size ``default_max`` as text, ``Restore.HEAL`` for ``heal``.
@@ -244,17 +262,18 @@ class LeaseEngine:
             until = None if timeout is None else watch.started + timeout
             wait_ms = _remaining_ms(until)
         chunk = self._chunk or self._wait_chunk()
+        chunk_ms = self._chunk_ms
         lease = refusal = None
         try:
             with deadlines.deadline(None if timeout is None else timeout + DEADLINE_SLACK, watch):
                 try:
-                    reply = yield self._request(token, args, wait_ms, to_ms(chunk))
+                    reply = yield self._request(token, args, wait_ms, chunk_ms)
                     if reply == Reply.EMPTY and self._heal is not None:
-                        reply = yield from self._healed(token, args, wait_ms, to_ms(chunk))
-                    if type(reply) is list:
-                        lease = yield from self._lease(reply[0], reply[1], watch.started)
-                    elif type(reply) is int:
+                        reply = yield from self._healed(token, args, wait_ms, chunk_ms)
+                    if type(reply) is int:
                         lease = yield from self._wait(token, args, until, chunk, reply)
+                    elif "\n" in reply:  # (a grant: "resource\nrecord")
+                        lease = yield from self._lease(reply, watch.started)
                     else:
                         refusal = reply  # (nothing of ours is queued or granted)
                 except (BackendUnavailable, ResourceUnavailable, GeneratorExit):
@@ -272,8 +291,8 @@ class LeaseEngine:
                     raise
                 if refusal is not None:
                     self._refused(refusal, args, timeout != 0)
-            late = lease is not None and timeout is not None and watch.elapsed() - timeout
-            if late and late > LATE_GRANT:
+            took = watch.elapsed()
+            if lease is not None and timeout is not None and took - timeout > LATE_GRANT:
                 lease = yield from self._unless_late(lease, timeout, watch)
         except ResourceUnavailable:
             self.counts.add(counts.REFUSED_FULL)
@@ -281,7 +300,7 @@ class LeaseEngine:
         if lease is None:
             self.counts.add(counts.REFUSED_TIMEOUT)
         else:
-            self.counts.granted(watch.elapsed())
+            self.counts.granted(took)
         return lease
 
     def _unless_late(
@@ -335,12 +354,11 @@ class LeaseEngine:
                 )
             reply: Any
             if popped:
-                resource, raw = text(popped[1]).split("\n", 1)
-                reply = [resource, raw]
+                reply = text(popped[1])  # (the grant, as the operations answer it)
             else:
                 reply = yield self.op("wait", token, alive_ms)
-            if type(reply) is list:
-                lease = yield from self._lease(reply[0], reply[1], sent)
+            if type(reply) is str and "\n" in reply:
+                lease = yield from self._lease(reply, sent)
                 if lease is not None:
                     return lease
                 reply = Reply.GONE
@@ -356,8 +374,8 @@ class LeaseEngine:
                 reply = yield self._request(token, args, wait_ms, alive_ms)
                 if reply == Reply.EMPTY and self._heal is not None:
                     reply = yield from self._healed(token, args, wait_ms, alive_ms)
-                if type(reply) is list:
-                    lease = yield from self._lease(reply[0], reply[1], sent)
+                if type(reply) is str and "\n" in reply:
+                    lease = yield from self._lease(reply, sent)
                     if lease is not None:
                         return lease
                     continue
@@ -435,10 +453,12 @@ class LeaseEngine:
         )
         return lease, provisional == "1"
 
-    def _lease(self, resource: str, raw: str, sent: float) -> Steps[Lease | None]:
-        """Lease granted to us by the call sent at ``sent`` (monotonic); a
-        provisional (unconfirmed) grant to a waiter is confirmed first. None if
-        the grant was lost before it could be."""
+    def _lease(self, grant: str, sent: float) -> Steps[Lease | None]:
+        """Lease granted to us (``grant``: "resource\nrecord", as the
+        operations answer it and a hand-off pushes it) by the call sent at
+        ``sent`` (monotonic); a provisional (unconfirmed) grant to a waiter is
+        confirmed first. None if the grant was lost before it could be."""
+        resource, raw = grant.split("\n", 1)
         lease, provisional = self._decode(resource, raw)
         lease._term_from = lease._granted = sent
         if provisional and not (yield from self.renew_steps(lease, None)):
@@ -452,6 +472,7 @@ class LeaseEngine:
             if timeout:
                 chunk = min(chunk, max(timeout - 1.0, timeout / 2))
             self._chunk = max(chunk, 0.05)
+            self._chunk_ms = to_ms(self._chunk)
         return self._chunk
 
     # -- holding ----------------------------------------------------------------

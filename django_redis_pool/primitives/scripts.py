@@ -29,6 +29,7 @@ Django.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import re
 import threading
@@ -185,21 +186,28 @@ class ScriptRunner:
 
     def call(self, client: Any, op: Op) -> Any:
         """Run ``op`` on the blocking ``client`` at once, as :meth:`steps`
-        would when nothing needs loading: this is every operation's hot path.
+        would when nothing needs loading: this is every operation's hot path
+        (:meth:`steps`'s logic, written out without a call to spare).
         Returns :data:`MISS` (having changed nothing) when this client's path
         is not known yet, or the library or script must be loaded: the caller
         runs :meth:`steps` then."""
+        name, keys_and_args, streaks = op
         try:
             if self.functions:
-                return client.fcall(_FUNCTIONS[op.op], NUM_KEYS, *op.keys_and_args)
+                return client.execute_command("FCALL", _FUNCTIONS[name], 1, *keys_and_args)
             if self.functions is None:
                 return MISS
-            fast = self._fast(op)
+            fast = _FAST_SHAS[name]
             if fast is not None:
-                reply = client.evalsha(fast, NUM_KEYS, *op.keys_and_args)
-                if self._answered(op, reply):
-                    return reply
-            return client.evalsha(_SHAS[op.op], NUM_KEYS, *op.keys_and_args)
+                if streaks and streaks.get(name):
+                    streaks[name] -= 1
+                else:
+                    reply = client.execute_command("EVALSHA", fast, 1, *keys_and_args)
+                    if reply not in _SLOW:
+                        return reply
+                    if streaks is not None:
+                        streaks[name] = SLOW_STREAK
+            return client.execute_command("EVALSHA", _SHAS[name], 1, *keys_and_args)
         except ResponseError as exc:
             if _must_load(exc):
                 return MISS
@@ -207,43 +215,27 @@ class ScriptRunner:
 
     async def acall(self, client: Any, op: Op) -> Any:
         """:meth:`call` on a ``redis.asyncio`` client."""
+        name, keys_and_args, streaks = op
         try:
             if self.functions:
-                return await client.fcall(_FUNCTIONS[op.op], NUM_KEYS, *op.keys_and_args)
+                return await client.execute_command("FCALL", _FUNCTIONS[name], 1, *keys_and_args)
             if self.functions is None:
                 return MISS
-            fast = self._fast(op)
+            fast = _FAST_SHAS[name]
             if fast is not None:
-                reply = await client.evalsha(fast, NUM_KEYS, *op.keys_and_args)
-                if self._answered(op, reply):
-                    return reply
-            return await client.evalsha(_SHAS[op.op], NUM_KEYS, *op.keys_and_args)
+                if streaks and streaks.get(name):
+                    streaks[name] -= 1
+                else:
+                    reply = await client.execute_command("EVALSHA", fast, 1, *keys_and_args)
+                    if reply not in _SLOW:
+                        return reply
+                    if streaks is not None:
+                        streaks[name] = SLOW_STREAK
+            return await client.execute_command("EVALSHA", _SHAS[name], 1, *keys_and_args)
         except ResponseError as exc:
             if _must_load(exc):
                 return MISS
             raise
-
-    @staticmethod
-    def _fast(step: Op) -> str | None:
-        """The digest of the common-case script to run first for ``step``
-        (EVALSHA path), or None: the operation has none, or its primitive is
-        in a slow streak (one call of it is counted)."""
-        fast = _FAST_SHAS.get(step.op)
-        streaks = step.streaks
-        if fast is not None and streaks and streaks.get(step.op):
-            streaks[step.op] -= 1
-            return None
-        return fast
-
-    @staticmethod
-    def _answered(step: Op, reply: Any) -> bool:
-        """Whether the common-case script's ``reply`` is the answer; if it
-        said 'slow', the primitive's next ``SLOW_STREAK`` calls skip it."""
-        if reply not in _SLOW:
-            return True
-        if step.streaks is not None:
-            step.streaks[step.op] = SLOW_STREAK
-        return False
 
     def steps(
         self, op: str, keys_and_args: tuple[Any, ...], streaks: dict[str, int] | None = None
@@ -261,11 +253,16 @@ class ScriptRunner:
                 return (yield call)
             self.functions = True
             return reply
-        step = Op(op, keys_and_args, streaks)
-        if self._fast(step) is not None:
-            reply = yield from _evalsha(FAST[op], keys_and_args)
-            if self._answered(step, reply):
-                return reply
+        fast = FAST.get(op)
+        if fast is not None:
+            if streaks and streaks.get(op):
+                streaks[op] -= 1
+            else:
+                reply = yield from _evalsha(fast, keys_and_args)
+                if reply not in _SLOW:
+                    return reply
+                if streaks is not None:
+                    streaks[op] = SLOW_STREAK
         return (yield from _evalsha(op, keys_and_args))
 
     def _load_library(self, exc: ResponseError) -> Steps[bool]:
@@ -325,7 +322,9 @@ class _Digests(dict[str, str]):
 #: digest of its script, and of its common-case script.
 _FUNCTIONS = {op: f"{LIBRARY_NAME}_{op}" for op in OPERATIONS}
 _SHAS = _Digests()
-_FAST_SHAS = {op: script_sha(fast) for op, fast in FAST.items()}
+_FAST_SHAS: dict[str, str | None] = {
+    op: script_sha(FAST[op]) if op in FAST else None for op in OPERATIONS
+}
 
 #: What :meth:`ScriptRunner.call` answers when it could not run the operation.
 MISS = object()
@@ -339,19 +338,24 @@ def share_path(client: Any, twin: Any) -> None:
     blocking ``client``) take the path ``client`` found, if it found one: a new
     event loop's twin then sends no FCALL that the server refuses (Redis 6.2),
     once per concurrent first call."""
-    found = _runners.get(client)
-    if found is not None and found.functions is not None:
+    found = runner_for(client)
+    if found.functions is not None:
         runner = runner_for(twin)
         if runner.functions is None:
             runner.functions = found.functions
 
 
 def runner_for(client: Any) -> ScriptRunner:
-    """The :class:`ScriptRunner` of ``client`` (one per client object)."""
-    runner = _runners.get(client)
-    if runner is None:
-        with _runners_lock:
-            runner = _runners.get(client)
-            if runner is None:
-                runner = _runners[client] = ScriptRunner(client)
+    """The :class:`ScriptRunner` of ``client`` (one per client object: kept
+    on it, or beside it for a client that takes no attribute)."""
+    try:
+        return client._drp_script_runner  # type: ignore[no-any-return]
+    except AttributeError:
+        pass
+    with _runners_lock:
+        runner = _runners.get(client)
+        if runner is None:
+            runner = _runners[client] = ScriptRunner(client)
+    with contextlib.suppress(AttributeError):
+        client._drp_script_runner = runner
     return runner

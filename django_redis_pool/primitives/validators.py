@@ -104,8 +104,14 @@ def check_holder(value: object, what: str = "holder") -> str:
     return value
 
 
+#: The types of a number of seconds taken as is (not bool: it is an int, but no duration).
+_NUMBERS = (int, float)
+
+
 def check_timeout(value: object, what: str = "timeout") -> float | None:
     """A wait: seconds >= 0 (0: do not wait), or None / infinity for "forever"."""
+    if type(value) in _NUMBERS and 0 <= value < math.inf:  # (the common case, at once)
+        return float(value)
     seconds = check_seconds(value, what)
     return None if seconds == math.inf else seconds
 
@@ -125,6 +131,8 @@ def check_seconds(value: object, what: str, *, allow_none: bool = True) -> float
 
 def check_lease_timeout(value: object, what: str = "lease_timeout") -> float | None:
     """A lease duration: None (no expiry) or a number of seconds > 0."""
+    if value is None:
+        return None
     seconds = check_seconds(value, what)
     if seconds is not None and (seconds < 0.001 or math.isinf(seconds)):
         raise ValueError(
@@ -147,6 +155,8 @@ def check_duration(value: object, what: str) -> float:
 
 def check_priority(value: object) -> int:
     """Waiter priority: an int; larger is served first."""
+    if type(value) is int and -(2**52) <= value <= 2**52:  # (the common case, at once)
+        return value
     if isinstance(value, bool) or not isinstance(value, int):
         raise ValueError(f"priority must be an int, got {value!r}")
     if abs(value) > 2**52:

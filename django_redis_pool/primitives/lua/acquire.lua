@@ -8,7 +8,7 @@
 -- size to store if none is stored yet, or RESTORE_HEAL for a pool whose caller
 -- restores its members (RESTORE_NOTHING: none) | holder (slot modes: the
 -- identity asking for a slot).
--- Returns {resource, record} when granted | ms until the next expiry (-1 none)
+-- Returns "resource\nrecord" when granted | ms until the next expiry (-1 none)
 -- when queued | REPLY_NONE | REPLY_FULL (max waiting callers, dead ones
 -- dropped first, are queued already: not queued) | REPLY_UNCONFIGURED (a
 -- semaphore without a max size) | REPLY_HELD (lock: the holder already holds
@@ -21,7 +21,7 @@ if mine then  -- a retry of this request
   if state == 'queued' then
     return next_expiry_ms()
   elseif raw then
-    return {resource, raw}
+    return resource .. '\n' .. raw
   end
   return REPLY_NONE
 end
@@ -50,10 +50,10 @@ if SLOTS then
       -- Same identity again: refresh its hold, and remember this request so
       -- that a retry does not count twice.
       if remembered(token) then
-        return {holder, held}
+        return holder .. '\n' .. held
       end
       remember(token, 1)
-      return {holder, refresh(holder, rec, lease_ms)}
+      return holder .. '\n' .. refresh(holder, rec, lease_ms)
     end
     end_lease(holder, rec)  -- our own expired hold: reclaimed first
   end
@@ -65,7 +65,7 @@ if SLOTS then
     free = free_slots(size)
   end
   if free > 0 then
-    return {holder, grant_slot(holder, token, lease_ms, false, not queued)}
+    return holder .. '\n' .. grant_slot(holder, token, lease_ms, false, not queued)
   end
 else
   reclaim_due()
@@ -74,7 +74,7 @@ else
   end
   local resource = take_available()
   if resource then
-    return {resource, grant(resource, token, holder, lease_ms, false)}
+    return resource .. '\n' .. grant(resource, token, holder, lease_ms, false)
   end
   if restore == RESTORE_HEAL and redis.call('ZCARD', K_LEASES) == 0 then
     return REPLY_EMPTY  -- its keys were lost: the caller restores them, then asks again

@@ -25,12 +25,12 @@ if SLOTS then
   elseif held then
     return REPLY_HELD
   elseif size > redis.call('ZCARD', K_LEASES) then
-    return {holder, grant(holder, token, holder, lease_ms, false)}
+    return holder .. '\n' .. grant(holder, token, holder, lease_ms, false)
   end
 else
   local resource = take_available()
   if resource then
-    return {resource, grant(resource, token, holder, lease_ms, false)}
+    return resource .. '\n' .. grant(resource, token, holder, lease_ms, false)
   end
 end
 if wait_ms == -2 and (restore ~= RESTORE_HEAL or redis.call('ZCARD', K_LEASES) > 0) then

@@ -2,7 +2,7 @@
 -- expired leases (a crashed holder's resource goes to the head waiter), then
 -- returns the caller's grant if it has one, else renews its liveness window.
 -- args[2] (packed): token | liveness window ms.
--- Returns {resource, record} | ms until the next expiry (-1 none) | REPLY_GONE.
+-- Returns "resource\nrecord" (a grant) | ms until the next expiry (-1 none) | REPLY_GONE.
 local token, alive_ms = string.match(args[2], '^([^|]*)|(.*)$')
 reclaim(RECLAIM_LIMIT)
 pump()
@@ -10,7 +10,7 @@ local state, value, raw = token_state(token)
 if state == 'granted' then
   redis.call('DEL', BASE .. ':wake:' .. token)
   if raw then
-    return {value, raw}
+    return value .. '\n' .. raw
   end
   return REPLY_GONE
 elseif not state then
