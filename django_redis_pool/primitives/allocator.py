@@ -287,14 +287,14 @@ class Allocator(LeasedPrimitive):
                 yield from self._heal()
                 packed = packed[:-1] + "0"
             reply = yield self._engine.op("alloc_malloc", packed, bind, holder)
-        if not isinstance(reply, list):
+        if "\n" not in reply:  # (not "key\ndetail")
             self._engine.counts.add(counts.REFUSED_TIMEOUT)
             return None
         self._engine.counts.granted(0.0)
-        key, detail = str(reply[0]), reply[1]
+        key, detail = reply.split("\n", 1)
         if self.shared:
             return AllocatedKey(key, fence=int(detail), holder=holder, lease=None)
-        lease = self._engine.lease_from_record(key, str(detail))
+        lease = self._engine.lease_from_record(key, detail)
         return AllocatedKey(key, fence=lease.fence, holder=lease.holder, lease=lease)
 
     def malloc(

@@ -24,6 +24,20 @@ from .validators import check_holder, check_lease_timeout, check_timeout
 __all__ = ["Lock"]
 
 
+class _process:
+    """This process: ``generation`` is a new object in a forked child."""
+
+    generation = object()
+
+
+def _forked() -> None:
+    _process.generation = object()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forked)
+
+
 class Lock(LeasedPrimitive):
     """A lock shared through Redis, held by one holder at a time.
 
@@ -145,21 +159,24 @@ class Lock(LeasedPrimitive):
             scope = self._tasks[task] = types.SimpleNamespace()
         return scope
 
-    def _holder(self, holder: str | None = None) -> str:
+    def _holder(self, holder: str | None = None, scope: Any = None) -> str:
+        """``holder`` checked, or the holder of ``scope`` (default: this
+        thread's or task's, :meth:`_scope`)."""
         if holder is not None:
             return check_holder(holder)
-        scope = self._scope()
+        if scope is None:
+            scope = self._scope()
         named = getattr(scope, "holder", None)
         return named or self._fixed_holder or self._default_holder(scope)
 
-    def _default_holder(self, scope: Any) -> str:
+    @staticmethod
+    def _default_holder(scope: Any) -> str:
         # Unique per object and thread (or task): thread ids are reused once a
         # thread ends (and a forked child inherits its parent's), so a random id
-        # is kept in the scope, tagged with the pid.
-        pid = os.getpid()
+        # is kept in the scope, tagged with the process's generation.
         cached = getattr(scope, "default", None)
-        if cached is None or cached[0] != pid:
-            cached = (pid, f"{default_holder()}:{uuid.uuid4().hex[:12]}")
+        if cached is None or cached[0] is not _process.generation:
+            cached = (_process.generation, f"{default_holder()}:{uuid.uuid4().hex[:12]}")
             scope.default = cached
         return cached[1]
 
@@ -211,7 +228,7 @@ class Lock(LeasedPrimitive):
             )
         wait = 0 if not blocking else check_timeout(timeout)
         scope = self._scope()
-        name = self._holder(holder)
+        name = self._holder(holder, scope)
         lease_ms = to_ms(self.lease_timeout)
         lease = yield from self._engine.acquire_steps(wait, lease_ms, name, 0, self.max_waiting)
         if lease is None:
@@ -242,7 +259,7 @@ class Lock(LeasedPrimitive):
 
     def _release(self, holder: str | None) -> Steps[None]:
         scope = self._scope()
-        name = self._holder(holder)
+        name = self._holder(holder, scope)
         known = self._leases.get(name)
         try:
             if known is not None and not known.lost:

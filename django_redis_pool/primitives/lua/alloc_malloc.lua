@@ -6,7 +6,7 @@
 -- lease); "shared": the key goes to the back of its priority and is not leased.
 -- With a name: the key bound to it if that key is free and healthy, else the
 -- next one, and the name is bound to the key handed out.
--- Returns {key, lease record} ("shared": {key, fence}), REPLY_NONE,
+-- Returns "key\nlease record" ("shared": "key\nfence"), REPLY_NONE,
 -- REPLY_EMPTY (the caller restores keys and the allocator holds none at all:
 -- nothing handed out), or REPLY_MORE when it dropped DROP_LIMIT keys whose
 -- lifetime ended without reaching a live one: each call does bounded work, and
@@ -20,7 +20,7 @@ local name, holder = args[3], args[4]
 if MODE == MODE_ALLOC then
   local state, key, raw = token_state(token)
   if state == 'granted' and raw then
-    return {key, raw}
+    return key .. '\n' .. raw
   end
   reclaim_due()
 end

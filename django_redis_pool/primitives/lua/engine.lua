@@ -603,13 +603,14 @@ local function hand_out(key, priority, popped, name, bind_ms, token, holder, lea
     redis.call('ZADD', BASE .. ':bindexp', NOW + bind_ms, name)
   end
   if MODE == MODE_SHARED then
-    return {key, make_available(key, priority)}  -- its new turn is the fence
+    -- (its new turn is the fence; %d: a number's own text has 14 digits)
+    return key .. '\n' .. string.format('%d', make_available(key, priority))
   end
   if not popped then
     redis.call('ZREM', K_AVAIL, key)
     redis.call('ZREM', order_key(priority), key)
   end
-  return {key, grant(key, token, holder, lease_ms, false, priority)}
+  return key .. '\n' .. grant(key, token, holder, lease_ms, false, priority)
 end
 
 -- @fn malloc_fast
