@@ -414,8 +414,8 @@ def test_a_retried_malloc_gets_the_same_key(client):
     allocator = Allocator(client, "a")
     allocator.extend(["k1", "k2"])
     engine = allocator._engine
-    first = engine.run("alloc_malloc", "tok-1|30000|1000|0", "", "me")
-    again = engine.run("alloc_malloc", "tok-1|30000|1000|0", "", "me")
+    first = engine.run("alloc_malloc", "tok-1", 30000, 1000, "0\n\nme")
+    again = engine.run("alloc_malloc", "tok-1", 30000, 1000, "0\n\nme")
     assert first == again
     assert allocator.state("k2" if first.startswith("k1\n") else "k1") == "free"
 
@@ -450,7 +450,7 @@ def test_one_malloc_call_does_bounded_work_whatever_has_expired(redis_client):
         what="everything to expire",
     )
     before = len(allocator)
-    assert allocator._engine.run("alloc_malloc", "t-1|50|1000|0", "", "me") == "more"
+    assert allocator._engine.run("alloc_malloc", "t-1", 50, 1000, "0\n\nme") == "more"
     assert 0 < before - len(allocator) <= 16 + 64
     assert allocator.malloc_key() == "lasting"
     assert allocator.keys() == ["lasting"]

@@ -279,14 +279,15 @@ class Allocator(LeasedPrimitive):
         bind_timeout = self._bind_timeout(cache_timeout)
         holder = default_holder() if holder is None else check_holder(holder)
         token = new_token()
+        ask = (token, to_ms(lease_timeout), to_ms(bind_timeout))
         heal = 1 if self.configured_keys else 0
-        packed = f"{token}|{to_ms(lease_timeout)}|{to_ms(bind_timeout)}|{heal}"
-        reply = yield self._engine.op("alloc_malloc", packed, bind, holder)
+        # (packed: the binding name and the holder hold no control character)
+        reply = yield self._engine.op("alloc_malloc", *ask, f"{heal}\n{bind}\n{holder}")
         while reply in (Reply.MORE, Reply.EMPTY):
             if reply == Reply.EMPTY:  # (once: the next call restores nothing)
                 yield from self._heal()
-                packed = packed[:-1] + "0"
-            reply = yield self._engine.op("alloc_malloc", packed, bind, holder)
+                heal = 0
+            reply = yield self._engine.op("alloc_malloc", *ask, f"{heal}\n{bind}\n{holder}")
         if "\n" not in reply:  # (not "key\ndetail")
             self._engine.counts.add(counts.REFUSED_TIMEOUT)
             return None
@@ -322,19 +323,21 @@ class Allocator(LeasedPrimitive):
         allocation holds it (a holder whose lock expired never frees the next
         holder's key); a plain ``str`` is freed whoever holds it (an operator's
         action). Returns how many were freed (always 0 when shared)."""
-        return self._engine.drive(self._free_keys(keys))
+        return self._engine.drive(self._free_keys(keys, self._engine.sync_bounded))
 
     async def afree_keys(self, *keys: str) -> int:
         """:meth:`free_keys` on the event loop."""
         return await self._engine.adrive(self._free_keys(keys))
 
-    def _free_keys(self, keys: tuple[str, ...]) -> Steps[int]:
+    def _free_keys(self, keys: tuple[str, ...], bounded: bool = True) -> Steps[int]:
+        """``bounded``: see ``LeaseEngine.release_lease_steps``."""
         freed = 0
         for key in keys:
             if isinstance(key, AllocatedKey):
                 lease = key.lease
                 freed += lease is not None and (
-                    (yield from self._engine.release_lease_steps(lease, ends=True)) != 0
+                    (yield from self._engine.release_lease_steps(lease, ends=True, bounded=bounded))
+                    != 0
                 )
             elif not self.shared:
                 name = check_name(key, "key")

@@ -71,11 +71,16 @@ def run(client: Any, steps: Steps[T]) -> T:
         kind = type(step)
         try:
             if kind is Op:
-                runner = runner_for(client)
+                try:
+                    runner = client._drp_script_runner  # (runner_for's, without a call)
+                except AttributeError:
+                    runner = runner_for(client)
                 reply = runner.call(client, step)
                 if reply is MISS:  # (something to load first: the runner's own steps)
                     reply = run(client, runner.steps(*step))
-                if type(reply) is not int:
+                if type(reply) is bytes:
+                    reply = reply.decode()
+                elif type(reply) is list:
                     reply = text(reply)
             elif kind is Call:
                 target = waits_client(client) if step.waits else client

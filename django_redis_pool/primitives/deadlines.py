@@ -52,6 +52,7 @@ __all__ = [
     "busy_time",
     "deadline",
     "expired",
+    "keeps_deadlines",
     "time_left",
 ]
 
@@ -320,6 +321,19 @@ CONNECTION_CLASSES = {
     "rediss": DeadlineSSLConnection,
     "unix": DeadlineUnixDomainSocketConnection,
 }
+
+
+def keeps_deadlines(client: Any) -> bool:
+    """Whether the calls of the blocking ``client`` read the current deadline:
+    its connections keep it (:data:`CONNECTION_CLASSES`), or its retries back
+    off within it (:class:`DeadlineBackoff`). True when that cannot be told
+    (a Cluster client, another client type)."""
+    pool = getattr(client, "connection_pool", None)
+    kind = getattr(pool, "connection_class", None)
+    if not isinstance(kind, type) or issubclass(kind, _DeadlineMixin):
+        return True
+    retry = getattr(pool, "connection_kwargs", {}).get("retry")
+    return isinstance(getattr(retry, "_backoff", None), DeadlineBackoff)
 
 
 class DeadlineBackoff(ExponentialBackoff):

@@ -29,6 +29,7 @@ carries a request id, so running it again answers the same and ends nothing else
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
 import socket
@@ -138,6 +139,7 @@ class LeaseEngine:
         #: What every operation is sent first: its one key (the base; the
         #: scripts name the others from it) and the mode.
         self._head = (self.base.encode(), mode.encode())
+        self._packed_mode = f"{mode}|"
         #: Whether ``client`` is a redis.asyncio client (only the async methods work).
         self.is_async = is_async_client(client)
         self._streaks: dict[str, int] = {}  # see ScriptRunner.steps
@@ -151,11 +153,22 @@ class LeaseEngine:
             self.restore = Restore.HEAL
         #: What this process counted and has not added into Redis yet (:mod:`.counts`).
         self.counts = counts.NO_COUNTS if self.is_async else counts.Counts(self)
+        if not self.is_async:  # (:meth:`drive`, bound: one call less per operation)
+            self.drive = functools.partial(run, client)  # type: ignore[method-assign]
+
+    @functools.cached_property
+    def sync_bounded(self) -> bool:
+        """Whether a deadline bounds the blocking client's calls (its connections
+        keep deadlines, or its retries back off within them): if not, a
+        blocking operation arms none, as nothing would read it. (Found on first
+        use, then an attribute: a constructor does no I/O and reads no client.)"""
+        return self.is_async or deadlines.keeps_deadlines(self.client)
 
     # -- running operations -----------------------------------------------------
 
     def drive(self, steps: Steps[T]) -> T:
-        """Run the operation ``steps`` (see :mod:`.calls`) on the blocking client."""
+        """Run the operation ``steps`` (see :mod:`.calls`) on the blocking client
+        (an engine of a blocking client has this bound to it when it is made)."""
         if self.is_async:
             raise TypeError(
                 f"{self.label} was built on a redis.asyncio client, so only its async "
@@ -174,10 +187,14 @@ class LeaseEngine:
         """The step (``reply = yield engine.op(...)``) that runs lease-engine
         operation ``op`` (``lua/<op>.lua``) with its own ``args``; those of
         the operations in ``PACKED`` are sent joined by "|" as one argument
-        (the last one may hold "|"). Its reply comes back decoded, a Redis
+        (the last one may hold "|"), behind the mode. Its reply comes back decoded, a Redis
         error of it translated (:func:`.calls.run`)."""
-        if op in PACKED:
-            return Op(op, (*self._head, "|".join(map(str, args)).encode()), self._streaks)
+        if op in PACKED:  # (with the mode: "mode|arg|arg...", split by engine.lua)
+            return Op(
+                op,
+                (self._head[0], (self._packed_mode + "|".join(map(str, args))).encode()),
+                self._streaks,
+            )
         return Op(op, (*self._head, *args), self._streaks)
 
     def run(self, op: str, *args: Any) -> Any:
@@ -217,7 +234,10 @@ class LeaseEngine:
         registry's, and every asyncio call), a Redis that stops answering fails
         the call within ``timeout + DEADLINE_SLACK`` seconds (BackendUnavailable)."""
         try:
-            return self.drive(self.acquire_steps(timeout, lease_ms, holder, priority, max_waiting))
+            steps = self.acquire_steps(
+                timeout, lease_ms, holder, priority, max_waiting, bounded=self.sync_bounded
+            )
+            return self.drive(steps)
         except ResourceUnavailable:  # (refused for max_waiting)
             return None
 
@@ -246,10 +266,14 @@ class LeaseEngine:
         holder: str,
         priority: int,
         max_waiting: int | None = None,
+        *,
+        bounded: bool = True,
     ) -> Steps[Lease | None]:
         """The operation behind :meth:`acquire` and :meth:`aacquire`: None when
         nothing was granted in time; raises :class:`ResourceUnavailable`
         (``reason`` ``FULL``) when refused at once for ``max_waiting``.
+        ``bounded``: arm the deadline of ``timeout + DEADLINE_SLACK``
+        (:attr:`sync_bounded` for the blocking client; always on an event loop).
 
         One generator for the common case (granted or refused by the first
         call); only a caller that queues goes on in :meth:`_wait`."""
@@ -260,43 +284,53 @@ class LeaseEngine:
             wait_ms, until = -2, None
         else:
             until = None if timeout is None else watch.started + timeout
-            wait_ms = _remaining_ms(until)
+            wait_ms = -1 if until is None else _remaining_ms(until)
         chunk = self._chunk or self._wait_chunk()
         chunk_ms = self._chunk_ms
         lease = refusal = None
+        # (entered and left by hand, not by ``with``: no calls when unbounded)
+        bound = None
+        if bounded and timeout is not None:
+            bound = deadlines.deadline(timeout + DEADLINE_SLACK, watch)
+            bound.__enter__()
         try:
-            with deadlines.deadline(None if timeout is None else timeout + DEADLINE_SLACK, watch):
-                try:
-                    reply = yield self._request(token, args, wait_ms, chunk_ms)
-                    if reply == Reply.EMPTY and self._heal is not None:
-                        reply = yield from self._healed(token, args, wait_ms, chunk_ms)
-                    if type(reply) is int:
-                        lease = yield from self._wait(token, args, until, chunk, reply)
-                    elif "\n" in reply:  # (a grant: "resource\nrecord")
-                        lease = yield from self._lease(reply, watch.started)
-                    else:
-                        refusal = reply  # (nothing of ours is queued or granted)
-                except (BackendUnavailable, ResourceUnavailable, GeneratorExit):
-                    # Redis is unreachable: a queue place is dropped by the next
-                    # hand-off once our liveness window has passed; a grant
-                    # expires with its lease. (Refused for max_waiting: nothing
-                    # of ours is queued or granted.)
-                    raise
-                except BaseException:
-                    # Interrupted or cancelled (even between the operation's run
-                    # and its reply): give up our place, and anything granted or
-                    # handed to us meanwhile.
-                    with contextlib.suppress(Exception):
-                        yield self.op("withdraw", token)
-                    raise
-                if refusal is not None:
-                    self._refused(refusal, args, timeout != 0)
-            took = watch.elapsed()
+            try:
+                reply = yield self._request(token, args, wait_ms, chunk_ms)
+                if reply == Reply.EMPTY and self._heal is not None:
+                    reply = yield from self._healed(token, args, wait_ms, chunk_ms)
+                if type(reply) is int:
+                    lease = yield from self._wait(token, args, until, chunk, reply)
+                elif "\n" in reply:  # (a grant: "resource\nrecord")
+                    lease = yield from self._lease(reply, watch.started)
+                else:
+                    refusal = reply  # (nothing of ours is queued or granted)
+            except (BackendUnavailable, ResourceUnavailable, GeneratorExit):
+                # Redis is unreachable: a queue place is dropped by the next
+                # hand-off once our liveness window has passed; a grant
+                # expires with its lease. (Refused for max_waiting: nothing
+                # of ours is queued or granted.)
+                raise
+            except BaseException:
+                # Interrupted or cancelled (even between the operation's run
+                # and its reply): give up our place, and anything granted or
+                # handed to us meanwhile.
+                with contextlib.suppress(Exception):
+                    yield self.op("withdraw", token)
+                raise
+            if refusal is not None:
+                self._refused(refusal, args, timeout != 0)
+            if bound is not None:
+                bound.__exit__()
+                bound = None
+            took = time.monotonic() - watch.started
             if lease is not None and timeout is not None and took - timeout > LATE_GRANT:
                 lease = yield from self._unless_late(lease, timeout, watch)
         except ResourceUnavailable:
             self.counts.add(counts.REFUSED_FULL)
             raise
+        finally:
+            if bound is not None:
+                bound.__exit__()
         if lease is None:
             self.counts.add(counts.REFUSED_TIMEOUT)
         else:
@@ -523,7 +557,9 @@ class LeaseEngine:
         fence_arg = "" if fence is None else fence
         return int((yield self.op("release", token, request, fence_arg, int(force), resource)))
 
-    def release_lease_steps(self, lease: Lease, *, ends: bool = False) -> Steps[int | None]:
+    def release_lease_steps(
+        self, lease: Lease, *, ends: bool = False, bounded: bool = True
+    ) -> Steps[int | None]:
         """End ``lease`` (by its token) as :meth:`release_steps` does, waiting
         at most ``DEADLINE_SLACK`` for Redis. Returns None when that was not
         enough (Redis unreachable, or too slow): the release then goes on in
@@ -532,17 +568,20 @@ class LeaseEngine:
 
         ``ends``: the lease is let go of, whatever the answer (``Lease.release``):
         its renewal stops first, a lease already known lost is not sent (0),
-        one found gone is logged as lost, and ``lost`` is set."""
+        one found gone is logged as lost, and ``lost`` is set. ``bounded``: as
+        :meth:`acquire_steps`'s (unbounded, the release waits as redis-py does)."""
         if ends:
             lease._renewing = False
             if lease.lost:
                 return 0
         request = new_token()
+        step = self.op("release", lease.token, request, "", 0, lease.resource)
         try:
-            with deadlines.deadline(DEADLINE_SLACK):
-                reply: int | None = int(
-                    (yield self.op("release", lease.token, request, "", 0, lease.resource))
-                )
+            if bounded:
+                with deadlines.deadline(DEADLINE_SLACK):
+                    reply: int | None = int((yield step))
+            else:
+                reply = int((yield step))
         except BackendUnavailable as exc:
             releases.go_on(lease, request, exc, DEADLINE_SLACK)
             reply = None
@@ -618,7 +657,7 @@ AcquireArgs = tuple[int, int, int, str]
 
 
 #: The operations whose arguments are sent packed into one (see ``engine.lua``).
-PACKED = frozenset({"acquire", "release", "renew", "wait", "withdraw"})
+PACKED = frozenset({"acquire", "release", "renew", "wait", "withdraw", "alloc_malloc"})
 
 #: The shortest blocking read sent to Redis, in seconds.
 MIN_BLOCK = 0.01

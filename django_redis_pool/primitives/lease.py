@@ -144,7 +144,11 @@ class Lease:
         finish by then (Redis unreachable or too slow) returns True and goes on
         in the background until Redis answers or the lease ends
         (:mod:`.releases`); ``lost`` is set either way."""
-        return self._engine.drive(self._engine.release_lease_steps(self, ends=True)) != 0
+        engine = self._engine
+        return (
+            engine.drive(engine.release_lease_steps(self, ends=True, bounded=engine.sync_bounded))
+            != 0
+        )
 
     async def arelease(self) -> bool:
         """:meth:`release` on the event loop."""

@@ -90,7 +90,7 @@ class Lock(LeasedPrimitive):
             mode=Mode.RLOCK if reentrant else Mode.LOCK,
             max_waiting=max_waiting,
         )
-        self.lease_timeout = check_lease_timeout(lease_timeout)
+        self.lease_timeout = lease_timeout
         self.reentrant = bool(reentrant)
         self.auto_renew = bool(auto_renew)
         self.timeout = check_timeout(timeout)
@@ -102,6 +102,16 @@ class Lock(LeasedPrimitive):
         self._tasks: weakref.WeakKeyDictionary[asyncio.Task[Any], Any] = weakref.WeakKeyDictionary()
         self._leases: dict[str, Lease] = {}  # holder -> its lease, for auto-renew
         self._mutex = threading.Lock()
+
+    @property
+    def lease_timeout(self) -> float | None:
+        """Seconds each hold lives unless renewed (None: no expiry)."""
+        return self._lease_timeout
+
+    @lease_timeout.setter
+    def lease_timeout(self, value: float | None) -> None:
+        self._lease_timeout = check_lease_timeout(value)
+        self._lease_ms = to_ms(self._lease_timeout)  # (what every acquire sends)
 
     def __repr__(self) -> str:
         return (
@@ -159,26 +169,33 @@ class Lock(LeasedPrimitive):
             scope = self._tasks[task] = types.SimpleNamespace()
         return scope
 
-    def _holder(self, holder: str | None = None, scope: Any = None) -> str:
-        """``holder`` checked, or the holder of ``scope`` (default: this
-        thread's or task's, :meth:`_scope`)."""
-        if holder is not None:
-            return check_holder(holder)
-        if scope is None:
-            scope = self._scope()
-        named = getattr(scope, "holder", None)
-        return named or self._fixed_holder or self._default_holder(scope)
+    def _holder(self, holder: str | None = None) -> str:
+        """``holder`` checked, or the holder of this thread or task."""
+        return self._scoped_holder(holder)[1]
 
-    @staticmethod
-    def _default_holder(scope: Any) -> str:
-        # Unique per object and thread (or task): thread ids are reused once a
-        # thread ends (and a forked child inherits its parent's), so a random id
-        # is kept in the scope, tagged with the process's generation.
-        cached = getattr(scope, "default", None)
-        if cached is None or cached[0] is not _process.generation:
-            cached = (_process.generation, f"{default_holder()}:{uuid.uuid4().hex[:12]}")
-            scope.default = cached
-        return cached[1]
+    def _scoped_holder(self, holder: str | None) -> tuple[Any, str]:
+        """(:meth:`_scope`, :meth:`_holder`) in one call: on every acquire and release."""
+        scope = self._scope()
+        if holder is not None:
+            return scope, check_holder(holder)
+        # (attributes read without getattr calls: this is on every acquire and release)
+        try:
+            named = scope.holder
+        except AttributeError:
+            named = None
+        if named or self._fixed_holder:
+            return scope, named or self._fixed_holder
+        # The default: unique per object and thread (or task): thread ids are
+        # reused once a thread ends (and a forked child inherits its parent's),
+        # so a random id is kept in the scope, tagged with the process's generation.
+        try:
+            generation, name = scope.default
+        except AttributeError:
+            generation = None
+        if generation is not _process.generation:
+            name = f"{default_holder()}:{uuid.uuid4().hex[:12]}"
+            scope.default = (_process.generation, name)
+        return scope, name
 
     # -- acquiring and releasing ----------------------------------------------------
 
@@ -195,7 +212,7 @@ class Lock(LeasedPrimitive):
         callers already wait.
         """
         try:
-            return self._engine.drive(self._acquire(blocking, timeout, holder))
+            return self._engine.drive(self._acquire(blocking, timeout, holder, sync=True))
         except ResourceUnavailable:  # (refused for max_waiting)
             return False
 
@@ -215,22 +232,27 @@ class Lock(LeasedPrimitive):
         """:meth:`acquire` (blocking), but raising :class:`ResourceUnavailable`
         (``reason`` ``"full"``) when refused for ``max_waiting`` (``with lock:``
         and a request's hold use it)."""
-        return self._engine.drive(self._acquire(True, timeout, None))
+        return self._engine.drive(self._acquire(True, timeout, None, sync=True))
 
     async def _atake(self, timeout: float | None) -> bool:
         """:meth:`_take` on the event loop."""
         return await self._engine.adrive(self._acquire(True, timeout, None))
 
-    def _acquire(self, blocking: bool, timeout: float | None, holder: str | None) -> Steps[bool]:
+    def _acquire(
+        self, blocking: bool, timeout: float | None, holder: str | None, *, sync: bool = False
+    ) -> Steps[bool]:
+        """``sync``: driven on the blocking client (else on an event loop)."""
         if not blocking and timeout is not None:
             raise ValueError(
                 f"timeout={timeout!r} cannot be combined with blocking=False; pass one or the other"
             )
         wait = 0 if not blocking else check_timeout(timeout)
-        scope = self._scope()
-        name = self._holder(holder, scope)
-        lease_ms = to_ms(self.lease_timeout)
-        lease = yield from self._engine.acquire_steps(wait, lease_ms, name, 0, self.max_waiting)
+        scope, name = self._scoped_holder(holder)
+        lease_ms = self._lease_ms
+        bounded = not sync or self._engine.sync_bounded
+        lease = yield from self._engine.acquire_steps(
+            wait, lease_ms, name, 0, self.max_waiting, bounded=bounded
+        )
         if lease is None:
             return False
         if holder is not None:
@@ -251,20 +273,21 @@ class Lock(LeasedPrimitive):
     def release(self, *, holder: str | None = None) -> None:
         """Release the lock (a reentrant one: once). Raises :class:`NotOwned` if
         the holder does not hold it, e.g. because its lease expired."""
-        self._engine.drive(self._release(holder))
+        self._engine.drive(self._release(holder, sync=True))
 
     async def arelease(self, *, holder: str | None = None) -> None:
         """:meth:`release` on the event loop."""
         await self._engine.adrive(self._release(holder))
 
-    def _release(self, holder: str | None) -> Steps[None]:
-        scope = self._scope()
-        name = self._holder(holder, scope)
+    def _release(self, holder: str | None, *, sync: bool = False) -> Steps[None]:
+        """``sync``: driven on the blocking client (else on an event loop)."""
+        scope, name = self._scoped_holder(holder)
         known = self._leases.get(name)
         try:
             if known is not None and not known.lost:
                 # (None: Redis did not answer in time; it goes on in the background)
-                result = yield from self._engine.release_lease_steps(known)
+                bounded = not sync or self._engine.sync_bounded
+                result = yield from self._engine.release_lease_steps(known, bounded=bounded)
             else:
                 result = yield from self._engine.release_steps(name, "")
         except BaseException:
@@ -281,8 +304,11 @@ class Lock(LeasedPrimitive):
             if result == 0 and not lease.lost:
                 lease._mark_lost("it was already gone when released", call_on_lost=False)
             lease.lost = True
-        if getattr(scope, "holder", None) == name:
-            scope.holder = None
+        try:
+            if scope.holder == name:
+                scope.holder = None
+        except AttributeError:  # (no holder was named in this scope)
+            pass
         if result == 0:
             raise NotOwned(
                 f"lock {self.name!r} is not held by {name!r} (never acquired, already "
@@ -294,7 +320,7 @@ class Lock(LeasedPrimitive):
         with self._mutex:
             lease = self._leases.pop(name, None)
         if lease is not None:
-            lease.stop_auto_renew()
+            lease._renewing = False  # (its stop_auto_renew, without the call)
         return lease
 
     def extend(self, lease_timeout: float | None = None, *, holder: str | None = None) -> bool:

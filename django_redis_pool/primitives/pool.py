@@ -161,7 +161,9 @@ class ResourcePool(LeasedPrimitive):
         ``"full"``) when refused for ``max_waiting`` (``lease()`` and a
         request's hold use it)."""
         ask = self._ask(timeout, lease_timeout, holder, priority)
-        return self._engine.drive(self._engine.acquire_steps(**ask))
+        return self._engine.drive(
+            self._engine.acquire_steps(**ask, bounded=self._engine.sync_bounded)
+        )
 
     async def _atake(
         self,

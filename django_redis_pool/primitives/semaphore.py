@@ -131,7 +131,9 @@ class Semaphore(LeasedPrimitive):
         (``reason`` ``"full"``) when refused for ``max_waiting`` (``hold()`` and
         a request's hold use it)."""
         ask = self._ask(identity, timeout, lease_timeout, priority)
-        return self._engine.drive(self._engine.acquire_steps(**ask))
+        return self._engine.drive(
+            self._engine.acquire_steps(**ask, bounded=self._engine.sync_bounded)
+        )
 
     async def _atake(
         self,

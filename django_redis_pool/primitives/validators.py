@@ -88,9 +88,18 @@ def check_client(client: object) -> Any:
     return client
 
 
+#: Holders that passed :func:`check_holder` lately (a text is valid or not for
+#: good): a holder or identity used again is taken at once. At most
+#: ``_HOLDERS_KEPT``, forgotten all at once past that.
+_HOLDERS_SEEN: dict[str, None] = {}
+_HOLDERS_KEPT = 4096
+
+
 def check_holder(value: object, what: str = "holder") -> str:
     """A holder label or identity: a non-empty ``str`` of at most 200 characters,
     without control characters (spaces and any other printable text are fine)."""
+    if type(value) is str and value in _HOLDERS_SEEN:  # (the common case, at once)
+        return value
     value = _decoded(value, what)
     if not isinstance(value, str) or not value or len(value) > MAX_NAME_LENGTH:
         raise ValueError(
@@ -101,6 +110,9 @@ def check_holder(value: object, what: str = "holder") -> str:
             f"{what} {value!r} contains a control character (such as a newline or NUL); "
             "use printable text"
         )
+    if len(_HOLDERS_SEEN) >= _HOLDERS_KEPT:
+        _HOLDERS_SEEN.clear()
+    _HOLDERS_SEEN[value] = None
     return value
 
 
@@ -110,6 +122,8 @@ _NUMBERS = (int, float)
 
 def check_timeout(value: object, what: str = "timeout") -> float | None:
     """A wait: seconds >= 0 (0: do not wait), or None / infinity for "forever"."""
+    if value is None:
+        return None
     if type(value) in _NUMBERS and 0 <= value < math.inf:  # (the common case, at once)
         return float(value)
     seconds = check_seconds(value, what)

@@ -1,7 +1,8 @@
 -- alloc_malloc: hand out a key at once (an allocator never queues).
--- args[2] (packed): request token|lease ms (-1: none)|soft-binding ms|'1' if
--- the caller restores the keys when Redis lost them, else '0';
--- args[3] soft-binding name ('' none); args[4] holder.
+-- args[2] (packed, see malloc_args): request token|lease ms (-1: none)|
+-- soft-binding ms|'1' if the caller restores the keys when Redis lost them,
+-- else '0', then on lines of their own the soft-binding name ('' none) and
+-- the holder (neither holds a control character).
 -- "alloc": the key is leased to the holder (a retried request gets the same
 -- lease); "shared": the key goes to the back of its priority and is not leased.
 -- With a name: the key bound to it if that key is free and healthy, else the
@@ -15,8 +16,7 @@ local fast = malloc_fast(args)
 if fast ~= REPLY_SLOW then
   return fast
 end
-local token, lease_ms, bind_ms, heal = string.match(args[2], '^([^|]*)|([^|]*)|([^|]*)|(.*)$')
-local name, holder = args[3], args[4]
+local token, lease_ms, bind_ms, heal, name, holder = malloc_args(args)
 if MODE == MODE_ALLOC then
   local state, key, raw = token_state(token)
   if state == 'granted' and raw then

@@ -154,6 +154,12 @@ local function begin(keys, args)
   K_AVAIL, K_LEASES, K_INFO = BASE .. ':avail', BASE .. ':leases', BASE .. ':info'
   K_SEQ, K_WAITQ, K_WINFO, K_MAX = BASE .. ':seq', BASE .. ':waitq', BASE .. ':winfo', BASE .. ':max'
   K_WALIVE, K_DONE = BASE .. ':walive', BASE .. ':done'
+  -- The operations with packed arguments get the mode in the same argument
+  -- ("mode|packed": one argument less to send): split back into two.
+  local mode, packed = string.match(args[1], '^([^|]*)|(.*)$')
+  if mode then
+    args[1], args[2] = mode, packed
+  end
   MODE = args[1]
   SLOTS = MODE == MODE_SEM or MODE == MODE_LOCK or MODE == MODE_RLOCK
   -- Modes in which a caller shares the hold of its identity (a reentrant
@@ -613,6 +619,13 @@ local function hand_out(key, priority, popped, name, bind_ms, token, holder, lea
   return key .. '\n' .. grant(key, token, holder, lease_ms, false, priority)
 end
 
+-- @fn malloc_args
+-- alloc_malloc's arguments, all packed in args[2] (see alloc_malloc.lua):
+-- token, lease ms, binding ms, heal, name, holder.
+local function malloc_args(args)
+  return string.match(args[2], '^([^|]*)|([^|]*)|([^|]*)|([^\n]*)\n([^\n]*)\n(.*)$')
+end
+
 -- @fn malloc_fast
 -- Allocators: alloc_malloc's common case, a new request while no timer is due
 -- ("\1due", read in the same call as the token), so no lease is reclaimed and
@@ -620,14 +633,13 @@ end
 -- retry, a due or unknown timer) returns REPLY_SLOW having changed nothing.
 -- args: as alloc_malloc's.
 local function malloc_fast(args)
-  local token, lease_ms, bind_ms, heal = string.match(args[2], '^([^|]*)|([^|]*)|([^|]*)|(.*)$')
+  local token, lease_ms, bind_ms, heal, name, holder = malloc_args(args)
   local got = redis.call('HMGET', K_INFO, '\0' .. token, F_DUE)
   DUE = got[2] == 'inf' and math.huge or tonumber(got[2])
   if got[1] or not DUE or DUE <= NOW then
     DUE = nil
     return REPLY_SLOW
   end
-  local name = args[3]
   local key, priority, popped = pick_key(name)
   if not key then
     if heal == '1' and redis.call('EXISTS', BASE .. ':keys') == 0 then
@@ -635,7 +647,7 @@ local function malloc_fast(args)
     end
     return REPLY_NONE
   end
-  return hand_out(key, priority, popped, name, tonumber(bind_ms), token, args[4], tonumber(lease_ms))
+  return hand_out(key, priority, popped, name, tonumber(bind_ms), token, holder, tonumber(lease_ms))
 end
 
 -- @fn refresh_due
