@@ -1,9 +1,9 @@
 """Redis primitives usable with a bare redis-py client (no Django needed)."""
 
-from .engine import Waiter
 from .lease import Lease
 from .lock import Lock
 from .pool import ResourcePool
+from .records import Waiter
 from .releases import pending_releases
 from .semaphore import Semaphore
 

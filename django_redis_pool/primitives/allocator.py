@@ -8,12 +8,12 @@ from collections.abc import Iterable, Mapping
 from types import TracebackType
 from typing import Any
 
-from . import counts
+from . import counts, records
 from ._common import new_token, to_ms
 from .base import DEFAULT_KEY_PREFIX, Collected, LeasedPrimitive
-from .engine import default_holder
 from .lease import Lease
 from .protocol import Mode, Reply
+from .records import default_holder
 from .steps import Steps
 from .validators import (
     check_count,
@@ -295,7 +295,7 @@ class Allocator(LeasedPrimitive):
         key, detail = reply.split("\n", 1)
         if self.shared:
             return AllocatedKey(key, fence=int(detail), holder=holder, lease=None)
-        lease = self._engine.lease_from_record(key, detail)
+        lease = records.lease_of(self._engine, key, detail)[0]
         return AllocatedKey(key, fence=lease.fence, holder=lease.holder, lease=lease)
 
     def malloc(
@@ -416,7 +416,12 @@ class Allocator(LeasedPrimitive):
     def _gc(self, count: int) -> tuple[list[Lease], int, int, int]:
         reclaimed, expired, healed, unbound = self._engine.run("alloc_gc", count)
         self._engine.counts.add(counts.RECLAIMED, len(reclaimed) // 2)
-        return self._engine.ended_leases(reclaimed), int(expired), int(healed), int(unbound)
+        return (
+            records.ended_leases(self._engine, reclaimed),
+            int(expired),
+            int(healed),
+            int(unbound),
+        )
 
     def collect(self, *, dry_run: bool = False) -> Collected:
         """Everything :meth:`gc` does, until nothing is left (in bounded steps);

@@ -8,10 +8,11 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from ..exceptions import ResourceUnavailable
-from . import counts
+from . import counts, records
 from .counts import Activity
-from .engine import LeaseEngine, Waiter
+from .engine import LeaseEngine
 from .lease import Lease
+from .records import Waiter
 from .steps import Steps
 from .validators import check_client, check_count, check_holder, check_max_waiting, check_name
 
@@ -215,14 +216,14 @@ class LeasedPrimitive:
         return int(available), int(held), int(waiting), int(size)
 
     def _live_leases(self) -> list[Lease]:
-        return self._engine.leases(self._read("leases"))
+        return records.leases(self._engine, self._read("leases"))
 
     def lease_of(self, resource: str) -> Lease | None:
         """The live hold on ``resource`` (a pool's resource id, a semaphore
         holder's identity, a lock's holder), or None."""
         resource = check_holder(resource, "resource")
         raw = self._read("record", resource)
-        return self._engine.lease_from_record(resource, raw) if raw else None
+        return records.lease_of(self._engine, resource, raw)[0] if raw else None
 
     def waiting_count(self) -> int:
         """How many callers are blocked in ``acquire``."""
@@ -230,7 +231,7 @@ class LeasedPrimitive:
 
     def waiters(self) -> list[Waiter]:
         """The callers blocked in ``acquire``, in the order they will be served."""
-        return self._engine.waiters(self._read("waiters"))
+        return records.waiters(self._read("waiters"))
 
     def activity(self, minutes: int = 0) -> Activity:
         """What every process counted for this primitive (grants, refusals,
@@ -272,8 +273,8 @@ class LeasedPrimitive:
             # unset: the max size a semaphore's first acquire would store, if any
             size=getattr(self, "default_max_size", None) if int(size) < 0 else int(size),
             available=[str(r) for r in available],
-            leases=self._engine.leases(leases),
-            waiters=self._engine.waiters(waiters),
+            leases=records.leases(self._engine, leases),
+            waiters=records.waiters(waiters),
             available_count=int(available_count),
             held_count=int(held),
             waiting_count=int(waiting),

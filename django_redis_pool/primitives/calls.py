@@ -28,7 +28,7 @@ from ..exceptions import translated
 from ._common import text, waits_client
 from .deadlines import current_deadline, expired
 from .scripts import MISS, runner_for
-from .steps import Call, Op, Steps
+from .steps import Call, Local, Op, Steps
 
 __all__ = ["CancelWatch", "arun", "is_async_client", "run"]
 
@@ -85,11 +85,17 @@ def run(client: Any, steps: Steps[T]) -> T:
             elif kind is Call:
                 target = waits_client(client) if step.waits else client
                 reply = getattr(target, step.method)(*step.args, **step.kwargs)
-            else:
+            elif kind is Local:
                 reply = step.fn(*step.args)
+            else:
+                raise TypeError(f"an operation yielded {step!r}, not a step ({_NOT_A_STEP})")
             error = None
         except BaseException as exc:
             reply, error = None, _raised(kind, exc)
+
+
+#: The likely cause of a step that is none.
+_NOT_A_STEP = "``yield from engine.op(...)`` iterates the step: write ``yield engine.op(...)``"
 
 
 def _raised(kind: type, exc: BaseException) -> BaseException:

@@ -31,12 +31,8 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
-import os
-import socket
-import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from ..exceptions import (
@@ -46,53 +42,20 @@ from ..exceptions import (
     ResourceUnavailable,
     backend_errors,
 )
-from . import counts, deadlines, releases
+from . import counts, deadlines, records, releases
 from ._common import key_prefix, new_token, socket_timeout, text, to_ms
 from .async_clients import async_client_for
 from .calls import arun, is_async_client, run
 from .lease import Lease
 from .protocol import Reply, Restore
+from .records import Waiter
 from .steps import Call, Op, Steps, one
 
-__all__ = ["LeaseEngine", "Waiter", "default_holder"]
-
-_HOSTNAME = socket.gethostname()
+__all__ = ["LeaseEngine"]
 
 logger = logging.getLogger("django_redis_pool")
 
 T = TypeVar("T")
-
-
-def default_holder() -> str:
-    """``host:pid:thread`` of the caller: who holds a lease when no holder is given."""
-    try:
-        return _this_thread.holder  # type: ignore[no-any-return]
-    except AttributeError:
-        holder = _this_thread.holder = f"{_HOSTNAME}:{os.getpid()}:{threading.get_ident()}"
-        return holder
-
-
-#: What is known of the calling thread (its default holder); new in a forked child.
-_this_thread = threading.local()
-
-
-def _new_process() -> None:
-    global _this_thread
-    _this_thread = threading.local()
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_new_process)
-
-
-@dataclass(frozen=True)
-class Waiter:
-    """A caller blocked in ``acquire``, as stored in Redis."""
-
-    holder: str
-    priority: int
-    since: float
-    deadline: float | None
 
 
 class LeaseEngine:
@@ -467,33 +430,13 @@ class LeaseEngine:
                 "for it would wait for ourselves. Release it first, or use reentrant=True."
             )
 
-    def lease_from_record(self, resource: str, raw: str) -> Lease:
-        """The :class:`Lease` on ``resource`` described by lease record ``raw``."""
-        return self._decode(resource, raw)[0]
-
-    def _decode(self, resource: str, raw: str) -> tuple[Lease, bool]:
-        """(the lease, whether it is a provisional grant) from a lease record:
-        ``token|fence|acquired|expires|lease ms|provisional|count|request|holder``."""
-        token, fence, acquired, expires, lease_ms, provisional, _, _, holder = raw.split("|", 8)
-        lease = Lease(
-            self,
-            resource=resource,
-            holder=holder,
-            fence=int(fence),
-            expires_at=None if expires == "-1" else int(expires) / 1000,
-            lease_timeout=None if lease_ms == "-1" else int(lease_ms) / 1000,
-            token=token,
-            acquired_at=int(acquired) / 1000 or None,
-        )
-        return lease, provisional == "1"
-
     def _lease(self, grant: str, sent: float) -> Steps[Lease | None]:
         """Lease granted to us (``grant``: "resource\nrecord", as the
         operations answer it and a hand-off pushes it) by the call sent at
         ``sent`` (monotonic); a provisional (unconfirmed) grant to a waiter is
         confirmed first. None if the grant was lost before it could be."""
         resource, raw = grant.split("\n", 1)
-        lease, provisional = self._decode(resource, raw)
+        lease, provisional = records.lease_of(self, resource, raw)
         lease._term_from = lease._granted = sent
         if provisional and not (yield from self.renew_steps(lease, None)):
             return None
@@ -607,8 +550,8 @@ class LeaseEngine:
         while True:
             reclaimed, dropped, next_offset = self.run("gc", batch, offset)
             self.counts.add(counts.RECLAIMED, len(reclaimed) // 2)
-            leases += self.ended_leases(reclaimed)
-            waiters += self.waiters(dropped)
+            leases += records.ended_leases(self, reclaimed)
+            waiters += records.waiters(dropped)
             if len(reclaimed) < 2 * batch and int(next_offset) == -1:
                 return leases, waiters
             offset = max(int(next_offset), 0)
@@ -616,40 +559,7 @@ class LeaseEngine:
     def expired(self) -> tuple[list[Lease], list[Waiter]]:
         """What :meth:`gc` would reclaim and drop now, changing nothing."""
         leases, waiters = self.run("read", "expired", "")
-        return self.ended_leases(leases), self.waiters(waiters)
-
-    def leases(self, pairs: list[Any]) -> list[Lease]:
-        """Leases from a flat ``[resource, record, ...]`` list (missing records skipped)."""
-        return [
-            self.lease_from_record(resource, raw)
-            for resource, raw in zip(pairs[0::2], pairs[1::2], strict=True)
-            if raw
-        ]
-
-    def ended_leases(self, pairs: list[Any]) -> list[Lease]:
-        """Like :meth:`leases`, but a lease whose record was missing is kept
-        with only its resource (:meth:`.Lease.unrecorded`)."""
-        return [
-            self.lease_from_record(resource, raw) if raw else Lease.unrecorded(self, resource)
-            for resource, raw in zip(pairs[0::2], pairs[1::2], strict=True)
-        ]
-
-    def waiters(self, raws: list[Any]) -> list[Waiter]:
-        """Waiters from their stored records, in the order they will be served:
-        ``token|lease ms|priority|since|deadline|alive until|shares|holder``."""
-        waiters = []
-        for raw in raws:
-            if raw:
-                _, _, priority, since, deadline, _, _, holder = raw.split("|", 7)
-                waiters.append(
-                    Waiter(
-                        holder=holder,
-                        priority=int(priority),
-                        since=int(since) / 1000,
-                        deadline=None if deadline == "-1" else int(deadline) / 1000,
-                    )
-                )
-        return waiters
+        return records.ended_leases(self, leases), records.waiters(waiters)
 
 
 #: What an acquire asks for: (lease ms, priority, max waiting (-1: no limit), holder).

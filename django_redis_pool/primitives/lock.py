@@ -15,9 +15,9 @@ from typing import Any
 from ..exceptions import NotOwned, ResourceUnavailable
 from ._common import to_ms
 from .base import DEFAULT_KEY_PREFIX, LeasedPrimitive
-from .engine import default_holder
 from .lease import Lease
 from .protocol import Mode
+from .records import default_holder
 from .steps import Steps
 from .validators import check_holder, check_lease_timeout, check_timeout
 

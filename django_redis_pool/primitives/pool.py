@@ -9,9 +9,9 @@ from typing import Any
 
 from ._common import text, to_ms
 from .base import DEFAULT_KEY_PREFIX, Collected, LeasedPrimitive, aholding, holding
-from .engine import default_holder
 from .lease import Lease
 from .protocol import Mode
+from .records import default_holder
 from .steps import Steps
 from .validators import (
     check_holder,

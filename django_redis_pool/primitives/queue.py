@@ -352,8 +352,8 @@ class TaskQueue:
         *,
         give_up_unstarted: bool = False,
     ) -> Steps[Any]:
-        run = self._engine.op
-        yield from run(
+        run = self._engine.op  # (a step: ``yield run(...)``)
+        yield run(
             "queue_enqueue", id, name, payload, 0, -1, self.max_attempts, to_ms(self.result_ttl)
         )
         try:
@@ -362,10 +362,10 @@ class TaskQueue:
             raise
         except BaseException:  # interrupted or cancelled: a task nobody started is withdrawn
             with contextlib.suppress(Exception):
-                yield from run("queue_withdraw", id)
+                yield run("queue_withdraw", id)
             raise
         if not done:
-            if (yield from run("queue_withdraw", id)) == 1 and give_up_unstarted:
+            if (yield run("queue_withdraw", id)) == 1 and give_up_unstarted:
                 raise _NotStarted
             raise ResourceUnavailable(
                 f"task {name!r} ({id}) of {self!r} had no result within {timeout} s"
@@ -376,7 +376,7 @@ class TaskQueue:
                 f"the result of task {name!r} ({id}) expired before it was read"
             )
         if once:
-            yield from run("queue_admin", "forget", id)
+            yield run("queue_admin", "forget", id)
         if task.status == TaskStatus.FAILED:
             error = task.error or "the task failed"
             raise (WorkerLost if error.startswith(_WORKER_LOST) else TaskFailed)(error, task)

@@ -10,9 +10,9 @@ from typing import Any
 from ..exceptions import backend_errors
 from ._common import to_ms
 from .base import DEFAULT_KEY_PREFIX, LeasedPrimitive, aholding, holding
-from .engine import default_holder
 from .lease import Lease
 from .protocol import Mode
+from .records import default_holder
 from .validators import (
     check_count,
     check_holder,

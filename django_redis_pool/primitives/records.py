@@ -1,0 +1,109 @@
+"""What the lease engine writes into Redis, read back: holders, leases, waiters.
+
+A lease record is ``token|fence|acquired|expires|lease ms|provisional|count|
+request|holder`` (``engine.lua``'s ``REC_FORMAT``), a waiter's
+``token|lease ms|priority|since|deadline|alive until|shares|holder``; a grant
+is answered (and pushed to a waiter) as ``"resource\nrecord"``. Nothing here
+imports Django.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from .lease import Lease
+
+if TYPE_CHECKING:
+    from .engine import LeaseEngine
+
+__all__ = ["Waiter", "default_holder", "ended_leases", "lease_of", "leases", "waiters"]
+
+_HOSTNAME = socket.gethostname()
+
+
+def default_holder() -> str:
+    """``host:pid:thread`` of the caller: who holds a lease when no holder is given."""
+    try:
+        return _this_thread.holder  # type: ignore[no-any-return]
+    except AttributeError:
+        holder = _this_thread.holder = f"{_HOSTNAME}:{os.getpid()}:{threading.get_ident()}"
+        return holder
+
+
+#: What is known of the calling thread (its default holder); new in a forked child.
+_this_thread = threading.local()
+
+
+def _new_process() -> None:
+    global _this_thread
+    _this_thread = threading.local()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_new_process)
+
+
+@dataclass(frozen=True)
+class Waiter:
+    """A caller blocked in ``acquire``, as stored in Redis."""
+
+    holder: str
+    priority: int
+    since: float
+    deadline: float | None
+
+
+def lease_of(engine: LeaseEngine, resource: str, raw: str) -> tuple[Lease, bool]:
+    """(the lease on ``resource`` of ``engine``'s primitive, whether it is a
+    provisional grant) from its record ``raw``."""
+    token, fence, acquired, expires, lease_ms, provisional, _, _, holder = raw.split("|", 8)
+    lease = Lease(
+        engine,
+        resource=resource,
+        holder=holder,
+        fence=int(fence),
+        expires_at=None if expires == "-1" else int(expires) / 1000,
+        lease_timeout=None if lease_ms == "-1" else int(lease_ms) / 1000,
+        token=token,
+        acquired_at=int(acquired) / 1000 or None,
+    )
+    return lease, provisional == "1"
+
+
+def leases(engine: LeaseEngine, pairs: list[Any]) -> list[Lease]:
+    """Leases from a flat ``[resource, record, ...]`` list (missing records skipped)."""
+    return [
+        lease_of(engine, resource, raw)[0]
+        for resource, raw in zip(pairs[0::2], pairs[1::2], strict=True)
+        if raw
+    ]
+
+
+def ended_leases(engine: LeaseEngine, pairs: list[Any]) -> list[Lease]:
+    """Like :func:`leases`, but a lease whose record was missing is kept
+    with only its resource (:meth:`.Lease.unrecorded`)."""
+    return [
+        lease_of(engine, resource, raw)[0] if raw else Lease.unrecorded(engine, resource)
+        for resource, raw in zip(pairs[0::2], pairs[1::2], strict=True)
+    ]
+
+
+def waiters(raws: list[Any]) -> list[Waiter]:
+    """Waiters from their stored records, in the order they will be served."""
+    found = []
+    for raw in raws:
+        if raw:
+            _, _, priority, since, deadline, _, _, holder = raw.split("|", 7)
+            found.append(
+                Waiter(
+                    holder=holder,
+                    priority=int(priority),
+                    since=int(since) / 1000,
+                    deadline=None if deadline == "-1" else int(deadline) / 1000,
+                )
+            )
+    return found
