@@ -32,7 +32,7 @@ import contextlib
 import functools
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
 from ..exceptions import (
@@ -140,11 +140,13 @@ class LeaseEngine:
             )
         return run(self.client, steps)
 
-    async def adrive(self, steps: Steps[T]) -> T:
+    def adrive(self, steps: Steps[T]) -> Coroutine[Any, Any, T]:
         """Run the operation ``steps`` on this event loop's asyncio client: the
         client itself if it is one, else the twin of the blocking client
-        (:func:`.async_clients.async_client_for`)."""
-        return await arun(self.client if self.is_async else async_client_for(self.client), steps)
+        (:func:`.async_clients.async_client_for`). (Not a coroutine function
+        itself: the coroutine it returns is :func:`.calls.arun`'s, one frame
+        less on every resumption of an awaited call.)"""
+        return arun(self.client if self.is_async else async_client_for(self.client), steps)
 
     def op(self, op: str, *args: Any) -> Op:
         """The step (``reply = yield engine.op(...)``) that runs lease-engine
