@@ -166,11 +166,7 @@ async def _acall(client: Any, step: Any) -> Any:
     if type(step) is Call:
         return await getattr(client, step.method)(*step.args, **step.kwargs)
     if type(step) is Op:
-        runner = runner_for(client)
-        reply = await runner.acall(client, step)
-        if reply is MISS:
-            reply = await arun(client, runner.steps(*step))
-        return text(reply)
+        return text(await arun(client, runner_for(client).steps(*step)))
     if inspect.iscoroutinefunction(step.fn):
         return await step.fn(*step.args)
     return await asyncio.to_thread(step.fn, *step.args)

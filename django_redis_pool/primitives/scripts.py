@@ -213,30 +213,6 @@ class ScriptRunner:
                 return MISS
             raise
 
-    async def acall(self, client: Any, op: Op) -> Any:
-        """:meth:`call` on a ``redis.asyncio`` client."""
-        name, keys_and_args, streaks = op
-        try:
-            if self.functions:
-                return await client.execute_command("FCALL", _FUNCTIONS[name], 1, *keys_and_args)
-            if self.functions is None:
-                return MISS
-            fast = _FAST_SHAS[name]
-            if fast is not None:
-                if streaks and streaks.get(name):
-                    streaks[name] -= 1
-                else:
-                    reply = await client.execute_command("EVALSHA", fast, 1, *keys_and_args)
-                    if reply not in _SLOW:
-                        return reply
-                    if streaks is not None:
-                        streaks[name] = SLOW_STREAK
-            return await client.execute_command("EVALSHA", _SHAS[name], 1, *keys_and_args)
-        except ResponseError as exc:
-            if _must_load(exc):
-                return MISS
-            raise
-
     def steps(
         self, op: str, keys_and_args: tuple[Any, ...], streaks: dict[str, int] | None = None
     ) -> Steps[Any]:
