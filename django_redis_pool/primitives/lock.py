@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import threading
 import types
 import uuid
@@ -13,29 +12,15 @@ from types import TracebackType
 from typing import Any
 
 from ..exceptions import NotOwned, ResourceUnavailable
+from . import records
 from ._common import to_ms
 from .base import DEFAULT_KEY_PREFIX, LeasedPrimitive
 from .lease import Lease
 from .protocol import Mode
-from .records import default_holder
 from .steps import Steps
 from .validators import check_holder, check_lease_timeout, check_timeout
 
 __all__ = ["Lock"]
-
-
-class _process:
-    """This process: ``generation`` is a new object in a forked child."""
-
-    generation = object()
-
-
-def _forked() -> None:
-    _process.generation = object()
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_forked)
 
 
 class Lock(LeasedPrimitive):
@@ -192,9 +177,9 @@ class Lock(LeasedPrimitive):
             generation, name = scope.default
         except AttributeError:
             generation = None
-        if generation is not _process.generation:
-            name = f"{default_holder()}:{uuid.uuid4().hex[:12]}"
-            scope.default = (_process.generation, name)
+        if generation is not records.generation:
+            name = f"{records.default_holder()}:{uuid.uuid4().hex[:12]}"
+            scope.default = (records.generation, name)
         return scope, name
 
     # -- acquiring and releasing ----------------------------------------------------

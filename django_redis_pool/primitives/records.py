@@ -20,7 +20,15 @@ from .lease import Lease
 if TYPE_CHECKING:
     from .engine import LeaseEngine
 
-__all__ = ["Waiter", "default_holder", "ended_leases", "lease_of", "leases", "waiters"]
+__all__ = [
+    "Waiter",
+    "default_holder",
+    "ended_leases",
+    "generation",
+    "lease_of",
+    "leases",
+    "waiters",
+]
 
 _HOSTNAME = socket.gethostname()
 
@@ -36,11 +44,15 @@ def default_holder() -> str:
 
 #: What is known of the calling thread (its default holder); new in a forked child.
 _this_thread = threading.local()
+#: This process: a new object in a forked child (for holders kept elsewhere,
+#: e.g. a lock's per-thread default, to know they are their parent's).
+generation = object()
 
 
 def _new_process() -> None:
-    global _this_thread
+    global _this_thread, generation
     _this_thread = threading.local()
+    generation = object()
 
 
 if hasattr(os, "register_at_fork"):
