@@ -53,6 +53,51 @@ def test_a_grant_that_arrives_after_the_wait_is_given_back(redis_client, caplog,
     assert pool.available() == ["r"], "and it is free again"
 
 
+class _PausesBeforeSending(DeadlineConnection):
+    """A connection that runs the next of ``before`` (if any) before it sends a
+    command: here, an admin's ``CLIENT PAUSE`` at a chosen command."""
+
+    before: list[Any] = []
+
+    def send_packed_command(self, *args: Any, **kwargs: Any) -> None:
+        if self.before:
+            self.before.pop(0)()
+        super().send_packed_command(*args, **kwargs)
+
+
+def test_a_late_grant_whose_give_back_redis_does_not_answer_is_given_back_later(
+    redis_server, redis_client, caplog, monkeypatch
+):
+    """The grant comes late (Redis paused), and then Redis refuses writes for
+    longer than a release's deadline as the grant is given back: the caller
+    returns within its wait and the slack, and the give-back goes on in the
+    background, so the resource is free soon after Redis is back (not when its
+    60 s lease ends)."""
+    client = redis.Redis.from_url(
+        redis_server.url,
+        connection_class=_PausesBeforeSending,
+        retry=Retry(DeadlineBackoff(cap=0.5, base=0.05), 3),
+    )
+    pool = ResourcePool(client, "late-give-back", resources=["r"], lease_timeout=60)
+    pool.collect()
+    warm = pool.acquire(timeout=0)  # (connected, its script known)
+    assert warm is not None and warm.release()
+    pauses = [
+        lambda: redis_client.execute_command("CLIENT", "PAUSE", 600, "ALL"),  # (the acquire)
+        lambda: redis_client.execute_command("CLIENT", "PAUSE", 2500, "WRITE"),  # (the give-back)
+    ]
+    monkeypatch.setattr(_PausesBeforeSending, "before", pauses)
+    watch = Stopwatch()
+    with caplog.at_level("INFO", logger="django_redis_pool"):
+        assert pool.acquire(timeout=0.2) is None, "a grant past the wait is not handed over"
+        assert watch.waited() < 0.6 + DEADLINE_SLACK + 0.5, "the give-back did not hold the caller"
+        assert "given back" in caplog.text
+        assert "goes on in the background" in caplog.text
+        wait_for(lambda: pool.available() == ["r"], 20, "the resource to be free again")
+        wait_for(lambda: pending_releases() == 0, 10, "the background give-back to end")
+    client.close()
+
+
 def test_a_grant_within_the_wait_is_kept(redis_client):
     lock = Lock(redis_client, "slow-lock", lease_timeout=30)
     redis_client.client_pause(100)

@@ -289,7 +289,7 @@ class LeaseEngine:
                 bound = None
             took = time.monotonic() - watch.started
             if lease is not None and timeout is not None and took - timeout > LATE_GRANT:
-                lease = yield from self._unless_late(lease, timeout, watch)
+                lease = yield from self._unless_late(lease, timeout, watch, bounded)
         except ResourceUnavailable:
             self.counts.add(counts.REFUSED_FULL)
             raise
@@ -303,13 +303,14 @@ class LeaseEngine:
         return lease
 
     def _unless_late(
-        self, lease: Lease, timeout: float, watch: deadlines.Stopwatch
+        self, lease: Lease, timeout: float, watch: deadlines.Stopwatch, bounded: bool
     ) -> Steps[Lease | None]:
         """``lease``, or None having given it back if it came more than
         ``LATE_GRANT`` seconds after the ``timeout`` of waiting on Redis.
         (The time this thread spent running or waiting for a CPU is not
         Redis's lateness: a busy loop or a starved process delays a grant that
-        Redis gave in time.)"""
+        Redis gave in time.) The give-back is a lease's release: one that
+        Redis does not answer in time goes on in the background."""
         late = watch.waited() - timeout
         if late <= LATE_GRANT:
             return lease
@@ -320,8 +321,9 @@ class LeaseEngine:
             late,
             timeout,
         )
+        lease._granted = None  # (not a hold: it is not counted as one)
         with contextlib.suppress(Exception):
-            yield from self.release_steps(lease.resource, lease.token)
+            yield from self.release_lease_steps(lease, bounded=bounded)
         return None
 
     def _wait(
