@@ -166,10 +166,28 @@ async def _acall(client: Any, step: Any) -> Any:
     if type(step) is Call:
         return await getattr(client, step.method)(*step.args, **step.kwargs)
     if type(step) is Op:
-        return text(await arun(client, runner_for(client).steps(*step)))
+        return text(await _aop(client, step))
     if inspect.iscoroutinefunction(step.fn):
         return await step.fn(*step.args)
     return await asyncio.to_thread(step.fn, *step.args)
+
+
+async def _aop(client: Any, op: Op) -> Any:
+    """Run the script runner's steps for ``op`` (its calls, nothing else) on the
+    ``redis.asyncio`` ``client``, inline: the enclosing :func:`_bounded` call
+    bounds them all, and a cancellation cancels the operation as a whole."""
+    steps = runner_for(client).steps(*op)
+    reply: Any = None
+    error: Exception | None = None
+    while True:
+        try:
+            call = steps.send(reply) if error is None else steps.throw(error)
+        except StopIteration as stop:
+            return stop.value
+        try:
+            reply, error = await getattr(client, call.method)(*call.args), None
+        except Exception as exc:  # (raised into the runner's steps: NOSCRIPT, no library...)
+            reply, error = None, exc
 
 
 async def _bounded(call: Any) -> Any:
