@@ -1,16 +1,19 @@
-"""The asyncio path's own cost per call: ours next to a bare ``redis.asyncio`` floor.
+"""The asyncio path's own cost per call: ours next to the same cycle on the blocking path.
 
     .venv/bin/python benchmarks/bench_async.py [--rounds 9] [--cycles 1000]
         [--server 6.2|7|PATH] [--before REF]
 
-One event loop, one client: the floor is two ``redis.asyncio`` EVALSHA of
-``return 1`` per cycle (what an acquire + release costs Redis at the least);
-ours is ``aacquire`` + ``arelease`` of a ResourcePool, a Semaphore and a Lock
-(``async with lock``). Each round of each case runs in a fresh worker
-process (so that ``--before REF``, our package from another git revision, runs
-in the same rounds, interleaved with today's); the report is the median µs
-per cycle, and ours minus the floor: what our asyncio path adds per cycle
-(two awaited calls). Starts its own embedded redis-server.
+One client, one cycle at a time: the floor is two EVAL of ``return 1`` (a
+``Script``) per cycle; ours is acquire + release of a ResourcePool, a
+Semaphore and a Lock (``with lock`` / ``async with lock``). Each case runs
+blocking (``redis.Redis``) and awaited (``redis.asyncio``; ours on the blocking
+client's asyncio twin, as Django builds them). What the asyncio path of ours
+adds to a call, beyond what asyncio adds to any call, is
+``(ours awaited - ours blocking) - (floor awaited - floor blocking)``, halved
+(two calls a cycle): Redis's own time (our scripts' Lua) cancels out. Each
+round of each case runs in a fresh worker process, so that ``--before REF``
+(our package at another git revision) runs in the same rounds, interleaved
+with today's; medians are reported. Starts its own embedded redis-server.
 """
 
 from __future__ import annotations
@@ -24,14 +27,54 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 CASES = ["floor", "pool", "semaphore", "lock"]
 ROOT = Path(__file__).resolve().parent.parent
 
 
+def _sync_cycle(client: Any, case: str) -> Callable[[], Any]:
+    """One blocking cycle of ``case``."""
+    from django_redis_pool import Lock, ResourcePool, Semaphore
+
+    if case == "floor":
+        script = client.register_script("return 1")
+        return lambda: (script(), script())
+    if case == "pool":
+        pool = ResourcePool(client, "bench", lease_timeout=30)
+        pool.associate_many(f"r{n}" for n in range(10))
+        return lambda: pool.acquire(timeout=0).release()
+    if case == "semaphore":
+        sem = Semaphore(client, "bench", lease_timeout=30, default_max_size=10)
+        return lambda: (sem.acquire("me", timeout=0), sem.release("me"))
+    lock = Lock(client, "bench", lease_timeout=30)
+
+    def lock_cycle() -> None:
+        with lock:
+            pass
+
+    return lock_cycle
+
+
+def _measure_sync(url: str, case: str, cycles: int) -> float:
+    """µs per blocking cycle of ``case`` (run in a worker process)."""
+    import redis
+
+    client = redis.Redis.from_url(url)
+    client.flushall()
+    cycle = _sync_cycle(client, case)
+    for _ in range(200):
+        cycle()
+    started = time.perf_counter()
+    for _ in range(cycles):
+        cycle()
+    return (time.perf_counter() - started) / cycles * 1e6
+
+
 async def _measure(url: str, case: str, cycles: int) -> float:
-    """µs per cycle of ``case`` (run in a worker process)."""
+    """µs per awaited cycle of ``case`` (run in a worker process)."""
     import redis
     import redis.asyncio as aredis
 
@@ -81,14 +124,17 @@ async def _measure(url: str, case: str, cycles: int) -> float:
 
 
 def _worker() -> None:
-    url, case, cycles = sys.argv[2], sys.argv[3], int(sys.argv[4])
-    print(json.dumps(asyncio.run(_measure(url, case, cycles))))
+    url, case, mode, cycles = sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5])
+    if mode == "sync":
+        print(json.dumps(_measure_sync(url, case, cycles)))
+    else:
+        print(json.dumps(asyncio.run(_measure(url, case, cycles))))
 
 
-def _round(python_path: str, url: str, case: str, cycles: int) -> float:
+def _round(python_path: str, url: str, case: str, mode: str, cycles: int) -> float:
     env = dict(os.environ, PYTHONPATH=python_path)
     out = subprocess.run(
-        [sys.executable, __file__, "--worker", url, case, str(cycles)],
+        [sys.executable, __file__, "--worker", url, case, mode, str(cycles)],
         env=env,
         check=True,
         capture_output=True,
@@ -126,25 +172,34 @@ def main() -> None:
             )
             versions[f"before ({args.before})"] = before
         try:
-            results: dict[tuple[str, str], list[float]] = {}
+            results: dict[tuple[str, str, str], list[float]] = {}
             for _ in range(args.rounds):
                 for label, path in versions.items():
                     for case in CASES:
                         if case == "floor" and label != "now":
                             continue
-                        us = _round(path, server.url, case, args.cycles)
-                        results.setdefault((label, case), []).append(us)
+                        for mode in ("sync", "async"):
+                            us = _round(path, server.url, case, mode, args.cycles)
+                            results.setdefault((label, case, mode), []).append(us)
         finally:
             if args.before:
                 subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", before])
-        floor = statistics.median(results[("now", "floor")])
+        median = {key: statistics.median(values) for key, values in results.items()}
+        asyncio_cost = median[("now", "floor", "async")] - median[("now", "floor", "sync")]
         print(f"redis-server {args.server}; {args.rounds} rounds of {args.cycles} cycles\n")
-        print("| case | µs per cycle (median) | over the floor |")
-        print("|---|---:|---:|")
-        for (label, case), values in results.items():
-            median = statistics.median(values)
-            over = "" if case == "floor" else f"{median - floor:.1f}"
-            print(f"| {label}: {case} | {median:.1f} | {over} |")
+        print(
+            "| case | blocking µs/cycle | awaited µs/cycle | awaited - blocking "
+            "| ours per call, beyond asyncio's |"
+        )
+        print("|---|---:|---:|---:|---:|")
+        for label in versions:
+            for case in CASES:
+                if (label, case, "sync") not in median:
+                    continue
+                sync, awaited = median[(label, case, "sync")], median[(label, case, "async")]
+                own = "" if case == "floor" else f"{(awaited - sync - asyncio_cost) / 2:.1f}"
+                cells = f"{sync:.1f} | {awaited:.1f} | {awaited - sync:.1f} | {own}"
+                print(f"| {label}: {case} | {cells} |")
 
 
 if __name__ == "__main__":
