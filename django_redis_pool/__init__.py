@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from .kinds.object_pool import get_object_pool
     from .kinds.pool import get_pool
     from .kinds.queue import get_queue, task
+    from .kinds.ratelimit import get_ratelimit
     from .kinds.semaphore import get_semaphore
     from .registry import get_resource
 
@@ -61,6 +62,7 @@ __all__ = [
     "get_object_pool",
     "get_pool",
     "get_queue",
+    "get_ratelimit",
     "get_resource",
     "get_semaphore",
     "task",
@@ -75,6 +77,7 @@ _LAZY = {
     "get_pool": "django_redis_pool.kinds.pool.get_pool",
     "get_resource": "django_redis_pool.registry.get_resource",
     "get_queue": "django_redis_pool.kinds.queue.get_queue",
+    "get_ratelimit": "django_redis_pool.kinds.ratelimit.get_ratelimit",
     "get_semaphore": "django_redis_pool.kinds.semaphore.get_semaphore",
     "task": "django_redis_pool.kinds.queue.task",
     "with_resource": "django_redis_pool.decorators.with_resource",

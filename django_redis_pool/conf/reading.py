@@ -239,8 +239,9 @@ def _read_entry(
             continue
         try:
             options[key] = option.validate(value, setting_path(kind.setting_key, name, key))
-        except ValueError as exc:
-            found.add("E018", f"{exc}.", option.hint, setting_path(kind.setting_key, name, key))
+        except ValueError as exc:  # (an OptionError names its own id, and may its hint)
+            code, hint = getattr(exc, "id", "E018"), getattr(exc, "hint", None) or option.hint
+            found.add(code, f"{exc}.", hint, setting_path(kind.setting_key, name, key))
     for key in kind.required:
         if key not in entry:
             found.add(
@@ -254,10 +255,11 @@ def _read_entry(
     try:  # every option valid: how they go together
         kind.check_entry(options, path)
     except ValueError as exc:
-        found.add("E018", f"{exc}.", "Make the options agree.", path)
+        code, hint = getattr(exc, "id", "E018"), getattr(exc, "hint", None)
+        found.add(code, f"{exc}.", hint or "Make the options agree.", path)
         return None
-    for message, hint in kind.entry_warnings(name, options):
-        found.add("W006", message, hint, path)
+    for message, hint, *code in kind.entry_warnings(name, options):
+        found.add(code[0] if code else "W006", message, hint, path)
     return options
 
 
@@ -355,11 +357,12 @@ def parse_rule(raw: Any, index: int, names: Mapping[str, Kind]) -> Rule:
     identity = raw.get("IDENTITY")
     if identity is not None:
         import_callable(identity, f'{path}["IDENTITY"]')
+    status = raw.get("STATUS")  # None: the kind's refusal status
     options = {
         "timeout": check_timeout(raw.get("TIMEOUT"), f'{path}["TIMEOUT"]'),
         "lease_timeout": check_lease_timeout(raw.get("LEASE_TIMEOUT"), f'{path}["LEASE_TIMEOUT"]'),
         "identity": identity,
-        "status": check_status(raw.get("STATUS", 503), f'{path}["STATUS"]'),
+        "status": None if status is None else check_status(status, f'{path}["STATUS"]'),
         "retry_after": check_retry_after(raw.get("RETRY_AFTER"), f'{path}["RETRY_AFTER"]'),
     }
     return Rule(pattern, methods, resource, options)
