@@ -4,6 +4,7 @@ chart of the requests allowed and limited, a section of the busiest keys now
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from django import forms
@@ -51,6 +52,11 @@ def register_ratelimit(kind: Kind) -> None:
     )(reset_key)
 
 
+def units(remaining: float) -> int:
+    """The whole units left (what the next requests may spend now)."""
+    return max(0, math.floor(remaining + 1e-9))
+
+
 def policy_text(limiter: Any) -> str:
     """ "100 per 60 s, burst 20"."""
     return f"{limiter.rate} per {limiter.per:g} s, burst {limiter.burst}"
@@ -63,7 +69,7 @@ def ratelimit_summary(limiter: Any) -> Summary:
     busiest = limiter.busiest(1) if active else []
     if busiest:
         top = busiest[0]
-        notes.append(f"busiest: {top.key}, {top.remaining:g} left")
+        notes.append(f"busiest: {top.key}, {units(top.remaining)} left")
     return Summary(size=limiter.burst, held=active, note="; ".join(notes))
 
 
@@ -72,7 +78,7 @@ def _row(
 ) -> dict[str, Any]:
     return {
         "key": key,
-        "remaining": f"{remaining:g}",
+        "remaining": units(remaining),
         "retry_after": round(retry_after, 1),
         "reset_after": None if reset_after is None else round(reset_after, 1),
         "limited": retry_after > 0,

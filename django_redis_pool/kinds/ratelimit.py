@@ -466,7 +466,7 @@ class RateLimitKind(Kind):
         for row in rows:
             turn = f"next in {row['retry_after']:.1f} s" if row["retry_after"] > 0 else "passes now"
             details.append(
-                f"  {row['key']}  {row['remaining']:g} left  {turn}  "
+                f"  {row['key']}  {max(0, math.floor(row['remaining'] + 1e-9))} left  {turn}  "
                 f"full in {row['reset_after']:.1f} s"
             )
         return Report(

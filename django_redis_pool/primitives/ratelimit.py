@@ -170,3 +170,8 @@ class RateLimiter:
 
     def active_count(self) -> int:
         return int(self._read(0)[1])
+
+    def activity(self, minutes: int = 0) -> Any:
+        from .counts import Activity
+
+        return Activity()
