@@ -81,6 +81,8 @@ def ratelimit_headers(response: Any) -> dict[str, str]:
         ("5000/day", 5000, 86400),
         ("3/1.5s", 3, 1.5),
         (" 7 / minute ", 7, 60),
+        ("10 per minute", 10, 60),
+        ("10 per 5 seconds", 10, 5),
     ],
 )
 def test_rate_is_a_count_per_unit_or_per_several_units(rate: str, count: int, per: float) -> None:

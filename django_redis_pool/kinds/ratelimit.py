@@ -37,6 +37,7 @@ __all__ = [
     "RateLimitKind",
     "client_ip",
     "get_ratelimit",
+    "hashed",
     "parse_rate",
 ]
 
@@ -57,7 +58,9 @@ UNITS = {
     **dict.fromkeys(("h", "hour", "hours"), 3600),
     **dict.fromkeys(("d", "day", "days"), 86400),
 }
-_RATE = re.compile(r"\s*(\d+)\s*/\s*(\d+(?:\.\d+)?)?\s*([a-z]+)\s*", re.IGNORECASE)
+_RATE = re.compile(
+    r"\s*(\d+)\s*(?:/|\s+per\s+)\s*(\d+(?:\.\d+)?)?\s*([a-z]+)\s*", re.IGNORECASE
+)
 #: A header name (RFC 9110 token characters).
 _HEADER = re.compile(r"[A-Za-z0-9!#$%&'*+.^_`|~-]+")
 #: Django settings that say a proxy stands in front of the site.
@@ -73,7 +76,8 @@ class Rate(NamedTuple):
 
 
 def parse_rate(value: Any, path: str = "RATE") -> Rate:
-    """``"100/m"``, ``"10/5s"``, ``"1000/2h"``, ``"5000/day"`` as a :class:`Rate`;
+    """``"100/m"``, ``"10/5s"``, ``"1000/2h"``, ``"5000/day"`` (or ``"10 per
+    minute"``) as a :class:`Rate`;
     raises :class:`OptionError` (E034) naming ``path`` for anything else (a bare
     number too: it would not say per what)."""
     match = _RATE.fullmatch(value) if isinstance(value, str) else None
