@@ -16,7 +16,7 @@ from typing import Any
 
 from .. import kinds
 from ..kinds import Kind
-from ..kinds.base import validate_bool
+from ..kinds.base import OptionError, validate_bool
 from ..primitives.validators import check_duration, check_lease_timeout, check_name, check_timeout
 from .connection import read_connection
 from .schema import (
@@ -239,9 +239,11 @@ def _read_entry(
             continue
         try:
             options[key] = option.validate(value, setting_path(kind.setting_key, name, key))
-        except ValueError as exc:  # (an OptionError names its own id, and may its hint)
-            code, hint = getattr(exc, "id", "E018"), getattr(exc, "hint", None) or option.hint
-            found.add(code, f"{exc}.", hint, setting_path(kind.setting_key, name, key))
+        except OptionError as exc:  # its own id, and maybe its own hint
+            option_path = setting_path(kind.setting_key, name, key)
+            found.add(exc.id, f"{exc}.", exc.hint or option.hint, option_path)
+        except ValueError as exc:
+            found.add("E018", f"{exc}.", option.hint, setting_path(kind.setting_key, name, key))
     for key in kind.required:
         if key not in entry:
             found.add(
@@ -254,12 +256,17 @@ def _read_entry(
         return None
     try:  # every option valid: how they go together
         kind.check_entry(options, path)
-    except ValueError as exc:
-        code, hint = getattr(exc, "id", "E018"), getattr(exc, "hint", None)
-        found.add(code, f"{exc}.", hint or "Make the options agree.", path)
+    except OptionError as exc:
+        found.add(exc.id, f"{exc}.", exc.hint or "Make the options agree.", path)
         return None
-    for message, hint, *code in kind.entry_warnings(name, options):
-        found.add(code[0] if code else "W006", message, hint, path)
+    except ValueError as exc:
+        found.add("E018", f"{exc}.", "Make the options agree.", path)
+        return None
+    for message, hint, *own_id in kind.entry_warnings(name, options):
+        if own_id:  # an EntryWarning of its own id
+            found.add(own_id[0], message, hint, path)
+        else:
+            found.add("W006", message, hint, path)
     return options
 
 

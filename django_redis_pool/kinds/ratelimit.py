@@ -58,9 +58,7 @@ UNITS = {
     **dict.fromkeys(("h", "hour", "hours"), 3600),
     **dict.fromkeys(("d", "day", "days"), 86400),
 }
-_RATE = re.compile(
-    r"\s*(\d+)\s*(?:/|\s+per\s+)\s*(\d+(?:\.\d+)?)?\s*([a-z]+)\s*", re.IGNORECASE
-)
+_RATE = re.compile(r"\s*(\d+)\s*(?:/|\s+per\s+)\s*(\d+(?:\.\d+)?)?\s*([a-z]+)\s*", re.IGNORECASE)
 #: A header name (RFC 9110 token characters).
 _HEADER = re.compile(r"[A-Za-z0-9!#$%&'*+.^_`|~-]+")
 #: Django settings that say a proxy stands in front of the site.
