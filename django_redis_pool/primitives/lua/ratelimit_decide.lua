@@ -1,0 +1,41 @@
+-- ratelimit_decide: one decision of a rate limiter (primitives/ratelimit.py):
+-- GCRA on the Redis clock, in µs. A decision of `cost` units passes iff
+-- max(TAT, now) + cost * interval - now <= burst * interval; then the key's
+-- TAT advances by cost * interval. A caller that may wait `wait` µs (-1: for
+-- ever) and whose turn comes within it reserves that turn here (the TAT
+-- advances as if it passed then) and is told how long to sleep; one whose
+-- turn comes later is refused, reserving nothing.
+-- args[2] packed: "interval µs|burst|cost|wait µs|limited key" (the key last:
+-- it may hold "|").
+-- Returns {1 passed (0 refused), whole units left when it passes, µs it waits
+-- (refused: µs until this cost would pass), µs until the bucket is full again
+-- (from when it passes), now µs, the TAT it set (0: none)}.
+local interval, burst, cost, wait, key =
+  string.match(args[2], '^([^|]*)|([^|]*)|([^|]*)|([^|]*)|(.*)$')
+interval, burst, cost, wait = tonumber(interval), tonumber(burst), tonumber(cost), tonumber(wait)
+local k = BASE .. ':k:' .. key
+local tat = tonumber(redis.call('GET', k)) or NOW_US
+if tat < NOW_US then
+  tat = NOW_US
+end
+local window = burst * interval
+local new = tat + cost * interval
+local delay = new - NOW_US - window
+if delay > 0 and wait >= 0 and delay > wait then
+  return {0, math.max(0, math.floor((window - tat + NOW_US) / interval)), delay, tat - NOW_US,
+    NOW_US, 0}
+end
+if delay < 0 then
+  delay = 0
+end
+local text = string.format('%d', new)
+redis.call('SET', k, text, 'PX', math.ceil((new - NOW_US) / 1000))
+local index = BASE .. ':index'
+redis.call('ZADD', index, text, key)
+redis.call('ZREMRANGEBYSCORE', index, '-inf', string.format('%d', NOW_US))
+local size = redis.call('ZCARD', index)
+if size > RATE_INDEX_LIMIT then
+  redis.call('ZREMRANGEBYRANK', index, 0, size - RATE_INDEX_LIMIT - 1)
+end
+local debt = new - NOW_US - delay
+return {1, math.floor((window - debt) / interval), delay, debt, NOW_US, new}
