@@ -20,8 +20,8 @@ per limited key holding its TAT, expiring when its bucket is full again (an
 idle key vanishes), and one bounded index (a sorted set, key -> TAT) for
 :meth:`RateLimiter.busiest` and :meth:`RateLimiter.active_count`. The rate and
 burst are sent with every call and stored nowhere: two processes that build
-the same limiter with different settings each enforce their own on the same
-keys. Nothing here imports Django.
+the same limiter with different settings share each key's state (its TAT) and
+each judges it by its own settings. Nothing here imports Django.
 """
 
 from __future__ import annotations
@@ -102,7 +102,8 @@ class RateLimiter:
     rounded up to whole microseconds (never more than ``rate`` per ``per``),
     so it must be at least one. Building one does no I/O; a bad value raises
     ``ValueError`` naming it. The settings are sent with each call, not
-    stored: two processes with different settings each enforce their own.
+    stored: two processes with different settings share each key's state and
+    each enforces its own settings on it.
 
     A limited key (``key``) is any ``str`` of up to 1,000 characters (the
     empty one by default); it is never part of the hash tag, so every key of
@@ -207,14 +208,17 @@ class RateLimiter:
             timeout = check_timeout(timeout)
             wait_us = -1 if timeout is None else int(timeout * 1e6)
         packed = f"{self._packed_head}{cost}|{wait_us}|{key}".encode()
-        allowed, remaining, delay, debt, now, tat = yield Op(
-            "ratelimit_decide", (self._base_bytes, packed)
-        )
-        if not allowed:
+        reply = yield Op("ratelimit_decide", (self._base_bytes, packed))
+        if reply[0] == "0":
             self._counts.add(counts.REFUSED_LIMITED)
             if not whole:
                 return False
+            _, remaining, delay, debt, now, _ = map(int, reply.split("|"))
             return Decision(False, remaining, delay / 1e6, debt / 1e6, self.burst, 0.0, now / 1e6)
+        if wait_us == 0 and not whole:  # (the common case: passed at once, nothing to read)
+            self._counts.granted(0.0)
+            return True
+        _, remaining, delay, debt, now, tat = map(int, reply.split("|"))
         waited = delay / 1e6
         if delay:
             try:

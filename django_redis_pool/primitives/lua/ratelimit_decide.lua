@@ -7,9 +7,10 @@
 -- turn comes later is refused, reserving nothing.
 -- args[2] packed: "interval µs|burst|cost|wait µs|limited key" (the key last:
 -- it may hold "|").
--- Returns {1 passed (0 refused), whole units left when it passes, µs it waits
--- (refused: µs until this cost would pass), µs until the bucket is full again
--- (from when it passes), now µs, the TAT it set (0: none)}.
+-- Returns one string (one reply to read, not six): "1 passed (0 refused)|whole
+-- units left when it passes|µs it waits (refused: µs until this cost would
+-- pass)|µs until the bucket is full again (from when it passes)|now µs|the
+-- TAT it set (0: none)".
 local interval, burst, cost, wait, key =
   string.match(args[2], '^([^|]*)|([^|]*)|([^|]*)|([^|]*)|(.*)$')
 interval, burst, cost, wait = tonumber(interval), tonumber(burst), tonumber(cost), tonumber(wait)
@@ -22,8 +23,8 @@ local window = burst * interval
 local new = tat + cost * interval
 local delay = new - NOW_US - window
 if delay > 0 and wait >= 0 and delay > wait then
-  return {0, math.max(0, math.floor((window - tat + NOW_US) / interval)), delay, tat - NOW_US,
-    NOW_US, 0}
+  return string.format('0|%d|%d|%d|%d|0', math.max(0, math.floor((window - tat + NOW_US) / interval)),
+    delay, tat - NOW_US, NOW_US)
 end
 if delay < 0 then
   delay = 0
@@ -38,4 +39,5 @@ if size > RATE_INDEX_LIMIT then
   redis.call('ZREMRANGEBYRANK', index, 0, size - RATE_INDEX_LIMIT - 1)
 end
 local debt = new - NOW_US - delay
-return {1, math.floor((window - debt) / interval), delay, debt, NOW_US, new}
+return string.format('1|%d|%d|%d|%d|%s', math.floor((window - debt) / interval), delay, debt,
+  NOW_US, text)
