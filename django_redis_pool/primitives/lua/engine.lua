@@ -62,9 +62,9 @@
 --   :k:<key>  STRING one limited key's TAT (GCRA's theoretical arrival time,
 --                    µs on the Redis clock), expiring when its bucket is full
 --                    again (an idle key vanishes)
---   :index    ZSET  limited key -> its TAT; entries of full buckets (TAT <=
---                    now) trimmed by every decision that passes, and at most
---                    RATE_INDEX_LIMIT entries (the fullest dropped first)
+--   :index    ZSET  limited key -> its TAT; every decision that adds a key
+--                    to it trims it of full buckets (TAT <= now) and holds it
+--                    to RATE_INDEX_LIMIT entries (the fullest dropped first)
 --   :wake:<token>    LIST  a waiter's own wake list (the grant handed to it)
 --   :wid:<identity>  ZSET  the queued sharing waiters of one identity
 --   :counts HASH  what every process counted (primitives/counts.py): field ->

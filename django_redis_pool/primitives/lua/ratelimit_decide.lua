@@ -23,20 +23,24 @@ local window = burst * interval
 local new = tat + cost * interval
 local delay = new - NOW_US - window
 if delay > 0 and wait >= 0 and delay > wait then
-  return string.format('0|%d|%d|%d|%d|0', math.max(0, math.floor((window - tat + NOW_US) / interval)),
-    delay, tat - NOW_US, NOW_US)
+  local left = math.max(0, math.floor((window - tat + NOW_US) / interval))
+  return string.format('0|%d|%d|%d|%d|0', left, delay, tat - NOW_US, NOW_US)
 end
 if delay < 0 then
   delay = 0
 end
 local text = string.format('%d', new)
 redis.call('SET', k, text, 'PX', math.ceil((new - NOW_US) / 1000))
+-- The index grows only by a new member: only then is it trimmed of full
+-- buckets and held to its limit (a stale entry is never read as live: reads
+-- take scores above now).
 local index = BASE .. ':index'
-redis.call('ZADD', index, text, key)
-redis.call('ZREMRANGEBYSCORE', index, '-inf', string.format('%d', NOW_US))
-local size = redis.call('ZCARD', index)
-if size > RATE_INDEX_LIMIT then
-  redis.call('ZREMRANGEBYRANK', index, 0, size - RATE_INDEX_LIMIT - 1)
+if redis.call('ZADD', index, text, key) == 1 then
+  redis.call('ZREMRANGEBYSCORE', index, '-inf', string.format('%d', NOW_US))
+  local size = redis.call('ZCARD', index)
+  if size > RATE_INDEX_LIMIT then
+    redis.call('ZREMRANGEBYRANK', index, 0, size - RATE_INDEX_LIMIT - 1)
+  end
 end
 local debt = new - NOW_US - delay
 return string.format('1|%d|%d|%d|%d|%s', math.floor((window - debt) / interval), delay, debt,
