@@ -1,9 +1,10 @@
 """Distributed coordination primitives for Django, backed by Redis.
 
 The Redis primitives (:class:`ResourcePool`, :class:`Semaphore`, :class:`Lock`,
-...) work with a bare redis-py client and never import Django. The ``get_*`` accessors read the
-``DJANGO_REDIS_POOL`` setting; they and ``with_resource`` are imported lazily so
-that importing this package does not require configured Django settings.
+:class:`RateLimiter`, ...) work with a bare redis-py client and never import
+Django. The ``get_*`` accessors read the ``DJANGO_REDIS_POOL`` setting; they
+and ``with_resource`` are imported lazily so that importing this package does
+not require configured Django settings.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from .primitives.lock import Lock
 from .primitives.object_pool import ObjectPool
 from .primitives.pool import ResourcePool
 from .primitives.queue import Task, TaskExecutePolicy, TaskFailed, TaskQueue, WorkerLost
+from .primitives.ratelimit import Decision, KeyState, RateLimiter
 from .primitives.semaphore import Semaphore
 
 if TYPE_CHECKING:
@@ -43,12 +45,15 @@ __all__ = [
     "Allocator",
     "AllocatorObject",
     "BackendUnavailable",
+    "Decision",
+    "KeyState",
     "Lease",
     "Lock",
     "NotConfigured",
     "NotOwned",
     "ObjectPool",
     "PoolError",
+    "RateLimiter",
     "ResourcePool",
     "ResourceUnavailable",
     "Semaphore",
