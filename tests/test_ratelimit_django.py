@@ -103,7 +103,10 @@ def test_burst_defaults_to_the_count_of_the_rate(settings: Any, redis_url: str) 
     assert get_ratelimit("api").burst == 10
 
 
-@pytest.mark.parametrize("rate", ["100", 100, "100/fortnight", "0/m", "10/0s", "m/100", "1/-2s"])
+@pytest.mark.parametrize(
+    "rate",
+    ["100", 100, "100/fortnight", "0/m", "10/0s", "m/100", "1/-2s", "1/0.0001s", "10000000/s"],
+)
 def test_e034_a_malformed_rate_names_the_setting_and_the_forms(settings: Any, rate: Any) -> None:
     [message] = errors(settings, RATE=rate)
     assert message.id == "django_redis_pool.E034"
@@ -143,6 +146,12 @@ def test_e037_bad_proxy_options(settings: Any, option: str, value: Any) -> None:
     [message] = errors(settings, RATE="1/s", **{option: value})
     assert message.id == "django_redis_pool.E037"
     assert f'["api"]["{option}"]' in message.msg
+
+
+def test_e018_a_burst_the_primitive_cannot_count(settings: Any) -> None:
+    [message] = errors(settings, RATE="1/d", BURST=2**40)
+    assert message.id == "django_redis_pool.E018"
+    assert "more than 71 years" in message.msg and "BURST" in message.hint
 
 
 def test_e018_a_cost_above_the_burst_could_never_pass(settings: Any) -> None:
@@ -518,7 +527,9 @@ def test_pool_sync_and_pool_gc_have_nothing_to_do(settings: Any, redis_url: str)
 # ===================================================================== metrics
 
 
-def test_the_gauges_are_the_burst_and_the_active_keys(settings: Any, redis_url: str) -> None:
+def test_the_metrics_are_the_burst_the_active_keys_and_the_decisions(
+    settings: Any, redis_url: str
+) -> None:
     from prometheus_client.parser import text_string_to_metric_families
 
     configure(settings, redis_url, RATE="10/m", BURST=4)
@@ -526,9 +537,10 @@ def test_the_gauges_are_the_burst_and_the_active_keys(settings: Any, redis_url: 
     assert kind.KIND.gauges(api) == {"size": 4, "held": 0}
     for key in ("a", "b", "c"):
         assert api.acquire(key)
+    assert api.acquire("a", cost=4) is False
     response = Client().get("/metrics/")
     samples = {
-        (sample.name, sample.labels.get("name")): sample.value
+        (sample.name, sample.labels.get("reason") or sample.labels.get("le") or "api"): sample.value
         for family in text_string_to_metric_families(response.content.decode())
         for sample in family.samples
         if sample.labels.get("kind") == "ratelimit"
@@ -538,6 +550,9 @@ def test_the_gauges_are_the_burst_and_the_active_keys(settings: Any, redis_url: 
     assert samples[("django_redis_pool_held", "api")] == 3
     assert ("django_redis_pool_free", "api") not in samples
     assert ("django_redis_pool_waiting", "api") not in samples
+    assert samples[("django_redis_pool_acquired_total", "api")] == 3
+    assert samples[("django_redis_pool_refused_total", "limited")] == 1
+    assert samples[("django_redis_pool_wait_seconds_count", "api")] == 3
 
 
 # ======================================================================= admin

@@ -19,13 +19,13 @@ __all__ = ["BUSIEST", "KeyForm", "register_ratelimit"]
 TEMPLATE = "admin/django_redis_pool/kinds/ratelimit_keys.html"
 #: How many of the busiest keys the page lists.
 BUSIEST = 20
-#: A rate limit's chart: the requests it allowed and those it limited, each minute.
+#: A rate limit's chart: the requests it allowed (and how long those that
+#: waited for their turn waited) and those it limited, each minute.
 DECISIONS = charts.Series(
     granted=("acquired",),
     refused=("refused_limited",),
     granted_word="allowed",
     refused_word="limited",
-    wait=False,
 )
 
 

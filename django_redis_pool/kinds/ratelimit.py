@@ -25,7 +25,7 @@ from asgiref.sync import sync_to_async
 
 from .. import conf, registry
 from ..exceptions import ResourceUnavailable
-from ..primitives.ratelimit import Decision, RateLimiter
+from ..primitives.ratelimit import MAX_KEY_LENGTH, Decision, RateLimiter
 from ..primitives.validators import check_count, check_timeout
 from .base import Ask, EntryWarning, Held, Kind, Option, OptionError, Report
 
@@ -43,9 +43,6 @@ __all__ = [
 
 #: ``ResourceUnavailable.reason`` of a request refused by its rate limit.
 LIMITED = "limited"
-#: The longest key a request counts against; a longer one (from a KEY
-#: function) is counted against its SHA-256 instead.
-MAX_KEY_LENGTH = 1000
 #: The built-in ``KEY`` sources (besides ``header:<Name>`` and a dotted path).
 KEY_SOURCES = ("user", "ip")
 #: How many of the busiest keys ``pool_status`` lists.
@@ -94,7 +91,25 @@ def parse_rate(value: Any, path: str = "RATE") -> Rate:
             id="E034",
             hint='E.g. "100/m" (100 requests a minute), "10/5s".',
         )
-    return Rate(count, per, value.strip())
+    rate = Rate(count, per, value.strip())
+    try:
+        probe(rate, None)
+    except ValueError as exc:
+        raise OptionError(
+            f"{path} = {value!r} cannot be counted: {exc}",
+            id="E034",
+            hint="Use a period of at least 1 ms and at most a million units a second, "
+            'e.g. "100/m".',
+        ) from exc
+    return rate
+
+
+def probe(rate: Rate, burst: int | None) -> None:
+    """Build the primitive ``rate`` and ``burst`` make (on a client that is
+    never used: no I/O), so that its own checks judge them: ``ValueError``."""
+    import redis
+
+    RateLimiter(redis.Redis(), "probe", rate=rate.rate, per=rate.per, burst=burst)
 
 
 def _validate_rate(value: Any, path: str) -> Rate | None:
@@ -299,7 +314,7 @@ class RateLimitKind(Kind):
     setting_key = "RATE_LIMITS"
     primitive = RateLimiter
     refusal_status = 429
-    counted = ("acquired", "refused")
+    counted = ("acquired", "refused", "wait_seconds")
     options = {
         "RATE": Option(
             _validate_rate,
@@ -371,6 +386,13 @@ class RateLimitKind(Kind):
 
     def check_entry(self, options: Mapping[str, Any], path: str) -> None:
         burst = options["BURST"] if options["BURST"] is not None else options["RATE"].rate
+        try:
+            probe(options["RATE"], options["BURST"])
+        except ValueError as exc:
+            raise OptionError(
+                f"{path} cannot be counted with BURST {options['BURST']!r}: {exc}",
+                hint="Lower BURST, or the period of RATE.",
+            ) from exc
         if options["COST"] > burst:
             raise OptionError(
                 f"{path} has COST {options['COST']} above its burst {burst}: no request "
