@@ -60,7 +60,7 @@ COUNTERS = {
     "acquired": ("Holds granted.", (("acquired", ()),)),
     "refused": (
         "Callers refused: their wait timed out (reason timeout), max_waiting "
-        "callers already waited (reason full) or a rate limit was reached (reason limited).",
+        "callers already waited (reason full) or their quota was spent (reason limited).",
         (
             ("refused_timeout", ("timeout",)),
             ("refused_full", ("full",)),
