@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib import admin
-from django.http import HttpRequest, JsonResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.urls import path
 
 from django_redis_pool.decorators import with_resource
@@ -32,6 +32,15 @@ def tenant_of(request: HttpRequest) -> str | None:
     if request.headers.get("X-Staff"):
         return None
     return f"tenant:{request.headers.get('X-Tenant', 'none')}"
+
+
+def unavailable(request: HttpRequest, exception: Any) -> HttpResponse:
+    """An ``UNAVAILABLE_VIEW``: what the refusal carried, in its body."""
+    return HttpResponse(
+        f"{exception.reason} {exception.status} {exception.retry_after} "
+        f"{exception.decision.allowed} {sorted(exception.headers)}",
+        status=exception.status,
+    )
 
 
 def huge_key(request: HttpRequest) -> str:

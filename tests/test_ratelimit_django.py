@@ -268,6 +268,23 @@ def test_request_resources_holds_the_decision(settings: Any, redis_url: str) -> 
     assert decision["retry_after"] == 0 and 11 < decision["reset_after"] <= 12
 
 
+def test_the_unavailable_view_gets_the_refusal_and_its_headers_are_added(
+    settings: Any, redis_url: str
+) -> None:
+    configure(settings, redis_url, RATE="1/m")
+    settings.DJANGO_REDIS_POOL = {
+        **settings.DJANGO_REDIS_POOL,
+        "UNAVAILABLE_VIEW": "tests.ratelimit_views.unavailable",
+    }
+    client = Client()
+    assert client.get("/limited/").status_code == 200
+    refused = client.get("/limited/")
+    assert refused.status_code == 429
+    headers = ["RateLimit-Limit", "RateLimit-Policy", "RateLimit-Remaining", "RateLimit-Reset"]
+    assert refused.content.decode() == f"limited 429 60 False {headers}"
+    assert refused["Retry-After"] == "60" and refused["RateLimit-Remaining"] == "0"
+
+
 def test_an_explicit_status_and_retry_after_win(settings: Any, redis_url: str) -> None:
     configure(settings, redis_url, RATE="1/m")
     client = Client()

@@ -41,8 +41,6 @@ __all__ = [
     "parse_rate",
 ]
 
-#: ``ResourceUnavailable.reason`` of a request refused by its rate limit.
-LIMITED = "limited"
 #: The built-in ``KEY`` sources (besides ``header:<Name>`` and a dotted path).
 KEY_SOURCES = ("user", "ip")
 #: How many of the busiest keys ``pool_status`` lists.
@@ -459,7 +457,7 @@ class RateLimitKind(Kind):
             error = ResourceUnavailable(
                 f"rate limit {primitive.name!r}: {key!r} is limited (next turn in "
                 f"{retry_after:.3f} s)",
-                reason=LIMITED,
+                reason=ResourceUnavailable.LIMITED,
             )
             if math.isfinite(retry_after):
                 error.retry_after = max(1, math.ceil(retry_after))  # type: ignore[attr-defined]
