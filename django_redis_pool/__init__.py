@@ -1,9 +1,10 @@
 """Distributed coordination primitives for Django, backed by Redis.
 
 The Redis primitives (:class:`ResourcePool`, :class:`Semaphore`, :class:`Lock`,
-...) work with a bare redis-py client and never import Django. The ``get_*`` accessors read the
-``DJANGO_REDIS_POOL`` setting; they and ``with_resource`` are imported lazily so
-that importing this package does not require configured Django settings.
+:class:`RateLimiter`, ...) work with a bare redis-py client and never import
+Django. The ``get_*`` accessors read the ``DJANGO_REDIS_POOL`` setting; they
+and ``with_resource`` are imported lazily so that importing this package does
+not require configured Django settings.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from .primitives.lock import Lock
 from .primitives.object_pool import ObjectPool
 from .primitives.pool import ResourcePool
 from .primitives.queue import Task, TaskExecutePolicy, TaskFailed, TaskQueue, WorkerLost
+from .primitives.ratelimit import Decision, KeyState, RateLimiter
 from .primitives.semaphore import Semaphore
 
 if TYPE_CHECKING:
@@ -32,6 +34,7 @@ if TYPE_CHECKING:
     from .kinds.object_pool import get_object_pool
     from .kinds.pool import get_pool
     from .kinds.queue import get_queue, task
+    from .kinds.ratelimit import get_ratelimit
     from .kinds.semaphore import get_semaphore
     from .registry import get_resource
 
@@ -42,12 +45,15 @@ __all__ = [
     "Allocator",
     "AllocatorObject",
     "BackendUnavailable",
+    "Decision",
+    "KeyState",
     "Lease",
     "Lock",
     "NotConfigured",
     "NotOwned",
     "ObjectPool",
     "PoolError",
+    "RateLimiter",
     "ResourcePool",
     "ResourceUnavailable",
     "Semaphore",
@@ -61,6 +67,7 @@ __all__ = [
     "get_object_pool",
     "get_pool",
     "get_queue",
+    "get_ratelimit",
     "get_resource",
     "get_semaphore",
     "task",
@@ -75,6 +82,7 @@ _LAZY = {
     "get_pool": "django_redis_pool.kinds.pool.get_pool",
     "get_resource": "django_redis_pool.registry.get_resource",
     "get_queue": "django_redis_pool.kinds.queue.get_queue",
+    "get_ratelimit": "django_redis_pool.kinds.ratelimit.get_ratelimit",
     "get_semaphore": "django_redis_pool.kinds.semaphore.get_semaphore",
     "task": "django_redis_pool.kinds.queue.task",
     "with_resource": "django_redis_pool.decorators.with_resource",

@@ -272,7 +272,9 @@ class DashboardAdmin(admin.ModelAdmin):
 
     @staticmethod
     def _title(primitive: Any) -> str:
-        return f"{primitive.kind.replace('_', ' ').capitalize()} {primitive.name}"
+        kind = kinds.by_name().get(primitive.kind)
+        label = kind.label if kind is not None else primitive.kind.replace("_", " ")
+        return f"{label.capitalize()} {primitive.name}"
 
     def _run(
         self, request: HttpRequest, chosen: dashboard.Action, primitive: Any, data: dict[str, Any]

@@ -22,7 +22,7 @@ def with_resource(
     timeout: float | None = None,
     lease_timeout: float | None = None,
     identity: Callable[[HttpRequest], str] | str | None = None,
-    status: int = 503,
+    status: int | None = None,
     retry_after: float | None = None,
 ) -> Callable[[View], View]:
     """Hold the configured primitive ``name`` while the decorated view runs.
@@ -41,12 +41,16 @@ def with_resource(
     (or its dotted path) naming the holder; where holds are per identity (slots),
     requests with the same identity share one.
 
-    When nothing is granted in time, the response has ``status`` and a
-    ``Retry-After`` header of ``retry_after`` seconds (default: the ceiling of
-    ``timeout``, else 1); ``DJANGO_REDIS_POOL["UNAVAILABLE_VIEW"]`` replaces its
-    body. When Redis is down, the same response is sent and an error is logged,
-    unless ``FAIL_OPEN`` is set: then the view runs with
-    ``request.resources[name] = None`` and a warning is logged.
+    When nothing is granted in time, the response has ``status`` (default
+    None: the kind's :attr:`~django_redis_pool.kinds.Kind.refusal_status`, 503
+    unless the kind answers otherwise, e.g. 429 Too Many Requests) and a
+    ``Retry-After`` header of ``retry_after`` seconds (default: when the kind
+    says the turn comes, else the ceiling of ``timeout``, else 1), rounded up;
+    ``DJANGO_REDIS_POOL["UNAVAILABLE_VIEW"]`` replaces its body. A kind may add
+    headers to refusals and to the view's responses (what is left of a quota).
+    When Redis is down, the same response is sent (503 unless ``status`` is
+    given) and an error is logged, unless ``FAIL_OPEN`` is set: then the view
+    runs with ``request.resources[name] = None`` and a warning is logged.
 
     Works on sync and async views, on class-based views via
     ``method_decorator``, and stacked (the outer one acquires first). An async

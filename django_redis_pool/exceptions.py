@@ -29,9 +29,11 @@ class PoolError(Exception):
 
 class ResourceUnavailable(PoolError, TimeoutError):
     """Nothing could be granted within the requested ``timeout``, or the caller
-    was refused at once because ``max_waiting`` callers already wait.
+    was refused at once because ``max_waiting`` callers already wait, or a
+    request's quota was spent.
 
-    ``reason`` says which (for logs and metrics): :attr:`TIMEOUT` or :attr:`FULL`.
+    ``reason`` says which (for logs and metrics): :attr:`TIMEOUT`, :attr:`FULL`
+    or :attr:`LIMITED`.
     """
 
     #: ``reason``: nothing was granted in time (or the wait ended otherwise).
@@ -39,6 +41,8 @@ class ResourceUnavailable(PoolError, TimeoutError):
     #: ``reason``: ``max_waiting`` callers already waited, so this one was
     #: refused at once, without waiting.
     FULL: ClassVar[str] = "full"
+    #: ``reason``: a request's quota was spent (a rate limit refused it).
+    LIMITED: ClassVar[str] = "limited"
 
     def __init__(self, *args: object, reason: str = TIMEOUT) -> None:
         super().__init__(*args)

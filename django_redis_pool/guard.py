@@ -93,7 +93,7 @@ class Guard:
         timeout: float | None = None,
         lease_timeout: float | None = None,
         identity: Callable[[HttpRequest], str] | str | None = None,
-        status: int = 503,
+        status: int | None = None,
         retry_after: float | None = None,
     ) -> None:
         self.name = check_name(name, "resource name")
@@ -105,7 +105,7 @@ class Guard:
                 f"path), got {identity!r}"
             )
         self._identity = identity
-        self.status = conf.check_status(status)
+        self.status = None if status is None else conf.check_status(status)
         self.retry_after = conf.check_retry_after(retry_after)
 
     def __repr__(self) -> str:
@@ -206,6 +206,7 @@ class Guard:
             identity=None if self._identity is None else holder,
             timeout=self.wait_of(primitive),
             lease_timeout=lease_timeout,
+            request=request,
         )
         return kinds.by_name()[primitive.kind], ask, watched
 
@@ -279,25 +280,37 @@ class Guard:
             )
             _resources_of(request)[self.name] = None
             return None, None
+        status = self.status or 503  # Redis failed: not the kind's refusal
         logger.error(
             "%s %s answered %s without holding %r: Redis %s (%s)",
             request.method,
             request.path,
-            self.status,
+            status,
             self.name,
             failed,
             exc,
         )
-        return self._refusal(request, primitive, exc, started)
+        return self._refusal(request, primitive, exc, started, status)
 
     def _refusal(
-        self, request: HttpRequest, primitive: Any, error: PoolError, started: float
+        self,
+        request: HttpRequest,
+        primitive: Any,
+        error: PoolError,
+        started: float,
+        status: int | None = None,
     ) -> tuple[Refusal, Sending]:
         """The refusal carrying ``error``, and its ``resource_unavailable``
-        signal. ``primitive`` is None when Redis failed before it could be built."""
+        signal. ``primitive`` is None when Redis failed before it could be built.
+        ``status``: the guard's, else its kind's ``refusal_status``; the
+        ``Retry-After`` seconds are the guard's ``retry_after``, else the
+        kind's on ``error`` (when it tells when to retry), else the wait's."""
         error.name = self.name  # type: ignore[attr-defined]
-        error.status = self.status  # type: ignore[attr-defined]
-        error.retry_after = self.retry_after_for(primitive)  # type: ignore[attr-defined]
+        if status is None:
+            status = self.status or kinds.by_name()[primitive.kind].refusal_status
+        error.status = status  # type: ignore[attr-defined]
+        told = getattr(error, "retry_after", None) if self.retry_after is None else None
+        error.retry_after = told or self.retry_after_for(primitive)  # type: ignore[attr-defined]
         if primitive is not None:
             sender: type = type(primitive)
         else:
@@ -312,9 +325,12 @@ class Guard:
         return Refusal(error), Sending(signals.resource_unavailable, sender, kwargs)
 
     def wait_of(self, primitive: Any) -> float | None:
-        """How long to wait for ``primitive``: ``timeout``, else the primitive's
-        own wait (its ``timeout``, from a ``TIMEOUT`` option), else forever (None)."""
-        return self.timeout if self.timeout is not None else getattr(primitive, "timeout", None)
+        """How long to wait for ``primitive``: ``timeout``, else its kind's
+        default (:meth:`Kind.request_timeout <.kinds.Kind.request_timeout>`: the
+        primitive's ``TIMEOUT`` option), else forever (None)."""
+        if self.timeout is not None or primitive is None:
+            return self.timeout
+        return kinds.by_name()[primitive.kind].request_timeout(primitive)
 
     def retry_after_for(self, primitive: Any) -> int:
         """``Retry-After`` seconds: ``retry_after``, else the ceiling of the wait,
@@ -452,7 +468,7 @@ class Guard:
             if outcome is not None:
                 self.exit(request, outcome)
             raise
-        return self.exit_after(request, response, outcome)
+        return self.exit_after(request, refusals.with_headers(response, outcome), outcome)
 
     async def acall(
         self, request: HttpRequest, view: Callable[..., Any], args: Any, kwargs: Any
@@ -472,6 +488,7 @@ class Guard:
                     _keep(asyncio.get_running_loop(), self.aexit(request, outcome))
                 )
             raise
+        response = refusals.with_headers(response, outcome)
         return self.exit_after(request, response, outcome, asyncio.get_running_loop())
 
     async def _aenter_in_thread(self, request: HttpRequest) -> Held | Refusal | None:

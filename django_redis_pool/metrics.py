@@ -59,9 +59,13 @@ TASK_STATES = (
 COUNTERS = {
     "acquired": ("Holds granted.", (("acquired", ()),)),
     "refused": (
-        "Callers refused: their wait timed out (reason timeout) or max_waiting "
-        "callers already waited (reason full).",
-        (("refused_timeout", ("timeout",)), ("refused_full", ("full",))),
+        "Callers refused: their wait timed out (reason timeout), max_waiting "
+        "callers already waited (reason full) or their quota was spent (reason limited).",
+        (
+            ("refused_timeout", ("timeout",)),
+            ("refused_full", ("full",)),
+            ("refused_limited", ("limited",)),
+        ),
     ),
     "lost": ("Leases their holder found lost (expired or taken away).", (("lost", ()),)),
     "reclaimed": ("Expired leases reclaimed by gc.", (("reclaimed", ()),)),

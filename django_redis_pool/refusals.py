@@ -3,7 +3,8 @@
 
 ``error`` is the :class:`ResourceUnavailable` or :class:`BackendUnavailable`
 the guard raised on the request's behalf; it carries ``name``, ``status`` and
-``retry_after``.
+``retry_after``, and may carry ``headers`` of its kind (what is left of a
+quota), which the response gets unless it sets them itself.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from django.http.response import HttpResponseBase
 from . import conf, registry
 from .exceptions import PoolError
 
-__all__ = ["arespond", "respond"]
+__all__ = ["arespond", "respond", "with_headers"]
 
 logger = logging.getLogger("django_redis_pool")
 
@@ -69,11 +70,28 @@ def _finished(view: Any, response: Any, error: PoolError) -> HttpResponseBase:
         if view is not None and response is not None:
             logger.error("UNAVAILABLE_VIEW %r returned %r, not a response", view, response)
         seconds = error.retry_after  # type: ignore[attr-defined]
+        status = error.status  # type: ignore[attr-defined]
+        what = "Too many requests" if status == 429 else "Temporarily unavailable"
         response = HttpResponse(
-            f"Temporarily unavailable, please retry in {seconds} s.\n",
-            status=error.status,  # type: ignore[attr-defined]
+            f"{what}, please retry in {seconds} s.\n",
+            status=status,
             content_type="text/plain; charset=utf-8",
         )
     if not response.has_header("Retry-After"):
         response["Retry-After"] = str(error.retry_after)  # type: ignore[attr-defined]
+    _add(response, getattr(error, "headers", None))
     return response
+
+
+def with_headers(response: Any, held: Any) -> Any:
+    """``response`` with the ``headers`` of ``held`` (a :class:`~.kinds.Held`,
+    or None) that it does not set itself (e.g. what is left of a quota)."""
+    if held is not None and held.headers and isinstance(response, HttpResponseBase):
+        _add(response, held.headers)
+    return response
+
+
+def _add(response: HttpResponseBase, headers: Any) -> None:
+    for header, value in (headers or {}).items():
+        if not response.has_header(header):
+            response[header] = value

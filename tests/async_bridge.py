@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from django_redis_pool import Allocator, Lease, Lock, ResourcePool, Semaphore
+from django_redis_pool import Allocator, Lease, Lock, RateLimiter, ResourcePool, Semaphore
 from django_redis_pool.primitives.queue import TaskQueue
 
 __all__ = ["LoopThread", "async_path"]
@@ -140,6 +140,12 @@ TWINS: dict[type, dict[str, str]] = {
     Lease: {"release": "arelease", "renew": "arenew"},
     Allocator: {"malloc_key": "amalloc_key", "free_keys": "afree_keys"},
     TaskQueue: {"enqueue": "aenqueue", "query": "aquery", "submit": "asubmit"},
+    RateLimiter: {
+        "acquire": "aacquire",
+        "decide": "adecide",
+        "status": "astatus",
+        "reset": "areset",
+    },
 }
 
 

@@ -241,6 +241,50 @@ def test_an_object_pool_page_lists_the_processes_using_it(
 
 
 @pytest.mark.django_db(transaction=True)
+def test_an_operator_resets_a_rate_limited_key_from_its_page(
+    settings: Any, redis_url: str, live_server: Any, admin_page: Page, tmp_path: Path
+) -> None:
+    settings.DJANGO_REDIS_POOL = {
+        "CONNECTION": {"URL": redis_url},
+        "RATE_LIMITS": {"api": {"RATE": "20/h"}},  # a unit back every 3 minutes
+    }
+    api = django_redis_pool.get_ratelimit("api")
+    assert api.acquire("user:42", cost=20) and not api.acquire("user:42")
+    assert api.acquire("ip:203.0.113.9", cost=3)
+    assert counts.flush() == 0
+    page = admin_page
+    page.goto(f"{live_server.url}/admin/django_redis_pool/dashboard/")
+    row = page.locator("tr[data-name=api]")
+    expect(row).to_contain_text("rate limit")
+    expect(row.locator("td").nth(1)).to_have_text("20")  # the burst
+    expect(row.locator("td").nth(3)).to_have_text("2")  # active keys
+    expect(row).to_contain_text("busiest: user:42, 0 left")
+    with page.expect_navigation():
+        row.locator("a", has_text="api").click()
+    expect(page.locator("#content h1")).to_have_text("Rate limit api")
+    expect(page.locator("#policy")).to_contain_text("20 per 3600 s, burst 20 · 2 active keys")
+    keys = page.locator("#keys tbody tr")
+    expect(keys).to_have_count(2)
+    expect(keys.first).to_have_attribute("data-key", "user:42")  # fewest units left first
+    limited = page.locator("#keys tr[data-key='user:42']")
+    expect(limited.locator("td").nth(1)).to_have_text("0")
+    expect(limited.locator("td").nth(2)).to_have_text(re.compile(r"^1[78]\d\.\d s$"))
+    expect(page.get_by_role("img", name=re.compile(r"^Activity of api"))).to_have_count(1)
+    screenshot(page, shots_dir(tmp_path) / "admin-ratelimit.png")
+
+    with page.expect_navigation():
+        limited.locator("a", has_text="Reset").click()
+    expect(page.locator(".drp-question")).to_contain_text(
+        "Reset key 'user:42' of rate limit 'api'?"
+    )
+    with page.expect_navigation():
+        page.locator("#confirm-form [type=submit]").click()
+    expect(page.locator(".messagelist .success")).to_contain_text("has its whole burst again")
+    expect(page.locator("#keys tr[data-key='user:42']")).to_have_count(0)
+    assert api.status("user:42") == (20.0, 0.0)
+
+
+@pytest.mark.django_db(transaction=True)
 def test_the_activity_chart_is_drawn_and_named_in_a_real_browser(
     settings: Any, redis_url: str, live_server: Any, admin_page: Page, tmp_path: Path
 ) -> None:

@@ -42,6 +42,7 @@ LAYERS: dict[str, int] = {
     "kinds.object_pool": 4,
     "kinds.pool": 4,
     "kinds.queue": 4,
+    "kinds.ratelimit": 4,
     "kinds.semaphore": 4,
     "refusals": 4,
     # 5: what uses the kinds: holding one for a request, the Django Tasks

@@ -212,7 +212,10 @@ def test_status_says_what_fills_an_empty_primitive(settings: Any, redis_url: str
 
 def test_status_and_gc_with_nothing_configured_say_so(settings: Any, redis_url: str) -> None:
     settings.DJANGO_REDIS_POOL = {"CONNECTION": {"URL": redis_url}}
-    nothing = "No pools, semaphores, locks, allocators, queues or object pools are configured."
+    nothing = (
+        "No pools, semaphores, locks, allocators, queues, object pools or rate limits "
+        "are configured."
+    )
     assert nothing in run("pool_status")
     assert nothing in run("pool_gc")
     assert json.loads(run("pool_status", "--json")) == {"primitives": []}

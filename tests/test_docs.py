@@ -147,7 +147,7 @@ def test_settings_page_lists_every_connection_and_rule_key() -> None:
     assert set(rules) == set(conf.RULE_KEYS)
     _assert_default("rule PATH", rules["PATH"], None, required=True)
     _assert_default("rule RESOURCE", rules["RESOURCE"], None, required=True)
-    _assert_default("rule STATUS", rules["STATUS"], 503)
+    _assert_default("rule STATUS", rules["STATUS"], None)
 
 
 # -------------------------------------------------------------------- checks page

@@ -56,6 +56,13 @@ first = client.get("/client/")
 again = client.get("/client/")
 assert b"client #1 fetched /status (its request #1)" in first.content, first.content
 assert b"client #1 fetched /status (its request #2)" in again.content, "the client was kept"
+searched = [client.get("/search/") for _ in range(3)]
+assert [r.status_code for r in searched] == [200, 200, 429], searched
+assert b"1 searches left now" in searched[0].content, searched[0].content
+assert searched[0]["RateLimit-Policy"] == "5;w=60;burst=2", searched[0].headers
+assert searched[1]["RateLimit-Remaining"] == "0", searched[1].headers
+assert searched[2]["Retry-After"] in ("11", "12"), searched[2].headers
+assert b"Too many searches: slow down" in searched[2].content, searched[2].content
 metrics = client.get("/metrics/")
 assert metrics.status_code == 200, metrics.status_code
 text = metrics.content.decode()
@@ -94,6 +101,7 @@ def test_example_project_views_work(redis_url: str) -> None:
     assert "reports: max size set to 2" in synced.stdout
     assert "proxies: 3 added" in synced.stdout
     assert "http-clients: an object pool, nothing to sync" in synced.stdout
+    assert "search: a rate limit, nothing to sync" in synced.stdout
     result = manage(redis_url, "shell", "-c", VIEWS_SCRIPT)
     assert result.returncode == 0, result.stderr
     assert "views ok" in result.stdout

@@ -46,6 +46,7 @@ PRIMITIVES = {
     "default",
     "http-clients",
     "http-clients-everywhere",
+    "search",
 }
 #: What each demo page shows once it has done its work.
 DEMOS = {
@@ -54,6 +55,7 @@ DEMOS = {
     "import": "Imported with fence",
     "proxies": "Fetched for ann through proxy-fast",
     "http-clients": "client #1 fetched /status",
+    "search": "searches left now",
 }
 START_TIMEOUT = 180.0  # a first run installs the embedded extra into .venv
 STOP_TIMEOUT = 30.0

@@ -121,7 +121,9 @@ def test_a_kind_module_holds_what_the_kind_is_and_nothing_of_the_admin() -> None
 
 def test_every_kind_of_this_release_is_supported() -> None:
     assert kinds.RESERVED == () and all(kind.supported for kind in kinds.all_kinds())
-    assert kinds.plurals() == "pools, semaphores, locks, allocators, queues or object pools"
+    assert kinds.plurals() == (
+        "pools, semaphores, locks, allocators, queues, object pools or rate limits"
+    )
 
 
 def test_a_reserved_kind_is_accepted_but_not_supported(reserved_kind: str) -> None:

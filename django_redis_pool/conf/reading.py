@@ -16,7 +16,7 @@ from typing import Any
 
 from .. import kinds
 from ..kinds import Kind
-from ..kinds.base import validate_bool
+from ..kinds.base import OptionError, validate_bool
 from ..primitives.validators import check_duration, check_lease_timeout, check_name, check_timeout
 from .connection import read_connection
 from .schema import (
@@ -239,6 +239,9 @@ def _read_entry(
             continue
         try:
             options[key] = option.validate(value, setting_path(kind.setting_key, name, key))
+        except OptionError as exc:  # its own id, and maybe its own hint
+            option_path = setting_path(kind.setting_key, name, key)
+            found.add(exc.id, f"{exc}.", exc.hint or option.hint, option_path)
         except ValueError as exc:
             found.add("E018", f"{exc}.", option.hint, setting_path(kind.setting_key, name, key))
     for key in kind.required:
@@ -253,11 +256,17 @@ def _read_entry(
         return None
     try:  # every option valid: how they go together
         kind.check_entry(options, path)
+    except OptionError as exc:
+        found.add(exc.id, f"{exc}.", exc.hint or "Make the options agree.", path)
+        return None
     except ValueError as exc:
         found.add("E018", f"{exc}.", "Make the options agree.", path)
         return None
-    for message, hint in kind.entry_warnings(name, options):
-        found.add("W006", message, hint, path)
+    for message, hint, *own_id in kind.entry_warnings(name, options):
+        if own_id:  # an EntryWarning of its own id
+            found.add(own_id[0], message, hint, path)
+        else:
+            found.add("W006", message, hint, path)
     return options
 
 
@@ -355,11 +364,12 @@ def parse_rule(raw: Any, index: int, names: Mapping[str, Kind]) -> Rule:
     identity = raw.get("IDENTITY")
     if identity is not None:
         import_callable(identity, f'{path}["IDENTITY"]')
+    status = raw.get("STATUS")  # None: the kind's refusal status
     options = {
         "timeout": check_timeout(raw.get("TIMEOUT"), f'{path}["TIMEOUT"]'),
         "lease_timeout": check_lease_timeout(raw.get("LEASE_TIMEOUT"), f'{path}["LEASE_TIMEOUT"]'),
         "identity": identity,
-        "status": check_status(raw.get("STATUS", 503), f'{path}["STATUS"]'),
+        "status": None if status is None else check_status(status, f'{path}["STATUS"]'),
         "retry_after": check_retry_after(raw.get("RETRY_AFTER"), f'{path}["RETRY_AFTER"]'),
     }
     return Rule(pattern, methods, resource, options)

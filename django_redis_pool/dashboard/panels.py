@@ -18,11 +18,13 @@ from ..kinds.lock import LockKind
 from ..kinds.object_pool import ObjectPoolKind
 from ..kinds.pool import PoolKind
 from ..kinds.queue import QueueKind
+from ..kinds.ratelimit import RateLimitKind
 from ..kinds.semaphore import SemaphoreKind
 from . import lease_panels
 from .allocator_panels import register_allocator
 from .object_pool_panels import register_object_pool
 from .queue_panels import register_queue
+from .ratelimit_panels import register_ratelimit
 
 __all__ = ["PANELS", "panels_of", "register_panels"]
 
@@ -37,6 +39,7 @@ PANELS: dict[type[Kind], Callable[[Any], None]] = {
     AllocatorKind: register_allocator,
     QueueKind: register_queue,
     ObjectPoolKind: register_object_pool,
+    RateLimitKind: register_ratelimit,
 }
 
 _registered: weakref.WeakSet[Kind] = weakref.WeakSet()

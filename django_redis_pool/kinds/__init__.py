@@ -45,6 +45,7 @@ BUILTIN = (
     "django_redis_pool.kinds.allocator.KIND",
     "django_redis_pool.kinds.queue.KIND",
     "django_redis_pool.kinds.object_pool.KIND",
+    "django_redis_pool.kinds.ratelimit.KIND",
 )
 #: Kinds of a later version: turning one into a module of BUILTIN enables it.
 RESERVED: tuple[ReservedKind, ...] = ()

@@ -13,9 +13,9 @@ dashboard's (:mod:`django_redis_pool.dashboard`). See ``docs/adding-a-kind.md``.
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, NamedTuple
 
 from ..exceptions import NotConfigured
 from ..primitives.lease import Lease
@@ -24,9 +24,11 @@ from ..primitives.validators import check_max_waiting
 __all__ = [
     "MAX_WAITING",
     "Ask",
+    "EntryWarning",
     "Held",
     "Kind",
     "Option",
+    "OptionError",
     "Report",
     "ReservedKind",
     "Validator",
@@ -43,6 +45,28 @@ def validate_bool(value: Any, path: str) -> bool:
     if not isinstance(value, bool):
         raise ValueError(f"{path} must be True or False, got {value!r}")
     return value
+
+
+class OptionError(ValueError):
+    """What a validator (or :meth:`Kind.check_entry`) raises for a value whose
+    system check has an id of its own (a rate limit's malformed ``RATE`` is
+    ``E034``, not the ``E018`` of any bad value), or a hint that depends on the
+    value ("Did you mean 'user'?"). A plain ``ValueError`` is ``E018`` with the
+    option's hint."""
+
+    def __init__(self, message: str, *, id: str = "E018", hint: str | None = None) -> None:
+        super().__init__(message)
+        self.id = id  #: the check id, e.g. "E034"
+        self.hint = hint  #: None: the option's own hint
+
+
+class EntryWarning(NamedTuple):
+    """One warning of :meth:`Kind.entry_warnings`: ``manage.py check`` reports
+    its message and hint with its id (``W006`` unless it has its own)."""
+
+    message: str
+    hint: str
+    id: str = "W006"
 
 
 @dataclass(frozen=True)
@@ -75,6 +99,9 @@ class Held:
     arelease: Callable[[], Awaitable[bool]] | None = None
     granted_at: float = field(default_factory=time.monotonic)
     primitive: Any = None  #: what was held (set by the guard)
+    #: Headers the response gets (those it does not set itself), e.g. what is
+    #: left of a rate limit.
+    headers: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -85,6 +112,9 @@ class Ask:
     identity: str | None  #: ``identity(request)`` if the view names one, else None
     timeout: float | None  #: how long to wait (None: forever; 0: do not wait)
     lease_timeout: float | None  #: the hold's lease (None: the primitive's default)
+    #: The request itself, for a kind whose hold depends on it (what a rate
+    #: limit counts against: its user, its address, a header); None outside one.
+    request: Any = None
 
 
 @dataclass(frozen=True)
@@ -121,6 +151,9 @@ class Kind:
     #: The metric families its primitive's counts feed (``primitive.activity()``;
     #: names of :data:`django_redis_pool.metrics.COUNTERS` and ``HISTOGRAMS``).
     counted: ClassVar[tuple[str, ...]] = ()
+    #: The HTTP status of a request it refused (nothing granted in time), unless
+    #: the view or rule gives one: 503, "try again later"; a rate limit's is 429.
+    refusal_status: ClassVar[int] = 503
 
     @property
     def label(self) -> str:
@@ -151,10 +184,10 @@ class Kind:
         """Raise ``ValueError`` naming ``path`` when valid options do not go
         together (each one alone was validated already)."""
 
-    def entry_warnings(self, name: str, options: Mapping[str, Any]) -> list[tuple[str, str]]:
-        """(message, hint) pairs that ``manage.py check`` reports (as W006) for
-        entry ``name``, whose ``options`` are valid (e.g. a pool with no
-        resources). Does no I/O."""
+    def entry_warnings(self, name: str, options: Mapping[str, Any]) -> Sequence[tuple[str, ...]]:
+        """(message, hint) pairs that ``manage.py check`` reports (as W006, or
+        an :class:`EntryWarning`'s own id) for entry ``name``, whose ``options``
+        are valid (e.g. a pool with no resources). Does no I/O."""
         return []
 
     # -- requests --------------------------------------------------------------
@@ -174,6 +207,12 @@ class Kind:
         thread, and when cancelled leaves nothing held. A kind that does not
         override it (:attr:`holds_on_loop` is False) is held from a thread."""
         raise NotImplementedError
+
+    def request_timeout(self, primitive: Any) -> float | None:
+        """How long a request waits for ``primitive`` when its view or rule
+        names no ``timeout``: the primitive's ``timeout`` (its ``TIMEOUT``
+        option), else forever (None)."""
+        return getattr(primitive, "timeout", None)
 
     @property
     def holds_requests(self) -> bool:

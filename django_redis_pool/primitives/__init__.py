@@ -3,8 +3,19 @@
 from .lease import Lease
 from .lock import Lock
 from .pool import ResourcePool
+from .ratelimit import Decision, KeyState, RateLimiter
 from .records import Waiter
 from .releases import pending_releases
 from .semaphore import Semaphore
 
-__all__ = ["Lease", "Lock", "ResourcePool", "Semaphore", "Waiter", "pending_releases"]
+__all__ = [
+    "Decision",
+    "KeyState",
+    "Lease",
+    "Lock",
+    "RateLimiter",
+    "ResourcePool",
+    "Semaphore",
+    "Waiter",
+    "pending_releases",
+]

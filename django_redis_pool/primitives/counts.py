@@ -1,7 +1,8 @@
 """What each primitive did in this process, added into Redis in the background.
 
 Every lease engine keeps a :class:`Counts`: grants (and how long each caller
-waited for its grant), refusals (by reason), how long each lease this process
+waited for its grant), refusals (by reason: timed out, ``max_waiting`` full, or
+a rate limiter's decision that did not pass), how long each lease this process
 held was held (observed when its holder releases it: a release by resource
 name or identity is not timed), leases found lost, leases reclaimed, tasks completed
 and failed. Recording one is a few increments under a lock, no I/O. One daemon
@@ -51,6 +52,7 @@ FIELDS = (
     "acquired",
     "refused_timeout",
     "refused_full",
+    "refused_limited",
     "lost",
     "reclaimed",
     "completed",
@@ -64,14 +66,15 @@ FIELDS = (
     ACQUIRED,
     REFUSED_TIMEOUT,
     REFUSED_FULL,
+    REFUSED_LIMITED,
     LOST,
     RECLAIMED,
     COMPLETED,
     FAILED,
     WAIT_US,
     HOLD_US,
-) = range(9)
-_WAIT0 = 9
+) = range(10)
+_WAIT0 = 10
 _HOLD0 = _WAIT0 + len(BUCKETS) + 1
 
 #: Seconds between two flushes (a process's counts reach Redis within about this).

@@ -37,6 +37,8 @@ class Mode:
     SHARED: Final = "shared"
     #: A task queue (its own ``queue_*`` operations).
     QUEUE: Final = "queue"
+    #: A rate limiter (its own ``ratelimit_*`` operations).
+    RATELIMIT: Final = "ratelimit"
 
     #: A pool's orders (``ResourcePool(order=...)``).
     ORDERS: Final = (FIFO, LIFO, RANDOM)

@@ -90,6 +90,10 @@ OPERATIONS = (
     "queue_read",
     "counts_add",
     "counts_read",
+    "ratelimit_decide",
+    "ratelimit_refund",
+    "ratelimit_read",
+    "ratelimit_reset",
 )
 #: On the EVALSHA path: operation -> the script of its common case, run first.
 FAST = {

@@ -101,8 +101,12 @@ DJANGO_REDIS_POOL = {
             "GLOBAL_LIMIT": "http-clients-everywhere",
         },
     },
+    # At most 5 searches a minute per visitor (its user, else its address), 2 at
+    # once: the 6th within the minute gets the 429 page (/search/).
+    "RATE_LIMITS": {"search": {"RATE": "5/m", "BURST": 2, "KEY": "user"}},
     # Every request under /report/ holds a slot of "reports" (waiting up to 2 s).
     "MIDDLEWARE": [{"PATH": r"^/report/", "RESOURCE": "reports", "TIMEOUT": 2}],
-    # Renders the 503 (with Retry-After) when nothing is granted or Redis is down.
+    # Renders the 503 (429 for a rate limit, with Retry-After) when nothing is
+    # granted or Redis is down.
     "UNAVAILABLE_VIEW": "example_project.views.busy",
 }

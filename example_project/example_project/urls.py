@@ -16,6 +16,7 @@ urlpatterns = [
     path("fetch/", views.fetch, name="fetch"),
     path("task/", views.start_task, name="task"),
     path("client/", views.use_client, name="client"),
+    path("search/", views.search, name="search"),
     path("task/<str:task_id>/", views.task_status, name="task-status"),
     path("metrics/", metrics_view, name="metrics"),
     path("admin/", admin.site.urls),

@@ -7,9 +7,10 @@ to show the 503 page), a report (a semaphore of 2 slots, held by
 ``ResourceMiddleware``: see the settings), an import (a lock, one at a time), a
 fetch through an outbound proxy (an allocator, bound per visitor), a task whose
 page shows its progress (a task queue; ``tasks.py`` holds it, ``pool_worker``
-runs it) and a kept-alive HTTP client (an object pool of this process, capped
-across processes by a semaphore). When nothing is granted in time, or Redis is
-down, ``busy`` answers (it is the ``UNAVAILABLE_VIEW`` setting)."""
+runs it), a kept-alive HTTP client (an object pool of this process, capped
+across processes by a semaphore) and a search (a rate limit per visitor). When
+nothing is granted in time, or Redis is down, ``busy`` answers (it is the
+``UNAVAILABLE_VIEW`` setting)."""
 
 import math
 import time
@@ -36,6 +37,7 @@ NAV = (
     ("/fetch/?visitor=ann", "fetch"),
     ("/task/", "task"),
     ("/client/", "client"),
+    ("/search/", "search"),
     ("/admin/django_redis_pool/dashboard/", "admin dashboard"),
 )
 
@@ -141,6 +143,17 @@ TOUR = (
         "/client/",
         "Borrow a client twice: the second request reuses the first client.",
         also=("http-clients-everywhere",),
+    ),
+    Stop(
+        "search",
+        "Rate limit",
+        'At most 5 searches a minute per visitor, 2 at once: @with_resource("search") '
+        "counts each one against the visitor (the user, else the address), decided in "
+        "one Redis script. A search over the limit is answered 429 with Retry-After, and "
+        "every answer says what is left in its RateLimit-* headers.",
+        "/search/",
+        "Search, then reload: the third search in a row gets the 429 page, which says "
+        "when to retry; see the search's row in the admin, and reset it there.",
     ),
 )
 
@@ -297,6 +310,21 @@ def use_client(request: HttpRequest) -> HttpResponse:
     return _page("Fetched with a pooled client", format_html("<p>{}</p>", client.get("/status")))
 
 
+@with_resource("search")
+def search(request: HttpRequest) -> HttpResponse:
+    """A "search", limited per visitor: the decision says what is left."""
+    decision = request.resources["search"]
+    return _page(
+        "Searched",
+        format_html(
+            "<p id='left'>{} searches left now; full again in {} s.</p><p>See the "
+            "<code>RateLimit-*</code> headers of this page, and reload it.</p>",
+            decision.remaining,
+            math.ceil(decision.reset_after),
+        ),
+    )
+
+
 def start_task(request: HttpRequest) -> HttpResponse:
     """Enqueue a "count" task and go to its page."""
     task_id = get_queue("default").enqueue("count", {"to": 10})
@@ -341,6 +369,7 @@ def busy(request: HttpRequest, exception: PoolError) -> HttpResponse:
         "reports": "Too many reports are being built",
         "import": "An import is already running",
         "proxies": "Every outbound proxy is in use",
+        "search": "Too many searches: slow down",
     }
     title = titles.get(exception.name, "Busy")  # type: ignore[attr-defined]
     return _page(

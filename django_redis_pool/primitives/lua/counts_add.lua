@@ -14,7 +14,7 @@ for i = 3, #args, 2 do
   redis.call('HINCRBY', BASE .. ':counts', args[i], args[i + 1])
   redis.call('HINCRBY', minute, args[i], args[i + 1])
 end
-if MODE ~= MODE_QUEUE then
+if MODE ~= MODE_QUEUE and MODE ~= MODE_RATELIMIT then
   local peaks = redis.call('HMGET', minute, 'held_max', 'waiting_max')
   local held, waiting = redis.call('ZCARD', K_LEASES), redis.call('ZCARD', K_WAITQ)
   if held > (tonumber(peaks[1]) or -1) then

@@ -58,6 +58,13 @@
 --   :wake:<name>     LIST  tokens that wake idle workers of <name>
 --   :done:<id>       LIST  pushed when task <id> ends (its querier BLPOPs it)
 --   :names  SET   every task name ever enqueued
+--   Rate limiters keep (their own operations, ratelimit_*.lua):
+--   :k:<key>  STRING one limited key's TAT (GCRA's theoretical arrival time,
+--                    µs on the Redis clock), expiring when its bucket is full
+--                    again (an idle key vanishes)
+--   :index    ZSET  limited key -> its TAT; every decision that adds a key
+--                    to it trims it of full buckets (TAT <= now) and holds it
+--                    to RATE_INDEX_LIMIT entries (the fullest dropped first)
 --   :wake:<token>    LIST  a waiter's own wake list (the grant handed to it)
 --   :wid:<identity>  ZSET  the queued sharing waiters of one identity
 --   :counts HASH  what every process counted (primitives/counts.py): field ->
@@ -102,6 +109,7 @@ local MODE_RLOCK = 'rlock'      -- one slot, reentrant
 local MODE_ALLOC = 'alloc'      -- an allocator's keys, leased
 local MODE_SHARED = 'shared'    -- an allocator's keys, in turn, unleased
 local MODE_QUEUE = 'queue'      -- a task queue
+local MODE_RATELIMIT = 'ratelimit'  -- a rate limiter
 -- Replies instead of a grant or a number:
 local REPLY_NONE = 'none'                  -- nothing granted, the caller does not wait
 local REPLY_SLOW = 'slow'                  -- a *_fast script cannot answer: run the operation
@@ -131,6 +139,7 @@ local PRUNE_LIMIT = 32       -- dead waiters dropped by an acquire that finds th
 local PUMP_LIMIT = 64        -- resources handed to waiters per call
 local DROP_LIMIT = 64        -- ended allocator keys dropped per malloc
 local UPKEEP_LIMIT = 16      -- deferred and orphaned tasks handled per take
+local RATE_INDEX_LIMIT = 10000  -- a rate limiter's :index entries (the fullest dropped)
 local WAKE_TOKENS = 64       -- wake tokens kept per task name
 local GRACE_MS = 1000        -- slack on a waiter's liveness window
 local PROVISIONAL_MS = 5000  -- life of an unconfirmed grant to a waiter (at most)
@@ -151,9 +160,6 @@ local WAITER_FORMAT = '%s|%d|%d|%d|%d|%d|%d|%s'
 
 local function begin(keys, args)
   BASE = keys[1]
-  K_AVAIL, K_LEASES, K_INFO = BASE .. ':avail', BASE .. ':leases', BASE .. ':info'
-  K_SEQ, K_WAITQ, K_WINFO, K_MAX = BASE .. ':seq', BASE .. ':waitq', BASE .. ':winfo', BASE .. ':max'
-  K_WALIVE, K_DONE = BASE .. ':walive', BASE .. ':done'
   -- The operations with packed arguments get the mode in the same argument
   -- ("mode|packed": one argument less to send): split back into two.
   local mode, packed = string.match(args[1], '^([^|]*)|(.*)$')
@@ -161,15 +167,26 @@ local function begin(keys, args)
     args[1], args[2] = mode, packed
   end
   MODE = args[1]
+  DUE = nil
+  local t = redis.call('TIME')
+  NOW = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  NOW_US = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  if MODE == MODE_RATELIMIT then
+    -- A rate limiter names its own keys (ratelimit_*.lua) and of these needs
+    -- only :done (counts_add): eight strings fewer to build per decision.
+    K_AVAIL, K_LEASES, K_INFO, K_SEQ, K_WAITQ, K_WINFO, K_MAX, K_WALIVE = nil
+    K_DONE = BASE .. ':done'
+    SLOTS, SHARING, ALLOC = false, false, false
+    return
+  end
+  K_AVAIL, K_LEASES, K_INFO = BASE .. ':avail', BASE .. ':leases', BASE .. ':info'
+  K_SEQ, K_WAITQ, K_WINFO, K_MAX = BASE .. ':seq', BASE .. ':waitq', BASE .. ':winfo', BASE .. ':max'
+  K_WALIVE, K_DONE = BASE .. ':walive', BASE .. ':done'
   SLOTS = MODE == MODE_SEM or MODE == MODE_LOCK or MODE == MODE_RLOCK
   -- Modes in which a caller shares the hold of its identity (a reentrant
   -- lock's holder acquiring again, a semaphore identity asking twice).
   SHARING = MODE == MODE_SEM or MODE == MODE_RLOCK
   ALLOC = MODE == MODE_ALLOC or MODE == MODE_SHARED
-  DUE = nil
-  local t = redis.call('TIME')
-  NOW = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-  NOW_US = tonumber(t[1]) * 1000000 + tonumber(t[2])
 end
 
 -- @fn decode

@@ -1,0 +1,47 @@
+-- ratelimit_decide: one decision of a rate limiter (primitives/ratelimit.py):
+-- GCRA on the Redis clock, in µs. A decision of `cost` units passes iff
+-- max(TAT, now) + cost * interval - now <= burst * interval; then the key's
+-- TAT advances by cost * interval. A caller that may wait `wait` µs (-1: for
+-- ever) and whose turn comes within it reserves that turn here (the TAT
+-- advances as if it passed then) and is told how long to sleep; one whose
+-- turn comes later is refused, reserving nothing.
+-- args[2] packed: "interval µs|burst|cost|wait µs|limited key" (the key last:
+-- it may hold "|").
+-- Returns one string (one reply to read, not six): "1 passed (0 refused)|whole
+-- units left when it passes|µs it waits (refused: µs until this cost would
+-- pass)|µs until the bucket is full again (from when it passes)|now µs|the
+-- TAT it set (0: none)".
+local interval, burst, cost, wait, key =
+  string.match(args[2], '^([^|]*)|([^|]*)|([^|]*)|([^|]*)|(.*)$')
+interval, burst, cost, wait = tonumber(interval), tonumber(burst), tonumber(cost), tonumber(wait)
+local k = BASE .. ':k:' .. key
+local tat = tonumber(redis.call('GET', k)) or NOW_US
+if tat < NOW_US then
+  tat = NOW_US
+end
+local window = burst * interval
+local new = tat + cost * interval
+local delay = new - NOW_US - window
+if delay > 0 and wait >= 0 and delay > wait then
+  local left = math.max(0, math.floor((window - tat + NOW_US) / interval))
+  return string.format('0|%d|%d|%d|%d|0', left, delay, tat - NOW_US, NOW_US)
+end
+if delay < 0 then
+  delay = 0
+end
+local text = string.format('%d', new)
+redis.call('SET', k, text, 'PX', math.ceil((new - NOW_US) / 1000))
+-- The index grows only by a new member: only then is it trimmed of full
+-- buckets and held to its limit (a stale entry is never read as live: reads
+-- take scores above now).
+local index = BASE .. ':index'
+if redis.call('ZADD', index, text, key) == 1 then
+  redis.call('ZREMRANGEBYSCORE', index, '-inf', string.format('%d', NOW_US))
+  local size = redis.call('ZCARD', index)
+  if size > RATE_INDEX_LIMIT then
+    redis.call('ZREMRANGEBYRANK', index, 0, size - RATE_INDEX_LIMIT - 1)
+  end
+end
+local debt = new - NOW_US - delay
+return string.format('1|%d|%d|%d|%d|%s', math.floor((window - debt) / interval), delay, debt,
+  NOW_US, text)
