@@ -87,7 +87,7 @@ def queue_dead_waiter(primitive: LeasedPrimitive, holder: str) -> None:
     never again, presumed dead once its liveness window (1 ms + the 1 s grace)
     has passed. Waits until it has."""
     engine = primitive._engine
-    reply = engine.run("acquire", uuid.uuid4().hex, -1, 0, -1, -1, 1, engine.restore, holder)
+    reply = engine.run("acquire", uuid.uuid4().hex, -1, 0, -1, -1, 1, engine.restore, 1, holder)
     assert isinstance(reply, int), f"queued, not {reply!r}"
     wait_for(lambda: primitive.collect(dry_run=True).dropped, what=f"{holder} to be presumed dead")
 
