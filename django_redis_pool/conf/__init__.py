@@ -20,7 +20,7 @@ an entry accepts (with a validator and a default each) in its module of
 
 from __future__ import annotations
 
-from .reading import entry_options, parse, parse_rule, read, read_settings
+from .reading import entry_options, parse, parse_rule, permits_problem, read, read_settings
 from .schema import (
     AUTH_MIDDLEWARE_PATH,
     CHECK_PREFIX,
@@ -46,6 +46,7 @@ from .schema import (
     Findings,
     Reading,
     Rule,
+    SettingError,
     accepts,
     check_retry_after,
     check_status,
@@ -83,6 +84,7 @@ __all__ = [
     "Findings",
     "Reading",
     "Rule",
+    "SettingError",
     "accepts",
     "check_retry_after",
     "check_status",
@@ -93,6 +95,7 @@ __all__ = [
     "import_callable",
     "parse",
     "parse_rule",
+    "permits_problem",
     "read",
     "read_settings",
     "redis_cache_flavour",

@@ -44,6 +44,7 @@ __all__ = [
     "Findings",
     "Reading",
     "Rule",
+    "SettingError",
     "accepts",
     "check_retry_after",
     "check_status",
@@ -113,6 +114,7 @@ RULE_KEYS = (
     "IDENTITY",
     "STATUS",
     "RETRY_AFTER",
+    "PERMITS",
 )
 
 #: The middleware that applies the ``MIDDLEWARE`` rules, and Django's that sets
@@ -186,6 +188,17 @@ class Finding:
 
     def __str__(self) -> str:
         return f"({self.id}) {self.message} HINT: {self.hint}"
+
+
+class SettingError(ValueError):
+    """A value of the setting that is wrong, with the check id (``"E039"``) and
+    the hint its finding gets, where they are not those of the place that reads
+    it (a rule's E020, an entry's E018)."""
+
+    def __init__(self, code: str, message: str, hint: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.hint = hint
 
 
 class Findings(list[Finding]):

@@ -85,6 +85,9 @@ class Ask:
     identity: str | None  #: ``identity(request)`` if the view names one, else None
     timeout: float | None  #: how long to wait (None: forever; 0: do not wait)
     lease_timeout: float | None  #: the hold's lease (None: the primitive's default)
+    #: The permits the hold takes (``PERMITS``, ``permits=``; None: the kind's
+    #: default). Only a kind that :attr:`Kind.takes_permits` is asked for any.
+    permits: int | None = None
 
 
 @dataclass(frozen=True)
@@ -121,6 +124,9 @@ class Kind:
     #: The metric families its primitive's counts feed (``primitive.activity()``;
     #: names of :data:`django_redis_pool.metrics.COUNTERS` and ``HISTOGRAMS``).
     counted: ClassVar[tuple[str, ...]] = ()
+    #: Whether a request's hold may take several permits (``PERMITS`` on a
+    #: rule, ``@with_resource(permits=)``): its :meth:`hold` reads ``ask.permits``.
+    takes_permits: ClassVar[bool] = False
 
     @property
     def label(self) -> str:
@@ -156,6 +162,12 @@ class Kind:
         entry ``name``, whose ``options`` are valid (e.g. a pool with no
         resources). Does no I/O."""
         return []
+
+    def max_permits(self, options: Mapping[str, Any]) -> int | None:
+        """The most permits one hold of an entry with (valid) ``options`` can
+        ever get, as configured (None: not known from the setting, or the kind
+        takes no permits): a request rule or view asking more is an error."""
+        return None
 
     # -- requests --------------------------------------------------------------
 
