@@ -479,6 +479,7 @@ def test_gc_json(synced: None) -> None:
             "resource": "p1",
             "holder": "alice",
             "fence": lease.fence,
+            "permits": 1,
             "acquired_at": lease.acquired_at,
             "expires_at": lease.expires_at,
         }
@@ -487,7 +488,7 @@ def test_gc_json(synced: None) -> None:
     imports = by_name["imports"]
     assert imports["kind"] == "lock" and imports["reclaimed"] == []
     [waiter] = imports["dropped"]
-    assert set(waiter) == {"holder", "priority", "since", "deadline"}
+    assert set(waiter) == {"holder", "priority", "permits", "since", "deadline"}
     assert (waiter["holder"], waiter["priority"], waiter["deadline"]) == ("ghost", 0, None)
     assert by_name["reports"] == {
         "kind": "semaphore",

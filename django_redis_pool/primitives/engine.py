@@ -184,8 +184,7 @@ class LeaseEngine:
     ) -> Lease | None:
         """Grant a lease now, or wait up to ``timeout`` seconds (None: forever;
         0: do not wait) for one, fairly. Returns None if nothing was granted.
-        ``permits``: how many of a semaphore's permits the lease takes (every
-        other mode takes 1, whatever it asks).
+        ``permits``: a semaphore's permits it takes (any other mode takes 1).
 
         With ``max_waiting`` (None: no limit), a caller that would wait while
         that many callers are queued already (counted by Redis, across every
@@ -203,13 +202,7 @@ class LeaseEngine:
         the call within ``timeout + DEADLINE_SLACK`` seconds (BackendUnavailable)."""
         try:
             steps = self.acquire_steps(
-                timeout,
-                lease_ms,
-                holder,
-                priority,
-                max_waiting,
-                permits=permits,
-                bounded=self.sync_bounded,
+                timeout, lease_ms, holder, priority, max_waiting, permits, bounded=self.sync_bounded
             )
             return self.drive(steps)
         except ResourceUnavailable:  # (refused for max_waiting)
@@ -228,9 +221,7 @@ class LeaseEngine:
         """:meth:`acquire` on the event loop. Cancelled while waiting, it gives
         up its place (and a grant that raced the cancellation) before the
         ``CancelledError`` propagates."""
-        steps = self.acquire_steps(
-            timeout, lease_ms, holder, priority, max_waiting, permits=permits
-        )
+        steps = self.acquire_steps(timeout, lease_ms, holder, priority, max_waiting, permits)
         try:
             return await self.adrive(steps)
         except ResourceUnavailable:  # (refused for max_waiting)
@@ -243,8 +234,8 @@ class LeaseEngine:
         holder: str,
         priority: int,
         max_waiting: int | None = None,
-        *,
         permits: int = 1,
+        *,
         bounded: bool = True,
     ) -> Steps[Lease | None]:
         """The operation behind :meth:`acquire` and :meth:`aacquire`: None when
@@ -580,8 +571,7 @@ class LeaseEngine:
         return records.ended_leases(self, leases), records.waiters(waiters)
 
 
-#: What an acquire asks for: (lease ms, priority, max waiting (-1: no limit),
-#: permits, holder).
+#: What an acquire asks for: (lease ms, priority, max waiting (-1: none), permits, holder).
 AcquireArgs = tuple[int, int, int, int, str]
 
 
