@@ -40,11 +40,11 @@ def with_resource(
     kind has one, else forever; 0: do not wait). ``lease_timeout``: the hold's
     lease (None: the primitive's default). ``identity``: a function of the request
     (or its dotted path) naming the holder; where holds are per identity (slots),
-    requests with the same identity share one. ``permits`` (semaphores only):
-    how many permits each request's hold takes, an int >= 1 (None: the
-    semaphore's ``PERMITS`` setting, 1 by default); naming a primitive of any
-    other kind with it is the system check E038, asking more than its
-    ``MAX_SIZE`` E039.
+    requests with the same identity share one. ``permits``: how many permits
+    each request's hold takes, an int >= 1, for a kind whose holds take
+    permits (None: the entry's ``PERMITS`` setting, 1 by default); naming a
+    primitive of any other kind with it is the system check E038, asking more
+    than its configured size E039.
 
     When nothing is granted in time, the response has ``status`` and a
     ``Retry-After`` header of ``retry_after`` seconds (default: the ceiling of

@@ -104,8 +104,8 @@ class Guard:
         permits: int | None = None,
     ) -> None:
         self.name = check_name(name, "resource name")
-        #: The permits each request's hold takes (a semaphore's; None: the
-        #: primitive's kind decides, a semaphore's entry's ``PERMITS``).
+        #: The permits each request's hold takes, for a kind whose holds take
+        #: permits (None: the kind decides, e.g. from its entry's ``PERMITS``).
         self.permits = None if permits is None else check_permits(permits)
         self.timeout = check_timeout(timeout)
         self.lease_timeout = check_lease_timeout(lease_timeout)
