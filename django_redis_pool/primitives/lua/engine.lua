@@ -152,7 +152,9 @@ local F_DUE = '\1due'        -- allocators' field in :info (see above)
 local F_EXTRA = '\1extra'    -- semaphores' field in :info (see above)
 -- What serve_slots answers when it stopped at its step limit: a priority above
 -- every caller's, so that no newcomer passes the waiters it did not reach.
-local BLOCKED = math.huge
+-- (Infinity, written so: a function library runs this line when it loads,
+-- where the math library is not available yet.)
+local BLOCKED = 1 / 0
 -- The exception class of a task failed because its worker died on each attempt
 -- (the Python class's path: tests check that it imports).
 local WORKER_LOST = 'django_redis_pool.primitives.queue.WorkerLost'
