@@ -440,7 +440,7 @@ def test_processes_taking_mixed_permits_never_hold_more_than_the_max(client):
     sem = Semaphore(client, "weighted", lease_timeout=10)
     sem.set_max_size(HAMMER_MAX)
     procs = [mp.Process(target=_hammer, args=(spec_of(client), n)) for n in range(HAMMER_PROCS)]
-    seen: list[tuple[int, int]] = []  # (permits of the live holds, recorded extra), from Redis
+    seen: list[tuple[int, int]] = []  # (permits of the live holds, holds), read from Redis
     stop = threading.Event()
 
     def watch() -> None:
