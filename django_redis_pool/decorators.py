@@ -24,6 +24,7 @@ def with_resource(
     identity: Callable[[HttpRequest], str] | str | None = None,
     status: int | None = None,
     retry_after: float | None = None,
+    permits: int | None = None,
 ) -> Callable[[View], View]:
     """Hold the configured primitive ``name`` while the decorated view runs.
 
@@ -39,7 +40,11 @@ def with_resource(
     kind has one, else forever; 0: do not wait). ``lease_timeout``: the hold's
     lease (None: the primitive's default). ``identity``: a function of the request
     (or its dotted path) naming the holder; where holds are per identity (slots),
-    requests with the same identity share one.
+    requests with the same identity share one. ``permits``: how many permits
+    each request's hold takes, an int >= 1, for a kind whose holds take
+    permits (None: the entry's ``PERMITS`` setting, 1 by default); naming a
+    primitive of any other kind with it is the system check E038, asking more
+    than its configured size E039.
 
     When nothing is granted in time, the response has ``status`` (default
     None: the kind's :attr:`~django_redis_pool.kinds.Kind.refusal_status`, 503
@@ -65,6 +70,7 @@ def with_resource(
         identity=identity,
         status=status,
         retry_after=retry_after,
+        permits=permits,
     )
 
     def decorator(view: View) -> View:

@@ -41,7 +41,13 @@ from .holders import request_holder, request_of
 from .kinds import Held
 from .primitives.deadlines import deadline
 from .primitives.engine import DEADLINE_SLACK
-from .primitives.validators import check_holder, check_lease_timeout, check_name, check_timeout
+from .primitives.validators import (
+    check_holder,
+    check_lease_timeout,
+    check_name,
+    check_permits,
+    check_timeout,
+)
 
 __all__ = ["WAITING_THREADS", "Guard", "Refusal", "on_event_loop", "request_of"]
 
@@ -95,8 +101,12 @@ class Guard:
         identity: Callable[[HttpRequest], str] | str | None = None,
         status: int | None = None,
         retry_after: float | None = None,
+        permits: int | None = None,
     ) -> None:
         self.name = check_name(name, "resource name")
+        #: The permits each request's hold takes, for a kind whose holds take
+        #: permits (None: the kind decides, e.g. from its entry's ``PERMITS``).
+        self.permits = None if permits is None else check_permits(permits)
         self.timeout = check_timeout(timeout)
         self.lease_timeout = check_lease_timeout(lease_timeout)
         if identity is not None and not (callable(identity) or isinstance(identity, str)):
@@ -109,7 +119,8 @@ class Guard:
         self.retry_after = conf.check_retry_after(retry_after)
 
     def __repr__(self) -> str:
-        return f"<Guard {self.name!r} timeout={self.timeout} status={self.status}>"
+        permits = "" if self.permits is None else f" permits={self.permits}"
+        return f"<Guard {self.name!r} timeout={self.timeout} status={self.status}{permits}>"
 
     # -- acquiring -------------------------------------------------------------
 
@@ -201,14 +212,21 @@ class Guard:
             # No lease would ever end it: a watchdog lease, renewed while the
             # request runs, ends a killed worker's hold instead.
             lease_timeout, watched = registry.get_config().request_lease, True
+        kind = kinds.by_name()[primitive.kind]
+        if self.permits is not None and not kind.takes_permits:
+            raise NotConfigured(
+                f"{self.name!r} is {kind.a_label}, whose holds take no permits, but its "
+                f"request hold asks for permits={self.permits}"
+            )
         ask = kinds.Ask(
             holder=holder,
             identity=None if self._identity is None else holder,
             timeout=self.wait_of(primitive),
             lease_timeout=lease_timeout,
             request=request,
+            permits=self.permits,
         )
-        return kinds.by_name()[primitive.kind], ask, watched
+        return kind, ask, watched
 
     def _held_or_refused(
         self, request: HttpRequest, primitive: Any, held: Held | None, watched: bool, started: float

@@ -3,7 +3,7 @@
 Rules come from ``DJANGO_REDIS_POOL["MIDDLEWARE"]``, a list of
 ``{"PATH": regex, "METHODS": [...], "RESOURCE": name, "TIMEOUT": s}`` (plus the
 other ``with_resource`` options in upper case: ``LEASE_TIMEOUT``, ``IDENTITY``,
-``STATUS``, ``RETRY_AFTER``). ``PATH`` is matched from the start of
+``STATUS``, ``RETRY_AFTER``, ``PERMITS``). ``PATH`` is matched from the start of
 ``request.path_info``; no ``METHODS`` means any method. The first matching rule
 applies; a request no rule matches passes through untouched.
 """

@@ -1,5 +1,6 @@
 """The URLconf scan: every ``@with_resource(name)`` on a routed view names a
-primitive that is configured and that a request can hold (E023).
+primitive that is configured and that a request can hold (E023), and its
+``permits=`` suits that primitive (E038, E039).
 
 :func:`findings` gives them as :class:`~.conf.Finding` objects;
 :func:`.checks.check_view_resources` reports them.
@@ -17,8 +18,9 @@ __all__ = ["findings"]
 
 def findings(config: conf.Config) -> list[conf.Finding]:
     """E023 for each routed view whose ``@with_resource`` name ``config`` (a valid
-    setting) cannot serve. Nothing when the URLconf cannot be loaded (Django's
-    URL checks report that)."""
+    setting) cannot serve, E038/E039 for one whose ``permits=`` the primitive
+    cannot take. Nothing when the URLconf cannot be loaded (Django's URL checks
+    report that)."""
     from django.urls import get_resolver
 
     try:
@@ -50,6 +52,16 @@ def findings(config: conf.Config) -> list[conf.Finding]:
                 f"{', '.join(map(repr, holdable)) or 'none is configured'}.",
                 obj=view,
             )
+        elif guard.permits is not None:
+            problem = conf.permits_problem(
+                guard.permits,
+                f"The permits of @with_resource({guard.name!r}) on {view}",
+                guard.name,
+                usable[guard.name],
+                config.entries,
+            )
+            if problem is not None:
+                result.add(problem.code, f"{problem}.", problem.hint, obj=view)
     return result
 
 

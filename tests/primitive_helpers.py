@@ -59,7 +59,7 @@ def queue_dead_waiter(primitive: LeasedPrimitive, holder: str, priority: int = 0
     engine = primitive._engine
     token = uuid.uuid4().hex
     queued_at = redis_time(primitive.client)
-    reply = engine.run("acquire", token, -1, priority, 1, -1, 1, engine.restore, holder)
+    reply = engine.run("acquire", token, -1, priority, 1, -1, 1, engine.restore, 1, holder)
     assert isinstance(reply, int), f"queued, not {reply!r}"
     # past the deadline on the Redis clock (ms), however fast the next call comes
     wait_for(lambda: redis_time(primitive.client) >= queued_at + 0.003, what="1 ms to pass")

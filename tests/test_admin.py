@@ -1151,11 +1151,12 @@ def test_the_detail_page_lists_the_holders_of_a_semaphore(
     response = viewer.get(detail_url("reports"))
 
     [row] = table(response, "holders")
-    identity, holder, request, fence, held_since, left = row
+    identity, holder, request, fence, permits, held_since, left = row
     assert (identity, holder, request, fence) == ("job-1", "job-1", NA, str(lease.fence))
+    assert permits == "1"
     assert held_since == local_time(lease.acquired_at)
     assert 0 < seconds_left(left) <= 30
-    assert "Holders (1 of 2)" in page_text(response)
+    assert "Holders (1; 1 of 2 permits)" in page_text(response)
     assert not has_module(response, "available")
 
 

@@ -87,7 +87,7 @@ def queue_dead_waiter(primitive: LeasedPrimitive, holder: str) -> None:
     never again, presumed dead once its liveness window (1 ms + the 1 s grace)
     has passed. Waits until it has."""
     engine = primitive._engine
-    reply = engine.run("acquire", uuid.uuid4().hex, -1, 0, -1, -1, 1, engine.restore, holder)
+    reply = engine.run("acquire", uuid.uuid4().hex, -1, 0, -1, -1, 1, engine.restore, 1, holder)
     assert isinstance(reply, int), f"queued, not {reply!r}"
     wait_for(lambda: primitive.collect(dry_run=True).dropped, what=f"{holder} to be presumed dead")
 
@@ -482,6 +482,7 @@ def test_gc_json(synced: None) -> None:
             "resource": "p1",
             "holder": "alice",
             "fence": lease.fence,
+            "permits": 1,
             "acquired_at": lease.acquired_at,
             "expires_at": lease.expires_at,
         }
@@ -490,7 +491,7 @@ def test_gc_json(synced: None) -> None:
     imports = by_name["imports"]
     assert imports["kind"] == "lock" and imports["reclaimed"] == []
     [waiter] = imports["dropped"]
-    assert set(waiter) == {"holder", "priority", "since", "deadline"}
+    assert set(waiter) == {"holder", "priority", "permits", "since", "deadline"}
     assert (waiter["holder"], waiter["priority"], waiter["deadline"]) == ("ghost", 0, None)
     assert by_name["reports"] == {
         "kind": "semaphore",

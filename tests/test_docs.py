@@ -158,7 +158,7 @@ def _emitted_check_ids() -> set[str]:
     docstring or comment counts): the ids in ``id=...`` arguments
     (``id=f"{conf.CHECK_PREFIX}.E099"``, ``id="django_redis_pool.E030"``) and the
     codes that findings are made with (``found.add("E018", ...)``,
-    ``Finding("E099", ...)``)."""
+    ``Finding("E099", ...)``; an ``OptionError``'s ``id="E039"``)."""
     ids: set[str] = set()
     for path in PACKAGE.rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
@@ -191,8 +191,9 @@ def test_checks_page_lists_every_check_id() -> None:
     """docs/checks.md is the one table of check ids: it lists every id the code
     can emit, and no other."""
     ids = _emitted_check_ids()
-    # each form of emission is read: found.add, Finding(...), id=f"...", id="..."
-    assert {"E001", "W001", "W002", "E099", "E030", "E023", "W003"} <= ids, sorted(ids)
+    # each form of emission is read: found.add, Finding(...), OptionError(id=...),
+    # id=f"...", id="..."
+    assert {"E001", "W001", "W002", "E099", "E030", "E023", "W003", "E039"} <= ids, sorted(ids)
     listed = _listed_on_checks_page()
     missing = sorted(ids - listed)
     assert not missing, f"docs/checks.md lacks the check ids {missing}"

@@ -48,7 +48,11 @@ def state_of(client: Any, primitive: LeasedPrimitive) -> dict[bytes, Any]:
         elif kind == b"hash":
             fields = client.hgetall(key)
             if key.endswith(b":info"):
-                fields = {f: v if f.startswith(b"\0") else _blank(v, 3) for f, v in fields.items()}
+                # (records blanked; token entries and counters such as "\1extra" kept)
+                fields = {
+                    f: v if f.startswith((b"\0", b"\1")) else _blank(v, 3)
+                    for f, v in fields.items()
+                }
             elif key.endswith(b":winfo"):
                 fields = {f: _blank(v, 5) for f, v in fields.items()}
             state[key] = fields
@@ -82,7 +86,7 @@ def twice(client: Any, primitive: LeasedPrimitive, op: str, *args: Any) -> Any:
 
 def test_a_retried_acquire_returns_the_same_grant(client: Any) -> None:
     pool = pool_of(client, "retry-acquire", "r1", "r2")
-    first, again = twice(client, pool, "acquire", "tok-1", 30000, 0, -2, -1, 2000, "", "h")
+    first, again = twice(client, pool, "acquire", "tok-1", 30000, 0, -2, -1, 2000, "", 1, "h")
     assert first == again and "\n" in first, "a grant: resource and record"
     assert pool.available_count() == 1, "one resource granted, not two"
 
@@ -90,7 +94,7 @@ def test_a_retried_acquire_returns_the_same_grant(client: Any) -> None:
 def test_a_retried_queued_acquire_keeps_one_place(client: Any) -> None:
     pool = pool_of(client, "retry-queue", "r1")
     assert pool.acquire(holder="holder")
-    first, again = twice(client, pool, "acquire", "tok-q", 30000, 0, 60000, -1, 2000, "", "w")
+    first, again = twice(client, pool, "acquire", "tok-q", 30000, 0, 60000, -1, 2000, "", 1, "w")
     assert isinstance(first, int) and isinstance(again, int)
     assert pool.waiting_count() == 1
 
@@ -105,7 +109,8 @@ def test_a_retried_reacquire_by_the_same_identity_counts_once(client: Any, kind:
     else:
         primitive = Lock(client, "retry-rlock", reentrant=True, holder="me")
         assert primitive.acquire()
-    first, again = twice(client, primitive, "acquire", "tok-2", 30000, 0, -2, -1, 2000, "", "me")
+    args = ("tok-2", 30000, 0, -2, -1, 2000, "", 1, "me")
+    first, again = twice(client, primitive, "acquire", *args)
     assert first == again
     if kind == "rlock":
         assert isinstance(primitive, Lock)
@@ -118,7 +123,7 @@ def test_a_retried_reacquire_by_the_same_identity_counts_once(client: Any, kind:
 def queue(primitive: LeasedPrimitive, token: str, holder: str) -> None:
     """Queue a waiter as ``LeaseEngine.acquire`` does, without blocking on its
     wake list (so that nothing but the operation under test changes state)."""
-    reply = primitive._engine.run("acquire", token, 30000, 0, 60000, -1, 2000, "", holder)
+    reply = primitive._engine.run("acquire", token, 30000, 0, 60000, -1, 2000, "", 1, holder)
     assert isinstance(reply, int), reply
 
 
@@ -168,7 +173,7 @@ def test_a_retried_renew_and_wait_and_withdraw_change_nothing_more(client: Any) 
     assert lease is not None
     first, again = twice(client, pool, "renew", lease.token, 60000, "r1")
     assert first > 0 and again > 0
-    pool._engine.run("acquire", "tok-w", 30000, 0, 60000, -1, 2000, "", "w")
+    pool._engine.run("acquire", "tok-w", 30000, 0, 60000, -1, 2000, "", 1, "w")
     first, again = twice(client, pool, "wait", "tok-w", 2000)
     assert isinstance(first, int) and isinstance(again, int)
     assert twice(client, pool, "withdraw", "tok-w") == (0, 0)
@@ -217,8 +222,13 @@ def _normalized(client: Any, primitive: LeasedPrimitive) -> dict[bytes, Any]:
             value = [member for member, _ in value]  # the order, not the times
         elif key.endswith(b":info"):  # tokens and times blanked
             value = (
-                sorted((f, _blank(_blank(v, 0), 2)) for f, v in value.items() if f[:1] != b"\0"),
+                sorted(
+                    (f, _blank(_blank(v, 0), 2))
+                    for f, v in value.items()
+                    if f[:1] not in (b"\0", b"\1")
+                ),
                 sorted(v for f, v in value.items() if f[:1] == b"\0"),
+                sorted((f, v) for f, v in value.items() if f[:1] == b"\1"),  # "\1extra"
             )
         state[key.replace(base, b"")] = value
     return state
@@ -288,12 +298,22 @@ def _exhaust(primitive: LeasedPrimitive) -> None:
 
 
 def _hold(primitive: LeasedPrimitive) -> None:
-    primitive._engine.run("acquire", "held-tok", 30000, 0, -2, -1, 2000, "", "h")
+    primitive._engine.run("acquire", "held-tok", 30000, 0, -2, -1, 2000, "", 1, "h")
 
 
 def _hold_and_queue(primitive: LeasedPrimitive) -> None:
     _exhaust(primitive)
-    primitive._engine.run("acquire", "queued-tok", 30000, 0, 60000, -1, 2000, "", "w")
+    primitive._engine.run("acquire", "queued-tok", 30000, 0, 60000, -1, 2000, "", 1, "w")
+
+
+def _hold_weighted(primitive: LeasedPrimitive) -> None:
+    """``_hold``, of two permits in a semaphore."""
+    primitive._engine.run("acquire", "held-tok", 30000, 0, -2, -1, 2000, "", 2, "h")
+
+
+def _hold_two(primitive: LeasedPrimitive) -> None:
+    """A semaphore's holder of two permits (the others' holder of one)."""
+    primitive._engine.run("acquire", "two-tok", 30000, 0, -2, -1, 2000, "", 2, "two")
 
 
 @pytest.mark.parametrize("kind", ["pool", "semaphore", "lock", "rlock"])
@@ -306,17 +326,24 @@ def _hold_and_queue(primitive: LeasedPrimitive) -> None:
         (_hold, -2, "held-tok"),  # a retried request: slow
         (_hold, -2, "new"),  # the holder asking again: held, or slow (a refresh)
         (_hold_and_queue, -2, "new"),  # somebody queued: slow
+        (_hold_two, -2, "new"),  # two permits held: a semaphore's newcomer finds none free
     ],
-    ids=["free", "exhausted", "wait", "retry", "again", "queued"],
+    ids=["free", "exhausted", "wait", "retry", "again", "queued", "weighted"],
 )
 @pytest.mark.parametrize("max_waiting", [-1, 0], ids=["unbounded", "max-waiting-0"])
+@pytest.mark.parametrize("permits", [1, 2, 3], ids=["1-permit", "2-permits", "3-permits"])
 def test_the_fast_acquire_agrees_with_acquire(
-    client: Any, kind: str, setup: Any, wait_ms: int, token: str, max_waiting: int
+    client: Any, kind: str, setup: Any, wait_ms: int, token: str, max_waiting: int, permits: int
 ) -> None:
+    # (a semaphore of 2 permits: 3 is more than its max; every other kind takes 1)
     answered = _fast_and_full(
-        client, kind, setup, "acquire", token, 30000, 0, wait_ms, max_waiting, 2000, "", "h"
+        client,
+        kind,
+        setup,
+        "acquire",
+        *(token, 30000, 0, wait_ms, max_waiting, 2000, "", permits, "h"),
     )
-    if setup in (_nothing, _exhaust) and wait_ms == -2:
+    if setup in (_nothing, _exhaust, _hold_two) and wait_ms == -2:
         assert answered, "the common case is the fast script's to answer"
     if setup is _exhaust and wait_ms > 0:
         assert not answered, "a caller that would wait is the whole script's (max_waiting too)"
@@ -332,15 +359,17 @@ def test_the_fast_acquire_agrees_with_acquire(
         (_hold, "held-tok", 1, 0),  # fenced: slow
         (_hold, "", "", 1),  # force: slow
         (_nothing, "held-tok", "", 0),  # nothing held: slow
+        (_hold_weighted, "held-tok", "", 0),  # a semaphore's two permits released
+        (_hold_weighted, "", "", 1),  # force: slow
     ],
-    ids=["token", "whoever", "other", "fenced", "forced", "nothing"],
+    ids=["token", "whoever", "other", "fenced", "forced", "nothing", "weighted", "weighted-forced"],
 )
 def test_the_fast_release_agrees_with_release(
     client: Any, kind: str, setup: Any, token: str, fence: Any, force: int
 ) -> None:
     resource = "r1" if kind == "pool" else "h"
     answered = _fast_and_full(client, kind, setup, "release", token, "req", fence, force, resource)
-    if token in ("held-tok", "") and fence == "" and not force and setup is _hold:
+    if token in ("held-tok", "") and fence == "" and not force and setup is not _nothing:
         assert answered, "the common case is the fast script's to answer"
 
 
@@ -365,7 +394,7 @@ def test_the_fast_renew_agrees_with_renew(
 
 def test_the_fast_renew_leaves_an_expired_lease_to_the_whole_renew(client: Any) -> None:
     def expired(primitive: LeasedPrimitive) -> None:
-        primitive._engine.run("acquire", "held-tok", 1, 0, -2, -1, 2000, "", "h")
+        primitive._engine.run("acquire", "held-tok", 1, 0, -2, -1, 2000, "", 1, "h")
         wait_for(lambda: primitive.lease_of("h") is None, what="the 1 ms lease to expire")
 
     assert not _fast_and_full(client, "lock", expired, "renew", "held-tok", 60000, "h")
@@ -375,7 +404,7 @@ def test_the_fast_release_leaves_a_waiter_to_the_whole_release(client: Any) -> N
     # the whole release hands the lock to the waiter; the fast one says 'slow'
     def held_with_waiter(primitive: LeasedPrimitive) -> None:
         _hold(primitive)
-        primitive._engine.run("acquire", "w-tok", 30000, 0, 60000, -1, 2000, "", "w")
+        primitive._engine.run("acquire", "w-tok", 30000, 0, 60000, -1, 2000, "", 1, "w")
         assert primitive.waiting_count() == 1, "the waiter is queued"
 
     assert not _fast_and_full(

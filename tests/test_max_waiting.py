@@ -247,7 +247,7 @@ def test_a_retried_acquire_refused_as_full_changes_nothing(client: Any) -> None:
     pool = Busy(client, "pool", "raw", max_waiting=0).primitive
     engine = pool._engine
     for _ in range(2):  # (redis-py may run it twice)
-        reply = engine.run("acquire", "tok-full", -1, 0, 60000, 0, 2000, "", "w")
+        reply = engine.run("acquire", "tok-full", -1, 0, 60000, 0, 2000, "", 1, "w")
         assert reply == Reply.FULL
     assert pool.waiting_count() == 0
     assert engine.run("withdraw", "tok-full") == 0, "the token holds nothing"

@@ -310,7 +310,7 @@ def test_release_is_idempotent_when_redis_py_retries_it(pool):
 
 def test_acquire_is_idempotent_when_redis_py_retries_it(pool):
     engine = pool._engine
-    args = (-1, 0, -2, -1, 2000, "", "h")
+    args = (-1, 0, -2, -1, 2000, "", 1, "h")
     first = engine.run("acquire", "tok-1", *args)
     again = engine.run("acquire", "tok-1", *args)
     assert first == again, "same lease, same fence"

@@ -43,6 +43,7 @@ SNAPSHOT_KEYS = {
     "size",
     "free",
     "held",
+    "holds",
     "waiting",
     "expired",
     "oldest_since",
@@ -50,8 +51,16 @@ SNAPSHOT_KEYS = {
     "holders",
     "waiters",
 }
-HOLDER_KEYS = {"resource", "holder", "fence", "acquired_at", "expires_at", "seconds_left"}
-WAITER_KEYS = {"holder", "priority", "since", "deadline", "waited"}
+HOLDER_KEYS = {
+    "resource",
+    "holder",
+    "fence",
+    "permits",
+    "acquired_at",
+    "expires_at",
+    "seconds_left",
+}
+WAITER_KEYS = {"holder", "priority", "permits", "since", "deadline", "waited"}
 
 
 # ----------------------------------------------------------------------- helpers

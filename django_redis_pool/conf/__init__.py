@@ -20,7 +20,7 @@ an entry accepts (with a validator and a default each) in its module of
 
 from __future__ import annotations
 
-from .reading import entry_options, parse, parse_rule, read, read_settings
+from .reading import entry_options, parse, parse_rule, permits_problem, read, read_settings
 from .schema import (
     AUTH_MIDDLEWARE_PATH,
     CHECK_PREFIX,
@@ -93,6 +93,7 @@ __all__ = [
     "import_callable",
     "parse",
     "parse_rule",
+    "permits_problem",
     "read",
     "read_settings",
     "redis_cache_flavour",

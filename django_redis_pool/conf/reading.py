@@ -17,7 +17,13 @@ from typing import Any
 from .. import kinds
 from ..kinds import Kind
 from ..kinds.base import OptionError, validate_bool
-from ..primitives.validators import check_duration, check_lease_timeout, check_name, check_timeout
+from ..primitives.validators import (
+    check_duration,
+    check_lease_timeout,
+    check_name,
+    check_permits,
+    check_timeout,
+)
 from .connection import read_connection
 from .schema import (
     AUTH_MIDDLEWARE_PATH,
@@ -44,7 +50,7 @@ from .schema import (
     top_level_keys,
 )
 
-__all__ = ["entry_options", "parse", "parse_rule", "read", "read_settings"]
+__all__ = ["entry_options", "parse", "parse_rule", "permits_problem", "read", "read_settings"]
 
 
 def read_settings() -> Reading:
@@ -133,7 +139,7 @@ def _read(raw: Any, caches: Any, found: Findings) -> Config | None:
                 setting_path("KEY_PREFIX"),
             )
     entries, usable = _read_kinds(raw, found)
-    rules = _read_rules(raw, usable, found)
+    rules = _read_rules(raw, usable, found, entries)
     _read_request_options(raw, found)
     return Config(
         connection=raw.get("CONNECTION", DEFAULT_CONNECTION),
@@ -288,10 +294,13 @@ def entry_options(kind: Kind, name: str, entry: Mapping[str, Any]) -> dict[str, 
 
 
 def _read_rules(
-    raw: dict[str, Any], usable: Mapping[str, Kind], found: Findings
+    raw: dict[str, Any],
+    usable: Mapping[str, Kind],
+    found: Findings,
+    entries: Mapping[str, Entry] | None = None,
 ) -> tuple[Rule, ...]:
     """The ``MIDDLEWARE`` rules; ``usable`` maps each configured name a rule
-    may name to its kind."""
+    may name to its kind, ``entries`` the valid entries by name."""
     if "MIDDLEWARE" not in raw:
         return ()
     rules = raw["MIDDLEWARE"]
@@ -307,23 +316,32 @@ def _read_rules(
     parsed = []
     for index, rule in enumerate(rules):
         try:
-            parsed.append(parse_rule(rule, index, usable))
+            parsed.append(parse_rule(rule, index, usable, entries))
+        except OptionError as exc:
+            found.add(exc.id, f"{exc}.", exc.hint or "", setting_path("MIDDLEWARE", index))
         except ValueError as exc:
             found.add(
                 "E020",
                 f"{exc}.",
                 'A rule is {"PATH": r"^/print/", "RESOURCE": "<configured name>"} plus '
                 'optional "METHODS": ["POST"], "TIMEOUT": 5, "LEASE_TIMEOUT", "IDENTITY" '
-                '(dotted path of a function of the request), "STATUS", "RETRY_AFTER".',
+                '(dotted path of a function of the request), "STATUS", "RETRY_AFTER", "PERMITS".',
                 setting_path("MIDDLEWARE", index),
             )
     return tuple(parsed)
 
 
-def parse_rule(raw: Any, index: int, names: Mapping[str, Kind]) -> Rule:
+def parse_rule(
+    raw: Any,
+    index: int,
+    names: Mapping[str, Kind],
+    entries: Mapping[str, Entry] | None = None,
+) -> Rule:
     """Validate rule ``index`` of ``MIDDLEWARE``; ``names`` maps each configured
-    primitive that a rule may name to its kind. Raises ``ValueError`` naming the
-    setting."""
+    primitive that a rule may name to its kind, ``entries`` the valid entries
+    by name (for the most ``PERMITS`` a hold of one can take). Raises
+    ``ValueError`` naming the setting (an :class:`OptionError` for
+    ``PERMITS``: E038, E039)."""
     path = setting_path("MIDDLEWARE", index)
     if not isinstance(raw, dict):
         raise ValueError(f"{path} must be a dict with PATH and RESOURCE, got {raw!r}")
@@ -372,7 +390,60 @@ def parse_rule(raw: Any, index: int, names: Mapping[str, Kind]) -> Rule:
         "status": None if status is None else check_status(status, f'{path}["STATUS"]'),
         "retry_after": check_retry_after(raw.get("RETRY_AFTER"), f'{path}["RETRY_AFTER"]'),
     }
+    if raw.get("PERMITS") is not None:
+        options["permits"] = _rule_permits(
+            raw["PERMITS"], f'{path}["PERMITS"]', resource, kind, entries
+        )
     return Rule(pattern, methods, resource, options)
+
+
+def _rule_permits(
+    value: Any, path: str, resource: str, kind: Kind, entries: Mapping[str, Entry] | None
+) -> int:
+    """The ``PERMITS`` of a rule (at ``path``) holding ``resource``, of ``kind``;
+    raises its :func:`permits_problem`."""
+    problem = permits_problem(value, path, resource, kind, entries)
+    if problem is not None:
+        raise problem
+    return int(value)
+
+
+def permits_problem(
+    value: Any, where: str, resource: str, kind: Kind, entries: Mapping[str, Entry] | None
+) -> OptionError | None:
+    """What is wrong with asking ``value`` permits of ``resource`` (of ``kind``)
+    for each request, as ``where`` does (a rule's ``PERMITS``, a view's
+    ``@with_resource(permits=)``): E038 when it is not an int >= 1 or the kind's
+    holds take no permits, E039 when it is more than the entry's configured
+    size (``entries``: the valid entries by name); None when it is fine."""
+    if not kind.takes_permits:
+        taking = [k.plural for k in kinds.all_kinds() if k.takes_permits]
+        return OptionError(
+            f"{where} is set, but {resource!r} is {kind.a_label}, whose holds take no "
+            f"permits (only {' and '.join(taking) or 'no kind'}' holds do)",
+            id="E038",
+            hint="Remove it, or name a primitive whose holds take permits.",
+        )
+    try:
+        permits = check_permits(value, where)
+    except ValueError as exc:
+        return OptionError(
+            str(exc),
+            id="E038",
+            hint="Use how many permits each request's hold takes, as an int >= 1, e.g. 2.",
+        )
+    entry = (entries or {}).get(resource)
+    limit = None if entry is None else kind.max_permits(entry.options)
+    if limit is not None and permits > limit:
+        size = setting_path(kind.setting_key, resource, getattr(kind, "size_option", "size"))
+        return OptionError(
+            f"{where} = {permits} is more than the {limit} permits of {resource!r} "
+            f"({size}): no request's hold could ever be granted (each would wait its "
+            "whole timeout, then be refused)",
+            id="E039",
+            hint=f"Ask at most {limit} permits, or raise {size}.",
+        )
+    return None
 
 
 def _read_request_options(raw: dict[str, Any], found: Findings) -> None:

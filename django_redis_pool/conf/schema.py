@@ -113,6 +113,7 @@ RULE_KEYS = (
     "IDENTITY",
     "STATUS",
     "RETRY_AFTER",
+    "PERMITS",
 )
 
 #: The middleware that applies the ``MIDDLEWARE`` rules, and Django's that sets

@@ -57,6 +57,10 @@ class LeaseDisplay:
     #: Slots counted up to a size (the holders' caption says "of <size>"), or
     #: named resources (an available table; ids are trimmed in the finder).
     counts_slots: bool = True
+    #: Whether holds and waiters take several permits each (a semaphore's):
+    #: the holders and waiters tables show a Permits column, and the holders'
+    #: caption counts the permits held.
+    permits_column: bool = False
     #: The finder's state of a key that is not held, ``(primitive, key) -> str``.
     find: Callable[[Any, str], str] = lambda primitive, key: "not held"
 
@@ -70,7 +74,7 @@ POOL = LeaseDisplay(
     counts_slots=False,
     find=lambda pool, key: "available" if pool.has(key) else "not in the pool",
 )
-SEMAPHORE = LeaseDisplay(held_label="Identity", find_label="Identity")
+SEMAPHORE = LeaseDisplay(held_label="Identity", find_label="Identity", permits_column=True)
 LOCK = LeaseDisplay(holder_column=False)
 #: A kind on the lease engine that says nothing else: holders and slots.
 ANY = LeaseDisplay()
@@ -141,7 +145,7 @@ def lease_summary(primitive: Any) -> Summary:
     return Summary(
         size=snap.size,
         free=snap.free,
-        held=snap.held_count,
+        held=snap.held_permits,
         waiting=snap.waiting_count,
         health=health,
         note="; ".join(notes),
@@ -157,6 +161,7 @@ def _holder_row(lease: Lease, snap: Snapshot) -> dict[str, Any]:
         "holder": lease.holder,
         "request": request_of(lease.holder),  # the method, path and user of a request's hold
         "fence": lease.fence,
+        "permits": lease.permits,
         "acquired_at": as_datetime(lease.acquired_at),
         "seconds_left": snap.seconds_left(lease),
     }
@@ -167,6 +172,7 @@ def _waiter_rows(snap: Snapshot) -> list[dict[str, Any]]:
         {
             "holder": waiter.holder,
             "priority": waiter.priority,
+            "permits": waiter.permits,
             "since": as_datetime(waiter.since),
             "waited": round(max(0.0, snap.now - waiter.since), 1),
             "deadline": as_datetime(waiter.deadline),

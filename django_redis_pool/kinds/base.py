@@ -115,6 +115,9 @@ class Ask:
     #: The request itself, for a kind whose hold depends on it (what a rate
     #: limit counts against: its user, its address, a header); None outside one.
     request: Any = None
+    #: The permits the hold takes (``PERMITS``, ``permits=``; None: the kind's
+    #: default). Only a kind that :attr:`Kind.takes_permits` is asked for any.
+    permits: int | None = None
 
 
 @dataclass(frozen=True)
@@ -154,6 +157,9 @@ class Kind:
     #: The HTTP status of a request it refused (nothing granted in time), unless
     #: the view or rule gives one: 503, "try again later"; a rate limit's is 429.
     refusal_status: ClassVar[int] = 503
+    #: Whether a request's hold may take several permits (``PERMITS`` on a
+    #: rule, ``@with_resource(permits=)``): its :meth:`hold` reads ``ask.permits``.
+    takes_permits: ClassVar[bool] = False
 
     @property
     def label(self) -> str:
@@ -189,6 +195,12 @@ class Kind:
         an :class:`EntryWarning`'s own id) for entry ``name``, whose ``options``
         are valid (e.g. a pool with no resources). Does no I/O."""
         return []
+
+    def max_permits(self, options: Mapping[str, Any]) -> int | None:
+        """The most permits one hold of an entry with (valid) ``options`` can
+        ever get, as configured (None: not known from the setting, or the kind
+        takes no permits): a request rule or view asking more is an error."""
+        return None
 
     # -- requests --------------------------------------------------------------
 

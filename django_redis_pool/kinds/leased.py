@@ -258,13 +258,15 @@ class LeaseKind(Kind):
         )
 
     def gauges(self, primitive: Any) -> dict[str, float | None]:
-        """The counts and the oldest hold's age, in one round trip (no holder read)."""
+        """The counts and the oldest hold's age, in one round trip (no holder
+        read). A semaphore's ``held`` is its permits in use (``size - free``
+        when below the max)."""
         snap: Snapshot = primitive.snapshot(limit=0)
         oldest = None if snap.oldest_since is None else max(0.0, snap.now - snap.oldest_since)
         return {
             "size": snap.size,
             "free": snap.free,
-            "held": snap.held_count,
+            "held": snap.held_permits,
             "waiting": snap.waiting_count,
             "oldest_hold_seconds": oldest,
         }
@@ -276,13 +278,15 @@ class LeaseKind(Kind):
         for lease in snap.leases:
             what = "" if lease.resource == lease.holder else f"{lease.resource}  "
             left = snap.seconds_left(lease)
+            permits = f"  {lease.permits} permits" if lease.permits != 1 else ""
             details.append(
-                f"  {what}held by {lease.holder}  fence {lease.fence}  "
+                f"  {what}held by {lease.holder}  fence {lease.fence}{permits}  "
                 + ("no expiry" if left is None else f"{left:.1f} s left")
             )
         for position, waiter in enumerate(snap.waiters, 1):
+            permits = f"  {waiter.permits} permits" if waiter.permits != 1 else ""
             details.append(
-                f"  waiting #{position}: {waiter.holder}  priority {waiter.priority}  "
+                f"  waiting #{position}: {waiter.holder}  priority {waiter.priority}{permits}  "
                 f"for {max(0.0, snap.now - waiter.since):.1f} s"
             )
         long_hold = long_hold_note(snap)

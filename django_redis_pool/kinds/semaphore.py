@@ -1,5 +1,5 @@
 """Counting semaphores in Django: the ``SEMAPHORES`` setting, ``get_semaphore``,
-a request's slot, and ``pool_sync`` of ``MAX_SIZE``."""
+a request's permits, and ``pool_sync`` of ``MAX_SIZE``."""
 
 from __future__ import annotations
 
@@ -8,10 +8,17 @@ from typing import Any
 
 from .. import conf, registry
 from ..primitives.semaphore import Semaphore, check_max_size
-from .base import MAX_WAITING, Ask, Held, Option, Report
+from ..primitives.validators import check_permits
+from .base import MAX_WAITING, Ask, Held, Option, OptionError, Report
 from .leased import LEASE_TIMEOUT, LeaseKind
 
-__all__ = ["KIND", "SemaphoreKind", "get_semaphore"]
+__all__ = ["KIND", "PERMITS_HINT", "SemaphoreKind", "get_semaphore"]
+
+#: How to fix a bad ``PERMITS`` (an entry's, a rule's, a view's).
+PERMITS_HINT = (
+    "Use how many of the semaphore's permits one request's hold takes, as an int >= 1 "
+    "(at most its MAX_SIZE), e.g. 2."
+)
 
 
 def _validate_max_size(value: Any, path: str) -> int | None:
@@ -19,7 +26,8 @@ def _validate_max_size(value: Any, path: str) -> int | None:
 
 
 class SemaphoreKind(LeaseKind):
-    """A :class:`Semaphore` of ``MAX_SIZE`` slots, one per identity."""
+    """A :class:`Semaphore` of ``MAX_SIZE`` permits; a request's hold takes
+    ``PERMITS`` of them (its rule's or view's, else the entry's)."""
 
     name = "semaphore"
     setting_key = "SEMAPHORES"
@@ -28,14 +36,33 @@ class SemaphoreKind(LeaseKind):
         "MAX_SIZE": Option(
             _validate_max_size,
             None,
-            "Use the number of slots as an int >= 0, e.g. 3. It is stored in Redis on "
+            "Use the number of permits as an int >= 0, e.g. 3. It is stored in Redis on "
             "first use (if Redis has none) and by manage.py pool_sync.",
         ),
         "LEASE_TIMEOUT": LEASE_TIMEOUT,
         "MAX_WAITING": MAX_WAITING,
+        "PERMITS": Option(check_permits, 1, PERMITS_HINT),
     }
     size_option = "MAX_SIZE"
     fill_action = "max-size"
+    takes_permits = True
+
+    def max_permits(self, options: Mapping[str, Any]) -> int | None:
+        """``MAX_SIZE``, when it is set and not 0 (a semaphore closed until it
+        is sized at run time is not checked)."""
+        return options.get("MAX_SIZE") or None
+
+    def check_entry(self, options: Mapping[str, Any], path: str) -> None:
+        """An entry's ``PERMITS`` (what its requests take by default) is at most
+        its ``MAX_SIZE`` (E039)."""
+        limit = self.max_permits(options)
+        if limit is not None and options["PERMITS"] > limit:
+            raise OptionError(
+                f'{path}["PERMITS"] = {options["PERMITS"]} is more than its MAX_SIZE '
+                f"({limit}): no request's hold could ever be granted",
+                id="E039",
+                hint=f"Lower PERMITS to at most {limit}, or raise MAX_SIZE.",
+            )
 
     def entry_warnings(self, name: str, options: Mapping[str, Any]) -> list[tuple[str, str]]:
         """A semaphore without ``MAX_SIZE``: until a max size is stored in Redis,
@@ -66,13 +93,28 @@ class SemaphoreKind(LeaseKind):
         )
 
     def hold(self, primitive: Any, ask: Ask) -> Held | None:
-        """A slot for the identity ``holder`` (requests sharing it share the
-        slot; refused at once past ``MAX_WAITING``)."""
-        return self.held(primitive._take(ask.holder, ask.timeout, ask.lease_timeout))
+        """``ask.permits`` (None: the entry's ``PERMITS``) for the identity
+        ``holder`` (requests sharing it share its hold; refused at once past
+        ``MAX_WAITING``)."""
+        permits = self.permits_of(primitive, ask)
+        return self.held(
+            primitive._take(ask.holder, ask.timeout, ask.lease_timeout, permits=permits)
+        )
 
     async def ahold(self, primitive: Any, ask: Ask) -> Held | None:
         """:meth:`hold` on the event loop."""
-        return self.held(await primitive._atake(ask.holder, ask.timeout, ask.lease_timeout))
+        permits = self.permits_of(primitive, ask)
+        return self.held(
+            await primitive._atake(ask.holder, ask.timeout, ask.lease_timeout, permits=permits)
+        )
+
+    def permits_of(self, primitive: Any, ask: Ask) -> int:
+        """The permits a request's hold takes: its own, else its entry's
+        ``PERMITS`` (1 for a semaphore the setting does not configure)."""
+        if ask.permits is not None:
+            return ask.permits
+        entry = registry.get_config().entries.get(primitive.name)
+        return entry.options.get("PERMITS", 1) if entry is not None else 1
 
     def sync(
         self, primitive: Any, options: Mapping[str, Any], *, prune: bool, dry_run: bool

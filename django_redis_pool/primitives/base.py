@@ -89,14 +89,23 @@ class Snapshot:
     #: Whether the holds are of named resources (a pool's, an allocator's
     #: keys), not of slots: the primitive's :attr:`LeasedPrimitive.named_resources`.
     named_resources: bool = False
+    #: The permits the live holds take (a semaphore's weighted holds count
+    #: theirs, every other hold one; None: ``held_count``).
+    permits_count: int | None = None
+
+    @property
+    def held_permits(self) -> int:
+        """The permits the live holds take: a semaphore's permits in use, out of
+        its ``size``; for any other kind, ``held_count``."""
+        return self.held_count if self.permits_count is None else self.permits_count
 
     @property
     def free(self) -> int:
         """How many more holds could be granted now: the available resources,
-        or the slots not held."""
+        or the slots (a semaphore's permits) not held."""
         if self.named_resources:
             return self.available_count
-        return max(0, (self.size or 0) - self.held_count)
+        return max(0, (self.size or 0) - self.held_permits)
 
     def seconds_left(self, lease: Lease) -> float | None:
         """Seconds until ``lease`` expires on the Redis clock (None: never)."""
@@ -112,7 +121,8 @@ class Snapshot:
             "time": self.now,
             "size": self.size,
             "free": self.free,
-            "held": self.held_count,
+            "held": self.held_permits,
+            "holds": self.held_count,
             "waiting": self.waiting_count,
             "expired": self.expired_count,
             "oldest_since": self.oldest_since,
@@ -134,6 +144,7 @@ def lease_as_dict(lease: Lease) -> dict[str, Any]:
         "resource": lease.resource,
         "holder": lease.holder,
         "fence": lease.fence,
+        "permits": lease.permits,
         "acquired_at": lease.acquired_at,
         "expires_at": lease.expires_at,
     }
@@ -144,6 +155,7 @@ def waiter_as_dict(waiter: Waiter) -> dict[str, Any]:
     return {
         "holder": waiter.holder,
         "priority": waiter.priority,
+        "permits": waiter.permits,
         "since": waiter.since,
         "deadline": waiter.deadline,
     }
@@ -210,10 +222,11 @@ class LeasedPrimitive:
     def _read(self, what: str, resource: str = "") -> Any:
         return self._engine.run("read", what, resource)
 
-    def _counts(self) -> tuple[int, int, int, int]:
-        """(available, held by a live lease, waiting, size) on the Redis clock."""
-        available, held, waiting, size = self._read("counts")
-        return int(available), int(held), int(waiting), int(size)
+    def _counts(self) -> tuple[int, int, int, int, int]:
+        """(available (a semaphore's free permits), held by a live lease,
+        waiting, size, permits of the live leases) on the Redis clock."""
+        available, held, waiting, size, permits = self._read("counts")
+        return int(available), int(held), int(waiting), int(size), int(permits)
 
     def _live_leases(self) -> list[Lease]:
         return records.leases(self._engine, self._read("leases"))
@@ -265,7 +278,7 @@ class LeasedPrimitive:
         ]
         reply = self._engine.run("read", "snapshot", limit, *offsets)
         now_ms, size, available_count, available, held, leases, waiting, waiters = reply[:8]
-        expired, oldest = reply[8:]
+        expired, oldest, permits = reply[8:]
         return Snapshot(
             kind=self.kind,
             name=self.name,
@@ -281,6 +294,7 @@ class LeasedPrimitive:
             expired_count=int(expired),
             oldest_since=None if int(oldest) < 0 else int(oldest) / 1000,
             named_resources=self.named_resources,
+            permits_count=int(permits),
         )
 
     def force_release(self, resource: str, *, fence: int | None = None) -> bool:

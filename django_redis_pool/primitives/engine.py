@@ -180,9 +180,11 @@ class LeaseEngine:
         holder: str,
         priority: int,
         max_waiting: int | None = None,
+        permits: int = 1,
     ) -> Lease | None:
         """Grant a lease now, or wait up to ``timeout`` seconds (None: forever;
         0: do not wait) for one, fairly. Returns None if nothing was granted.
+        ``permits``: a semaphore's permits it takes (any other mode takes 1).
 
         With ``max_waiting`` (None: no limit), a caller that would wait while
         that many callers are queued already (counted by Redis, across every
@@ -200,7 +202,7 @@ class LeaseEngine:
         the call within ``timeout + DEADLINE_SLACK`` seconds (BackendUnavailable)."""
         try:
             steps = self.acquire_steps(
-                timeout, lease_ms, holder, priority, max_waiting, bounded=self.sync_bounded
+                timeout, lease_ms, holder, priority, max_waiting, permits, bounded=self.sync_bounded
             )
             return self.drive(steps)
         except ResourceUnavailable:  # (refused for max_waiting)
@@ -214,11 +216,12 @@ class LeaseEngine:
         holder: str,
         priority: int,
         max_waiting: int | None = None,
+        permits: int = 1,
     ) -> Lease | None:
         """:meth:`acquire` on the event loop. Cancelled while waiting, it gives
         up its place (and a grant that raced the cancellation) before the
         ``CancelledError`` propagates."""
-        steps = self.acquire_steps(timeout, lease_ms, holder, priority, max_waiting)
+        steps = self.acquire_steps(timeout, lease_ms, holder, priority, max_waiting, permits)
         try:
             return await self.adrive(steps)
         except ResourceUnavailable:  # (refused for max_waiting)
@@ -231,6 +234,7 @@ class LeaseEngine:
         holder: str,
         priority: int,
         max_waiting: int | None = None,
+        permits: int = 1,
         *,
         bounded: bool = True,
     ) -> Steps[Lease | None]:
@@ -243,7 +247,7 @@ class LeaseEngine:
         One generator for the common case (granted or refused by the first
         call); only a caller that queues goes on in :meth:`_wait`."""
         watch = deadlines.Stopwatch()
-        args = (lease_ms, priority, -1 if max_waiting is None else max_waiting, holder)
+        args = (lease_ms, priority, -1 if max_waiting is None else max_waiting, permits, holder)
         token = new_token()
         if timeout == 0:
             wait_ms, until = -2, None
@@ -390,7 +394,7 @@ class LeaseEngine:
     ) -> Op:
         """The acquire operation for ``token`` (``args``: see :data:`AcquireArgs`);
         ``restore``: whether it restores lost keys (see ``LeaseEngine``)."""
-        lease_ms, priority, max_waiting, holder = args
+        lease_ms, priority, max_waiting, permits, holder = args
         return self.op(
             "acquire",
             token,
@@ -400,6 +404,7 @@ class LeaseEngine:
             max_waiting,
             alive_ms,
             self.restore if restore else Restore.NOTHING,
+            permits,
             holder,
         )
 
@@ -415,7 +420,7 @@ class LeaseEngine:
         semaphore with no max size, a non-reentrant lock already held by its
         holder (just "not granted" when the caller does not ``wait``), a
         caller refused for ``max_waiting`` (ResourceUnavailable)."""
-        holder = args[3]
+        holder = args[4]
         if reply == Reply.FULL:
             waiting = f"{args[2]} callers already wait" if args[2] else "no caller may wait"
             raise ResourceUnavailable(
@@ -566,8 +571,8 @@ class LeaseEngine:
         return records.ended_leases(self, leases), records.waiters(waiters)
 
 
-#: What an acquire asks for: (lease ms, priority, max waiting (-1: no limit), holder).
-AcquireArgs = tuple[int, int, int, str]
+#: What an acquire asks for: (lease ms, priority, max waiting (-1: none), permits, holder).
+AcquireArgs = tuple[int, int, int, int, str]
 
 
 #: The operations whose arguments are sent packed into one (see ``engine.lua``).

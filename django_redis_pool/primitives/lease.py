@@ -39,8 +39,9 @@ class Lease:
 
     ``fence`` is a fencing token: strictly increasing per primitive across all
     holders ever, so a storage system can reject writes from a holder whose
-    lease was reclaimed. ``lost`` becomes True once the lease is known to be gone
-    (released, reclaimed, or a background renewal failed).
+    lease was reclaimed. ``permits`` is how many of a semaphore's permits the
+    hold takes (1 for every other kind). ``lost`` becomes True once the lease
+    is known to be gone (released, reclaimed, or a background renewal failed).
     """
 
     __slots__ = (
@@ -57,6 +58,7 @@ class Lease:
         "lease_timeout",
         "lost",
         "on_lost",
+        "permits",
         "resource",
         "token",
     )
@@ -72,6 +74,7 @@ class Lease:
         lease_timeout: float | None,
         token: str,
         acquired_at: float | None = None,
+        permits: int = 1,
     ) -> None:
         self._engine = engine
         self._renewing = False  # scheduled with the process's renewer
@@ -84,6 +87,9 @@ class Lease:
         self.token = token
         #: When the hold began (unix seconds, Redis clock; None if unknown).
         self.acquired_at = acquired_at
+        #: The permits the hold takes: a semaphore's weighted hold's (kept by
+        #: its record for as long as it lasts: a refresh keeps them); else 1.
+        self.permits = permits
         # When the call that granted or last renewed the lease was sent (this
         # process's monotonic clock; None if unknown): its current term began
         # after that, so auto-renewal counts from it. Counting from when the
@@ -236,7 +242,8 @@ class Lease:
     def __repr__(self) -> str:
         return (
             f"<Lease {self.resource!r} of {self._engine.label} holder={self.holder!r} "
-            f"fence={self.fence} expires_at={self.expires_at}>"
+            f"fence={self.fence} expires_at={self.expires_at}"
+            + (f" permits={self.permits}>" if self.permits != 1 else ">")
         )
 
 

@@ -1,8 +1,8 @@
 """What the lease engine writes into Redis, read back: holders, leases, waiters.
 
 A lease record is ``token|fence|acquired|expires|lease ms|provisional|count|
-request|holder`` (``engine.lua``'s ``REC_FORMAT``), a waiter's
-``token|lease ms|priority|since|deadline|alive until|shares|holder``; a grant
+request|permits|holder`` (``engine.lua``'s ``REC_FORMAT``), a waiter's
+``token|lease ms|priority|since|deadline|alive until|shares|permits|holder``; a grant
 is answered (and pushed to a waiter) as ``"resource\nrecord"``. Nothing here
 imports Django.
 """
@@ -67,12 +67,16 @@ class Waiter:
     priority: int
     since: float
     deadline: float | None
+    #: The permits it asks for (a semaphore's; 1 for every other kind).
+    permits: int = 1
 
 
 def lease_of(engine: LeaseEngine, resource: str, raw: str) -> tuple[Lease, bool]:
     """(the lease on ``resource`` of ``engine``'s primitive, whether it is a
     provisional grant) from its record ``raw``."""
-    token, fence, acquired, expires, lease_ms, provisional, _, _, holder = raw.split("|", 8)
+    token, fence, acquired, expires, lease_ms, provisional, _, _, permits, holder = raw.split(
+        "|", 9
+    )
     lease = Lease(
         engine,
         resource=resource,
@@ -82,6 +86,7 @@ def lease_of(engine: LeaseEngine, resource: str, raw: str) -> tuple[Lease, bool]
         lease_timeout=None if lease_ms == "-1" else int(lease_ms) / 1000,
         token=token,
         acquired_at=int(acquired) / 1000 or None,
+        permits=int(permits),
     )
     return lease, provisional == "1"
 
@@ -109,13 +114,14 @@ def waiters(raws: list[Any]) -> list[Waiter]:
     found = []
     for raw in raws:
         if raw:
-            _, _, priority, since, deadline, _, _, holder = raw.split("|", 7)
+            _, _, priority, since, deadline, _, _, permits, holder = raw.split("|", 8)
             found.append(
                 Waiter(
                     holder=holder,
                     priority=int(priority),
                     since=int(since) / 1000,
                     deadline=None if deadline == "-1" else int(deadline) / 1000,
+                    permits=int(permits),
                 )
             )
     return found

@@ -1,4 +1,4 @@
-"""Semaphore: at most N identities hold a slot at once (with leases)."""
+"""Semaphore: at most N permits held at once, by identities (with leases)."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from .validators import (
     check_count,
     check_holder,
     check_lease_timeout,
+    check_permits,
     check_priority,
     check_timeout,
 )
@@ -27,14 +28,18 @@ __all__ = ["Semaphore", "check_max_size"]
 class Semaphore(LeasedPrimitive):
     """A counting semaphore with identities, shared through Redis.
 
-    At most ``get_max_size()`` identities hold a slot at once. The max size is
-    stored in Redis (``set_max_size``), so every process agrees on it; until it
-    is set, ``acquire`` raises :class:`NotConfigured` (or, given
+    At most ``get_max_size()`` permits are held at once; each identity that
+    holds takes the ``permits`` it asked for (1 by default: a slot). The max
+    size is stored in Redis (``set_max_size``), so every process agrees on it;
+    until it is set, ``acquire`` raises :class:`NotConfigured` (or, given
     ``default_max_size``, stores that size first). Each hold is a lease on
     the Redis clock (``lease_timeout``, None: no expiry) so a crashed holder's
-    slot comes back; an identity that asks again refreshes its hold and never
-    takes a second slot. Blocked callers are served by priority, then first
-    come first served, and are woken by the release itself.
+    permits come back; an identity that asks again refreshes its hold and
+    never takes more. Blocked callers are served by priority, then first
+    come first served, and are woken by the release itself; a caller that
+    needs more permits than are free holds up the callers behind it until
+    they are (it is served at its turn), and while it waits a newcomer takes
+    no permits ahead of it.
 
     ``max_waiting`` (None: no limit) bounds how many callers wait at once,
     counted across every process and host: one more is refused at once, as a
@@ -92,8 +97,14 @@ class Semaphore(LeasedPrimitive):
         return int(value) if value is not None else 0
 
     def get_current_size(self) -> int:
-        """How many identities hold a slot now (expired holds not counted)."""
+        """How many identities hold now (expired holds not counted), whatever
+        permits each takes (:meth:`get_held_permits` counts those)."""
         return self._counts()[1]
+
+    def get_held_permits(self) -> int:
+        """How many permits the live holds take together (expired holds not
+        counted): at most the max size, unless it was lowered below them."""
+        return self._counts()[4]
 
     # -- acquiring and releasing ----------------------------------------------------
 
@@ -104,10 +115,14 @@ class Semaphore(LeasedPrimitive):
         timeout: float | None = 0,
         lease_timeout: float | None = None,
         priority: int = 0,
+        permits: int = 1,
     ) -> Lease | None:
-        """Like :meth:`acquire`, but returns the slot's :class:`Lease` (None if
-        not granted): its ``fence``, ``expires_at``, ``renew()`` and ``release()``."""
-        return self._engine.acquire(**self._ask(identity, timeout, lease_timeout, priority))
+        """Like :meth:`acquire`, but returns the hold's :class:`Lease` (None if
+        not granted): its ``fence``, ``permits``, ``expires_at``, ``renew()``
+        and ``release()``."""
+        return self._engine.acquire(
+            **self._ask(identity, timeout, lease_timeout, priority, permits)
+        )
 
     async def aacquire_lease(
         self,
@@ -116,9 +131,12 @@ class Semaphore(LeasedPrimitive):
         timeout: float | None = 0,
         lease_timeout: float | None = None,
         priority: int = 0,
+        permits: int = 1,
     ) -> Lease | None:
         """:meth:`acquire_lease` on the event loop (see :meth:`aacquire`)."""
-        return await self._engine.aacquire(**self._ask(identity, timeout, lease_timeout, priority))
+        return await self._engine.aacquire(
+            **self._ask(identity, timeout, lease_timeout, priority, permits)
+        )
 
     def _take(
         self,
@@ -126,11 +144,12 @@ class Semaphore(LeasedPrimitive):
         timeout: float | None,
         lease_timeout: float | None = None,
         priority: int = 0,
+        permits: int = 1,
     ) -> Lease | None:
         """:meth:`acquire_lease`, but raising :class:`ResourceUnavailable`
         (``reason`` ``"full"``) when refused for ``max_waiting`` (``hold()`` and
         a request's hold use it)."""
-        ask = self._ask(identity, timeout, lease_timeout, priority)
+        ask = self._ask(identity, timeout, lease_timeout, priority, permits)
         return self._engine.drive(
             self._engine.acquire_steps(**ask, bounded=self._engine.sync_bounded)
         )
@@ -141,15 +160,22 @@ class Semaphore(LeasedPrimitive):
         timeout: float | None,
         lease_timeout: float | None = None,
         priority: int = 0,
+        permits: int = 1,
     ) -> Lease | None:
         """:meth:`_take` on the event loop."""
-        ask = self._ask(identity, timeout, lease_timeout, priority)
+        ask = self._ask(identity, timeout, lease_timeout, priority, permits)
         return await self._engine.adrive(self._engine.acquire_steps(**ask))
 
     def _ask(
-        self, identity: str, timeout: float | None, lease_timeout: float | None, priority: int
+        self,
+        identity: str,
+        timeout: float | None,
+        lease_timeout: float | None,
+        priority: int,
+        permits: int,
     ) -> dict[str, Any]:
-        """The engine's acquire arguments, validated."""
+        """The engine's acquire arguments, validated (a single permit, the
+        common case, at once)."""
         lease_timeout = check_lease_timeout(lease_timeout)
         return {
             "timeout": check_timeout(timeout),
@@ -157,6 +183,7 @@ class Semaphore(LeasedPrimitive):
             "holder": check_holder(identity, "identity"),
             "priority": check_priority(priority),
             "max_waiting": self.max_waiting,
+            "permits": 1 if permits == 1 and type(permits) is int else check_permits(permits),
         }
 
     def acquire(
@@ -166,16 +193,26 @@ class Semaphore(LeasedPrimitive):
         timeout: float | None = 0,
         lease_timeout: float | None = None,
         priority: int = 0,
+        permits: int = 1,
     ) -> bool:
-        """Take a slot for ``identity``, waiting up to ``timeout`` seconds (0: do
-        not wait, None: forever). True if granted; False if not (in time, or at
-        once when ``max_waiting`` callers already wait).
+        """Take ``permits`` (an int >= 1; a slot by default) for ``identity``,
+        all at once, waiting up to ``timeout`` seconds (0: do not wait, None:
+        forever). True if granted; False if not (in time, or at once when
+        ``max_waiting`` callers already wait).
 
-        An identity that already holds a slot gets True again and its lease
-        refreshed, without taking a second slot. Raises :class:`NotConfigured`
+        While a caller waits, a newcomer (even with ``timeout=0``) takes no
+        permits ahead of it, unless its priority is higher: the first waiter
+        that needs more permits than are free holds up the waiters behind it
+        until they are. A caller asking for more permits than the max size
+        waits until the max grows (``timeout=0``: refused at once), holding up
+        nobody meanwhile.
+
+        An identity that already holds gets True again and its lease
+        refreshed, keeping the permits it took whatever ``permits`` now asks
+        (its lease's ``permits`` says how many). Raises :class:`NotConfigured`
         if the max size was never set.
         """
-        ask = self._ask(identity, timeout, lease_timeout, priority)
+        ask = self._ask(identity, timeout, lease_timeout, priority, permits)
         return self._engine.acquire(**ask) is not None
 
     async def aacquire(
@@ -185,17 +222,18 @@ class Semaphore(LeasedPrimitive):
         timeout: float | None = 0,
         lease_timeout: float | None = None,
         priority: int = 0,
+        permits: int = 1,
     ) -> bool:
         """:meth:`acquire` on the event loop, waiting in the same fair queue as
         blocking callers. Cancelled while waiting, it leaves the queue (giving
-        back a slot that raced the cancellation) before ``CancelledError``
+        back permits that raced the cancellation) before ``CancelledError``
         propagates."""
-        ask = self._ask(identity, timeout, lease_timeout, priority)
+        ask = self._ask(identity, timeout, lease_timeout, priority, permits)
         return await self._engine.aacquire(**ask) is not None
 
     def release(self, identity: str) -> bool:
-        """Give back the slot of ``identity``; False if it held none (or its
-        lease had expired)."""
+        """Give back the hold of ``identity`` (all its permits); False if it
+        held none (or its lease had expired)."""
         return self._engine.release(check_holder(identity, "identity")) != 0
 
     async def arelease(self, identity: str) -> bool:
@@ -212,16 +250,18 @@ class Semaphore(LeasedPrimitive):
         lease_timeout: float | None = None,
         priority: int = 0,
         auto_renew: bool = False,
+        permits: int = 1,
     ) -> Iterator[Lease]:
-        """Context manager: hold a slot for the ``with`` block.
+        """Context manager: hold ``permits`` (a slot by default) for the
+        ``with`` block.
 
         ``identity`` defaults to a unique id. Raises :class:`ResourceUnavailable`
-        when no slot is granted within ``timeout`` (None: wait forever), or at
+        when nothing is granted within ``timeout`` (None: wait forever), or at
         once when ``max_waiting`` callers already wait (its ``reason`` says which).
         ``auto_renew=True`` renews the lease in the background until the block exits.
         """
         identity = _unique_identity() if identity is None else identity
-        lease = self._take(identity, timeout, lease_timeout, priority)
+        lease = self._take(identity, timeout, lease_timeout, priority, permits)
         with holding(lease, auto_renew, self._unavailable(timeout)) as held:
             yield held
 
@@ -234,30 +274,32 @@ class Semaphore(LeasedPrimitive):
         lease_timeout: float | None = None,
         priority: int = 0,
         auto_renew: bool = False,
+        permits: int = 1,
     ) -> AsyncIterator[Lease]:
         """:meth:`hold` as an async context manager (``async with``); its
         auto-renewal is a task of the loop."""
         identity = _unique_identity() if identity is None else identity
-        lease = await self._atake(identity, timeout, lease_timeout, priority)
+        lease = await self._atake(identity, timeout, lease_timeout, priority, permits)
         async with aholding(lease, auto_renew, self._unavailable(timeout)) as held:
             yield held
 
     def _unavailable(self, timeout: float | None) -> str:
-        return f"no slot of semaphore {self.name!r} became free within {timeout} s"
+        return f"no permit of semaphore {self.name!r} was granted within {timeout} s"
 
     # -- inspection -----------------------------------------------------------------
 
     def holders(self) -> list[Lease]:
-        """The live holds; each lease's ``resource`` (and ``holder``) is the identity."""
+        """The live holds; each lease's ``resource`` (and ``holder``) is the
+        identity, its ``permits`` the permits it takes."""
         return self._live_leases()
 
     def is_holding(self, identity: str) -> bool:
-        """True if ``identity`` holds a slot now."""
+        """True if ``identity`` holds now."""
         return self.lease_of(check_holder(identity, "identity")) is not None
 
 
 def check_max_size(n: object, what: str = "max size") -> int:
-    """A semaphore's number of slots: an int >= 0."""
+    """A semaphore's number of permits: an int >= 0."""
     return check_count(n, what)
 
 

@@ -20,6 +20,7 @@ __all__ = [
     "check_lease_timeout",
     "check_max_waiting",
     "check_name",
+    "check_permits",
     "check_priority",
     "check_seconds",
     "check_timeout",
@@ -183,6 +184,13 @@ def check_count(value: object, what: str, *, minimum: int = 0) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not minimum <= value <= 2**52:
         raise ValueError(f"{what} must be an int from {minimum} to 2**52, got {value!r}")
     return value
+
+
+def check_permits(value: object, what: str = "permits") -> int:
+    """How many of a semaphore's permits one hold takes: an int >= 1."""
+    if type(value) is int and 1 <= value <= 2**52:  # (the common case, at once)
+        return value
+    return check_count(value, what, minimum=1)
 
 
 def check_max_waiting(value: object, what: str = "max_waiting") -> int | None:

@@ -6,7 +6,8 @@
 -- its own, nothing is stored) | liveness window ms (the waiter checks in at
 -- least this often) | restore: what Redis may have lost, a semaphore's max
 -- size to store if none is stored yet, or RESTORE_HEAL for a pool whose caller
--- restores its members (RESTORE_NOTHING: none) | holder (slot modes: the
+-- restores its members (RESTORE_NOTHING: none) | permits (a semaphore's: how
+-- many the holder takes; 1 for anything else) | holder (slot modes: the
 -- identity asking for a slot).
 -- Returns "resource\nrecord" when granted | ms until the next expiry (-1 none)
 -- when queued | REPLY_NONE | REPLY_FULL (max waiting callers, dead ones
@@ -14,8 +15,12 @@
 -- semaphore without a max size) | REPLY_HELD (lock: the holder already holds
 -- it and the lock is not reentrant) | REPLY_EMPTY (RESTORE_HEAL: the pool
 -- holds no resource at all, nothing was changed).
-local token, lease_ms, priority, wait_ms, max_waiting, alive_ms, restore, holder, mine, held =
-  acquire_request(args[2])
+-- A semaphore's newcomer takes its permits only if they are free once the
+-- queue was served, and no queued waiter that fits the max size goes before it
+-- (see serve_slots): while one is queued, a newcomer of its priority or lower
+-- waits behind it (or, not waiting, is refused) even if its own permits are free.
+local token, lease_ms, priority, wait_ms, max_waiting, alive_ms, restore, permits, holder, mine,
+  held = acquire_request(args[2])
 if mine then  -- a retry of this request
   local state, resource, raw = token_state(token, mine)
   if state == 'queued' then
@@ -47,8 +52,9 @@ if SLOTS then
       if MODE == MODE_LOCK then
         return REPLY_HELD
       end
-      -- Same identity again: refresh its hold, and remember this request so
-      -- that a retry does not count twice.
+      -- Same identity again: refresh its hold (which keeps the permits it
+      -- took, whatever this request asks), and remember this request so that
+      -- a retry does not count twice.
       if remembered(token) then
         return holder .. '\n' .. held
       end
@@ -58,14 +64,13 @@ if SLOTS then
     end_lease(holder, rec)  -- our own expired hold: reclaimed first
   end
   reclaim_due()
-  local free = free_slots(size)
-  local queued = free > 0 and redis.call('ZCARD', K_WAITQ) > 0
+  local queued = redis.call('ZCARD', K_WAITQ) > 0
+  local ahead  -- the priority of the queued waiter that goes before a newcomer
   if queued then
-    serve_slots()  -- the queue goes first
-    free = free_slots(size)
+    ahead = serve_slots()  -- the queue goes first
   end
-  if free > 0 then
-    return holder .. '\n' .. grant_slot(holder, token, lease_ms, false, not queued)
+  if (not ahead or priority > ahead) and permits <= free_slots(size) then
+    return holder .. '\n' .. grant_slot(holder, token, lease_ms, false, not queued, permits)
   end
 else
   reclaim_due()
@@ -99,7 +104,7 @@ if SHARING then
   redis.call('ZADD', BASE .. ':wid:' .. holder, 0, id)
 end
 local w = {t = token, l = lease_ms, p = priority, s = NOW, dl = deadline,
-  alive = NOW + alive_ms + GRACE_MS, re = re, h = holder}
+  alive = NOW + alive_ms + GRACE_MS, re = re, k = permits, h = holder}
 redis.call('HSET', K_WINFO, id, encode_waiter(w))
 index_waiter(id, w)
 redis.call('HSET', K_INFO, '\0' .. token, 'w' .. id)

@@ -2,11 +2,12 @@
 -- every helper it carries on each run (a function library does so once), and
 -- acquire carries them all; this one carries three. It answers exactly as
 -- acquire would when the request is new, nobody is queued and no lease is due
--- to be reclaimed: a grant, or REPLY_NONE / REPLY_HELD for a caller that does
--- not wait. Anything else returns REPLY_SLOW having changed nothing, and the
+-- to be reclaimed: a grant (a semaphore's of the permits asked, if that many
+-- are free), or REPLY_NONE / REPLY_HELD for a caller that does not wait. Anything else returns REPLY_SLOW having changed nothing, and the
 -- caller runs acquire itself (so a caller that would queue, max waiting
 -- included, is always answered there). args[2]: as acquire's.
-local token, lease_ms, _, wait_ms, _, _, restore, holder, mine, held = acquire_request(args[2])
+local token, lease_ms, _, wait_ms, _, _, restore, permits, holder, mine, held, extra =
+  acquire_request(args[2])
 if mine or redis.call('ZCARD', K_WAITQ) > 0 then
   return REPLY_SLOW
 end
@@ -24,8 +25,8 @@ if SLOTS then
     return REPLY_SLOW  -- a max size to store, or an identity asking again
   elseif held then
     return REPLY_HELD
-  elseif size > redis.call('ZCARD', K_LEASES) then
-    return holder .. '\n' .. grant(holder, token, holder, lease_ms, false)
+  elseif permits <= size - redis.call('ZCARD', K_LEASES) - extra then
+    return holder .. '\n' .. grant(holder, token, holder, lease_ms, false, nil, permits)
   end
 else
   local resource = take_available()

@@ -24,6 +24,12 @@
 --                 that a malloc skips three index reads; absent = unknown.
 --                 Writers of a timer lower it or delete it; ending a timer
 --                 leaves it early, which only costs one full malloc.
+--                 Semaphores keep "\1extra" there: the permits their holders
+--                 take beyond one each (the sum of permits - 1 over the leases
+--                 in :leases; absent = 0), so that the permits in use are
+--                 ZCARD :leases + "\1extra", read in the acquire's own HMGET.
+--                 Kept in the hash of the records it sums, it is lost with
+--                 them, never alone.
 --   :seq    STRING the last fence, waiter arrival number or allocator turn
 --                 given: the Redis clock in microseconds (next_seq), so that
 --                 they never go backwards, even when Redis loses data.
@@ -83,8 +89,9 @@
 -- that may hold "|" (a holder or a resource) last: one argument to send and
 -- one pattern match to read, instead of one per value. The modes:
 --   fifo | lifo | random  a pool of named resources, handed out in that order;
---   sem                   slots: a lease's resource is the holder's identity and
---                         at most GET :max identities hold at once;
+--   sem                   permits: a lease's resource is the holder's identity,
+--                         which takes the permits it asked for (1 by default);
+--                         at most GET :max permits are held at once;
 --   lock | rlock          one slot, the resource is the holder; rlock counts
 --                         repeated acquires of the same holder (reentrancy);
 --   alloc | shared        an allocator's keys: :avail ordered by priority, then
@@ -93,9 +100,11 @@
 --
 -- Lease record (one string, fields split by "|", the holder last since it may
 -- hold "|"): token|fence|acquired ms|expires ms (-1 never)|lease ms (-1 none)|
--- provisional (0/1)|acquire count (rlock)|last count-down request|holder
+-- provisional (0/1)|acquire count (rlock)|last count-down request|permits
+-- (semaphores; 1 for every other lease)|holder
 -- Waiter record: token|lease ms|priority|since ms|deadline ms (-1 none)|
--- alive until ms (presumed dead after)|shares its identity's hold (0/1)|holder
+-- alive until ms (presumed dead after)|shares its identity's hold (0/1)|
+-- permits it asks for|holder
 
 -- The words the scripts and the Python side exchange, never written bare:
 -- primitives/protocol.py holds their twins, of the same values.
@@ -103,7 +112,7 @@
 local MODE_FIFO = 'fifo'        -- a pool: available longest first
 local MODE_LIFO = 'lifo'        -- a pool: released last first
 local MODE_RANDOM = 'random'    -- a pool: any, at random
-local MODE_SEM = 'sem'          -- slots, at most GET :max identities
+local MODE_SEM = 'sem'          -- permits, at most GET :max held at once
 local MODE_LOCK = 'lock'        -- one slot
 local MODE_RLOCK = 'rlock'      -- one slot, reentrant
 local MODE_ALLOC = 'alloc'      -- an allocator's keys, leased
@@ -149,14 +158,21 @@ local DONE_LIMIT = 1000      -- remembered replies per generation
 local HISTORY_MS = 86460000  -- life of a :minute:<n> hash of counts
 local OLDEST_CHECKED = 1000  -- live holds a snapshot checks for the oldest
 local F_DUE = '\1due'        -- allocators' field in :info (see above)
+local F_EXTRA = '\1extra'    -- semaphores' field in :info (see above)
+-- What serve_slots answers when it stopped at its step limit: a priority above
+-- every caller's, so that no newcomer passes the waiters it did not reach.
+-- (Infinity, written so: a function library runs this line when it loads,
+-- where the math library is not available yet.)
+local BLOCKED = 1 / 0
 -- The exception class of a task failed because its worker died on each attempt
 -- (the Python class's path: tests check that it imports).
 local WORKER_LOST = 'django_redis_pool.primitives.queue.WorkerLost'
 
-local REC_PATTERN = '^([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|(.*)$'
-local REC_FORMAT = '%s|%d|%d|%d|%d|%d|%d|%s|%s'
-local WAITER_PATTERN = '^([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|(.*)$'
-local WAITER_FORMAT = '%s|%d|%d|%d|%d|%d|%d|%s'
+local REC_PATTERN =
+  '^([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|(.*)$'
+local REC_FORMAT = '%s|%d|%d|%d|%d|%d|%d|%s|%d|%s'
+local WAITER_PATTERN = '^([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|(.*)$'
+local WAITER_FORMAT = '%s|%d|%d|%d|%d|%d|%d|%d|%s'
 
 local function begin(keys, args)
   BASE = keys[1]
@@ -195,14 +211,15 @@ local function decode(raw)
   if not raw then
     return nil
   end
-  local t, f, a, e, l, p, n, q, h = string.match(raw, REC_PATTERN)
+  local t, f, a, e, l, p, n, q, k, h = string.match(raw, REC_PATTERN)
   return {t = t, f = tonumber(f), a = tonumber(a), e = tonumber(e), l = tonumber(l),
-    p = tonumber(p), n = tonumber(n), q = q, h = h}
+    p = tonumber(p), n = tonumber(n), q = q, k = tonumber(k), h = h}
 end
 
 -- @fn encode
 local function encode(rec)
-  return string.format(REC_FORMAT, rec.t, rec.f, rec.a, rec.e, rec.l, rec.p, rec.n, rec.q, rec.h)
+  return string.format(REC_FORMAT, rec.t, rec.f, rec.a, rec.e, rec.l, rec.p, rec.n, rec.q, rec.k,
+    rec.h)
 end
 
 -- @fn decode_waiter
@@ -210,14 +227,14 @@ local function decode_waiter(raw)
   if not raw then
     return nil
   end
-  local t, l, p, s, dl, alive, re, h = string.match(raw, WAITER_PATTERN)
+  local t, l, p, s, dl, alive, re, k, h = string.match(raw, WAITER_PATTERN)
   return {t = t, l = tonumber(l), p = tonumber(p), s = tonumber(s), dl = tonumber(dl),
-    alive = tonumber(alive), re = tonumber(re), h = h}
+    alive = tonumber(alive), re = tonumber(re), k = tonumber(k), h = h}
 end
 
 -- @fn encode_waiter
 local function encode_waiter(w)
-  return string.format(WAITER_FORMAT, w.t, w.l, w.p, w.s, w.dl, w.alive, w.re, w.h)
+  return string.format(WAITER_FORMAT, w.t, w.l, w.p, w.s, w.dl, w.alive, w.re, w.k, w.h)
 end
 
 -- @fn is_expired
@@ -297,13 +314,26 @@ local function next_seq()
   return last + 1
 end
 
+-- @fn add_extra
+-- Semaphores: `delta` more permits taken beyond one per holder ("\1extra");
+-- the field is deleted when none is, so that an idle semaphore keeps none.
+local function add_extra(delta)
+  if redis.call('HINCRBY', K_INFO, F_EXTRA, delta) <= 0 then
+    redis.call('HDEL', K_INFO, F_EXTRA)
+  end
+end
+
 -- @fn grant
 -- Record a new lease of `resource` for `token`; returns the record string.
 -- `priority` (allocators, optional): the key's priority, kept in the record's
--- request field so that its free needs no read of the key's meta.
-local function grant(resource, token, holder, lease_ms, provisional, priority)
+-- request field so that its free needs no read of the key's meta. `permits`
+-- (semaphores, optional): how many the lease takes (1 if not given).
+local function grant(resource, token, holder, lease_ms, provisional, priority, permits)
   local rec = {t = token, h = holder, f = next_seq(), a = NOW, n = 1,
-    q = priority or ''}
+    q = priority or '', k = permits or 1}
+  if rec.k > 1 then
+    add_extra(rec.k - 1)
+  end
   return set_lease(resource, rec, lease_ms, provisional, '\0' .. token, 'r' .. resource)
 end
 
@@ -399,18 +429,27 @@ local function hand_to_waiter(resource)
   return true
 end
 
--- @fn free_slots
--- Slot modes: how many more identities may hold a slot now (the max may have
--- been lowered below the number of holders: never negative). `size`: the
--- number of slots if already read.
-local function free_slots(size)
-  if not size then
-    size = 1
-    if MODE == MODE_SEM then
-      size = tonumber(redis.call('GET', K_MAX) or '0')
-    end
+-- @fn slot_size
+-- Slot modes: the number of permits (a semaphore's stored max size, 0 if none;
+-- 1 for a lock).
+local function slot_size()
+  if MODE == MODE_SEM then
+    return tonumber(redis.call('GET', K_MAX) or '0')
   end
-  return math.max(0, size - redis.call('ZCARD', K_LEASES))
+  return 1
+end
+
+-- @fn free_slots
+-- Slot modes: how many permits are free now: the size less one per holder and
+-- the semaphore's "\1extra" (the max may have been lowered below what is
+-- held: never negative). `size`: the number of permits if already read.
+local function free_slots(size)
+  size = size or slot_size()
+  local used = redis.call('ZCARD', K_LEASES)
+  if MODE == MODE_SEM then
+    used = used + (tonumber(redis.call('HGET', K_INFO, F_EXTRA)) or 0)
+  end
+  return math.max(0, size - used)
 end
 
 -- @fn share_hold
@@ -432,11 +471,11 @@ local function share_hold(identity)
 end
 
 -- @fn grant_slot
--- Slot modes: grant a slot to `identity`, and share it with its waiters unless
--- `no_waiters` says that the queue is empty. (Whether callers share is each
--- waiter's own choice: the caller granted now may not share.)
-local function grant_slot(identity, token, lease_ms, provisional, no_waiters)
-  local raw = grant(identity, token, identity, lease_ms, provisional)
+-- Slot modes: grant `permits` to `identity`, and share its hold with its
+-- waiters unless `no_waiters` says that the queue is empty. (Whether callers
+-- share is each waiter's own choice: the caller granted now may not share.)
+local function grant_slot(identity, token, lease_ms, provisional, no_waiters, permits)
+  local raw = grant(identity, token, identity, lease_ms, provisional, nil, permits)
   if not no_waiters then
     share_hold(identity)
   end
@@ -444,19 +483,48 @@ local function grant_slot(identity, token, lease_ms, provisional, no_waiters)
 end
 
 -- @fn serve_slots
--- Slot modes: give free slots to queued waiters, in queue order.
+-- Slot modes: give free permits to queued waiters, in queue order (priority,
+-- then arrival), head of line: the first live waiter that needs more permits
+-- than are free holds up every waiter behind it until they are (it is served
+-- at its turn, never starved by smaller ones). A waiter asking for more
+-- permits than the max size cannot be served at this size: it keeps its place
+-- (served in turn once the max grows) and holds up nobody meanwhile. Dead
+-- waiters met on the way are dropped. Returns the priority of the waiter that
+-- holds up the queue (a newcomer of a higher one may go first: it would be
+-- ahead of it), BLOCKED when no permit is free or the step limit was reached,
+-- or nil when no live waiter that fits the max size is left queued.
 local function serve_slots()
-  for _ = 1, PUMP_LIMIT do
-    if redis.call('ZCARD', K_WAITQ) == 0 or free_slots() == 0 then
-      return
-    end
-    local w = next_waiter()
-    if not w then
-      return
-    end
-    -- (A waiter whose identity got a slot meanwhile was served by share_hold.)
-    wake(w, w.h, grant_slot(w.h, w.t, w.l, true))
+  if redis.call('ZCARD', K_WAITQ) == 0 then
+    return nil
   end
+  local size = slot_size()
+  local free = free_slots(size)
+  local rank = 0  -- waiters before it are too large for this size
+  for _ = 1, PUMP_LIMIT + SKIP_LIMIT do
+    if free == 0 then
+      return BLOCKED
+    end
+    local id = redis.call('ZRANGE', K_WAITQ, rank, rank)[1]
+    if not id then
+      return nil
+    end
+    local w = decode_waiter(redis.call('HGET', K_WINFO, id))
+    if not w or not waiter_alive(w) then
+      drop_waiter(id, w)
+    elseif w.k > size then
+      rank = rank + 1
+    elseif w.k > free then
+      return w.p
+    else
+      unqueue(id, w)
+      -- (A waiter whose identity got a hold meanwhile was served by share_hold,
+      -- which may have taken waiters of that identity before `rank` too.)
+      wake(w, w.h, grant_slot(w.h, w.t, w.l, true, false, w.k))
+      free = free - w.k
+      rank = 0
+    end
+  end
+  return BLOCKED
 end
 
 -- @fn priority_of
@@ -810,10 +878,14 @@ local function put_back(resource, priority)
 end
 
 -- @fn end_lease
--- Remove the lease on `resource` (record `rec`) and make the resource available.
+-- Remove the lease on `resource` (record `rec`) and make the resource (or the
+-- lease's permits) available.
 local function end_lease(resource, rec)
   redis.call('ZREM', K_LEASES, resource)
   redis.call('HDEL', K_INFO, resource, '\0' .. rec.t)
+  if rec.k > 1 then
+    add_extra(1 - rec.k)
+  end
   put_back(resource, ALLOC and rec.q)
 end
 
@@ -911,21 +983,24 @@ local function token_state(token, s)
 end
 
 -- @fn acquire_request
--- An acquire's packed arguments (see acquire.lua), numbers converted, then
--- what Redis holds for it: the token's entry (set if this is a retry) and, in
--- slot modes, the holder's own lease record.
+-- An acquire's packed arguments (see acquire.lua), numbers converted (the
+-- permits are 1 but in a semaphore), then what Redis holds for it: the token's
+-- entry (set if this is a retry) and, in slot modes, the holder's own lease
+-- record and the permits held beyond one per holder ("\1extra", 0 if none).
 local function acquire_request(packed)
-  local token, lease_ms, priority, wait_ms, max_waiting, alive_ms, restore, holder =
-    string.match(packed, '^([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|(.*)$')
-  local mine, held
+  local token, lease_ms, priority, wait_ms, max_waiting, alive_ms, restore, permits, holder =
+    string.match(packed,
+      '^([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|(.*)$')
+  local mine, held, extra
   if SLOTS then
-    local got = redis.call('HMGET', K_INFO, '\0' .. token, holder)
-    mine, held = got[1], got[2]
+    local got = redis.call('HMGET', K_INFO, '\0' .. token, holder, F_EXTRA)
+    mine, held, extra = got[1], got[2], tonumber(got[3]) or 0
   else
     mine = redis.call('HGET', K_INFO, '\0' .. token)
   end
+  permits = MODE == MODE_SEM and tonumber(permits) or 1
   return token, tonumber(lease_ms), tonumber(priority), tonumber(wait_ms), tonumber(max_waiting),
-    tonumber(alive_ms), restore, holder, mine, held
+    tonumber(alive_ms), restore, permits, holder, mine, held, extra
 end
 
 -- @fn renew_request

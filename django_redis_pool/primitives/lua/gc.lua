@@ -12,7 +12,7 @@ for _, id in ipairs(ids) do
   if not w or not waiter_alive(w) then
     drop_waiter(id, w)
     dropped[#dropped + 1] = raw or encode_waiter({t = '', l = -1, p = 0, s = 0, dl = -1,
-      alive = 0, re = 0, h = id})
+      alive = 0, re = 0, k = 1, h = id})
   end
 end
 local queued = redis.call('ZCARD', K_WAITQ)

@@ -47,8 +47,30 @@ local function free_keys_page(offset, count)
   return out
 end
 
+-- Semaphores: the permits the live leases hold, of which `held` are live
+-- (`expired` more are past their expiry, not reclaimed yet): one each, plus
+-- "\1extra" less what the expired ones take beyond one (their records read;
+-- at most as many as the max size). Anything else: `held`.
+local function held_permits(held, expired)
+  if MODE ~= MODE_SEM then
+    return held
+  end
+  local extra = tonumber(redis.call('HGET', K_INFO, F_EXTRA)) or 0
+  if extra > 0 and expired > 0 then
+    local ended = redis.call('ZRANGEBYSCORE', K_LEASES, '-inf', NOW)
+    for _, raw in ipairs(hmget_all(K_INFO, ended)) do
+      local k = tonumber(string.match(raw, '^' .. string.rep('[^|]*|', 8) .. '([^|]*)|'))
+      if k and k > 1 then
+        extra = extra - (k - 1)
+      end
+    end
+  end
+  return held + math.max(0, extra)
+end
+
 if WHAT == 'counts' then
-  -- {available (free slots), held by a live lease, waiting, size (slots; -1 unset)}
+  -- {available (free slots: a semaphore's free permits), held by a live lease,
+  -- waiting, size (slots; -1 unset), permits of the live leases}
   local held = redis.call('ZCOUNT', K_LEASES, live, '+inf')
   local waiting = redis.call('ZCARD', K_WAITQ)
   if SLOTS then
@@ -56,11 +78,13 @@ if WHAT == 'counts' then
     if MODE == MODE_SEM then
       size = tonumber(redis.call('GET', K_MAX) or '-1')
     end
-    return {math.max(0, size - held), held, waiting, size}
+    local permits = held_permits(held, redis.call('ZCOUNT', K_LEASES, '-inf', NOW))
+    return {math.max(0, size - permits), held, waiting, size, permits}
   end
   local available = redis.call('ZCARD', K_AVAIL) + redis.call('ZCOUNT', K_LEASES, '-inf', NOW)
   -- an allocator's size also counts its keys out of rotation
-  return {available, held, waiting, ALLOC and redis.call('HLEN', BASE .. ':keys') or available + held}
+  return {available, held, waiting, ALLOC and redis.call('HLEN', BASE .. ':keys') or available + held,
+    held}
 elseif WHAT == 'state' then
   -- 1 available, 2 leased, 0 not in the pool
   if redis.call('ZSCORE', K_AVAIL, RES) then
@@ -94,7 +118,7 @@ elseif WHAT == 'snapshot' then
   -- available + held), available total, available ids, held total, lease
   -- records, waiting total, waiter records, expired leases awaiting gc, when
   -- the oldest live hold began (ms; -1 none or a page) among the first
-  -- OLDEST_CHECKED}.
+  -- OLDEST_CHECKED, the permits of the live holds (held_permits)}.
   -- A page size of 0 reads only the counts.
   -- Bounded by the page size: ZRANGE by rank and ZRANGEBYSCORE ... LIMIT.
   local limit = tonumber(args[3])
@@ -147,7 +171,7 @@ elseif WHAT == 'snapshot' then
     end
   end
   return {NOW, size, avail_total, available, held, hmget_all(K_INFO, lease_ids, true), waiting, waiters,
-    expired, oldest}
+    expired, oldest, held_permits(held, expired)}
 elseif WHAT == 'expired' then
   -- What gc would reclaim now: {expired lease records, dead waiter records}.
   local expired = hmget_all(K_INFO, redis.call('ZRANGEBYSCORE', K_LEASES, '-inf', NOW), true)
@@ -157,7 +181,7 @@ elseif WHAT == 'expired' then
     local w = decode_waiter(raw)
     if not w or not waiter_alive(w) then
       dead[#dead + 1] = raw or encode_waiter({t = '', l = -1, p = 0, s = 0, dl = -1, alive = 0,
-        re = 0, h = id})
+        re = 0, k = 1, h = id})
     end
   end
   return {expired, dead}

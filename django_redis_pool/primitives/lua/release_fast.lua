@@ -17,6 +17,9 @@ if not rec or (token ~= '' and rec.t ~= token) or (MODE == MODE_RLOCK and rec.q 
 end
 redis.call('ZREM', K_LEASES, res)
 redis.call('HDEL', K_INFO, res, '\0' .. rec.t)
+if rec.k > 1 then
+  add_extra(1 - rec.k)
+end
 if not SLOTS then
   make_available(res, ALLOC and rec.q)
 end
