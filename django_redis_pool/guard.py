@@ -33,11 +33,10 @@ from django.core.exceptions import BadRequest
 from django.dispatch import Signal
 from django.http import HttpRequest
 from django.http.response import HttpResponseBase
-from django.utils.functional import LazyObject, empty
 
 from . import conf, kinds, refusals, registry, signals
 from .exceptions import BackendUnavailable, NotConfigured, PoolError, ResourceUnavailable
-from .holders import request_holder, request_of
+from .holders import request_holder, request_of, user_unread, username_of
 from .kinds import Held
 from .primitives.deadlines import deadline
 from .primitives.engine import DEADLINE_SLACK
@@ -133,7 +132,7 @@ class Guard:
         ``BadRequest`` (a 400), logged as a warning."""
         if self._identity is None:
             process = f"{_HOST}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
-            return request_holder(process, request.method, request.path, _username(request))
+            return request_holder(process, request.method, request.path, username_of(request))
         identity = self._identity
         if isinstance(identity, str):
             identity = self._identity = conf.import_callable(identity, "identity")
@@ -198,7 +197,7 @@ class Guard:
     async def _aholder_of(self, request: HttpRequest) -> str:
         """:meth:`holder_of` from the event loop: in a thread when it may use
         the ORM (an identity function, or a ``request.user`` not read yet)."""
-        if self._identity is None and not _user_unread(request):
+        if self._identity is None and not user_unread(request):
             return self.holder_of(request)
         return await sync_to_async(self.holder_of)(request)
 
@@ -573,32 +572,6 @@ def _keep(loop: asyncio.AbstractEventLoop, coro: Any) -> asyncio.Task[Any]:
     _releasing.add(task)
     task.add_done_callback(_releasing.discard)
     return task
-
-
-def _user_unread(request: HttpRequest) -> bool:
-    """Whether ``request.user`` is set but not read yet (Django's
-    ``AuthenticationMiddleware`` sets it lazily: reading it loads the session's
-    user from the database)."""
-    user = request.__dict__.get("user")
-    return isinstance(user, LazyObject) and user._wrapped is empty
-
-
-def _username(request: HttpRequest) -> str | None:
-    """The username of the request's user, if it is authenticated; None for an
-    anonymous request, or without ``request.user`` (no
-    ``AuthenticationMiddleware``, or a ``ResourceMiddleware`` placed before it).
-    Reads ``request.user`` as the view would: it is loaded once, then the view
-    finds it loaded."""
-    user = getattr(request, "user", None)
-    if user is None:
-        return None
-    try:
-        if not user.is_authenticated:
-            return None
-        return str(user.get_username())
-    except Exception as exc:  # a broken auth backend must not fail the request here
-        logger.warning("%s %s: its user could not be read: %s", request.method, request.path, exc)
-        return None
 
 
 def _resources_of(request: HttpRequest) -> dict[str, Any]:

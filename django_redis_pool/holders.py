@@ -19,12 +19,18 @@ code) reads back as None: it is shown as itself.
 
 from __future__ import annotations
 
+import logging
 import re
+from typing import Any
 from urllib.parse import quote, unquote
+
+from django.utils.functional import LazyObject, empty
 
 from .primitives.validators import MAX_NAME_LENGTH
 
-__all__ = ["ANONYMOUS", "request_holder", "request_of"]
+__all__ = ["ANONYMOUS", "request_holder", "request_of", "user_unread", "username_of"]
+
+logger = logging.getLogger("django_redis_pool")
 
 #: The user of an anonymous request, in a holder name.
 ANONYMOUS = "-"
@@ -90,3 +96,29 @@ def request_of(holder: str) -> dict[str, str | None] | None:
         "path": unquote(found["path"]),
         "user": None if user == ANONYMOUS else unquote(user),
     }
+
+
+def user_unread(request: Any) -> bool:
+    """Whether ``request.user`` is set but not read yet (Django's
+    ``AuthenticationMiddleware`` sets it lazily: reading it loads the session's
+    user from the database)."""
+    user = request.__dict__.get("user")
+    return isinstance(user, LazyObject) and user._wrapped is empty
+
+
+def username_of(request: Any) -> str | None:
+    """The username of the request's user, if it is authenticated; None for an
+    anonymous request, or without ``request.user`` (no
+    ``AuthenticationMiddleware``, or a ``ResourceMiddleware`` placed before it).
+    Reads ``request.user`` as the view would: it is loaded once, then the view
+    finds it loaded."""
+    user = getattr(request, "user", None)
+    if user is None:
+        return None
+    try:
+        if not user.is_authenticated:
+            return None
+        return str(user.get_username())
+    except Exception as exc:  # a broken auth backend must not fail the request here
+        logger.warning("%s %s: its user could not be read: %s", request.method, request.path, exc)
+        return None
