@@ -28,7 +28,7 @@ import pytest
 from django_redis_pool import Decision, KeyState, RateLimiter
 from django_redis_pool.metrics import COUNTERS
 from django_redis_pool.primitives import counts, ratelimit
-from django_redis_pool.primitives.ratelimit import INDEX_LIMIT
+from django_redis_pool.primitives.ratelimit import INDEX_LIMIT, INDEX_TRIM_EVERY
 
 from .admin_helpers import command_calls
 from .clients import client_from, spec_of
@@ -327,29 +327,36 @@ def test_busiest_lists_the_emptiest_keys_first_and_active_count_counts_them(clie
     assert RateLimiter(client, "idle", rate=1, per=1).busiest() == []
 
 
-def test_idle_keys_vanish_and_leave_the_index(redis_client):
+def test_idle_keys_vanish_and_leave_the_index_at_its_next_trim(redis_client):
     limiter = RateLimiter(redis_client, "idle", rate=1000, per=1, burst=50)
+    index = f"{limiter.base}:index"
     assert limiter.acquire("short", cost=50)
     key = f"{limiter.base}:k:short"
     assert 0 < redis_client.pttl(key) <= 50, "it expires when its bucket is full again"
     wait_for(lambda: not redis_client.exists(key), what="the key to expire")
-    assert limiter.active_count() == 0
-    assert limiter.acquire("other")
-    assert redis_client.zrange(f"{limiter.base}:index", 0, -1) == [b"other"], "trimmed"
+    assert limiter.active_count() == 0 and limiter.busiest() == [], "a full bucket is not live"
+    for i in range(INDEX_TRIM_EVERY - 2):
+        assert limiter.acquire(f"k{i}", cost=50)
+    assert redis_client.zscore(index, "short") is not None, "(no trim yet)"
+    wait_for(lambda: limiter.active_count() == 0, what="every bucket to be full")
+    assert limiter.acquire("last")  # the index's 64th entry: a trim
+    assert redis_client.zrange(index, 0, -1) == [b"last"]
 
 
 def test_the_index_keeps_at_most_its_limit_dropping_the_fullest(redis_client):
     limiter = RateLimiter(redis_client, "many", rate=1, per=3600)
     index = f"{limiter.base}:index"
     soon = round((redis_time(redis_client) + 60) * 1e6)  # (fuller than a new hour-long debt)
+    size = INDEX_LIMIT + INDEX_TRIM_EVERY - INDEX_LIMIT % INDEX_TRIM_EVERY - 1
     pipe = redis_client.pipeline(transaction=False)
-    for i in range(INDEX_LIMIT):  # (as decisions would leave them)
+    for i in range(size):  # (as decisions would leave them)
         pipe.zadd(index, {f"k{i}": soon + i})
     pipe.execute()
-    assert limiter.acquire("newest")
+    assert limiter.acquire("newest")  # its entry makes a multiple of INDEX_TRIM_EVERY
     assert redis_client.zcard(index) == INDEX_LIMIT
     assert redis_client.zscore(index, "newest") is not None, "the emptiest stay"
-    assert redis_client.zscore(index, "k0") is None, "the fullest was dropped"
+    assert redis_client.zscore(index, "k0") is None, "the fullest were dropped"
+    assert limiter.active_count() == INDEX_LIMIT
 
 
 @both_apis

@@ -18,7 +18,9 @@ turn would come later is refused at once and reserves nothing.
 Keys (all under the primitive's hash tag ``{ratelimit:<name>}``): one string
 per limited key holding its TAT, expiring when its bucket is full again (an
 idle key vanishes), and one bounded index (a sorted set, key -> TAT) for
-:meth:`RateLimiter.busiest` and :meth:`RateLimiter.active_count`. The rate and
+:meth:`RateLimiter.busiest` and :meth:`RateLimiter.active_count`, trimmed of
+full buckets as new keys join it (:data:`INDEX_TRIM_EVERY`); what stays of an
+idle limiter is that index, of at most that many entries past its live ones. The rate and
 burst are sent with every call and stored nowhere: two processes that build
 the same limiter with different settings share each key's state (its TAT) and
 each judges it by its own settings. Nothing here imports Django.
@@ -41,7 +43,14 @@ from .protocol import Mode
 from .steps import Local, Op, Steps
 from .validators import check_client, check_count, check_duration, check_name, check_timeout
 
-__all__ = ["MAX_KEY_LENGTH", "Decision", "KeyState", "RateLimiter"]
+__all__ = [
+    "INDEX_LIMIT",
+    "INDEX_TRIM_EVERY",
+    "MAX_KEY_LENGTH",
+    "Decision",
+    "KeyState",
+    "RateLimiter",
+]
 
 #: The longest limited key, in characters.
 MAX_KEY_LENGTH = 1000
@@ -51,6 +60,11 @@ MAX_BUSIEST = 1000
 #: past it, the fullest are dropped from it (their own keys stay exact), so
 #: :meth:`RateLimiter.active_count` counts at most this many.
 INDEX_LIMIT = 10_000
+#: The index is trimmed of full buckets, and held to :data:`INDEX_LIMIT`,
+#: whenever a new key makes it a multiple of this many entries long
+#: (``RATE_TRIM_EVERY`` in ``engine.lua``): a key decided on again is updated
+#: in place. It holds at most ``INDEX_LIMIT + INDEX_TRIM_EVERY`` entries.
+INDEX_TRIM_EVERY = 64
 #: The longest bucket (``burst * per / rate``) in µs: Redis's Lua numbers are
 #: exact integers up to 2**53, and the clock takes 2**51 of it now.
 _MAX_WINDOW_US = 2**51

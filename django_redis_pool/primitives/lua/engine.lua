@@ -68,9 +68,12 @@
 --   :k:<key>  STRING one limited key's TAT (GCRA's theoretical arrival time,
 --                    µs on the Redis clock), expiring when its bucket is full
 --                    again (an idle key vanishes)
---   :index    ZSET  limited key -> its TAT; every decision that adds a key
---                    to it trims it of full buckets (TAT <= now) and holds it
---                    to RATE_INDEX_LIMIT entries (the fullest dropped first)
+--   :index    ZSET  limited key -> its TAT; a decision that makes it
+--                    RATE_TRIM_EVERY entries long (or a multiple) trims it of
+--                    full buckets (TAT <= now) and holds it to RATE_INDEX_LIMIT
+--                    entries, the fullest dropped first: at most
+--                    RATE_INDEX_LIMIT + RATE_TRIM_EVERY entries, stale ones
+--                    never read as live
 --   :wake:<token>    LIST  a waiter's own wake list (the grant handed to it)
 --   :wid:<identity>  ZSET  the queued sharing waiters of one identity
 --   :counts HASH  what every process counted (primitives/counts.py): field ->
@@ -149,6 +152,7 @@ local PUMP_LIMIT = 64        -- resources handed to waiters per call
 local DROP_LIMIT = 64        -- ended allocator keys dropped per malloc
 local UPKEEP_LIMIT = 16      -- deferred and orphaned tasks handled per take
 local RATE_INDEX_LIMIT = 10000  -- a rate limiter's :index entries (the fullest dropped)
+local RATE_TRIM_EVERY = 64     -- a rate limiter's :index is trimmed at each 64th entry
 local WAKE_TOKENS = 64       -- wake tokens kept per task name
 local GRACE_MS = 1000        -- slack on a waiter's liveness window
 local PROVISIONAL_MS = 5000  -- life of an unconfirmed grant to a waiter (at most)

@@ -31,15 +31,19 @@ if delay < 0 then
 end
 local text = string.format('%d', new)
 redis.call('SET', k, text, 'PX', math.ceil((new - NOW_US) / 1000))
--- The index grows only by a new member: only then is it trimmed of full
--- buckets and held to its limit (a stale entry is never read as live: reads
--- take scores above now).
+-- The index grows only by a new member, and every RATE_TRIM_EVERY new
+-- members it is trimmed of full buckets and held to its limit: a key decided
+-- on again is an update in place, not a removal and an insertion (a stale
+-- entry is never read as live: the reads take scores above now).
 local index = BASE .. ':index'
 if redis.call('ZADD', index, text, key) == 1 then
-  redis.call('ZREMRANGEBYSCORE', index, '-inf', string.format('%d', NOW_US))
   local size = redis.call('ZCARD', index)
-  if size > RATE_INDEX_LIMIT then
-    redis.call('ZREMRANGEBYRANK', index, 0, size - RATE_INDEX_LIMIT - 1)
+  if size % RATE_TRIM_EVERY == 0 then
+    redis.call('ZREMRANGEBYSCORE', index, '-inf', string.format('%d', NOW_US))
+    size = redis.call('ZCARD', index)
+    if size > RATE_INDEX_LIMIT then
+      redis.call('ZREMRANGEBYRANK', index, 0, size - RATE_INDEX_LIMIT - 1)
+    end
   end
 end
 local debt = new - NOW_US - delay
