@@ -61,7 +61,7 @@ def findings(config: conf.Config) -> list[conf.Finding]:
                 config.entries,
             )
             if problem is not None:
-                result.add(problem.code, f"{problem}.", problem.hint, obj=view)
+                result.add(problem.id, f"{problem}.", problem.hint or "", obj=view)
     return result
 
 
