@@ -468,7 +468,8 @@ def test_no_window_of_per_seconds_passes_more_than_rate_plus_burst_under_8_proce
 # -- the lean path -------------------------------------------------------------------------
 
 #: Most Python calls ours may add to one Script call per decision (acquire):
-#: 9 on 2026-11 (redis-py 8.1), the reply being one string.
+#: 9 on 2026-11-26 (redis-py 8.1), the reply being one string. The timing
+#: beside the peers is ``benchmarks/bench_ratelimit.py``'s (``--quick``: a smoke run).
 DECISION_BUDGET = 20
 
 
