@@ -16,8 +16,6 @@ change from bringing calls back unnoticed.
 
 from __future__ import annotations
 
-import cProfile
-import pstats
 from collections.abc import Callable
 from typing import Any
 
@@ -25,19 +23,10 @@ import pytest
 
 from django_redis_pool import Allocator, Lock, ResourcePool, Semaphore
 
+from .primitive_helpers import calls_per_cycle
+
 #: Most calls ours may add to the floor per acquire + release.
 BUDGET = 70
-
-
-def calls_per_cycle(cycle: Callable[[], object], cycles: int = 200) -> float:
-    for _ in range(30):  # (scripts loaded, paths found, caches warm)
-        cycle()
-    profile = cProfile.Profile()
-    profile.enable()
-    for _ in range(cycles):
-        cycle()
-    profile.disable()
-    return pstats.Stats(profile).total_calls / cycles  # type: ignore[attr-defined]
 
 
 def cycle_of(kind: str, client: Any) -> Callable[[], None]:

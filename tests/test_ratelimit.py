@@ -10,16 +10,13 @@ from __future__ import annotations
 
 import asyncio
 import bisect
-import cProfile
 import itertools
 import math
 import multiprocessing
 import os
-import pstats
 import threading
 import time
 import types
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +29,7 @@ from django_redis_pool.primitives.ratelimit import INDEX_LIMIT, INDEX_TRIM_EVERY
 
 from .admin_helpers import command_calls
 from .clients import client_from, spec_of
-from .primitive_helpers import assert_constructor_does_no_io, redis_time
+from .primitive_helpers import assert_constructor_does_no_io, calls_per_cycle, redis_time
 from .waiting import STALL, await_for, floor_of, wait_for
 
 mp = multiprocessing.get_context("fork")
@@ -471,19 +468,6 @@ def test_no_window_of_per_seconds_passes_more_than_rate_plus_burst_under_8_proce
 #: 9 on 2026-11-26 (redis-py 8.1), the reply being one string. The timing
 #: beside the peers is ``benchmarks/bench_ratelimit.py``'s (``--quick``: a smoke run).
 DECISION_BUDGET = 20
-
-
-def calls_per_cycle(cycle: Callable[[], object], cycles: int = 200) -> float:
-    """Python and C function calls per ``cycle()`` (a count: machine noise
-    does not move it; as ``tests/test_call_count.py`` counts them)."""
-    for _ in range(30):
-        cycle()
-    profile = cProfile.Profile()
-    profile.enable()
-    for _ in range(cycles):
-        cycle()
-    profile.disable()
-    return pstats.Stats(profile).total_calls / cycles  # type: ignore[attr-defined]
 
 
 def test_a_decision_adds_at_most_the_budgeted_python_calls(redis_client):
