@@ -223,14 +223,31 @@ def test_waiting_callers_are_served_in_arrival_order_with_one_script_call_each(r
         assert took >= decision.waited > 0, "each slept until its turn"
 
 
-def test_a_cancelled_async_wait_gives_its_units_back(redis_client):
+def sleeps_counted(monkeypatch: Any) -> list[float]:
+    """The sleeps the rate limiter's awaited waits have begun (its module's
+    ``asyncio.sleep`` is counted): a waiter is cancelled once it sleeps, not
+    while its decision's reply is still on the way (the reservation is seen in
+    Redis before the waiter has read it)."""
+    slept: list[float] = []
+
+    async def sleep(seconds: float) -> None:
+        slept.append(seconds)
+        await asyncio.sleep(seconds)
+
+    monkeypatch.setattr(ratelimit, "asyncio", types.SimpleNamespace(sleep=sleep))
+    return slept
+
+
+def test_a_cancelled_async_wait_gives_its_units_back(redis_client, monkeypatch):
     limiter = RateLimiter(redis_client, "cancel", rate=1, per=60)
     assert limiter.acquire() is True
     before = tat_of(redis_client, limiter)
+    slept = sleeps_counted(monkeypatch)
 
     async def scenario() -> None:
         waiter = asyncio.ensure_future(limiter.adecide(timeout=300))
-        await await_for(lambda: tat_of(redis_client, limiter) != before, what="a reservation")
+        await await_for(lambda: len(slept) == 1, what="the waiter to sleep until its turn")
+        assert tat_of(redis_client, limiter) != before, "its turn is reserved"
         waiter.cancel()
         with pytest.raises(asyncio.CancelledError):
             await waiter
@@ -239,17 +256,19 @@ def test_a_cancelled_async_wait_gives_its_units_back(redis_client):
     assert tat_of(redis_client, limiter) == before, "the bucket is as before the wait"
 
 
-def test_a_cancelled_wait_behind_which_another_reserved_keeps_its_units_used(redis_client):
+def test_a_cancelled_wait_behind_which_another_reserved_keeps_its_units_used(
+    redis_client, monkeypatch
+):
     limiter = RateLimiter(redis_client, "cancel-first", rate=1, per=60)
     assert limiter.acquire() is True
-    before = tat_of(redis_client, limiter)
+    slept = sleeps_counted(monkeypatch)
 
     async def scenario() -> tuple[bytes | None, bytes | None, bytes | None]:
         first = asyncio.ensure_future(limiter.adecide(timeout=300))
-        await await_for(lambda: tat_of(redis_client, limiter) != before, what="a reservation")
+        await await_for(lambda: len(slept) == 1, what="the first waiter to sleep")
         reserved = tat_of(redis_client, limiter)
         second = asyncio.ensure_future(limiter.adecide(timeout=300))
-        await await_for(lambda: tat_of(redis_client, limiter) != reserved, what="a second one")
+        await await_for(lambda: len(slept) == 2, what="the second waiter to sleep")
         both = tat_of(redis_client, limiter)
         first.cancel()
         with pytest.raises(asyncio.CancelledError):
