@@ -510,6 +510,27 @@ def test_a_middleware_rule_status_and_identity_override_the_kinds(
     assert [s.key for s in get_ratelimit("api").busiest()] == ["tenant:acme"]
 
 
+@pytest.mark.parametrize("path", ["/plain/", "/aplain/"])
+def test_a_rules_permits_are_the_units_its_requests_spend(
+    rules: Callable[..., None], path: str
+) -> None:
+    rules({"PATH": r"^/a?plain/", "RESOURCE": "api", "PERMITS": 3}, RATE="4/m")
+    client = Client()
+    first = client.get(path)
+    assert first.status_code == 200 and first["RateLimit-Remaining"] == "1", "3 of 4 spent"
+    assert client.get(path).status_code == 429, "3 more are not there"
+
+
+def test_a_rules_permits_above_the_burst_are_e039(settings: Any) -> None:
+    settings.DJANGO_REDIS_POOL = {
+        "RATE_LIMITS": {"api": {"RATE": "10/m", "BURST": 2}},
+        "MIDDLEWARE": [{"PATH": r"^/", "RESOURCE": "api", "PERMITS": 3}],
+    }
+    [message] = [m for m in check_settings() if m.id.endswith("E039")]
+    assert "= 3 is more than the 2 permits of 'api'" in message.msg
+    assert '["api"]["BURST"]' in message.msg
+
+
 # ==================================================================== commands
 
 

@@ -312,6 +312,10 @@ class RateLimitKind(Kind):
     setting_key = "RATE_LIMITS"
     primitive = RateLimiter
     refusal_status = 429
+    #: A request's ``PERMITS`` (a rule's, ``@with_resource(permits=)``) is the
+    #: units it spends, instead of the entry's ``COST``.
+    takes_permits = True
+    size_option = "BURST"  #: what a request's permits are checked against (E039)
     counted = ("acquired", "refused", "wait_seconds")
     options = {
         "RATE": Option(
@@ -382,8 +386,14 @@ class RateLimitKind(Kind):
         )
         return limiter
 
+    def max_permits(self, options: Mapping[str, Any]) -> int | None:
+        """The burst: a request's cost (a rule's ``PERMITS``, ``@with_resource(
+        permits=)``) above it could never pass (E039)."""
+        return options["BURST"] if options["BURST"] is not None else options["RATE"].rate
+
     def check_entry(self, options: Mapping[str, Any], path: str) -> None:
-        burst = options["BURST"] if options["BURST"] is not None else options["RATE"].rate
+        burst = self.max_permits(options)
+        assert burst is not None
         try:
             probe(options["RATE"], options["BURST"])
         except ValueError as exc:
@@ -437,7 +447,8 @@ class RateLimitKind(Kind):
         key = ask.identity if ask.identity is not None else policy.key_of(ask.request)
         if key is None:
             return Held(None, None, _given_back, _agiven_back)
-        decision = primitive.decide(key, cost=policy.cost, timeout=ask.timeout)
+        cost = policy.cost if ask.permits is None else ask.permits
+        decision = primitive.decide(key, cost=cost, timeout=ask.timeout)
         return self._held(primitive, policy, key, decision)
 
     async def ahold(self, primitive: Any, ask: Ask) -> Held | None:
@@ -446,7 +457,8 @@ class RateLimitKind(Kind):
         key = ask.identity if ask.identity is not None else await policy.akey_of(ask.request)
         if key is None:
             return Held(None, None, _given_back, _agiven_back)
-        decision = await primitive.adecide(key, cost=policy.cost, timeout=ask.timeout)
+        cost = policy.cost if ask.permits is None else ask.permits
+        decision = await primitive.adecide(key, cost=cost, timeout=ask.timeout)
         return self._held(primitive, policy, key, decision)
 
     @staticmethod
