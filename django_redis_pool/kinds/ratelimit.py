@@ -25,7 +25,7 @@ from asgiref.sync import sync_to_async
 
 from .. import conf, registry
 from ..exceptions import ResourceUnavailable
-from ..primitives.ratelimit import MAX_KEY_LENGTH, Decision, RateLimiter
+from ..primitives.ratelimit import MAX_KEY_LENGTH, Decision, RateLimiter, check_limits
 from ..primitives.validators import check_count, check_timeout
 from .base import Ask, EntryWarning, Held, Kind, Option, OptionError, Report
 
@@ -103,11 +103,8 @@ def parse_rate(value: Any, path: str = "RATE") -> Rate:
 
 
 def probe(rate: Rate, burst: int | None) -> None:
-    """Build the primitive ``rate`` and ``burst`` make (on a client that is
-    never used: no I/O), so that its own checks judge them: ``ValueError``."""
-    import redis
-
-    RateLimiter(redis.Redis(), "probe", rate=rate.rate, per=rate.per, burst=burst)
+    """The primitive's own checks of ``rate`` and ``burst``: ``ValueError``."""
+    check_limits(rate.rate, rate.per, burst)
 
 
 def _validate_rate(value: Any, path: str) -> Rate | None:

@@ -50,6 +50,7 @@ __all__ = [
     "Decision",
     "KeyState",
     "RateLimiter",
+    "check_limits",
 ]
 
 #: The longest limited key, in characters.
@@ -106,6 +107,30 @@ class KeyState:
     reset_after: float
 
 
+def check_limits(rate: Any, per: Any, burst: Any) -> tuple[int, float, int, int]:
+    """``(rate, per, burst, interval µs)`` of a limiter of ``rate`` units per
+    ``per`` seconds (to the millisecond), up to ``burst`` (None: ``rate``) at
+    once, the interval ``per / rate`` rounded up to whole microseconds; a value
+    that cannot be counted so raises ``ValueError`` naming it. (The settings
+    reader checks a rate limit's entry with it, without building one.)"""
+    rate = _check_units(rate, "rate")
+    per_ms = round(check_duration(per, "per") * 1000)
+    burst = rate if burst is None else _check_units(burst, "burst")
+    interval_us = -(-per_ms * 1000 // rate)
+    if per_ms * 1000 < rate:
+        raise ValueError(
+            f"rate={rate!r} per {per!r} s is more than one unit per microsecond; "
+            "use a smaller rate or a longer per"
+        )
+    if burst * interval_us > _MAX_WINDOW_US:
+        raise ValueError(
+            f"burst={burst!r} units of {per_ms / 1000!r}/{rate!r} s each make a bucket "
+            f"of more than {_MAX_WINDOW_US // 10**6 // 86400 // 365} years; use a smaller "
+            "burst or per"
+        )
+    return rate, per_ms / 1000, burst, interval_us
+
+
 class RateLimiter:
     """At most ``rate`` units per ``per`` seconds for each key, at most ``burst``
     (default ``rate``) at once, shared by every process on the same Redis,
@@ -139,24 +164,9 @@ class RateLimiter:
         self.client = check_client(client)
         self.name = check_name(name)
         self.key_prefix = check_name(key_prefix, "key_prefix")
-        self.rate = _check_units(rate, "rate")
-        per_ms = round(check_duration(per, "per") * 1000)
-        #: ``per``, to the millisecond.
-        self.per: float = per_ms / 1000
-        self.burst = self.rate if burst is None else _check_units(burst, "burst")
-        #: The emission interval, in µs (``per / rate``, rounded up).
-        self.interval_us = -(-per_ms * 1000 // self.rate)
-        if per_ms * 1000 < self.rate:
-            raise ValueError(
-                f"rate={rate!r} per {per!r} s is more than one unit per microsecond; "
-                "use a smaller rate or a longer per"
-            )
-        if self.burst * self.interval_us > _MAX_WINDOW_US:
-            raise ValueError(
-                f"burst={self.burst!r} units of {self.per!r}/{self.rate!r} s each make a bucket "
-                f"of more than {_MAX_WINDOW_US // 10**6 // 86400 // 365} years; use a smaller "
-                "burst or per"
-            )
+        #: ``per`` to the millisecond; the emission interval in µs (``per / rate``,
+        #: rounded up).
+        self.rate, self.per, self.burst, self.interval_us = check_limits(rate, per, burst)
         self._engine = LeaseEngine(
             client, kind=self.kind, name=self.name, mode=Mode.RATELIMIT, prefix=self.key_prefix
         )
