@@ -194,7 +194,7 @@ def test_retried_gc_associate_disassociate_and_set_max_change_nothing_more(clien
     assert sem.get_max_size() == 3
 
 
-def test_remembered_replies_are_bounded_per_primitive(redis_client: Any) -> None:
+def test_remembered_replies_are_bounded_per_primitive_and_kept_as_a_hash_table(redis_client: Any) -> None:
     # Retries need the replies of recent releases; thousands of releases must
     # not leave thousands of keys (or an ever-growing hash) behind.
     pool = pool_of(redis_client, "many-releases", "r1")
@@ -207,6 +207,8 @@ def test_remembered_replies_are_bounded_per_primitive(redis_client: Any) -> None
     assert redis_client.hlen(f"{base}:done") <= 1000
     assert redis_client.hlen(f"{base}:done:old") <= 1001
     assert 0 < redis_client.pttl(f"{base}:done") <= 60_000, "and they expire"
+    # A small hash would be a listpack, scanned whole by every HSET of a new field.
+    assert redis_client.object("encoding", f"{base}:done") == b"hashtable"
 
 
 # -- the EVALSHA path's common-case scripts agree with the whole operations ---------

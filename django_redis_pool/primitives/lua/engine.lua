@@ -1032,10 +1032,15 @@ end
 
 -- @fn remember
 -- A finished request's reply, remembered for a retry of the same request.
+-- A generation's first entry comes with a value longer than a small hash's
+-- (hash-max-listpack-value, 64 bytes by default), so that Redis keeps it as a
+-- hash table from the start: every HSET of a new field scans a listpack
+-- (ziplist) hash whole, and that scan cost more than the rest of a release.
 local function remember(id, reply)
   redis.call('HSET', K_DONE, id, reply)
   local size = redis.call('HLEN', K_DONE)
   if size == 1 then
+    redis.call('HSET', K_DONE, '\1wide', string.rep('-', 80))
     redis.call('PEXPIRE', K_DONE, DONE_TTL_MS)
   elseif size > DONE_LIMIT then
     redis.call('RENAME', K_DONE, K_DONE .. ':old')
