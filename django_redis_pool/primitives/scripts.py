@@ -32,8 +32,10 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import re
+import textwrap
 import threading
 import weakref
+from collections.abc import Iterable
 from functools import cache
 from typing import Any
 
@@ -110,6 +112,7 @@ _SLOW = (Reply.SLOW.encode(), Reply.SLOW)
 NUM_KEYS = 1
 
 _BLOCK = re.compile(r"^-- @fn (\w+)\n", re.M)
+_KEY = re.compile(r"^-- @key (K_\w+) (\S+)$", re.M)
 _COMMENT = re.compile(r"--[^\n]*")
 
 
@@ -122,8 +125,8 @@ def _parts() -> tuple[str, dict[str, str]]:
     return header, dict(zip(rest[0::2], rest[1::2], strict=True))
 
 
-def _uses(code: str, names: list[str]) -> set[str]:
-    """The helper names that ``code`` mentions outside comments."""
+def _uses(code: str, names: Iterable[str]) -> set[str]:
+    """The names in ``names`` that ``code`` mentions outside comments."""
     words = set(re.findall(r"\b\w+\b", _COMMENT.sub("", code)))
     return {name for name in names if name in words}
 
@@ -134,19 +137,29 @@ def _body(op: str) -> str:
 
 
 @cache
-def script_source(op: str) -> str:
-    """The EVALSHA script of ``op``: the header, the helpers it needs, its body."""
+def _code(op: str) -> tuple[str, str]:
+    """(the helpers ``op`` needs, in ``engine.lua``'s order; the lines that
+    build the keys they and ``op`` name, run after ``begin``)."""
     header, blocks = _parts()
-    names = list(blocks)
     body = _body(op)
-    needed = _uses(body, names)
+    needed = _uses(body, blocks)
     pending = list(needed)
     while pending:  # helpers used by needed helpers
-        for name in _uses(blocks[pending.pop()], names) - needed:
+        for name in _uses(blocks[pending.pop()], blocks) - needed:
             needed.add(name)
             pending.append(name)
-    helpers = "".join(blocks[name] for name in names if name in needed)
-    return f"{header}{helpers}{body}begin(KEYS, ARGV)\nreturn op_{op}(ARGV)\n"
+    helpers = "".join(blocks[name] for name in blocks if name in needed)
+    keys = dict(_KEY.findall(header))
+    named = _uses(helpers + body, keys)
+    return helpers, "".join(f"{key} = BASE .. '{keys[key]}'\n" for key in keys if key in named)
+
+
+@cache
+def script_source(op: str) -> str:
+    """The EVALSHA script of ``op``: the header, the helpers it needs, its body."""
+    header, _ = _parts()
+    helpers, keys = _code(op)
+    return f"{header}{helpers}{_body(op)}begin(KEYS, ARGV)\n{keys}return op_{op}(ARGV)\n"
 
 
 @cache
@@ -158,7 +171,7 @@ def _library() -> tuple[str, str]:
     name = "drp_" + hashlib.sha1(code.encode()).hexdigest()[:12]
     registered = "".join(
         f"redis.register_function('{name}_{op}', function(keys, args)\n"
-        f"  begin(keys, args)\n  return op_{op}(args)\nend)\n"
+        f"  begin(keys, args)\n{textwrap.indent(_code(op)[1], '  ')}  return op_{op}(args)\nend)\n"
         for op in OPERATIONS
     )
     return name, f"#!lua name={name}\n{code}{registered}"

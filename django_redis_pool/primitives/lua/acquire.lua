@@ -58,7 +58,7 @@ if SLOTS then
       if remembered(token) then
         return holder .. '\n' .. held
       end
-      remember(token, 1)
+      remember(token)
       return holder .. '\n' .. refresh(holder, rec, lease_ms)
     end
     end_lease(holder, rec)  -- our own expired hold: reclaimed first

@@ -11,8 +11,8 @@ local token, lease_ms, _, wait_ms, _, _, restore, permits, holder, mine, held, e
 if mine or redis.call('ZCARD', K_WAITQ) > 0 then
   return REPLY_SLOW
 end
-local first = redis.call('ZRANGE', K_LEASES, 0, 0, 'WITHSCORES')[2]
-if first and first ~= 'inf' and tonumber(first) <= NOW then
+local first = redis.call('ZRANGE', K_LEASES, '0', '0', 'WITHSCORES')[2]
+if first and first ~= 'inf' and first + 0 <= NOW then
   return REPLY_SLOW
 end
 -- (Nothing is due, so every lease, `held` included, is live.)

@@ -28,5 +28,5 @@ if MODE ~= MODE_QUEUE and MODE ~= MODE_RATELIMIT then
   end
 end
 redis.call('PEXPIRE', minute, HISTORY_MS)
-remember(args[2], 1)
+remember(args[2])
 return 1

@@ -143,6 +143,19 @@ local TASK_FAILED = 'failed'
 local BASE, MODE, NOW, NOW_US, SLOTS, SHARING, ALLOC
 -- Allocators: "\1due" as read by this call (a number; nil: not read, or unknown)
 local DUE
+-- The primitive's keys, BASE and a suffix each. A call builds only the keys
+-- its operation's code names (the operation's own and its helpers'): after
+-- begin(), scripts.py writes "K_... = BASE .. '<suffix>'" for each of them,
+-- from these lines.
+-- @key K_AVAIL :avail
+-- @key K_LEASES :leases
+-- @key K_INFO :info
+-- @key K_SEQ :seq
+-- @key K_WAITQ :waitq
+-- @key K_WINFO :winfo
+-- @key K_WALIVE :walive
+-- @key K_MAX :max
+-- @key K_DONE :done
 local K_AVAIL, K_LEASES, K_INFO, K_SEQ, K_WAITQ, K_WINFO, K_WALIVE, K_MAX, K_DONE
 
 local RECLAIM_LIMIT = 16     -- expired leases reclaimed per call (bounded work)
@@ -172,6 +185,11 @@ local BLOCKED = 1 / 0
 -- (the Python class's path: tests check that it imports).
 local WORKER_LOST = 'django_redis_pool.primitives.queue.WorkerLost'
 
+-- Numbers: a record's or an argument's digits become a number as `s + 0`, one
+-- conversion; Lua 5.1's tonumber(s) converts twice (it checks, then converts)
+-- and is kept for what may not be a number. Arguments a command takes as
+-- digits are passed as strings where they are constants ('0', '1'): Redis
+-- formats a Lua number argument with %.17g.
 local REC_PATTERN =
   '^([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|(.*)$'
 local REC_FORMAT = '%s|%d|%d|%d|%d|%d|%d|%s|%d|%s'
@@ -189,19 +207,9 @@ local function begin(keys, args)
   MODE = args[1]
   DUE = nil
   local t = redis.call('TIME')
-  NOW = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-  NOW_US = tonumber(t[1]) * 1000000 + tonumber(t[2])
-  if MODE == MODE_RATELIMIT then
-    -- A rate limiter names its own keys (ratelimit_*.lua) and of these needs
-    -- only :done (counts_add): eight strings fewer to build per decision.
-    K_AVAIL, K_LEASES, K_INFO, K_SEQ, K_WAITQ, K_WINFO, K_MAX, K_WALIVE = nil
-    K_DONE = BASE .. ':done'
-    SLOTS, SHARING, ALLOC = false, false, false
-    return
-  end
-  K_AVAIL, K_LEASES, K_INFO = BASE .. ':avail', BASE .. ':leases', BASE .. ':info'
-  K_SEQ, K_WAITQ, K_WINFO, K_MAX = BASE .. ':seq', BASE .. ':waitq', BASE .. ':winfo', BASE .. ':max'
-  K_WALIVE, K_DONE = BASE .. ':walive', BASE .. ':done'
+  local seconds, micros = t[1] + 0, t[2] + 0
+  NOW = seconds * 1000 + math.floor(micros / 1000)
+  NOW_US = seconds * 1000000 + micros
   SLOTS = MODE == MODE_SEM or MODE == MODE_LOCK or MODE == MODE_RLOCK
   -- Modes in which a caller shares the hold of its identity (a reentrant
   -- lock's holder acquiring again, a semaphore identity asking twice).
@@ -216,8 +224,8 @@ local function decode(raw)
     return nil
   end
   local t, f, a, e, l, p, n, q, k, h = string.match(raw, REC_PATTERN)
-  return {t = t, f = tonumber(f), a = tonumber(a), e = tonumber(e), l = tonumber(l),
-    p = tonumber(p), n = tonumber(n), q = q, k = tonumber(k), h = h}
+  return {t = t, f = f + 0, a = a + 0, e = e + 0, l = l + 0, p = p + 0, n = n + 0, q = q,
+    k = k + 0, h = h}
 end
 
 -- @fn encode
@@ -232,8 +240,8 @@ local function decode_waiter(raw)
     return nil
   end
   local t, l, p, s, dl, alive, re, k, h = string.match(raw, WAITER_PATTERN)
-  return {t = t, l = tonumber(l), p = tonumber(p), s = tonumber(s), dl = tonumber(dl),
-    alive = tonumber(alive), re = tonumber(re), k = tonumber(k), h = h}
+  return {t = t, l = l + 0, p = p + 0, s = s + 0, dl = dl + 0, alive = alive + 0, re = re + 0,
+    k = k + 0, h = h}
 end
 
 -- @fn encode_waiter
@@ -310,7 +318,7 @@ end
 -- FLUSHDB) or behind (a failover to a replica that missed the last writes): a
 -- later number is still at least the later clock.
 local function next_seq()
-  local last = tonumber(redis.call('SET', K_SEQ, NOW_US, 'GET') or 0) or 0
+  local last = (redis.call('SET', K_SEQ, NOW_US, 'GET') or 0) + 0
   if last < NOW_US then
     return NOW_US
   end
@@ -998,13 +1006,13 @@ local function acquire_request(packed)
   local mine, held, extra
   if SLOTS then
     local got = redis.call('HMGET', K_INFO, '\0' .. token, holder, F_EXTRA)
-    mine, held, extra = got[1], got[2], tonumber(got[3]) or 0
+    mine, held, extra = got[1], got[2], (got[3] or 0) + 0
   else
     mine = redis.call('HGET', K_INFO, '\0' .. token)
   end
-  permits = MODE == MODE_SEM and tonumber(permits) or 1
-  return token, tonumber(lease_ms), tonumber(priority), tonumber(wait_ms), tonumber(max_waiting),
-    tonumber(alive_ms), restore, permits, holder, mine, held, extra
+  permits = MODE == MODE_SEM and permits + 0 or 1
+  return token, lease_ms + 0, priority + 0, wait_ms + 0, max_waiting + 0, alive_ms + 0, restore,
+    permits, holder, mine, held, extra
 end
 
 -- @fn renew_request
@@ -1031,13 +1039,14 @@ local function extend(res, rec, lease_ms)
 end
 
 -- @fn remember
--- A finished request's reply, remembered for a retry of the same request.
+-- A finished request, remembered for a retry of the same request (its reply
+-- is 1 wherever it is remembered).
 -- A generation's first entry comes with a value longer than a small hash's
 -- (hash-max-listpack-value, 64 bytes by default), so that Redis keeps it as a
 -- hash table from the start: every HSET of a new field scans a listpack
 -- (ziplist) hash whole, and that scan cost more than the rest of a release.
-local function remember(id, reply)
-  redis.call('HSET', K_DONE, id, reply)
+local function remember(id)
+  redis.call('HSET', K_DONE, id, '1')
   local size = redis.call('HLEN', K_DONE)
   if size == 1 then
     redis.call('HSET', K_DONE, '\1wide', string.rep('-', 80))

@@ -34,5 +34,5 @@ if MODE == MODE_RLOCK and force ~= '1' and rec.n > 1 then
   return 2
 end
 end_lease(res, rec)
-remember(req, 1)
+remember(req)
 return 1

@@ -23,5 +23,5 @@ end
 if not SLOTS then
   make_available(res, ALLOC and rec.q)
 end
-remember(req, 1)
+remember(req)
 return 1
