@@ -16,6 +16,7 @@ import pytest
 import redis
 
 from django_redis_pool import Lock, ResourcePool, Semaphore, primitives
+from django_redis_pool.primitives._common import load_lua
 from django_redis_pool.primitives.async_clients import async_client_for
 from django_redis_pool.primitives.base import LeasedPrimitive
 from django_redis_pool.primitives.protocol import Mode, Reply, Restore, TaskStatus
@@ -194,7 +195,9 @@ def test_retried_gc_associate_disassociate_and_set_max_change_nothing_more(clien
     assert sem.get_max_size() == 3
 
 
-def test_remembered_replies_are_bounded_per_primitive_and_kept_as_a_hash_table(redis_client: Any) -> None:
+def test_remembered_replies_are_bounded_and_kept_as_a_hash_table(
+    redis_client: Any,
+) -> None:
     # Retries need the replies of recent releases; thousands of releases must
     # not leave thousands of keys (or an ever-growing hash) behind.
     pool = pool_of(redis_client, "many-releases", "r1")
@@ -625,7 +628,7 @@ def test_the_scripts_and_python_name_the_protocol_words_alike() -> None:
         if name.isupper() and isinstance(value, str)
     }
     declared = re.compile(r"^local ((?:MODE|REPLY|RESTORE|TASK)_\w+) = '([^']*)'", re.M)
-    header = script_source("gc").split("-- @fn", 1)[0]  # what every script carries
+    header = load_lua("engine").split("-- @fn", 1)[0]
     assert dict(declared.findall(header)) == words
     # (task statuses are also words of their own: token states, read selectors)
     bare = {value for name, value in words.items() if not name.startswith("TASK_") and value}
@@ -634,6 +637,19 @@ def test_the_scripts_and_python_name_the_protocol_words_alike() -> None:
         code = declared.sub("", re.sub(r"--[^\n]*", "", path.read_text()))
         found = set(re.findall(r"'([^'\n]*)'", code)) & bare
         assert found == set(), f"{path.name} writes {sorted(found)} bare"
+
+
+def test_scripts_carry_the_constants_as_literals() -> None:
+    # A constant that stayed a local would be an upvalue of every helper that
+    # names it: made anew on every run of an EVALSHA script.
+    from django_redis_pool.primitives.scripts import OPERATIONS, _constants, library_source
+
+    names = set(_constants())
+    assert {"REPLY_SLOW", "MODE_SEM", "PROVISIONAL_MS", "F_EXTRA"} <= names
+    for source in [library_source(), *(script_source(op) for op in OPERATIONS)]:
+        code = re.sub(r"--[^\n]*", "", source)
+        assert names.isdisjoint(re.findall(r"\b[A-Z][A-Z0-9_]*\b", code))
+    assert "return 'slow'" in script_source("acquire_fast")
 
 
 def test_request_tokens_are_unique_and_safe_in_records() -> None:

@@ -114,12 +114,33 @@ NUM_KEYS = 1
 _BLOCK = re.compile(r"^-- @fn (\w+)\n", re.M)
 _KEY = re.compile(r"^-- @key (K_\w+) (\S+)$", re.M)
 _COMMENT = re.compile(r"--[^\n]*")
+#: A constant of ``engine.lua``: ``local NAME = <a string or integer>`` on one line.
+_CONSTANT = re.compile(
+    r"^local ([A-Z][A-Z0-9_]*) = ('(?:[^'\\\n]|\\.)*'|-?\d+)[ \t]*(?:--[^\n]*)?\n", re.M
+)
+#: A comment or a string (left alone), or a name that may be a constant.
+_TOKEN = re.compile(r"--[^\n]*|'(?:[^'\\\n]|\\.)*'|\"(?:[^\"\\\n]|\\.)*\"|\b[A-Z][A-Z0-9_]*\b")
+
+
+@cache
+def _constants() -> dict[str, str]:
+    """``engine.lua``'s constants: name -> its literal."""
+    return dict(_CONSTANT.findall(load_lua("engine")))
+
+
+def _inline(code: str) -> str:
+    """``code`` with each constant's name replaced by its literal: a local
+    that a helper names becomes an upvalue, made anew on every run of an
+    EVALSHA script (a lookup and an allocation each), a literal costs nothing."""
+    constants = _constants()
+    return _TOKEN.sub(lambda m: constants.get(m.group(), m.group()), code)
 
 
 @cache
 def _parts() -> tuple[str, dict[str, str]]:
-    """``engine.lua`` split into its header and its ``@fn`` blocks (in order)."""
-    source = load_lua("engine")
+    """``engine.lua`` split into its header and its ``@fn`` blocks (in order),
+    its constants written in place (:func:`_inline`)."""
+    source = _inline(_CONSTANT.sub("", load_lua("engine")))
     pieces = _BLOCK.split(source)
     header, rest = pieces[0], pieces[1:]
     return header, dict(zip(rest[0::2], rest[1::2], strict=True))
@@ -133,7 +154,7 @@ def _uses(code: str, names: Iterable[str]) -> set[str]:
 
 def _body(op: str) -> str:
     """Operation ``op`` as a local function of its arguments."""
-    return f"local function op_{op}(args)\n{load_lua(op)}\nend\n"
+    return f"local function op_{op}(args)\n{_inline(load_lua(op))}\nend\n"
 
 
 @cache
