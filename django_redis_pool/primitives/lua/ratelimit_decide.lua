@@ -13,9 +13,9 @@
 -- TAT it set (0: none)".
 local interval, burst, cost, wait, key =
   string.match(args[2], '^([^|]*)|([^|]*)|([^|]*)|([^|]*)|(.*)$')
-interval, burst, cost, wait = tonumber(interval), tonumber(burst), tonumber(cost), tonumber(wait)
+interval, burst, cost, wait = interval + 0, burst + 0, cost + 0, wait + 0
 local k = BASE .. ':k:' .. key
-local tat = tonumber(redis.call('GET', k)) or NOW_US
+local tat = (redis.call('GET', k) or NOW_US) + 0
 if tat < NOW_US then
   tat = NOW_US
 end
@@ -30,15 +30,21 @@ if delay < 0 then
   delay = 0
 end
 local text = string.format('%d', new)
-redis.call('SET', k, text, 'PX', math.ceil((new - NOW_US) / 1000))
+redis.call('SET', k, text, 'PX', string.format('%d', math.ceil((new - NOW_US) / 1000)))
 -- The index grows only by a new member, and every RATE_TRIM_EVERY new
 -- members it is trimmed of full buckets and held to its limit: a key decided
 -- on again is an update in place, not a removal and an insertion (a stale
--- entry is never read as live: the reads take scores above now).
+-- entry is never read as live: the reads take scores above now). A new index
+-- starts with a member longer than a small sorted set's (zset-max-listpack-
+-- value, 64 bytes by default) and a full bucket's score: Redis keeps it a
+-- skip list, not a listpack scanned whole by every insertion; the first trim
+-- drops that member, and the index stays a skip list while it exists.
 local index = BASE .. ':index'
 if redis.call('ZADD', index, text, key) == 1 then
   local size = redis.call('ZCARD', index)
-  if size % RATE_TRIM_EVERY == 0 then
+  if size == 1 then
+    redis.call('ZADD', index, '0', string.rep('-', 80))
+  elseif size % RATE_TRIM_EVERY == 0 then
     redis.call('ZREMRANGEBYSCORE', index, '-inf', string.format('%d', NOW_US))
     size = redis.call('ZCARD', index)
     if size > RATE_INDEX_LIMIT then
