@@ -76,6 +76,12 @@ def by_team(request: HttpRequest) -> JsonResponse:
     return seen(request)
 
 
+@with_resource("hourly")
+@with_resource("api")
+def stacked(request: HttpRequest) -> JsonResponse:
+    return seen(request)
+
+
 def plain(request: HttpRequest) -> JsonResponse:
     return seen(request)
 
@@ -90,6 +96,7 @@ urlpatterns = [
     path("custom/", custom),
     path("patient/", patient),
     path("team/", by_team),
+    path("stacked/", stacked),
     path("plain/", plain),
     path("aplain/", aplain),
     path("admin/", admin.site.urls),

@@ -20,9 +20,10 @@ import pytest
 import redis
 from asgiref.sync import async_to_sync
 from django.core.management import call_command
+from django.http import HttpResponse
 from django.test import AsyncClient, Client, RequestFactory
 
-from django_redis_pool import get_ratelimit, registry
+from django_redis_pool import get_ratelimit, refusals, registry
 from django_redis_pool.checks import check_settings
 from django_redis_pool.kinds import ratelimit as kind
 from django_redis_pool.kinds.ratelimit import client_ip, hashed, parse_rate
@@ -236,6 +237,56 @@ def test_a_view_is_allowed_then_answered_429_with_retry_after_and_ratelimit_head
     assert refused["RateLimit-Remaining"] == "0"
     assert refused["RateLimit-Policy"] == "2;w=60;burst=2"
     assert int(refused["RateLimit-Reset"]) in (59, 60)
+
+
+def stack(settings: Any, url: str, api: str, hourly: str) -> None:
+    """Two rate limits on ``/stacked/``: "hourly" outside, "api" inside."""
+    settings.DJANGO_REDIS_POOL = {
+        "CONNECTION": {"URL": url},
+        "RATE_LIMITS": {"api": {"RATE": api, "KEY": "ip"}, "hourly": {"RATE": hourly, "KEY": "ip"}},
+    }
+
+
+@pytest.mark.parametrize(
+    ("api", "hourly", "shown"),
+    [("2/m", "10/h", ("2", "1", "30")), ("5/m", "2/h", ("2", "1", "1800"))],
+    ids=["the-inner-one-is-tighter", "the-outer-one-is-tighter"],
+)
+def test_stacked_limits_tell_the_tightest_quota_and_every_policy(
+    settings: Any, redis_url: str, api: str, hourly: str, shown: tuple[str, str, str]
+) -> None:
+    stack(settings, redis_url, api, hourly)
+    response = Client().get("/stacked/")
+    assert response.status_code == 200
+    headers = ratelimit_headers(response)
+    assert (headers["RateLimit-Limit"], headers["RateLimit-Remaining"]) == shown[:2]
+    assert headers["RateLimit-Reset"] == shown[2]
+    burst_api, burst_hourly = api.split("/")[0], hourly.split("/")[0]
+    assert headers["RateLimit-Policy"] == (
+        f"{burst_api};w=60;burst={burst_api}, {burst_hourly};w=3600;burst={burst_hourly}"
+    )
+
+
+def test_a_stacked_inner_refusal_tells_its_quota_and_both_policies(
+    settings: Any, redis_url: str
+) -> None:
+    stack(settings, redis_url, "1/m", "10/h")
+    client = Client()
+    assert client.get("/stacked/").status_code == 200
+    refused = client.get("/stacked/")
+    assert refused.status_code == 429 and refused["Retry-After"] == "60"
+    assert refused["RateLimit-Limit"] == "1" and refused["RateLimit-Remaining"] == "0"
+    assert refused["RateLimit-Policy"] == "1;w=60;burst=1, 10;w=3600;burst=10"
+
+
+def test_a_view_that_sets_its_own_ratelimit_headers_keeps_them(
+    settings: Any, redis_url: str
+) -> None:
+    configure(settings, redis_url)
+    response = HttpResponse()
+    response["RateLimit-Remaining"] = "7"
+    refusals._add(response, {"RateLimit-Remaining": "0", "RateLimit-Policy": "2;w=60"})
+    assert response["RateLimit-Remaining"] == "7" and response["RateLimit-Policy"] == "2;w=60"
 
 
 def test_retry_after_is_the_next_turn_rounded_up(settings: Any, redis_url: str) -> None:
