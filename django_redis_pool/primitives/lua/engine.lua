@@ -937,16 +937,18 @@ end
 
 -- @fn take_available
 local function take_available()
+  local r
   if MODE == MODE_LIFO then
-    return redis.call('ZPOPMAX', K_AVAIL)[1]
+    r = redis.call('ZRANGE', K_AVAIL, '-1', '-1')[1]
   elseif MODE == MODE_RANDOM then
-    local r = redis.call('ZRANDMEMBER', K_AVAIL)
-    if r then
-      redis.call('ZREM', K_AVAIL, r)
-    end
-    return r
+    r = redis.call('ZRANDMEMBER', K_AVAIL)
+  else
+    r = redis.call('ZRANGE', K_AVAIL, '0', '0')[1]
   end
-  return redis.call('ZPOPMIN', K_AVAIL)[1]
+  if r then
+    redis.call('ZREM', K_AVAIL, r)
+  end
+  return r
 end
 
 -- @fn pump
