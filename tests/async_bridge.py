@@ -17,13 +17,13 @@ import contextlib
 import functools
 import os
 import threading
-import types
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 
 from django_redis_pool import Allocator, Lease, Lock, RateLimiter, ResourcePool, Semaphore
+from django_redis_pool.primitives.lock import _TaskScope
 from django_redis_pool.primitives.queue import TaskQueue
 
 __all__ = ["LoopThread", "async_path"]
@@ -167,7 +167,7 @@ def async_path(monkeypatch: pytest.MonkeyPatch) -> Iterator[LoopThread]:
         task = bridge.task_of_this_thread()
         if task is None:
             return original_scope(self)
-        return self._tasks.setdefault(task, types.SimpleNamespace())
+        return self._tasks.setdefault(task, _TaskScope())
 
     monkeypatch.setattr(Lock, "_scope", scope)
     try:

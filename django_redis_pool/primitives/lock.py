@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import threading
-import types
 import uuid
 import weakref
 from collections.abc import Callable
@@ -21,6 +20,21 @@ from .steps import Steps
 from .validators import check_holder, check_lease_timeout, check_timeout
 
 __all__ = ["Lock"]
+
+
+class _TaskScope:
+    """A lock's state in one asyncio task: the holder named by
+    ``acquire(holder=...)``, the latest fence, the default holder (with the
+    process generation it was made in). Every field has a default, so that
+    reading one on each acquire and release raises nothing."""
+
+    holder: str | None = None
+    fence: int | None = None
+    default: tuple[Any, str] = (None, "")
+
+
+class _ThreadScope(threading.local, _TaskScope):
+    """:class:`_TaskScope`, per thread."""
 
 
 class Lock(LeasedPrimitive):
@@ -83,7 +97,7 @@ class Lock(LeasedPrimitive):
         self._fixed_holder = None if holder is None else check_holder(holder)
         # Per thread, and per asyncio task: the holder named by
         # acquire(holder=...), the latest fence, the default holder.
-        self._local = threading.local()
+        self._local = _ThreadScope()
         self._tasks: weakref.WeakKeyDictionary[asyncio.Task[Any], Any] = weakref.WeakKeyDictionary()
         self._leases: dict[str, Lease] = {}  # holder -> its lease, for auto-renew
         self._mutex = threading.Lock()
@@ -110,7 +124,7 @@ class Lock(LeasedPrimitive):
         (strictly increasing across all holders ever); None before the first.
         A lock with a fixed ``holder`` falls back to that holder's current lease,
         whichever thread acquired it."""
-        fence = getattr(self._scope(), "fence", None)
+        fence = self._scope().fence
         if fence is None and self._fixed_holder is not None:
             lease = self._leases.get(self._fixed_holder)
             fence = None if lease is None else lease.fence
@@ -143,15 +157,14 @@ class Lock(LeasedPrimitive):
 
     def _scope(self) -> Any:
         """Where this thread's state is kept: or, on an event loop, this task's."""
-        try:
-            task = asyncio.current_task()
-        except RuntimeError:  # no event loop in this thread
+        if asyncio._get_running_loop() is None:  # (no loop here: nothing raised and caught)
             return self._local
+        task = asyncio.current_task()
         if task is None:
             return self._local
         scope = self._tasks.get(task)
         if scope is None:
-            scope = self._tasks[task] = types.SimpleNamespace()
+            scope = self._tasks[task] = _TaskScope()
         return scope
 
     def _holder(self, holder: str | None = None) -> str:
@@ -163,20 +176,13 @@ class Lock(LeasedPrimitive):
         scope = self._scope()
         if holder is not None:
             return scope, check_holder(holder)
-        # (attributes read without getattr calls: this is on every acquire and release)
-        try:
-            named = scope.holder
-        except AttributeError:
-            named = None
+        named = scope.holder
         if named or self._fixed_holder:
             return scope, named or self._fixed_holder
         # The default: unique per object and thread (or task): thread ids are
         # reused once a thread ends (and a forked child inherits its parent's),
         # so a random id is kept in the scope, tagged with the process's generation.
-        try:
-            generation, name = scope.default
-        except AttributeError:
-            generation = None
+        generation, name = scope.default
         if generation is not records.generation:
             name = f"{records.default_holder()}:{uuid.uuid4().hex[:12]}"
             scope.default = (records.generation, name)
@@ -289,11 +295,8 @@ class Lock(LeasedPrimitive):
             if result == 0 and not lease.lost:
                 lease._mark_lost("it was already gone when released", call_on_lost=False)
             lease.lost = True
-        try:
-            if scope.holder == name:
-                scope.holder = None
-        except AttributeError:  # (no holder was named in this scope)
-            pass
+        if scope.holder == name:
+            scope.holder = None
         if result == 0:
             raise NotOwned(
                 f"lock {self.name!r} is not held by {name!r} (never acquired, already "
