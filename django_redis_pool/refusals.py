@@ -91,29 +91,14 @@ def with_headers(response: Any, held: Any) -> Any:
     return response
 
 
-#: One limit's quota in the IETF draft's headers, and the list of every policy.
-_QUOTA = ("RateLimit-Limit", "RateLimit-Remaining", "RateLimit-Reset")
-_POLICY = "RateLimit-Policy"
-
-
 def _add(response: HttpResponseBase, headers: Any) -> None:
-    """Set ``headers`` that ``response`` does not set itself. Two rate limits
-    on one request (stacked decorators, or a rule and a decorator) each add
-    theirs, the inner one first: the answer then tells the quota with the
-    fewest units left, and ``RateLimit-Policy`` lists every policy."""
-    headers = dict(headers or {})
-    if "RateLimit-Remaining" in headers:
-        if getattr(response, "_drp_quota", False):  # (an inner limit of ours set them)
-            if int(headers["RateLimit-Remaining"]) < int(response["RateLimit-Remaining"]):
-                for header in _QUOTA:
-                    response[header] = headers[header]
-            policies = response[_POLICY].split(", ") if response.has_header(_POLICY) else []
-            if headers.get(_POLICY) and headers[_POLICY] not in policies:
-                response[_POLICY] = ", ".join([*policies, headers[_POLICY]])
-            for header in (*_QUOTA, _POLICY):
-                headers.pop(header, None)
-        elif not response.has_header("RateLimit-Remaining"):
-            response._drp_quota = True  # type: ignore[attr-defined]
-    for header, value in headers.items():
+    """Set ``headers`` that ``response`` does not set itself; a mapping with
+    an ``add_to(response)`` method adds itself (e.g. combining with what an
+    inner hold's headers already set)."""
+    add_to = getattr(headers, "add_to", None)
+    if add_to is not None:
+        add_to(response)
+        return
+    for header, value in (headers or {}).items():
         if not response.has_header(header):
             response[header] = value

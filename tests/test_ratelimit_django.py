@@ -23,7 +23,7 @@ from django.core.management import call_command
 from django.http import HttpResponse
 from django.test import AsyncClient, Client, RequestFactory
 
-from django_redis_pool import get_ratelimit, refusals, registry
+from django_redis_pool import get_ratelimit, registry
 from django_redis_pool.checks import check_settings
 from django_redis_pool.kinds import ratelimit as kind
 from django_redis_pool.kinds.ratelimit import client_ip, hashed, parse_rate
@@ -285,7 +285,8 @@ def test_a_view_that_sets_its_own_ratelimit_headers_keeps_them(
     configure(settings, redis_url)
     response = HttpResponse()
     response["RateLimit-Remaining"] = "7"
-    refusals._add(response, {"RateLimit-Remaining": "0", "RateLimit-Policy": "2;w=60"})
+    headers = {"RateLimit-Limit": "2", "RateLimit-Remaining": "0", "RateLimit-Reset": "30"}
+    kind.QuotaHeaders({**headers, "RateLimit-Policy": "2;w=60"}).add_to(response)
     assert response["RateLimit-Remaining"] == "7" and response["RateLimit-Policy"] == "2;w=60"
 
 

@@ -33,6 +33,7 @@ __all__ = [
     "KEY_SOURCES",
     "KIND",
     "MAX_KEY_LENGTH",
+    "QuotaHeaders",
     "Rate",
     "RateLimitKind",
     "client_ip",
@@ -284,14 +285,45 @@ def _policy_headers(limiter: RateLimiter) -> dict[str, str]:
     return {"RateLimit-Policy": f"{limiter.rate};w={limiter.per:g};burst={limiter.burst}"}
 
 
-def headers_of(policy: Policy, decision: Decision) -> dict[str, str]:
+class QuotaHeaders(dict[str, str]):
+    """The IETF draft's headers of one decision. Two rate limits on one
+    request (stacked decorators, or a rule and a decorator) each add theirs to
+    the answer, the inner one first: the answer then tells the quota with the
+    fewest units left, and ``RateLimit-Policy`` lists every policy. A header
+    the view set itself is kept."""
+
+    QUOTA = ("RateLimit-Limit", "RateLimit-Remaining", "RateLimit-Reset")
+    POLICY = "RateLimit-Policy"
+
+    def add_to(self, response: Any) -> None:
+        """Add these headers to ``response`` (see the class)."""
+        rest = dict(self)
+        if getattr(response, "_drp_quota", False):  # (an inner limit's are there)
+            if int(self["RateLimit-Remaining"]) < int(response["RateLimit-Remaining"]):
+                for header in self.QUOTA:
+                    response[header] = self[header]
+            policies = response[self.POLICY].split(", ") if self.POLICY in response else []
+            if self.get(self.POLICY) and self[self.POLICY] not in policies:
+                response[self.POLICY] = ", ".join([*policies, self[self.POLICY]])
+            for header in (*self.QUOTA, self.POLICY):
+                rest.pop(header, None)
+        elif "RateLimit-Remaining" not in response:
+            response._drp_quota = True
+        for header, value in rest.items():
+            if header not in response:
+                response[header] = value
+
+
+def headers_of(policy: Policy, decision: Decision) -> QuotaHeaders:
     """The IETF draft's headers of one decision."""
-    return {
-        "RateLimit-Limit": str(decision.limit),
-        "RateLimit-Remaining": str(max(0, int(decision.remaining))),
-        "RateLimit-Reset": str(max(0, math.ceil(decision.reset_after))),
-        **policy.headers,
-    }
+    return QuotaHeaders(
+        {
+            "RateLimit-Limit": str(decision.limit),
+            "RateLimit-Remaining": str(max(0, int(decision.remaining))),
+            "RateLimit-Reset": str(max(0, math.ceil(decision.reset_after))),
+            **policy.headers,
+        }
+    )
 
 
 def _given_back() -> bool:
