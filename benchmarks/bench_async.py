@@ -1,7 +1,7 @@
 """The asyncio path's own cost per call: ours next to the same cycle on the blocking path.
 
     .venv/bin/python benchmarks/bench_async.py [--rounds 9] [--cycles 1000]
-        [--server 6.2|7|PATH] [--before REF]
+        [--server 6.2|7|PATH] [--before REF] [--instructions]
 
 One client, one cycle at a time: the floor is two EVAL of ``return 1`` (a
 ``Script``) per cycle; ours is acquire + release of a ResourcePool, a
@@ -14,6 +14,13 @@ adds to a call, beyond what asyncio adds to any call, is
 round of each case runs in a fresh worker process, so that ``--before REF``
 (our package at another git revision) runs in the same rounds, interleaved
 with today's; medians are reported. Starts its own embedded redis-server.
+
+``--instructions`` counts instead of timing: each worker runs under
+valgrind's callgrind, twice (``--cycles`` and twice as many), and the
+difference of its instructions, per cycle, is the case's cost on the client
+(the server runs natively, outside the count). The same on any machine for the
+same interpreter and packages, so one round is enough: where a timing on a
+shared VM cannot tell a few µs apart, this can.
 """
 
 from __future__ import annotations
@@ -143,6 +150,25 @@ def _round(python_path: str, url: str, case: str, mode: str, cycles: int) -> flo
     return float(out.stdout.strip().splitlines()[-1])
 
 
+def _instructions(python_path: str, url: str, case: str, mode: str, cycles: int) -> float:
+    """Client instructions per cycle of ``case`` (``--instructions``)."""
+    env = dict(os.environ, PYTHONPATH=python_path)
+    totals = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for n in (cycles, 2 * cycles):
+            out = f"{tmp}/callgrind.{n}"
+            command = [sys.executable, __file__, "--worker", url, case, mode, str(n)]
+            subprocess.run(
+                ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", *command],
+                env=env,
+                check=True,
+                capture_output=True,
+            )
+            with open(out) as lines:
+                totals.append(next(int(x.split()[1]) for x in lines if x.startswith("summary:")))
+    return (totals[1] - totals[0]) / cycles
+
+
 def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "--worker":
         _worker()
@@ -152,7 +178,12 @@ def main() -> None:
     parser.add_argument("--cycles", type=int, default=1000)
     parser.add_argument("--server", default="6.2")
     parser.add_argument("--before", help="also measure our package at this git revision")
+    parser.add_argument(
+        "--instructions", action="store_true", help="count client instructions (valgrind)"
+    )
     args = parser.parse_args()
+    measure = _instructions if args.instructions else _round
+    unit = "instructions" if args.instructions else "µs"
 
     sys.path.insert(0, str(ROOT))
     from django_redis_pool.testing import EmbeddedRedis
@@ -179,7 +210,7 @@ def main() -> None:
                         if case == "floor" and label != "now":
                             continue
                         for mode in ("sync", "async"):
-                            us = _round(path, server.url, case, mode, args.cycles)
+                            us = measure(path, server.url, case, mode, args.cycles)
                             results.setdefault((label, case, mode), []).append(us)
         finally:
             if args.before:
@@ -188,7 +219,7 @@ def main() -> None:
         asyncio_cost = median[("now", "floor", "async")] - median[("now", "floor", "sync")]
         print(f"redis-server {args.server}; {args.rounds} rounds of {args.cycles} cycles\n")
         print(
-            "| case | blocking µs/cycle | awaited µs/cycle | awaited - blocking "
+            f"| case | blocking {unit}/cycle | awaited {unit}/cycle | awaited - blocking "
             "| ours per call, beyond asyncio's |"
         )
         print("|---|---:|---:|---:|---:|")
@@ -197,8 +228,10 @@ def main() -> None:
                 if (label, case, "sync") not in median:
                     continue
                 sync, awaited = median[(label, case, "sync")], median[(label, case, "async")]
-                own = "" if case == "floor" else f"{(awaited - sync - asyncio_cost) / 2:.1f}"
-                cells = f"{sync:.1f} | {awaited:.1f} | {awaited - sync:.1f} | {own}"
+                fmt = "{:,.0f}" if args.instructions else "{:.1f}"
+                own = "" if case == "floor" else fmt.format((awaited - sync - asyncio_cost) / 2)
+                cells = " | ".join(fmt.format(x) for x in (sync, awaited, awaited - sync))
+                cells += f" | {own}"
                 print(f"| {label}: {case} | {cells} |")
 
 

