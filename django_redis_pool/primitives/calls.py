@@ -134,6 +134,9 @@ async def arun(client: Any, steps: Steps[T]) -> T:
         try:
             if cancelled:  # the cleanup of a cancelled operation
                 reply = await _shielded(_acall(client, step))
+            elif type(step) is Op:  # (every operation's hot path: one coroutine)
+                reply = await _bounded_op(client, step)
+                watch.check()
             else:
                 reply = await _bounded(_acall(client, step))
                 watch.check()
@@ -173,10 +176,19 @@ async def _acall(client: Any, step: Any) -> Any:
 
 
 async def _aop(client: Any, op: Op) -> Any:
-    """Run the script runner's steps for ``op`` (its calls, nothing else) on the
-    ``redis.asyncio`` ``client``, inline: the enclosing :func:`_bounded` call
-    bounds them all, and a cancellation cancels the operation as a whole."""
-    steps = runner_for(client).steps(*op)
+    """Run ``op`` on the ``redis.asyncio`` ``client`` by its script runner
+    (:meth:`.scripts.ScriptRunner.acall`; its steps, inline, when something
+    must be loaded first): the enclosing :func:`_bounded` call bounds them
+    all, and a cancellation cancels the operation as a whole."""
+    runner = runner_for(client)
+    reply = await runner.acall(client, op)
+    if reply is MISS:
+        reply = await _asteps(client, runner.steps(*op))
+    return reply
+
+
+async def _asteps(client: Any, steps: Steps[Any]) -> Any:
+    """Run a script runner's ``steps`` (its calls, nothing else) on ``client``."""
     reply: Any = None
     error: Exception | None = None
     while True:
@@ -190,14 +202,38 @@ async def _aop(client: Any, op: Op) -> Any:
             reply, error = None, exc
 
 
+async def _bounded_op(client: Any, op: Op) -> Any:
+    """``_bounded(_acall(client, op))`` for an engine operation, in one
+    coroutine: every await of an operation's reply resumes one frame less."""
+    bound = current_deadline()
+    if bound is None:
+        return text(await _aop(client, op))
+    left = bound.at_least()  # (the timer reads what is really left when it fires)
+    if left <= 0 and (left := bound.left()) <= 0:
+        raise expired("the deadline passed before the call was sent", bound)
+    timer = _DeadlineTimer(bound, left)
+    try:
+        runner = runner_for(client)
+        reply = await runner.acall(client, op)
+        if reply is MISS:
+            reply = await _asteps(client, runner.steps(*op))
+        return text(reply)
+    except asyncio.CancelledError as exc:
+        if timer.expire():
+            raise expired(f"no reply within the deadline ({left:.2f} s)", bound) from exc
+        raise
+    finally:
+        timer.expire()
+
+
 async def _bounded(call: Any) -> Any:
     """Await ``call`` within the current deadline (if any): past it, the call
     is cancelled and redis-py's ``TimeoutError`` raised."""
     bound = current_deadline()
     if bound is None:
         return await call
-    left = bound.left()
-    if left <= 0:
+    left = bound.at_least()  # (the timer reads what is really left when it fires)
+    if left <= 0 and (left := bound.left()) <= 0:
         call.close()
         raise expired("the deadline passed before the call was sent", bound)
     timer = _DeadlineTimer(bound, left)

@@ -182,6 +182,16 @@ class deadline:  # (lower case: used as the function it was, ``with deadline(s):
             watch = self.watch = Stopwatch()
         return self.seconds - watch.waited()  # type: ignore[operator]
 
+    def at_least(self) -> float:
+        """Seconds of waiting left at least: the seconds not yet elapsed (time
+        spent running counted as waiting), without reading the thread's busy
+        time. A timer set for this long fires no later than :meth:`left`
+        says; it reads :meth:`left` then, and is set again if time is left."""
+        watch = self.watch
+        if watch is None:
+            watch = self.watch = Stopwatch()
+        return self.seconds - (time.monotonic() - watch.started)  # type: ignore[operator]
+
     def __enter__(self) -> None:
         if self.seconds is None:
             return

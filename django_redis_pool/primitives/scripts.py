@@ -251,6 +251,27 @@ class ScriptRunner:
                 return MISS
             raise
 
+    async def acall(self, client: Any, op: Op) -> Any:
+        """:meth:`call` on a ``redis.asyncio`` ``client``: the same calls, awaited
+        (with the same streaks of calls that skip the common-case script)."""
+        name, keys_and_args, streaks = op
+        try:
+            if self.functions:
+                return await client.execute_command("FCALL", _FUNCTIONS[name], 1, *keys_and_args)
+            if self.functions is None:
+                return MISS
+            fast = _fast_sha(name, streaks)
+            if fast is not None:
+                reply = await client.execute_command("EVALSHA", fast, 1, *keys_and_args)
+                if reply not in _SLOW:
+                    return reply
+                _went_slow(name, streaks)
+            return await client.execute_command("EVALSHA", _SHAS[name], 1, *keys_and_args)
+        except ResponseError as exc:
+            if _must_load(exc):
+                return MISS
+            raise
+
     def steps(
         self, op: str, keys_and_args: tuple[Any, ...], streaks: dict[str, int] | None = None
     ) -> Steps[Any]:
@@ -267,16 +288,11 @@ class ScriptRunner:
                 return (yield call)
             self.functions = True
             return reply
-        fast = FAST.get(op)
-        if fast is not None:
-            if streaks and streaks.get(op):
-                streaks[op] -= 1
-            else:
-                reply = yield from _evalsha(fast, keys_and_args)
-                if reply not in _SLOW:
-                    return reply
-                if streaks is not None:
-                    streaks[op] = SLOW_STREAK
+        if _fast_sha(op, streaks) is not None:
+            reply = yield from _evalsha(FAST[op], keys_and_args)
+            if reply not in _SLOW:
+                return reply
+            _went_slow(op, streaks)
         return (yield from _evalsha(op, keys_and_args))
 
     def _load_library(self, exc: ResponseError) -> Steps[bool]:
@@ -322,6 +338,22 @@ def _must_load(exc: ResponseError) -> bool:
         return True
     message = str(exc).lower()
     return "function not found" in message or "unknown command" in message
+
+
+def _fast_sha(op: str, streaks: dict[str, int] | None) -> str | None:
+    """The digest of ``op``'s common-case script if it is to run first (not
+    one of the calls that skip it after it said "slow"), else None."""
+    fast = _FAST_SHAS[op]
+    if fast is not None and streaks and streaks.get(op):
+        streaks[op] -= 1
+        return None
+    return fast
+
+
+def _went_slow(op: str, streaks: dict[str, int] | None) -> None:
+    """``op``'s common-case script said "slow": skip it for the next calls."""
+    if streaks is not None:
+        streaks[op] = SLOW_STREAK
 
 
 class _Digests(dict[str, str]):
