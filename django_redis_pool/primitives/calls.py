@@ -134,8 +134,8 @@ async def arun(client: Any, steps: Steps[T]) -> T:
         try:
             if cancelled:  # the cleanup of a cancelled operation
                 reply = await _shielded(_acall(client, step))
-            elif type(step) is Op:  # (every operation's hot path: one coroutine)
-                reply = await _bounded_op(client, step)
+            elif type(step) is Op:
+                reply = await _bounded(step, client)
                 watch.check()
             else:
                 reply = await _bounded(_acall(client, step))
@@ -202,49 +202,35 @@ async def _asteps(client: Any, steps: Steps[Any]) -> Any:
             reply, error = None, exc
 
 
-async def _bounded_op(client: Any, op: Op) -> Any:
-    """``_bounded(_acall(client, op))`` for an engine operation, in one
-    coroutine: every await of an operation's reply resumes one frame less."""
+async def _bounded(call: Any, client: Any = None) -> Any:
+    """Await ``call`` within the current deadline (if any): past it, the call
+    is cancelled and redis-py's ``TimeoutError`` raised. With ``client``,
+    ``call`` is an engine :class:`.steps.Op`, run here by the client's script
+    runner (every operation's hot path: one coroutine for all its awaits)."""
     bound = current_deadline()
-    if bound is None:
-        return text(await _aop(client, op))
-    left = bound.at_least()  # (the timer reads what is really left when it fires)
-    if left <= 0 and (left := bound.left()) <= 0:
-        raise expired("the deadline passed before the call was sent", bound)
-    timer = _DeadlineTimer(bound, left)
+    timer = left = None
+    if bound is not None:
+        left = bound.at_least()  # (the timer reads what is really left when it fires)
+        if left <= 0 and (left := bound.left()) <= 0:
+            if client is None:
+                call.close()
+            raise expired("the deadline passed before the call was sent", bound)
+        timer = _DeadlineTimer(bound, left)
     try:
+        if client is None:
+            return await call
         runner = runner_for(client)
-        reply = await runner.acall(client, op)
+        reply = await runner.acall(client, call)
         if reply is MISS:
-            reply = await _asteps(client, runner.steps(*op))
+            reply = await _asteps(client, runner.steps(*call))
         return text(reply)
     except asyncio.CancelledError as exc:
-        if timer.expire():
+        if timer is not None and timer.expire():
             raise expired(f"no reply within the deadline ({left:.2f} s)", bound) from exc
         raise
     finally:
-        timer.expire()
-
-
-async def _bounded(call: Any) -> Any:
-    """Await ``call`` within the current deadline (if any): past it, the call
-    is cancelled and redis-py's ``TimeoutError`` raised."""
-    bound = current_deadline()
-    if bound is None:
-        return await call
-    left = bound.at_least()  # (the timer reads what is really left when it fires)
-    if left <= 0 and (left := bound.left()) <= 0:
-        call.close()
-        raise expired("the deadline passed before the call was sent", bound)
-    timer = _DeadlineTimer(bound, left)
-    try:
-        return await call
-    except asyncio.CancelledError as exc:
-        if timer.expire():
-            raise expired(f"no reply within the deadline ({left:.2f} s)", bound) from exc
-        raise
-    finally:
-        timer.expire()
+        if timer is not None:
+            timer.expire()
 
 
 class _DeadlineTimer:
