@@ -21,6 +21,13 @@ clients on either path may serve one primitive together:
   releases hand over) goes straight to the whole operation for its next
   ``SLOW_STREAK`` calls, rather than paying a second round trip each time.
 
+On both paths the code is written out from ``engine.lua`` as Redis should
+run it: its constants (``local NAME = <string or integer>``) as literals in
+place (a local that a helper names would be an upvalue, made anew on every
+EVALSHA run), and after ``begin`` only the keys an operation's code names
+(its ``-- @key`` lines). ``benchmarks/bench_redis_cost.py`` counts what each
+costs Redis.
+
 Which path a client takes is found out on its first call and remembered per
 client object; the asyncio twin of a blocking client (:mod:`.async_clients`)
 starts with what its client found (:func:`share_path`). Nothing here imports

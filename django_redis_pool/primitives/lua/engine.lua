@@ -7,7 +7,9 @@
 --     script per operation, carrying only the helpers it uses (every block
 --     below that starts with an "@fn name" line is included only when the
 --     operation names it).
--- Every call starts with begin(keys, args).
+-- scripts.py writes the constants below (local NAME = a string or an
+-- integer) into the code as literals, and builds after begin() only the keys
+-- an operation names (the "@key" lines). Every call starts with begin(keys, args).
 --
 -- KEYS[1] is the base key, ending in the hash tag; every key is the base plus
 -- a suffix, so all of them live in the base's Redis Cluster slot:
