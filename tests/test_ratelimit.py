@@ -25,7 +25,7 @@ import pytest
 from django_redis_pool import Decision, KeyState, RateLimiter
 from django_redis_pool.metrics import COUNTERS
 from django_redis_pool.primitives import counts, ratelimit
-from django_redis_pool.primitives.ratelimit import INDEX_LIMIT, INDEX_TRIM_EVERY
+from django_redis_pool.primitives.ratelimit import INDEX_LIMIT, INDEX_TRIM_EVERY, MAX_KEY_LENGTH
 
 from .admin_helpers import command_calls
 from .clients import client_from, spec_of
@@ -360,6 +360,15 @@ def test_idle_keys_vanish_and_leave_the_index_at_its_next_trim(redis_client):
     assert limiter.acquire("last")  # the index's 64th entry: a trim
     assert redis_client.zrange(index, 0, -1) == [b"last"]
     assert redis_client.object("encoding", index) == b"skiplist"
+
+
+def test_any_key_is_listed_even_the_longest_of_one_character(redis_client):
+    # A new index starts with a marker member; no key can be that member.
+    limiter = RateLimiter(redis_client, "marker", rate=1, per=60)
+    for key in ("-" * 80, "-" * MAX_KEY_LENGTH):
+        assert limiter.acquire(key)
+    assert sorted(len(state.key) for state in limiter.busiest()) == [80, MAX_KEY_LENGTH]
+    assert limiter.active_count() == 2
 
 
 def test_the_index_keeps_at_most_its_limit_dropping_the_fullest(redis_client):

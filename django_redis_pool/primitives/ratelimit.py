@@ -53,7 +53,8 @@ __all__ = [
     "check_limits",
 ]
 
-#: The longest limited key, in characters.
+#: The longest limited key, in characters (the marker that starts a new index in
+#: ``ratelimit_decide.lua`` is longer, so it is never a key).
 MAX_KEY_LENGTH = 1000
 #: The most keys :meth:`RateLimiter.busiest` reads at once.
 MAX_BUSIEST = 1000

@@ -38,12 +38,14 @@ redis.call('SET', k, text, 'PX', string.format('%d', math.ceil((new - NOW_US) / 
 -- starts with a member longer than a small sorted set's (zset-max-listpack-
 -- value, 64 bytes by default) and a full bucket's score: Redis keeps it a
 -- skip list, not a listpack scanned whole by every insertion; the first trim
--- drops that member, and the index stays a skip list while it exists.
+-- drops that member, and the index stays a skip list while it exists. Its
+-- 1,001 characters are more than a key may have (MAX_KEY_LENGTH in
+-- ratelimit.py), so it is never one.
 local index = BASE .. ':index'
 if redis.call('ZADD', index, text, key) == 1 then
   local size = redis.call('ZCARD', index)
   if size == 1 then
-    redis.call('ZADD', index, '0', string.rep('-', 80))
+    redis.call('ZADD', index, '0', string.rep('-', 1001))
   elseif size % RATE_TRIM_EVERY == 0 then
     redis.call('ZREMRANGEBYSCORE', index, '-inf', string.format('%d', NOW_US))
     size = redis.call('ZCARD', index)
