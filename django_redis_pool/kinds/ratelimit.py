@@ -297,21 +297,20 @@ class QuotaHeaders(dict[str, str]):
 
     def add_to(self, response: Any) -> None:
         """Add these headers to ``response`` (see the class)."""
-        rest = dict(self)
-        if getattr(response, "_drp_quota", False):  # (an inner limit's are there)
-            if int(self["RateLimit-Remaining"]) < int(response["RateLimit-Remaining"]):
-                for header in self.QUOTA:
-                    response[header] = self[header]
-            policies = response[self.POLICY].split(", ") if self.POLICY in response else []
-            if self.get(self.POLICY) and self[self.POLICY] not in policies:
-                response[self.POLICY] = ", ".join([*policies, self[self.POLICY]])
-            for header in (*self.QUOTA, self.POLICY):
-                rest.pop(header, None)
-        elif "RateLimit-Remaining" not in response:
-            response._drp_quota = True
-        for header, value in rest.items():
-            if header not in response:
-                response[header] = value
+        if not getattr(response, "_drp_quota", False):
+            if "RateLimit-Remaining" not in response:  # (else the view set its own)
+                response._drp_quota = True
+            for header, value in self.items():
+                if header not in response:
+                    response[header] = value
+            return
+        # An inner limit's are there: the fewest units left, and every policy.
+        if int(self["RateLimit-Remaining"]) < int(response["RateLimit-Remaining"]):
+            for header in self.QUOTA:
+                response[header] = self[header]
+        policies = response[self.POLICY].split(", ") if self.POLICY in response else []
+        if self.get(self.POLICY) and self[self.POLICY] not in policies:
+            response[self.POLICY] = ", ".join([*policies, self[self.POLICY]])
 
 
 def headers_of(policy: Policy, decision: Decision) -> QuotaHeaders:
