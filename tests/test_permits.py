@@ -223,7 +223,8 @@ def test_a_waiter_giving_up_lets_the_waiters_behind_it_be_served_at_once(long_cl
     sem = Semaphore(client, "give-up")
     sem.set_max_size(3)
     assert sem.acquire("x", permits=2) is True
-    big, big_result = in_thread(sem.acquire, "big", permits=3, timeout=0.5)
+    # (big waits long enough to be seen queued, and small behind it, on a busy machine)
+    big, big_result = in_thread(sem.acquire, "big", permits=3, timeout=5)
     wait_for(lambda: sem.waiting_count() == 1, what="big to queue")
     small, small_result = in_thread(sem.acquire_lease, "small", timeout=60)
     wait_for(lambda: sem.waiting_count() == 2, what="small to queue")
