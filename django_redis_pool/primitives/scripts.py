@@ -121,6 +121,8 @@ NUM_KEYS = 1
 _BLOCK = re.compile(r"^-- @fn (\w+)\n", re.M)
 _KEY = re.compile(r"^-- @key (K_\w+) (\S+)$", re.M)
 _COMMENT = re.compile(r"--[^\n]*")
+#: ``begin``'s definition in engine.lua's header, its body captured.
+_BEGIN = re.compile(r"^local function begin\(keys, args\)\n(.*?)\n^end\n", re.M | re.S)
 #: A constant of ``engine.lua``: ``local NAME = <a string or integer>`` on one line.
 _CONSTANT = re.compile(
     r"^local ([A-Z][A-Z0-9_]*) = ('(?:[^'\\\n]|\\.)*'|-?\d+)[ \t]*(?:--[^\n]*)?\n", re.M
@@ -184,10 +186,16 @@ def _code(op: str) -> tuple[str, str]:
 
 @cache
 def script_source(op: str) -> str:
-    """The EVALSHA script of ``op``: the header, the helpers it needs, its body."""
+    """The EVALSHA script of ``op``: the header, the helpers it needs, then
+    ``begin``'s body and the operation's as the script's own code. An EVALSHA
+    script runs its whole text on every call: each function it defines is a
+    closure made anew, with an upvalue allocated for each local it names, so
+    the two that every call runs once are not made functions here."""
     header, _ = _parts()
     helpers, keys = _code(op)
-    return f"{header}{helpers}{_body(op)}begin(KEYS, ARGV)\n{keys}return op_{op}(ARGV)\n"
+    start, begin, end = _BEGIN.split(header)
+    body = _inline(load_lua(op))
+    return f"{start}{end}{helpers}local keys, args = KEYS, ARGV\n{begin}\n{keys}{body}\n"
 
 
 @cache

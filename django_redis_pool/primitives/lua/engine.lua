@@ -6,7 +6,8 @@
 --   * EVALSHA (Redis 6.2, Cluster, or where FUNCTION LOAD is refused): one
 --     script per operation, carrying only the helpers it uses (every block
 --     below that starts with an "@fn name" line is included only when the
---     operation names it).
+--     operation names it), with begin()'s body and the operation's as its own
+--     code (a function of a script is a closure made anew on every run).
 -- scripts.py writes the constants below (local NAME = a string or an
 -- integer) into the code as literals, and builds after begin() only the keys
 -- an operation names (the "@key" lines). Every call starts with begin(keys, args).
@@ -193,8 +194,7 @@ local WORKER_LOST = 'django_redis_pool.primitives.queue.WorkerLost'
 -- digits are passed as strings where they are constants ('0', '1') or formatted
 -- with %d on the hot path: Redis formats a Lua number argument with %.17g, a
 -- float's conversion, at four times the cost.
-local REC_PATTERN =
-  '^([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|(.*)$'
+local REC_PATTERN = '^([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|(.*)$'
 local REC_FORMAT = '%s|%d|%d|%d|%d|%d|%d|%s|%d|%s'
 local WAITER_PATTERN = '^([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|(.*)$'
 local WAITER_FORMAT = '%s|%d|%d|%d|%d|%d|%d|%d|%s'
