@@ -46,6 +46,7 @@ logger = logging.getLogger("django_redis_pool")
 #: Upper bounds (seconds) of the wait and hold time histograms' buckets; a
 #: last bucket takes what is longer.
 BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0)
+_FIRST = BUCKETS[0]  # (most waits and many holds fall in it: no bisect for them)
 #: The counted fields, as stored in Redis. ``wait_<i>``/``hold_<i>``: how many
 #: waits/holds fell in bucket i (not cumulative); ``*_us``: their sums in µs.
 FIELDS = (
@@ -104,7 +105,7 @@ class Counts:
             values = self._values
             values[ACQUIRED] += 1
             values[WAIT_US] += int(waited * 1e6)
-            values[_WAIT0 + bisect_left(BUCKETS, waited)] += 1
+            values[_WAIT0 + (0 if waited <= _FIRST else bisect_left(BUCKETS, waited))] += 1
             if not self.pending:
                 self._mark()
 
@@ -113,7 +114,7 @@ class Counts:
         with self._lock:
             values = self._values
             values[HOLD_US] += int(held * 1e6)
-            values[_HOLD0 + bisect_left(BUCKETS, held)] += 1
+            values[_HOLD0 + (0 if held <= _FIRST else bisect_left(BUCKETS, held))] += 1
             if not self.pending:
                 self._mark()
 

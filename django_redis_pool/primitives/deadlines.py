@@ -99,17 +99,8 @@ def busy_time() -> float:
     return time.thread_time()
 
 
-def _busy_mark() -> bytes | float:
-    """:func:`busy_time` as read, parsed only when needed (:func:`_busy_of`):
-    a stopwatch is started on every acquire, and read back only when one was slow."""
-    try:
-        return os.pread(_local.reader.fd, 128, 0)
-    except (AttributeError, OSError):  # (no reader on this thread yet, or none can be)
-        return busy_time()
-
-
 def _busy_of(mark: bytes | float) -> float:
-    """The :func:`busy_time` of a :func:`_busy_mark`."""
+    """The :func:`busy_time` of a :class:`Stopwatch`'s ``busy`` mark."""
     if type(mark) is bytes:
         running, runnable = mark.split()[:2]
         return (int(running) + int(runnable)) / 1e9
@@ -135,7 +126,12 @@ class Stopwatch:
 
     def __init__(self) -> None:
         self.thread = threading.get_ident()
-        self.busy = _busy_mark()
+        # busy_time() as read, parsed only when needed (_busy_of): a stopwatch
+        # is started on every acquire, and read back only when one was slow.
+        try:
+            self.busy: bytes | float = os.pread(_local.reader.fd, 128, 0)
+        except (AttributeError, OSError):  # (no reader on this thread yet, or none can be)
+            self.busy = busy_time()
         self.started = time.monotonic()
 
     def elapsed(self) -> float:

@@ -51,6 +51,10 @@ from .protocol import Reply, Restore
 from .records import Waiter
 from .steps import Call, Op, Steps, one
 
+#: ``Op``'s fields as a tuple made an ``Op``: its NamedTuple constructor is
+#: one Python call more, on every operation.
+_new_op = tuple.__new__
+
 __all__ = ["LeaseEngine"]
 
 logger = logging.getLogger("django_redis_pool")
@@ -155,12 +159,15 @@ class LeaseEngine:
         (the last one may hold "|"), behind the mode. Its reply comes back decoded, a Redis
         error of it translated (:func:`.calls.run`)."""
         if op in PACKED:  # (with the mode: "mode|arg|arg...", split by engine.lua)
-            return Op(
-                op,
-                (self._head[0], (self._packed_mode + "|".join(map(str, args))).encode()),
-                self._streaks,
+            return _new_op(
+                Op,
+                (
+                    op,
+                    (self._head[0], (self._packed_mode + "|".join(map(str, args))).encode()),
+                    self._streaks,
+                ),
             )
-        return Op(op, (*self._head, *args), self._streaks)
+        return _new_op(Op, (op, (*self._head, *args), self._streaks))
 
     def run(self, op: str, *args: Any) -> Any:
         """Run :meth:`op` ``op`` now, blocking."""

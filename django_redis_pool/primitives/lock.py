@@ -237,7 +237,7 @@ class Lock(LeasedPrimitive):
             raise ValueError(
                 f"timeout={timeout!r} cannot be combined with blocking=False; pass one or the other"
             )
-        wait = 0 if not blocking else check_timeout(timeout)
+        wait = 0 if not blocking else None if timeout is None else check_timeout(timeout)
         scope, name = self._scoped_holder(holder)
         lease_ms = self._lease_ms
         bounded = not sync or self._engine.sync_bounded

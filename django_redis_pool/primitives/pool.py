@@ -180,7 +180,8 @@ class ResourcePool(LeasedPrimitive):
         self, timeout: float | None, lease_timeout: float | None, holder: str | None, priority: int
     ) -> dict[str, Any]:
         """The engine's acquire arguments, validated."""
-        lease_timeout = check_lease_timeout(lease_timeout)
+        if lease_timeout is not None:
+            lease_timeout = check_lease_timeout(lease_timeout)
         return {
             "timeout": check_timeout(timeout),
             "lease_ms": to_ms(self.lease_timeout if lease_timeout is None else lease_timeout),

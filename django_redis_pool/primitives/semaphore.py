@@ -176,7 +176,8 @@ class Semaphore(LeasedPrimitive):
     ) -> dict[str, Any]:
         """The engine's acquire arguments, validated (a single permit, the
         common case, at once)."""
-        lease_timeout = check_lease_timeout(lease_timeout)
+        if lease_timeout is not None:
+            lease_timeout = check_lease_timeout(lease_timeout)
         return {
             "timeout": check_timeout(timeout),
             "lease_ms": to_ms(self.lease_timeout if lease_timeout is None else lease_timeout),
