@@ -25,6 +25,7 @@ from django_redis_pool.primitives.scripts import (
     LIBRARY_NAME,
     library_source,
     runner_for,
+    script_sha,
     script_source,
 )
 
@@ -652,16 +653,18 @@ def test_scripts_carry_the_constants_as_literals() -> None:
     assert "return 'slow'" in script_source("acquire_fast")
 
 
-def test_an_evalsha_script_runs_begin_and_its_operation_as_its_own_code() -> None:
+def test_an_evalsha_script_runs_begin_and_its_operation_as_its_own_code(redis_client) -> None:
     # Every run of an EVALSHA script makes each function it defines anew (a
     # closure, and an upvalue for each local it names): the two that every run
     # calls once are its own code; the function library keeps them functions.
-    from django_redis_pool.primitives.scripts import FAST, OPERATIONS, library_source
+    from django_redis_pool.primitives.scripts import OPERATIONS
 
-    for op in {*OPERATIONS, *FAST.values()}:
-        code = re.sub(r"--[^\n]*", "", script_source(op))
+    for op in sorted({*OPERATIONS, *FAST.values()}):
+        source = script_source(op)
+        code = re.sub(r"--[^\n]*", "", source)
         assert not re.search(rf"function begin\b|\bop_{op}\b", code), op
         assert code.count("redis.call('TIME')") == 1, op
+        assert redis_client.script_load(source) == script_sha(op)  # (it compiles)
     assert "local function begin(keys, args)" in library_source()
     assert "local function op_release(args)" in library_source()
 
