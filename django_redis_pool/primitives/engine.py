@@ -49,11 +49,7 @@ from .calls import arun, is_async_client, run
 from .lease import Lease
 from .protocol import Reply, Restore
 from .records import Waiter
-from .steps import Call, Op, Steps, one
-
-#: ``Op``'s fields as a tuple made an ``Op``: its NamedTuple constructor is
-#: one Python call more, on every operation.
-_new_op = tuple.__new__
+from .steps import Call, Op, Steps, new_op, one
 
 __all__ = ["LeaseEngine"]
 
@@ -159,15 +155,10 @@ class LeaseEngine:
         (the last one may hold "|"), behind the mode. Its reply comes back decoded, a Redis
         error of it translated (:func:`.calls.run`)."""
         if op in PACKED:  # (with the mode: "mode|arg|arg...", split by engine.lua)
-            return _new_op(
-                Op,
-                (
-                    op,
-                    (self._head[0], (self._packed_mode + "|".join(map(str, args))).encode()),
-                    self._streaks,
-                ),
-            )
-        return _new_op(Op, (op, (*self._head, *args), self._streaks))
+            args = (self._head[0], (self._packed_mode + "|".join(map(str, args))).encode())
+        else:
+            args = (*self._head, *args)
+        return new_op(Op, (op, args, self._streaks))
 
     def run(self, op: str, *args: Any) -> Any:
         """Run :meth:`op` ``op`` now, blocking."""

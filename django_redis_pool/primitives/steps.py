@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Generator
 from typing import Any, NamedTuple, TypeVar
 
-__all__ = ["Call", "Local", "Op", "Steps", "one"]
+__all__ = ["Call", "Local", "Op", "Steps", "new_op", "one"]
 
 T = TypeVar("T")
 
@@ -35,6 +35,11 @@ class Op(NamedTuple):
     op: str
     keys_and_args: tuple[Any, ...]
     streaks: dict[str, int] | None = None
+
+
+#: ``new_op(Op, (op, keys_and_args, streaks))``: an :class:`Op` made from its
+#: fields without its NamedTuple constructor (a Python call, on every operation).
+new_op = tuple.__new__
 
 
 class Local(NamedTuple):
