@@ -253,6 +253,9 @@ def run_page(page: Path, tmp_path: Path, redis_url: str) -> Run:
     return run
 
 
+# (a page runs a dozen ``manage.py`` processes in turn, each starting Django:
+# more than the 120 s a single test gets on a machine shared beyond two hogs)
+@pytest.mark.timeout(360)
 @pytest.mark.parametrize("page", ["README.md", "docs/getting-started.md"])
 def test_every_sample_of_the_page_runs(page: str, tmp_path: Path, redis_url: str) -> None:
     run = run_page(ROOT / page, tmp_path, redis_url)
