@@ -362,8 +362,11 @@ class Lock(LeasedPrimitive):
 
     # -- context manager ------------------------------------------------------------
 
+    # (The four below drive the steps themselves: one call less per hold than
+    # through _take/release, a coroutine less on the event loop.)
+
     def __enter__(self) -> Lock:
-        if not self._take(self.timeout):
+        if not self._engine.drive(self._acquire(True, self.timeout, None, sync=True)):
             raise ResourceUnavailable(
                 f"lock {self.name!r} was not acquired within {self.timeout} s "
                 f"(held by {self.holder()!r})"
@@ -376,10 +379,10 @@ class Lock(LeasedPrimitive):
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        self.release()
+        self._engine.drive(self._release(None, sync=True))
 
     async def __aenter__(self) -> Lock:
-        if not await self._atake(self.timeout):
+        if not await self._engine.adrive(self._acquire(True, self.timeout, None)):
             raise ResourceUnavailable(
                 f"lock {self.name!r} was not acquired within {self.timeout} s"
             )
@@ -391,4 +394,4 @@ class Lock(LeasedPrimitive):
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        await self.arelease()
+        await self._engine.adrive(self._release(None))
