@@ -244,20 +244,22 @@ class LeaseEngine:
 
         One generator for the common case (granted or refused by the first
         call); only a caller that queues goes on in :meth:`_wait`."""
-        watch = deadlines.Stopwatch()
         args = (lease_ms, priority, -1 if max_waiting is None else max_waiting, permits, holder)
         token = new_token()
-        if timeout == 0:
-            wait_ms, until = -2, None
+        if timeout is None:  # (nothing reads the thread's busy time: no Stopwatch)
+            watch, started = None, time.monotonic()
+            wait_ms, until = -1, None
         else:
-            until = None if timeout is None else watch.started + timeout
-            wait_ms = -1 if until is None else _remaining_ms(until)
+            watch = deadlines.Stopwatch()
+            started = watch.started
+            until = None if timeout == 0 else started + timeout
+            wait_ms = -2 if until is None else _remaining_ms(until)
         chunk = self._chunk or self._wait_chunk()
         chunk_ms = self._chunk_ms
         lease = refusal = None
         # (entered and left by hand, not by ``with``: no calls when unbounded)
         bound = None
-        if bounded and timeout is not None:
+        if bounded and watch is not None:
             bound = deadlines.deadline(timeout + DEADLINE_SLACK, watch)
             bound.__enter__()
         try:
@@ -268,7 +270,7 @@ class LeaseEngine:
                 if type(reply) is int:
                     lease = yield from self._wait(token, args, until, chunk, reply)
                 elif "\n" in reply:  # (a grant: "resource\nrecord")
-                    lease = yield from self._lease(reply, watch.started)
+                    lease = yield from self._lease(reply, started)
                 else:
                     refusal = reply  # (nothing of ours is queued or granted)
             except (BackendUnavailable, ResourceUnavailable, GeneratorExit):
@@ -289,8 +291,8 @@ class LeaseEngine:
             if bound is not None:
                 bound.__exit__()
                 bound = None
-            took = time.monotonic() - watch.started
-            if lease is not None and timeout is not None and took - timeout > LATE_GRANT:
+            took = time.monotonic() - started
+            if lease is not None and watch is not None and took - timeout > LATE_GRANT:
                 lease = yield from self._unless_late(lease, timeout, watch, bounded)
         except ResourceUnavailable:
             self.counts.add(counts.REFUSED_FULL)
