@@ -136,7 +136,7 @@ def _worker() -> None:
     if os.environ.get("BENCH_ASYNC_COUNTING"):
         # Under callgrind a run lasts ~50x longer, and the metrics' flush every
         # 2 s (one Redis call per 10,000 cycles at full speed) would add a share
-        # that grows with the run's duration: flushed only by hand here.
+        # that grows with the run's duration: here they stay in memory.
         with contextlib.suppress(ImportError):
             from django_redis_pool.primitives import counts
 
