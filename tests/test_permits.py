@@ -137,6 +137,28 @@ def test_an_identity_asking_again_keeps_the_permits_it_took(client):
     assert sem.release("a") is True and sem.get_held_permits() == 0
 
 
+def test_a_newcomer_whose_own_waiter_is_served_first_shares_that_hold_and_loses_no_permit(
+    client,
+):
+    # b waits for 2 permits; the expiry of a's hold, reclaimed by b's own next
+    # acquire, serves that waiter first: the newcomer shares its hold (2
+    # permits), and no second grant over it leaves a permit counted forever.
+    sem = Semaphore(client, "served-first")
+    sem.set_max_size(3)
+    first = sem.acquire_lease("a", permits=3, lease_timeout=30)
+    assert first is not None
+    waiter, got = in_thread(sem.acquire, "b", permits=2, timeout=30)
+    wait_for(lambda: [w.holder for w in sem.waiters()] == ["b"], what="b to queue")
+    expire_now(first)
+    assert sem.acquire("b", permits=1, timeout=0) is True
+    waiter.join(30)
+    assert got == [True]
+    assert held(sem) == {"b": 2} and sem.get_held_permits() == 2
+    assert sem.release("b") is True
+    assert sem.get_held_permits() == 0 and extra_in_redis(sem) is None
+    assert sem.acquire("c", permits=3, timeout=0) is True, "every permit came back"
+
+
 @pytest.mark.parametrize("bad", [0, -1, 1.0, 2.5, "2", True, None, 2**53])
 def test_bad_permits_raise_value_error_naming_them(client, bad):
     sem = Semaphore(client, "bad")
@@ -567,6 +589,8 @@ class PermitsModel(RuleBasedStateMachine):
         self.reclaim()
         queued = bool(self.queue)
         ahead = self.serve() if queued else None
+        if identity in self.holders:
+            return True  # its own queued caller was served just now: that one hold, refreshed
         if (ahead is None or priority > ahead) and permits <= self.free():
             self.grant(identity, permits)
             return True

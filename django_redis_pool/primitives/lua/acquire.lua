@@ -47,27 +47,35 @@ if SLOTS then
     size = tonumber(size)
   end
   local rec = decode(held)
-  if rec then
-    if not is_expired(rec) then
-      if MODE == MODE_LOCK then
-        return REPLY_HELD
-      end
-      -- Same identity again: refresh its hold (which keeps the permits it
-      -- took, whatever this request asks), and remember this request so that
-      -- a retry does not count twice.
-      if remembered(token) then
-        return holder .. '\n' .. held
-      end
-      remember(token)
-      return holder .. '\n' .. refresh(holder, rec, lease_ms)
-    end
+  if rec and is_expired(rec) then
     end_lease(holder, rec)  -- our own expired hold: reclaimed first
+    rec = nil
   end
-  reclaim_due()
-  local queued = redis.call('ZCARD', K_WAITQ) > 0
+  local queued = false
   local ahead  -- the priority of the queued waiter that goes before a newcomer
-  if queued then
-    ahead = serve_slots()  -- the queue goes first
+  if not rec then
+    local reclaimed = reclaim_due()
+    queued = redis.call('ZCARD', K_WAITQ) > 0
+    if queued then
+      ahead = serve_slots()  -- the queue goes first
+    end
+    if reclaimed or queued then  -- (the queue was served: this identity's own caller too?)
+      held = redis.call('HGET', K_INFO, holder)
+      rec = decode(held)
+    end
+  end
+  if rec then
+    if MODE == MODE_LOCK then
+      return REPLY_HELD
+    end
+    -- Same identity again: refresh its hold (which keeps the permits it
+    -- took, whatever this request asks: one hold, never a second grant over
+    -- it), and remember this request so that a retry does not count twice.
+    if remembered(token) then
+      return holder .. '\n' .. held
+    end
+    remember(token)
+    return holder .. '\n' .. refresh(holder, rec, lease_ms)
   end
   if (not ahead or priority > ahead) and permits <= free_slots(size) then
     return holder .. '\n' .. grant_slot(holder, token, lease_ms, false, not queued, permits)

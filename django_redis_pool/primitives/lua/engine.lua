@@ -929,12 +929,14 @@ end
 
 -- @fn reclaim_due
 -- Reclaim expired leases (at most RECLAIM_LIMIT) if the earliest one is due:
--- one cheap read when none is.
+-- one cheap read when none is. True if it was (the queue may have been served).
 local function reclaim_due()
   local first = redis.call('ZRANGE', K_LEASES, 0, 0, 'WITHSCORES')[2]
   if first and first ~= 'inf' and tonumber(first) <= NOW then
     reclaim(RECLAIM_LIMIT)
+    return true
   end
+  return false
 end
 
 -- @fn take_available
