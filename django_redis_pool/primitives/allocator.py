@@ -133,7 +133,7 @@ class Allocator(LeasedPrimitive):
             client, name, key_prefix=key_prefix, mode=Mode.SHARED if shared else Mode.ALLOC
         )
         self.shared = shared
-        self.lease_timeout = check_lease_timeout(lease_timeout)
+        self.lease_timeout = lease_timeout
         self.soft_bind_timeout = check_duration(soft_bind_timeout, "soft_bind_timeout")
         #: The keys (key -> priority) a malloc restores when it holds none.
         self.configured_keys: dict[str, int] = (
@@ -272,14 +272,14 @@ class Allocator(LeasedPrimitive):
         cache_timeout: float | None,
         holder: str | None,
     ) -> Steps[AllocatedKey | None]:
-        lease_timeout = check_lease_timeout(timeout, "timeout")
-        if lease_timeout is None:
-            lease_timeout = self.lease_timeout
+        if timeout is None:
+            lease_ms = self._lease_ms
+        else:
+            lease_ms = to_ms(check_lease_timeout(timeout, "timeout"))
         bind = "" if name is None else check_holder(name, "name")
         bind_timeout = self._bind_timeout(cache_timeout)
         holder = default_holder() if holder is None else check_holder(holder)
-        token = new_token()
-        ask = (token, to_ms(lease_timeout), to_ms(bind_timeout))
+        ask = (new_token(), lease_ms, to_ms(bind_timeout))
         heal = 1 if self.configured_keys else 0
         # (packed: the binding name and the holder hold no control character)
         reply = yield self._engine.op("alloc_malloc", *ask, f"{heal}\n{bind}\n{holder}")

@@ -9,12 +9,20 @@ from typing import Any, ClassVar
 
 from ..exceptions import ResourceUnavailable
 from . import counts, records
+from ._common import to_ms
 from .counts import Activity
 from .engine import LeaseEngine
 from .lease import Lease
 from .records import Waiter
 from .steps import Steps
-from .validators import check_client, check_count, check_holder, check_max_waiting, check_name
+from .validators import (
+    check_client,
+    check_count,
+    check_holder,
+    check_lease_timeout,
+    check_max_waiting,
+    check_name,
+)
 
 __all__ = [
     "DEFAULT_KEY_PREFIX",
@@ -218,6 +226,17 @@ class LeasedPrimitive:
             default_max=default_max,
             heal=heal,
         )
+
+    @property
+    def lease_timeout(self) -> float | None:
+        """Seconds each lease lives unless renewed (None: no expiry), when the
+        caller names none."""
+        return self._lease_timeout
+
+    @lease_timeout.setter
+    def lease_timeout(self, value: float | None) -> None:
+        self._lease_timeout = check_lease_timeout(value)
+        self._lease_ms = to_ms(self._lease_timeout)  # (what an acquire sends, at once)
 
     def _read(self, what: str, resource: str = "") -> Any:
         return self._engine.run("read", what, resource)

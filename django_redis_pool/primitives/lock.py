@@ -12,7 +12,6 @@ from typing import Any
 
 from ..exceptions import NotOwned, ResourceUnavailable
 from . import records
-from ._common import to_ms
 from .base import DEFAULT_KEY_PREFIX, LeasedPrimitive
 from .lease import Lease
 from .protocol import Mode
@@ -101,16 +100,6 @@ class Lock(LeasedPrimitive):
         self._tasks: weakref.WeakKeyDictionary[asyncio.Task[Any], Any] = weakref.WeakKeyDictionary()
         self._leases: dict[str, Lease] = {}  # holder -> its lease, for auto-renew
         self._mutex = threading.Lock()
-
-    @property
-    def lease_timeout(self) -> float | None:
-        """Seconds each hold lives unless renewed (None: no expiry)."""
-        return self._lease_timeout
-
-    @lease_timeout.setter
-    def lease_timeout(self, value: float | None) -> None:
-        self._lease_timeout = check_lease_timeout(value)
-        self._lease_ms = to_ms(self._lease_timeout)  # (what every acquire sends)
 
     def __repr__(self) -> str:
         return (
@@ -290,8 +279,10 @@ class Lock(LeasedPrimitive):
             result = 1
         if result == 2:  # a reentrant hold with acquisitions left
             return
-        lease = self._forget(name)
+        with self._mutex:  # (``_forget``, written out: on every release)
+            lease = self._leases.pop(name, None)
         if lease is not None:
+            lease._renewing = False
             if result == 0 and not lease.lost:
                 lease._mark_lost("it was already gone when released", call_on_lost=False)
             lease.lost = True

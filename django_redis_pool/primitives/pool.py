@@ -75,7 +75,7 @@ class ResourcePool(LeasedPrimitive):
         super().__init__(
             client, name, key_prefix=key_prefix, mode=order, heal=heal, max_waiting=max_waiting
         )
-        self.lease_timeout = check_lease_timeout(lease_timeout)
+        self.lease_timeout = lease_timeout
         self.order = order
         #: The ids an acquire restores when the pool holds none (empty: none).
         self.resources = ids
@@ -180,11 +180,13 @@ class ResourcePool(LeasedPrimitive):
         self, timeout: float | None, lease_timeout: float | None, holder: str | None, priority: int
     ) -> dict[str, Any]:
         """The engine's acquire arguments, validated."""
-        if lease_timeout is not None:
-            lease_timeout = check_lease_timeout(lease_timeout)
+        if lease_timeout is None:
+            lease_ms = self._lease_ms
+        else:
+            lease_ms = to_ms(check_lease_timeout(lease_timeout))
         return {
             "timeout": check_timeout(timeout),
-            "lease_ms": to_ms(self.lease_timeout if lease_timeout is None else lease_timeout),
+            "lease_ms": lease_ms,
             "holder": default_holder() if holder is None else check_holder(holder),
             "priority": check_priority(priority),
             "max_waiting": self.max_waiting,

@@ -70,7 +70,7 @@ class Semaphore(LeasedPrimitive):
             default_max=default,
             max_waiting=max_waiting,
         )
-        self.lease_timeout = check_lease_timeout(lease_timeout)
+        self.lease_timeout = lease_timeout
         #: Stored by the first acquire that finds no max size in Redis (None: such
         #: an acquire raises NotConfigured). ``set_max_size`` always overrides it.
         self.default_max_size = default
@@ -176,11 +176,13 @@ class Semaphore(LeasedPrimitive):
     ) -> dict[str, Any]:
         """The engine's acquire arguments, validated (a single permit, the
         common case, at once)."""
-        if lease_timeout is not None:
-            lease_timeout = check_lease_timeout(lease_timeout)
+        if lease_timeout is None:
+            lease_ms = self._lease_ms
+        else:
+            lease_ms = to_ms(check_lease_timeout(lease_timeout))
         return {
             "timeout": check_timeout(timeout),
-            "lease_ms": to_ms(self.lease_timeout if lease_timeout is None else lease_timeout),
+            "lease_ms": lease_ms,
             "holder": check_holder(identity, "identity"),
             "priority": check_priority(priority),
             "max_waiting": self.max_waiting,
@@ -235,7 +237,8 @@ class Semaphore(LeasedPrimitive):
     def release(self, identity: str) -> bool:
         """Give back the hold of ``identity`` (all its permits); False if it
         held none (or its lease had expired)."""
-        return self._engine.release(check_holder(identity, "identity")) != 0
+        steps = self._engine.release_steps(check_holder(identity, "identity"))
+        return self._engine.drive(steps) != 0
 
     async def arelease(self, identity: str) -> bool:
         """:meth:`release` on the event loop."""

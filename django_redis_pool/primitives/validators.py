@@ -101,7 +101,8 @@ def check_holder(value: object, what: str = "holder") -> str:
     without control characters (spaces and any other printable text are fine)."""
     if type(value) is str and value in _HOLDERS_SEEN:  # (the common case, at once)
         return value
-    value = _decoded(value, what)
+    if type(value) is not str:
+        value = _decoded(value, what)
     if not isinstance(value, str) or not value or len(value) > MAX_NAME_LENGTH:
         raise ValueError(
             f"{what} must be a non-empty str of at most {MAX_NAME_LENGTH} characters, got {value!r}"
