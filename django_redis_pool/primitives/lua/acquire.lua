@@ -47,19 +47,21 @@ if SLOTS then
     size = tonumber(size)
   end
   local rec = decode(held)
+  local served = false  -- whether the queue was served (a caller of this identity too?)
   if rec and is_expired(rec) then
     end_lease(holder, rec)  -- our own expired hold: reclaimed first
-    rec = nil
+    rec, served = nil, true
   end
   local queued = false
   local ahead  -- the priority of the queued waiter that goes before a newcomer
   if not rec then
-    local reclaimed = reclaim_due()
+    served = reclaim_due() or served
     queued = redis.call('ZCARD', K_WAITQ) > 0
     if queued then
       ahead = serve_slots()  -- the queue goes first
+      served = true
     end
-    if reclaimed or queued then  -- (the queue was served: this identity's own caller too?)
+    if served then  -- this identity holds if a queued caller of it was served
       held = redis.call('HGET', K_INFO, holder)
       rec = decode(held)
     end
