@@ -3,11 +3,15 @@
 Any sequence of associate / disassociate / acquire / release / force-release /
 renew must leave Redis agreeing with the model: the same available resources in
 the same (fifo) order, the same holders, and fences that only ever increase.
+The second model adds callers queued in Redis, expiries, withdrawals and gc:
+who gets each resource handed back.
 """
 
 from __future__ import annotations
 
 import itertools
+import uuid
+from typing import Any
 
 import hypothesis.strategies as st
 from hypothesis import HealthCheck, settings
@@ -16,13 +20,19 @@ from hypothesis.stateful import (
     RuleBasedStateMachine,
     consumes,
     invariant,
+    precondition,
     rule,
     run_state_machine_as_test,
 )
 
 from django_redis_pool import ResourcePool
+from django_redis_pool.primitives.protocol import Reply
+
+from .primitive_helpers import redis_time
+from .waiting import wait_for
 
 RESOURCES = st.sampled_from(["a", "b", "c", "d"])
+PRIORITIES = st.integers(min_value=0, max_value=1)
 _names = itertools.count()
 
 
@@ -106,6 +116,184 @@ def test_pool_matches_model(client):
         settings=settings(
             max_examples=40,
             stateful_step_count=25,
+            deadline=None,
+            suppress_health_check=[HealthCheck.too_slow],
+        ),
+    )
+
+
+class PoolQueueModel(RuleBasedStateMachine):
+    """A fifo pool with callers queued in Redis (as a blocking acquire queues
+    them: by priority, then arrival), expiries, releases, withdrawals, gc and
+    members added and removed while they wait. Each step's hand-offs are the
+    model's; after every step, the available resources in order, the live
+    holds, the queue and fences that only grow."""
+
+    client = None  # set by the test
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.pool = ResourcePool(self.client, f"qmodel{next(_names)}", order="fifo")
+        self.engine = self.pool._engine
+        self.available: list[str] = []  # in fifo order
+        self.held: dict[str, str] = {}  # resource -> token (expired ones included)
+        self.expired: list[str] = []  # expired holds, in the order they expire
+        self.queue: list[dict[str, Any]] = []  # token, priority, seq
+        self.served: list[str] = []  # resources handed to queued callers, to confirm
+        self.seq = 0
+        self.last_fence = 0
+
+    # -- the model's engine
+
+    def ordered(self) -> list[dict[str, Any]]:
+        return sorted(self.queue, key=lambda w: (-w["priority"], w["seq"]))
+
+    def put_back(self, resources: list[str]) -> None:
+        """Each to the head waiter, in turn; the rest made available at once
+        (one Redis time: the same score, so in id order)."""
+        freed = []
+        for r in resources:
+            if self.queue:
+                w = self.ordered()[0]
+                self.queue.remove(w)
+                self.held[r] = w["token"]
+                self.served.append(r)
+            else:
+                freed.append(r)
+        self.available.extend(sorted(freed))
+
+    def end(self, resources: list[str]) -> None:
+        for r in resources:
+            del self.held[r]
+            if r in self.expired:
+                self.expired.remove(r)
+        self.put_back(resources)
+
+    def reclaim(self) -> None:
+        self.end(list(self.expired))
+
+    def pump(self) -> None:
+        while self.queue and self.available:
+            self.put_back([self.available.pop(0)])
+
+    def newcomer(self, token: str) -> str | None:
+        """The resource a newcomer gets at once, or None."""
+        self.reclaim()
+        self.pump()
+        if self.queue or not self.available:
+            return None
+        r = self.available.pop(0)
+        self.held[r] = token
+        return r
+
+    def granted(self, reply: Any, resource: str | None) -> None:
+        if resource is None:
+            return
+        assert isinstance(reply, str) and reply.startswith(f"{resource}\n"), reply
+        fence = int(reply.split("\n", 1)[1].split("|")[1])
+        assert fence > self.last_fence
+        self.last_fence = fence
+
+    def acquire_op(self, token: str, priority: int, wait_ms: int) -> Any:
+        return self.engine.run(
+            "acquire", token, 60000, priority, wait_ms, -1, 60000, "", 1, "model"
+        )
+
+    # -- rules
+
+    @rule(r=RESOURCES)
+    def associate(self, r: str) -> None:
+        expected = r not in self.available and r not in self.held
+        assert self.pool.associate(r) is expected
+        if expected:
+            self.put_back([r])
+
+    @rule(r=RESOURCES)
+    def disassociate(self, r: str) -> None:
+        expected = r in self.available or r in self.held
+        assert self.pool.disassociate(r) is expected
+        if r in self.available:
+            self.available.remove(r)
+        self.held.pop(r, None)
+        if r in self.expired:
+            self.expired.remove(r)
+
+    @rule(priority=PRIORITIES)
+    def acquire_now(self, priority: int) -> None:
+        token = uuid.uuid4().hex
+        reply = self.acquire_op(token, priority, -2)
+        resource = self.newcomer(token)
+        self.granted(reply, resource)
+        if resource is None:
+            assert reply == Reply.NONE, reply
+
+    @rule(priority=PRIORITIES)
+    def queue_caller(self, priority: int) -> None:
+        token = uuid.uuid4().hex
+        reply = self.acquire_op(token, priority, 60000)
+        resource = self.newcomer(token)
+        self.granted(reply, resource)
+        if resource is None:
+            assert isinstance(reply, int), reply
+            self.seq += 1
+            self.queue.append({"token": token, "priority": priority, "seq": self.seq})
+
+    @precondition(lambda self: self.queue)
+    @rule(data=st.data())
+    def withdraw(self, data: st.DataObject) -> None:
+        w = data.draw(st.sampled_from(self.ordered()))
+        assert self.engine.run("withdraw", w["token"]) == 0
+        self.queue.remove(w)
+
+    @precondition(lambda self: self.held)
+    @rule(data=st.data())
+    def release(self, data: st.DataObject) -> None:
+        r = data.draw(st.sampled_from(sorted(self.held)))
+        live = r not in self.expired
+        got = self.engine.run("release", self.held[r], uuid.uuid4().hex, "", 0, r)
+        assert got == (1 if live else 0), (r, got)
+        self.end([r])  # (an expired one: reclaimed on the way)
+
+    @precondition(lambda self: set(self.held) - set(self.expired))
+    @rule(data=st.data())
+    def expire(self, data: st.DataObject) -> None:
+        r = data.draw(st.sampled_from(sorted(set(self.held) - set(self.expired))))
+        expires_ms = self.engine.run("renew", "", 1, r)  # a lease of 1 ms
+        assert expires_ms >= 0
+        wait_for(
+            lambda: redis_time(self.client) * 1000 >= expires_ms + 1, what="the lease to expire"
+        )
+        self.expired.append(r)
+
+    @rule()
+    def gc(self) -> None:
+        self.pool.gc()
+        self.reclaim()
+
+    # -- after every step
+
+    @invariant()
+    def agrees_with_model(self) -> None:
+        for r in self.served:  # confirmed, as the waiter confirms its grant
+            assert self.engine.run("renew", "", 60000, r) >= 0
+            fence = self.pool.lease_of(r).fence
+            assert fence > self.last_fence
+            self.last_fence = fence
+        self.served.clear()
+        # (an expired hold counts as available until it is reclaimed)
+        assert self.pool.available() == self.available + self.expired
+        live = {r: t for r, t in self.held.items() if r not in self.expired}
+        assert {lease.resource: lease.token for lease in self.pool.leases()} == live
+        assert [w.priority for w in self.pool.waiters()] == [w["priority"] for w in self.ordered()]
+
+
+def test_a_pool_with_waiters_matches_the_model(redis_client):
+    PoolQueueModel.client = redis_client
+    run_state_machine_as_test(
+        PoolQueueModel,
+        settings=settings(
+            max_examples=60,
+            stateful_step_count=30,
             deadline=None,
             suppress_health_check=[HealthCheck.too_slow],
         ),
