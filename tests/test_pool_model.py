@@ -124,10 +124,10 @@ def test_pool_matches_model(client):
 
 class PoolQueueModel(RuleBasedStateMachine):
     """A fifo pool with callers queued in Redis (as a blocking acquire queues
-    them: by priority, then arrival), expiries, releases, withdrawals, gc and
-    members added and removed while they wait. Each step's hand-offs are the
-    model's; after every step, the available resources in order, the live
-    holds, the queue and fences that only grow."""
+    them: by priority, then arrival; refused past ``max_waiting``), expiries,
+    releases, withdrawals, gc and members added and removed while they wait.
+    Each step's hand-offs are the model's; after every step, the available
+    resources in order, the live holds, the queue and fences that only grow."""
 
     client = None  # set by the test
 
@@ -141,12 +141,17 @@ class PoolQueueModel(RuleBasedStateMachine):
         self.queue: list[dict[str, Any]] = []  # token, priority, seq
         self.served: list[str] = []  # resources handed to queued callers, to confirm
         self.seq = 0
+        self.floor = 0  # every fence granted in a step is above those of the steps before
         self.last_fence = 0
 
     # -- the model's engine
 
     def ordered(self) -> list[dict[str, Any]]:
         return sorted(self.queue, key=lambda w: (-w["priority"], w["seq"]))
+
+    def new_fence(self, fence: int) -> None:
+        assert fence > self.floor
+        self.last_fence = max(self.last_fence, fence)
 
     def put_back(self, resources: list[str]) -> None:
         """Each to the head waiter, in turn; the rest made available at once
@@ -190,13 +195,11 @@ class PoolQueueModel(RuleBasedStateMachine):
         if resource is None:
             return
         assert isinstance(reply, str) and reply.startswith(f"{resource}\n"), reply
-        fence = int(reply.split("\n", 1)[1].split("|")[1])
-        assert fence > self.last_fence
-        self.last_fence = fence
+        self.new_fence(int(reply.split("\n", 1)[1].split("|")[1]))
 
-    def acquire_op(self, token: str, priority: int, wait_ms: int) -> Any:
+    def acquire_op(self, token: str, priority: int, wait_ms: int, max_waiting: int = -1) -> Any:
         return self.engine.run(
-            "acquire", token, 60000, priority, wait_ms, -1, 60000, "", 1, "model"
+            "acquire", token, 60000, priority, wait_ms, max_waiting, 60000, "", 1, "model"
         )
 
     # -- rules
@@ -227,13 +230,17 @@ class PoolQueueModel(RuleBasedStateMachine):
         if resource is None:
             assert reply == Reply.NONE, reply
 
-    @rule(priority=PRIORITIES)
-    def queue_caller(self, priority: int) -> None:
+    @rule(priority=PRIORITIES, max_waiting=st.sampled_from([-1, 0, 1, 2]))
+    def queue_caller(self, priority: int, max_waiting: int) -> None:
+        """A caller that waits (``max_waiting``: -1 none), queued by the
+        acquire itself (its wake list is not read here)."""
         token = uuid.uuid4().hex
-        reply = self.acquire_op(token, priority, 60000)
+        reply = self.acquire_op(token, priority, 60000, max_waiting)
         resource = self.newcomer(token)
         self.granted(reply, resource)
-        if resource is None:
+        if resource is None and 0 <= max_waiting <= len(self.queue):
+            assert reply == Reply.FULL, reply
+        elif resource is None:
             assert isinstance(reply, int), reply
             self.seq += 1
             self.queue.append({"token": token, "priority": priority, "seq": self.seq})
@@ -276,10 +283,9 @@ class PoolQueueModel(RuleBasedStateMachine):
     def agrees_with_model(self) -> None:
         for r in self.served:  # confirmed, as the waiter confirms its grant
             assert self.engine.run("renew", "", 60000, r) >= 0
-            fence = self.pool.lease_of(r).fence
-            assert fence > self.last_fence
-            self.last_fence = fence
+            self.new_fence(self.pool.lease_of(r).fence)
         self.served.clear()
+        self.floor = self.last_fence
         # (an expired hold counts as available until it is reclaimed)
         assert self.pool.available() == self.available + self.expired
         live = {r: t for r, t in self.held.items() if r not in self.expired}
