@@ -16,9 +16,7 @@ from typing import Any
 
 import hypothesis.strategies as st
 import pytest
-from hypothesis import HealthCheck, settings
 from hypothesis.stateful import (
-    RuleBasedStateMachine,
     invariant,
     precondition,
     rule,
@@ -28,15 +26,14 @@ from hypothesis.stateful import (
 from django_redis_pool import Lock
 from django_redis_pool.primitives.protocol import Reply
 
-from .primitive_helpers import redis_time
-from .waiting import wait_for
+from .queue_model import QueueModel
 
 HOLDERS = st.sampled_from(["a", "b"])
 PRIORITIES = st.integers(min_value=0, max_value=1)
 _names = itertools.count()
 
 
-class LockModel(RuleBasedStateMachine):
+class LockModel(QueueModel):
     """One lock; ``reentrant`` is set by the test."""
 
     client: Any = None
@@ -50,14 +47,8 @@ class LockModel(RuleBasedStateMachine):
         self.count = 0  # a reentrant hold's count
         self.expired = False
         self.fence = 0  # the fence of the hold (0: none yet)
-        self.queue: list[dict[str, Any]] = []  # token, holder, priority, seq
-        self.served: list[str] = []  # holders granted to queued callers, to confirm
-        self.seq = 0
 
     # -- the model's engine
-
-    def ordered(self) -> list[dict[str, Any]]:
-        return sorted(self.queue, key=lambda w: (-w["priority"], w["seq"]))
 
     def grant(self, holder: str) -> None:
         self.holder, self.count, self.expired = holder, 1, False
@@ -117,21 +108,11 @@ class LockModel(RuleBasedStateMachine):
         expected = self.acquire(holder, priority)
         if expected == "not":
             assert isinstance(reply, int), reply
-            self.seq += 1
-            self.queue.append(
-                {"token": token, "holder": holder, "priority": priority, "seq": self.seq}
-            )
+            self.queued(token, priority, holder=holder)
         elif expected == "held":
             assert reply == Reply.HELD
         else:
             assert isinstance(reply, str) and reply.startswith(f"{holder}\n"), reply
-
-    @precondition(lambda self: self.queue)
-    @rule(data=st.data())
-    def withdraw(self, data: st.DataObject) -> None:
-        w = data.draw(st.sampled_from(self.ordered()))
-        assert self.engine.run("withdraw", w["token"]) == 0
-        self.queue.remove(w)
 
     @rule(holder=HOLDERS)
     def release(self, holder: str) -> None:
@@ -153,11 +134,7 @@ class LockModel(RuleBasedStateMachine):
     @precondition(lambda self: self.holder is not None and not self.expired)
     @rule()
     def expire(self) -> None:
-        expires_ms = self.engine.run("renew", "", 1, self.holder)  # a lease of 1 ms
-        assert expires_ms >= 0
-        wait_for(
-            lambda: redis_time(self.client) * 1000 >= expires_ms + 1, what="the lease to expire"
-        )
+        self.expire_in_redis(self.holder)
         self.expired = True
 
     @rule()
@@ -170,9 +147,7 @@ class LockModel(RuleBasedStateMachine):
 
     @invariant()
     def agrees_with_model(self) -> None:
-        for holder in self.served:  # confirmed, as the waiter confirms its grant
-            assert self.engine.run("renew", "", 60000, holder) >= 0
-        self.served.clear()
+        self.confirm_served()
         holds = self.lock.holders()
         live = [] if self.holder is None or self.expired else [self.holder]
         assert [lease.holder for lease in holds] == live
@@ -222,10 +197,5 @@ def run(client: Any, *, reentrant: bool) -> None:
     LockModel.client, LockModel.reentrant = client, reentrant
     run_state_machine_as_test(
         LockModel,
-        settings=settings(
-            max_examples=60,
-            stateful_step_count=30,
-            deadline=None,
-            suppress_health_check=[HealthCheck.too_slow],
-        ),
+        settings=QueueModel.SETTINGS,
     )

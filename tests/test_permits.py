@@ -21,9 +21,7 @@ from typing import Any
 
 import hypothesis.strategies as st
 import pytest
-from hypothesis import HealthCheck, settings
 from hypothesis.stateful import (
-    RuleBasedStateMachine,
     invariant,
     precondition,
     rule,
@@ -35,6 +33,7 @@ from django_redis_pool.primitives.base import lease_as_dict
 
 from .clients import client_from, spec_of
 from .primitive_helpers import LONG_CHUNK, expire_now, redis_time
+from .queue_model import QueueModel
 from .waiting import wait_blocked, wait_for
 
 mp = multiprocessing.get_context("fork")
@@ -509,7 +508,7 @@ _names = itertools.count()
 INF = float("inf")
 
 
-class PermitsModel(RuleBasedStateMachine):
+class PermitsModel(QueueModel):
     """A semaphore of weighted permits against a Python model of it: grants at
     once (``timeout=0``), callers queued in Redis as a blocking acquire queues
     them (served by the releases, expiries, gc and larger maxes that follow,
@@ -526,18 +525,12 @@ class PermitsModel(RuleBasedStateMachine):
         self.max: int | None = None
         self.holders: dict[str, int] = {}  # identity -> permits (expired ones included)
         self.expired: set[str] = set()
-        self.queue: list[dict[str, Any]] = []  # token, identity, permits, priority, seq
-        self.served: list[str] = []  # identities granted to queued callers, to confirm
         self.cap = 0  # the most permits that may be held (above max only after a lowering)
-        self.seq = 0
 
     # -- the model's engine
 
     def free(self) -> int:
         return max(0, (self.max or 0) - sum(self.holders.values()))
-
-    def ordered(self) -> list[dict[str, Any]]:
-        return sorted(self.queue, key=lambda w: (-w["priority"], w["seq"]))
 
     def grant(self, identity: str, permits: int) -> None:
         self.holders[identity] = permits
@@ -623,18 +616,9 @@ class PermitsModel(RuleBasedStateMachine):
             assert isinstance(reply, str) and reply.startswith(f"{identity}\n"), reply
             return
         assert isinstance(reply, int), reply
-        self.seq += 1
-        self.queue.append(
-            {"token": token, "identity": identity, "permits": permits, "priority": priority,
-             "seq": self.seq}
-        )  # fmt: skip
+        self.queued(token, priority, identity=identity, permits=permits)
 
-    @precondition(lambda self: self.queue)
-    @rule(data=st.data())
-    def withdraw(self, data: st.DataObject) -> None:
-        w = data.draw(st.sampled_from(self.ordered()))
-        assert self.engine.run("withdraw", w["token"]) == 0
-        self.queue.remove(w)
+    def withdrawn(self) -> None:
         self.serve()
 
     @rule(identity=IDENTITIES)
@@ -648,12 +632,7 @@ class PermitsModel(RuleBasedStateMachine):
     @rule(data=st.data())
     def expire(self, data: st.DataObject) -> None:
         identity = data.draw(st.sampled_from(sorted(set(self.holders) - self.expired)))
-        expires_ms = self.engine.run("renew", "", 1, identity)  # a lease of 1 ms
-        assert expires_ms >= 0
-        # expired once the Redis clock reaches its expiry (however slow the renewal was)
-        wait_for(
-            lambda: redis_time(self.client) * 1000 >= expires_ms + 1, what="the lease to expire"
-        )
+        self.expire_in_redis(identity)
         self.expired.add(identity)
 
     @rule()
@@ -674,9 +653,7 @@ class PermitsModel(RuleBasedStateMachine):
 
     @invariant()
     def agrees_with_model(self) -> None:
-        for identity in self.served:  # confirmed, as the waiter confirms its grant
-            assert self.engine.run("renew", "", 60000, identity) >= 0
-        self.served.clear()
+        self.confirm_served()
         live = {i: k for i, k in self.holders.items() if i not in self.expired}
         assert held(self.sem) == live
         assert [(w.holder, w.permits, w.priority) for w in self.sem.waiters()] == [
@@ -695,10 +672,5 @@ def test_weighted_permits_match_the_model(redis_client):
     PermitsModel.client = redis_client
     run_state_machine_as_test(
         PermitsModel,
-        settings=settings(
-            max_examples=60,
-            stateful_step_count=30,
-            deadline=None,
-            suppress_health_check=[HealthCheck.too_slow],
-        ),
+        settings=QueueModel.SETTINGS,
     )

@@ -28,8 +28,7 @@ from hypothesis.stateful import (
 from django_redis_pool import ResourcePool
 from django_redis_pool.primitives.protocol import Reply
 
-from .primitive_helpers import redis_time
-from .waiting import wait_for
+from .queue_model import QueueModel
 
 RESOURCES = st.sampled_from(["a", "b", "c", "d"])
 PRIORITIES = st.integers(min_value=0, max_value=1)
@@ -122,7 +121,7 @@ def test_pool_matches_model(client):
     )
 
 
-class PoolQueueModel(RuleBasedStateMachine):
+class PoolQueueModel(QueueModel):
     """A fifo pool with callers queued in Redis (as a blocking acquire queues
     them: by priority, then arrival; refused past ``max_waiting``), expiries,
     releases, withdrawals, gc and members added and removed while they wait.
@@ -138,16 +137,10 @@ class PoolQueueModel(RuleBasedStateMachine):
         self.available: list[str] = []  # in fifo order
         self.held: dict[str, str] = {}  # resource -> token (expired ones included)
         self.expired: list[str] = []  # expired holds, in the order they expire
-        self.queue: list[dict[str, Any]] = []  # token, priority, seq
-        self.served: list[str] = []  # resources handed to queued callers, to confirm
-        self.seq = 0
         self.floor = 0  # every fence granted in a step is above those of the steps before
         self.last_fence = 0
 
     # -- the model's engine
-
-    def ordered(self) -> list[dict[str, Any]]:
-        return sorted(self.queue, key=lambda w: (-w["priority"], w["seq"]))
 
     def new_fence(self, fence: int) -> None:
         assert fence > self.floor
@@ -242,15 +235,7 @@ class PoolQueueModel(RuleBasedStateMachine):
             assert reply == Reply.FULL, reply
         elif resource is None:
             assert isinstance(reply, int), reply
-            self.seq += 1
-            self.queue.append({"token": token, "priority": priority, "seq": self.seq})
-
-    @precondition(lambda self: self.queue)
-    @rule(data=st.data())
-    def withdraw(self, data: st.DataObject) -> None:
-        w = data.draw(st.sampled_from(self.ordered()))
-        assert self.engine.run("withdraw", w["token"]) == 0
-        self.queue.remove(w)
+            self.queued(token, priority)
 
     @precondition(lambda self: self.held)
     @rule(data=st.data())
@@ -265,11 +250,7 @@ class PoolQueueModel(RuleBasedStateMachine):
     @rule(data=st.data())
     def expire(self, data: st.DataObject) -> None:
         r = data.draw(st.sampled_from(sorted(set(self.held) - set(self.expired))))
-        expires_ms = self.engine.run("renew", "", 1, r)  # a lease of 1 ms
-        assert expires_ms >= 0
-        wait_for(
-            lambda: redis_time(self.client) * 1000 >= expires_ms + 1, what="the lease to expire"
-        )
+        self.expire_in_redis(r)
         self.expired.append(r)
 
     @rule()
@@ -281,10 +262,8 @@ class PoolQueueModel(RuleBasedStateMachine):
 
     @invariant()
     def agrees_with_model(self) -> None:
-        for r in self.served:  # confirmed, as the waiter confirms its grant
-            assert self.engine.run("renew", "", 60000, r) >= 0
+        for r in self.confirm_served():
             self.new_fence(self.pool.lease_of(r).fence)
-        self.served.clear()
         self.floor = self.last_fence
         # (an expired hold counts as available until it is reclaimed)
         assert self.pool.available() == self.available + self.expired
@@ -297,10 +276,5 @@ def test_a_pool_with_waiters_matches_the_model(redis_client):
     PoolQueueModel.client = redis_client
     run_state_machine_as_test(
         PoolQueueModel,
-        settings=settings(
-            max_examples=60,
-            stateful_step_count=30,
-            deadline=None,
-            suppress_health_check=[HealthCheck.too_slow],
-        ),
+        settings=QueueModel.SETTINGS,
     )
