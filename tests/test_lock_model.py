@@ -1,7 +1,8 @@
 """A lock (reentrant or not) against a Python model of it: holders asking at
 once, callers queued in Redis as a blocking acquire queues them (several of one
-holder too), releases, expiries, gc and withdrawals; after every step the hold,
-its count, its fence and the queue must be the model's.
+holder too), their check-ins, releases, expiries, gc, withdrawals and callers
+giving up what was handed (or shared) to them; after every step the hold, its
+count, its fence and the queue must be the model's.
 
 It runs the engine's operations directly (as ``test_permits``' model does), so
 that a queued caller stays queued while the next step runs: the waiting, its
@@ -47,25 +48,33 @@ class LockModel(QueueModel):
         self.count = 0  # a reentrant hold's count
         self.expired = False
         self.fence = 0  # the fence of the hold (0: none yet)
+        self.hold = 0  # which hold it is (one more for each grant)
+        # queued callers handed the hold, or a share of it, that have not read it
+        self.handed: list[dict[str, Any]] = []
 
     # -- the model's engine
 
     def grant(self, holder: str) -> None:
         self.holder, self.count, self.expired = holder, 1, False
+        self.hold += 1
         self.fence = -1  # (a new fence: read back from Redis, checked to grow)
         if self.reentrant:  # its queued callers share the hold, each counted
             for w in [w for w in self.queue if w["holder"] == holder]:
                 self.queue.remove(w)
-                self.served.append(holder)
+                self.handed_to(w, share=True)
                 self.count += 1
+
+    def handed_to(self, w: dict[str, Any], *, share: bool) -> None:
+        self.served.append(w["holder"])
+        self.handed.append({**w, "hold": self.hold, "share": share})
 
     def serve(self) -> None:
         """The head of the queue gets a free lock."""
         if self.holder is None and self.queue:
             w = self.ordered()[0]
             self.queue.remove(w)
-            self.served.append(w["holder"])
             self.grant(w["holder"])
+            self.handed_to(w, share=False)
 
     def end(self) -> None:
         self.holder, self.count, self.expired = None, 0, False
@@ -113,6 +122,51 @@ class LockModel(QueueModel):
             assert reply == Reply.HELD
         else:
             assert isinstance(reply, str) and reply.startswith(f"{holder}\n"), reply
+
+    @precondition(lambda self: self.queue or self.handed)
+    @rule(data=st.data())
+    def check_in(self, data: st.DataObject) -> None:
+        """A queued caller checks in (its blocking read ended): expiries are
+        reclaimed and the queue served on the way; it reads the hold handed or
+        shared to it while that hold lasts, else it is still queued, or gone."""
+        self.check_in_of(data.draw(st.sampled_from(self.ordered() + self.handed)))
+
+    def check_in_of(self, w: dict[str, Any]) -> None:
+        reply = self.engine.run("wait", w["token"], 60000)
+        if self.holder is not None and self.expired:
+            self.end()
+        self.serve()
+        if w in self.queue:
+            assert isinstance(reply, int), reply
+            return
+        w = next(h for h in self.handed if h["token"] == w["token"])
+        self.handed.remove(w)
+        if w["hold"] == self.hold and self.holder is not None:
+            assert isinstance(reply, str) and reply.startswith(f"{w['holder']}\n"), reply
+        else:
+            assert reply == Reply.GONE, reply
+
+    @precondition(lambda self: self.handed)
+    @rule(data=st.data())
+    def give_up_handed(self, data: st.DataObject) -> None:
+        """A caller handed the hold (or a share of it) gives up before reading
+        it: its one count goes back, the hold ending with the last."""
+        self.give_up(data.draw(st.sampled_from(self.handed)))
+
+    def give_up(self, w: dict[str, Any]) -> None:
+        self.handed.remove(w)
+        got = self.engine.run("withdraw", w["token"])
+        expected = 0
+        if w["hold"] == self.hold and self.holder is not None:
+            if w["share"] and self.expired:
+                pass  # (an expired hold is not shared: it is reclaimed)
+            elif self.count > 1:
+                self.count -= 1
+                expected = 1
+            else:
+                self.end()
+                expected = 1
+        assert got == expected, (w, got)
 
     @rule(holder=HOLDERS)
     def release(self, holder: str) -> None:
@@ -191,6 +245,34 @@ def test_a_holders_own_caller_served_as_its_expired_hold_ends_is_its_hold(redis_
     model.agrees_with_model()
     model.release("h")
     model.agrees_with_model()
+
+
+@pytest.mark.parametrize("then", ["check_in", "give_up"])
+def test_a_caller_given_a_share_of_its_holders_reentrant_hold_reads_it_or_gives_it_back(
+    redis_client, then
+):
+    # Two callers of "x" wait behind "y", the later one first in line. When y's
+    # hold expires, the earlier one's own check-in (or an acquire, or gc) serves
+    # the later one, and the earlier one's place is given up for a share of that
+    # hold, counted for it. Checking in, it reads that share (it was told it was
+    # gone, and asking again counted it twice); giving up, its count goes back
+    # (it stayed counted). Either way the hold ends with its last count.
+    LockModel.client, LockModel.reentrant = redis_client, True
+    model = LockModel()
+    model.acquire_now("y", 0)
+    model.queue_caller("x", 0)
+    model.queue_caller("x", 1)
+    model.expire()
+    earlier = model.ordered()[-1]
+    if then == "check_in":
+        model.check_in_of(earlier)
+    else:
+        model.gc()
+        model.give_up(next(h for h in model.handed if h["token"] == earlier["token"]))
+    model.agrees_with_model()
+    while model.holder is not None:
+        model.release("x")
+        model.agrees_with_model()
 
 
 def run(client: Any, *, reentrant: bool) -> None:

@@ -1004,6 +1004,28 @@ local function token_state(token, s)
   return 'queued', string.sub(s, 2)
 end
 
+-- @fn shared_with
+-- A waiter whose place was given up for a share of its identity's hold
+-- (share_hold: another caller of that identity was served) has no token entry
+-- left: the share was pushed to its wake list. Returns that hold's resource,
+-- record and raw record while the same hold lasts (nil otherwise); the wake
+-- list is emptied.
+local function shared_with(token)
+  local wk = BASE .. ':wake:' .. token
+  local pushed = redis.call('LPOP', wk)
+  if not pushed then
+    return nil
+  end
+  redis.call('DEL', wk)
+  local resource, raw = string.match(pushed, '^([^\n]*)\n(.*)$')
+  local now_raw = redis.call('HGET', K_INFO, resource)
+  local rec = decode(now_raw)
+  if rec and rec.t == decode(raw).t and not is_expired(rec) then
+    return resource, rec, now_raw
+  end
+  return nil
+end
+
 -- @fn acquire_request
 -- An acquire's packed arguments (see acquire.lua), numbers converted (the
 -- permits are 1 but in a semaphore), then what Redis holds for it: the token's

@@ -1,6 +1,7 @@
 -- wait: a queued waiter checks in after its blocking read timed out. Reclaims
 -- expired leases (a crashed holder's resource goes to the head waiter), then
--- returns the caller's grant if it has one, else renews its liveness window.
+-- returns the caller's grant if it has one (a share of its identity's hold
+-- included), else renews its liveness window.
 -- args[2] (packed): token | liveness window ms.
 -- Returns "resource\nrecord" (a grant) | ms until the next expiry (-1 none) | REPLY_GONE.
 local token, alive_ms = string.match(args[2], '^([^|]*)|(.*)$')
@@ -14,6 +15,10 @@ if state == 'granted' then
   end
   return REPLY_GONE
 elseif not state then
+  local resource, _, raw_now = shared_with(token)  -- (our place given up for a share)
+  if resource then
+    return resource .. '\n' .. raw_now
+  end
   return REPLY_GONE
 end
 local w = decode_waiter(redis.call('HGET', K_WINFO, value))
