@@ -30,6 +30,7 @@ from hypothesis.stateful import (
 
 from django_redis_pool import NotConfigured, ResourceUnavailable, Semaphore
 from django_redis_pool.primitives.base import lease_as_dict
+from django_redis_pool.primitives.protocol import Reply
 
 from .clients import client_from, spec_of
 from .primitive_helpers import LONG_CHUNK, expire_now, redis_time
@@ -526,6 +527,10 @@ class PermitsModel(QueueModel):
         self.holders: dict[str, int] = {}  # identity -> permits (expired ones included)
         self.expired: set[str] = set()
         self.cap = 0  # the most permits that may be held (above max only after a lowering)
+        self.holds = itertools.count(1)
+        self.hold: dict[str, int] = {}  # identity -> which hold it is
+        # queued callers handed a hold, or a share of one, that have not read it
+        self.handed: list[dict[str, Any]] = []
 
     # -- the model's engine
 
@@ -534,11 +539,21 @@ class PermitsModel(QueueModel):
 
     def grant(self, identity: str, permits: int) -> None:
         self.holders[identity] = permits
+        self.hold[identity] = next(self.holds)
         # its queued callers share its hold
         sharing = [w for w in self.queue if w["identity"] == identity]
         for w in sharing:
             self.queue.remove(w)
-            self.served.append(identity)
+            self.handed_to(w, share=True)
+
+    def handed_to(self, w: dict[str, Any], *, share: bool) -> None:
+        self.served.append(w["identity"])
+        self.handed.append({**w, "hold": self.hold[w["identity"]], "share": share})
+
+    def holds_still(self, w: dict[str, Any]) -> bool:
+        """Whether the hold handed (or shared) to ``w`` lasts."""
+        identity = w["identity"]
+        return identity in self.holders and self.hold[identity] == w["hold"]
 
     def serve(self) -> float | None:
         """The queue served as serve_slots does; the priority of the waiter
@@ -559,8 +574,8 @@ class PermitsModel(QueueModel):
                 return float(w["priority"])
             else:
                 self.queue.remove(w)
-                self.served.append(w["identity"])
                 self.grant(w["identity"], w["permits"])
+                self.handed_to(w, share=False)
                 free -= w["permits"]
                 rank = 0
 
@@ -620,6 +635,38 @@ class PermitsModel(QueueModel):
 
     def withdrawn(self) -> None:
         self.serve()
+
+    @precondition(lambda self: self.queue or self.handed)
+    @rule(data=st.data())
+    def check_in(self, data: st.DataObject) -> None:
+        """A queued caller checks in (its blocking read ended): expiries are
+        reclaimed and the queue served on the way; it reads the hold handed or
+        shared to it while that hold lasts, else it is still queued, or gone."""
+        w = data.draw(st.sampled_from(self.ordered() + self.handed))
+        reply = self.engine.run("wait", w["token"], 60000)
+        self.reclaim()
+        self.serve()
+        if w in self.queue:
+            assert isinstance(reply, int), reply
+            return
+        w = next(h for h in self.handed if h["token"] == w["token"])
+        self.handed.remove(w)
+        if self.holds_still(w) and w["identity"] not in self.expired:
+            assert isinstance(reply, str) and reply.startswith(f"{w['identity']}\n"), reply
+        else:
+            assert reply == Reply.GONE, reply
+
+    @precondition(lambda self: self.handed)
+    @rule(data=st.data())
+    def give_up_handed(self, data: st.DataObject) -> None:
+        """A caller handed a hold gives up before reading it: the hold ends
+        (its identity's, whoever shares it); a share given up changes nothing."""
+        w = data.draw(st.sampled_from(self.handed))
+        self.handed.remove(w)
+        mine = not w["share"] and self.holds_still(w)
+        assert self.engine.run("withdraw", w["token"]) == int(mine)
+        if mine:
+            self.end(w["identity"])
 
     @rule(identity=IDENTITIES)
     def release(self, identity: str) -> None:

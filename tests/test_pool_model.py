@@ -124,7 +124,8 @@ def test_pool_matches_model(client):
 class PoolQueueModel(QueueModel):
     """A fifo pool with callers queued in Redis (as a blocking acquire queues
     them: by priority, then arrival; refused past ``max_waiting``), expiries,
-    releases, withdrawals, gc and members added and removed while they wait.
+    releases, withdrawals, gc, members added and removed while they wait, check-ins
+    and callers giving up what was handed to them.
     Each step's hand-offs are the model's; after every step, the available
     resources in order, the live holds, the queue and fences that only grow."""
 
@@ -137,6 +138,7 @@ class PoolQueueModel(QueueModel):
         self.available: list[str] = []  # in fifo order
         self.held: dict[str, str] = {}  # resource -> token (expired ones included)
         self.expired: list[str] = []  # expired holds, in the order they expire
+        self.handed: list[dict[str, Any]] = []  # queued callers handed one, not read yet
         self.floor = 0  # every fence granted in a step is above those of the steps before
         self.last_fence = 0
 
@@ -156,6 +158,7 @@ class PoolQueueModel(QueueModel):
                 self.queue.remove(w)
                 self.held[r] = w["token"]
                 self.served.append(r)
+                self.handed.append({**w, "resource": r})
             else:
                 freed.append(r)
         self.available.extend(sorted(freed))
@@ -236,6 +239,38 @@ class PoolQueueModel(QueueModel):
         elif resource is None:
             assert isinstance(reply, int), reply
             self.queued(token, priority)
+
+    @precondition(lambda self: self.queue or self.handed)
+    @rule(data=st.data())
+    def check_in(self, data: st.DataObject) -> None:
+        """A queued caller checks in (its blocking read ended): expiries are
+        reclaimed and the queue served on the way; it reads the resource handed
+        to it while that grant lasts, else it is still queued, or gone."""
+        w = data.draw(st.sampled_from(self.ordered() + self.handed))
+        reply = self.engine.run("wait", w["token"], 60000)
+        self.reclaim()
+        self.pump()
+        if w in self.queue:
+            assert isinstance(reply, int), reply
+            return
+        w = next(h for h in self.handed if h["token"] == w["token"])
+        self.handed.remove(w)
+        if self.held.get(w["resource"]) == w["token"]:
+            assert isinstance(reply, str) and reply.startswith(f"{w['resource']}\n"), reply
+        else:
+            assert reply == Reply.GONE, reply
+
+    @precondition(lambda self: self.handed)
+    @rule(data=st.data())
+    def give_up_handed(self, data: st.DataObject) -> None:
+        """A caller handed a resource gives up before reading it: the resource
+        goes to the next caller in line, or back to the available ones."""
+        w = data.draw(st.sampled_from(self.handed))
+        self.handed.remove(w)
+        mine = self.held.get(w["resource"]) == w["token"]
+        assert self.engine.run("withdraw", w["token"]) == int(mine)
+        if mine:
+            self.end([w["resource"]])
 
     @precondition(lambda self: self.held)
     @rule(data=st.data())
