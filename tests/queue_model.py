@@ -14,6 +14,8 @@ import hypothesis.strategies as st
 from hypothesis import HealthCheck, settings
 from hypothesis.stateful import RuleBasedStateMachine, precondition, rule
 
+from django_redis_pool.primitives.protocol import Reply
+
 from .primitive_helpers import redis_time
 from .waiting import wait_for
 
@@ -35,6 +37,8 @@ class QueueModel(RuleBasedStateMachine):
         super().__init__()
         self.queue: list[dict[str, Any]] = []
         self.served: list[str] = []
+        # callers handed a grant (or a share of a hold) that have not read it
+        self.handed: list[dict[str, Any]] = []
         self.seq = 0
 
     def ordered(self) -> list[dict[str, Any]]:
@@ -48,6 +52,15 @@ class QueueModel(RuleBasedStateMachine):
     def withdrawn(self) -> None:
         """What the model does once a caller left the queue (nothing here)."""
 
+    def check_in_serves(self) -> None:
+        """What a check-in does before it looks at its caller: the model's
+        reclaim of expired holds and serving of the queue."""
+        raise NotImplementedError
+
+    def lasting(self, w: dict[str, Any]) -> str | None:
+        """The resource of what was handed to ``w`` while it lasts, else None."""
+        raise NotImplementedError
+
     @precondition(lambda self: self.queue)
     @rule(data=st.data())
     def withdraw(self, data: st.DataObject) -> None:
@@ -55,6 +68,28 @@ class QueueModel(RuleBasedStateMachine):
         assert self.engine.run("withdraw", w["token"]) == 0
         self.queue.remove(w)
         self.withdrawn()
+
+    @precondition(lambda self: self.queue or self.handed)
+    @rule(data=st.data())
+    def check_in(self, data: st.DataObject) -> None:
+        """A queued caller checks in (its blocking read ended): expiries are
+        reclaimed and the queue served on the way; it reads what was handed (or
+        shared) to it while that lasts, else it is still queued, or gone."""
+        self.check_in_of(data.draw(st.sampled_from(self.ordered() + self.handed)))
+
+    def check_in_of(self, w: dict[str, Any]) -> None:
+        reply = self.engine.run("wait", w["token"], 60000)
+        self.check_in_serves()
+        if w in self.queue:
+            assert isinstance(reply, int), reply
+            return
+        w = next(h for h in self.handed if h["token"] == w["token"])
+        self.handed.remove(w)
+        resource = self.lasting(w)
+        if resource is None:
+            assert reply == Reply.GONE, reply
+        else:
+            assert isinstance(reply, str) and reply.startswith(f"{resource}\n"), reply
 
     def expire_in_redis(self, resource: str) -> None:
         """Make the hold on ``resource`` (whoever holds it) end in 1 ms, and

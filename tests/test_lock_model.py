@@ -49,8 +49,6 @@ class LockModel(QueueModel):
         self.expired = False
         self.fence = 0  # the fence of the hold (0: none yet)
         self.hold = 0  # which hold it is (one more for each grant)
-        # queued callers handed the hold, or a share of it, that have not read it
-        self.handed: list[dict[str, Any]] = []
 
     # -- the model's engine
 
@@ -123,28 +121,13 @@ class LockModel(QueueModel):
         else:
             assert isinstance(reply, str) and reply.startswith(f"{holder}\n"), reply
 
-    @precondition(lambda self: self.queue or self.handed)
-    @rule(data=st.data())
-    def check_in(self, data: st.DataObject) -> None:
-        """A queued caller checks in (its blocking read ended): expiries are
-        reclaimed and the queue served on the way; it reads the hold handed or
-        shared to it while that hold lasts, else it is still queued, or gone."""
-        self.check_in_of(data.draw(st.sampled_from(self.ordered() + self.handed)))
-
-    def check_in_of(self, w: dict[str, Any]) -> None:
-        reply = self.engine.run("wait", w["token"], 60000)
+    def check_in_serves(self) -> None:
         if self.holder is not None and self.expired:
             self.end()
         self.serve()
-        if w in self.queue:
-            assert isinstance(reply, int), reply
-            return
-        w = next(h for h in self.handed if h["token"] == w["token"])
-        self.handed.remove(w)
-        if w["hold"] == self.hold and self.holder is not None:
-            assert isinstance(reply, str) and reply.startswith(f"{w['holder']}\n"), reply
-        else:
-            assert reply == Reply.GONE, reply
+
+    def lasting(self, w: dict[str, Any]) -> str | None:
+        return w["holder"] if w["hold"] == self.hold and self.holder is not None else None
 
     @precondition(lambda self: self.handed)
     @rule(data=st.data())

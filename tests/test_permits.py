@@ -30,7 +30,6 @@ from hypothesis.stateful import (
 
 from django_redis_pool import NotConfigured, ResourceUnavailable, Semaphore
 from django_redis_pool.primitives.base import lease_as_dict
-from django_redis_pool.primitives.protocol import Reply
 
 from .clients import client_from, spec_of
 from .primitive_helpers import LONG_CHUNK, expire_now, redis_time
@@ -529,8 +528,6 @@ class PermitsModel(QueueModel):
         self.cap = 0  # the most permits that may be held (above max only after a lowering)
         self.holds = itertools.count(1)
         self.hold: dict[str, int] = {}  # identity -> which hold it is
-        # queued callers handed a hold, or a share of one, that have not read it
-        self.handed: list[dict[str, Any]] = []
 
     # -- the model's engine
 
@@ -636,25 +633,12 @@ class PermitsModel(QueueModel):
     def withdrawn(self) -> None:
         self.serve()
 
-    @precondition(lambda self: self.queue or self.handed)
-    @rule(data=st.data())
-    def check_in(self, data: st.DataObject) -> None:
-        """A queued caller checks in (its blocking read ended): expiries are
-        reclaimed and the queue served on the way; it reads the hold handed or
-        shared to it while that hold lasts, else it is still queued, or gone."""
-        w = data.draw(st.sampled_from(self.ordered() + self.handed))
-        reply = self.engine.run("wait", w["token"], 60000)
+    def check_in_serves(self) -> None:
         self.reclaim()
         self.serve()
-        if w in self.queue:
-            assert isinstance(reply, int), reply
-            return
-        w = next(h for h in self.handed if h["token"] == w["token"])
-        self.handed.remove(w)
-        if self.holds_still(w) and w["identity"] not in self.expired:
-            assert isinstance(reply, str) and reply.startswith(f"{w['identity']}\n"), reply
-        else:
-            assert reply == Reply.GONE, reply
+
+    def lasting(self, w: dict[str, Any]) -> str | None:
+        return w["identity"] if self.holds_still(w) else None
 
     @precondition(lambda self: self.handed)
     @rule(data=st.data())

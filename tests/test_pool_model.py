@@ -138,7 +138,6 @@ class PoolQueueModel(QueueModel):
         self.available: list[str] = []  # in fifo order
         self.held: dict[str, str] = {}  # resource -> token (expired ones included)
         self.expired: list[str] = []  # expired holds, in the order they expire
-        self.handed: list[dict[str, Any]] = []  # queued callers handed one, not read yet
         self.floor = 0  # every fence granted in a step is above those of the steps before
         self.last_fence = 0
 
@@ -240,25 +239,12 @@ class PoolQueueModel(QueueModel):
             assert isinstance(reply, int), reply
             self.queued(token, priority)
 
-    @precondition(lambda self: self.queue or self.handed)
-    @rule(data=st.data())
-    def check_in(self, data: st.DataObject) -> None:
-        """A queued caller checks in (its blocking read ended): expiries are
-        reclaimed and the queue served on the way; it reads the resource handed
-        to it while that grant lasts, else it is still queued, or gone."""
-        w = data.draw(st.sampled_from(self.ordered() + self.handed))
-        reply = self.engine.run("wait", w["token"], 60000)
+    def check_in_serves(self) -> None:
         self.reclaim()
         self.pump()
-        if w in self.queue:
-            assert isinstance(reply, int), reply
-            return
-        w = next(h for h in self.handed if h["token"] == w["token"])
-        self.handed.remove(w)
-        if self.held.get(w["resource"]) == w["token"]:
-            assert isinstance(reply, str) and reply.startswith(f"{w['resource']}\n"), reply
-        else:
-            assert reply == Reply.GONE, reply
+
+    def lasting(self, w: dict[str, Any]) -> str | None:
+        return w["resource"] if self.held.get(w["resource"]) == w["token"] else None
 
     @precondition(lambda self: self.handed)
     @rule(data=st.data())
