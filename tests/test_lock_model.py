@@ -48,6 +48,7 @@ class LockModel(QueueModel):
         self.count = 0  # a reentrant hold's count
         self.expired = False
         self.fence = 0  # the fence of the hold (0: none yet)
+        self.last_fence = 0
         self.hold = 0  # which hold it is (one more for each grant)
 
     # -- the model's engine
@@ -193,7 +194,7 @@ class LockModel(QueueModel):
             record = self.client.hget(f"{self.engine.base}:info", self.holder).decode()
             assert int(record.split("|")[6]) == self.count, record  # (its count, n)
             if self.fence == -1:  # a new hold: a fence above every earlier one
-                assert lease.fence > getattr(self, "last_fence", 0)
+                assert lease.fence > self.last_fence
                 self.fence = self.last_fence = lease.fence
             assert lease.fence == self.fence
         assert [(w.holder, w.priority) for w in self.lock.waiters()] == [
