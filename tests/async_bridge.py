@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
-import functools
 import os
 import threading
 from collections.abc import Callable, Iterator
@@ -159,17 +158,19 @@ def async_path(monkeypatch: pytest.MonkeyPatch) -> Iterator[LoopThread]:
                 monkeypatch.setattr(cls, name, _twin_cm(bridge, twin[3:]))
             else:
                 monkeypatch.setattr(cls, name, _twin(bridge, twin))
-    original_scope = Lock._scope
 
-    @functools.wraps(original_scope)
-    def scope(self: Lock) -> Any:
-        # A test thread reads (lock.fence) what its task wrote.
+    def thread_scope(self: Lock) -> Any:
+        # A test thread reads (lock.fence) what its task wrote: its state
+        # outside a loop (the lock's ``_local``) is its task's.
         task = bridge.task_of_this_thread()
         if task is None:
-            return original_scope(self)
+            return self.__dict__["_local"]
         return self._tasks.setdefault(task, _TaskScope())
 
-    monkeypatch.setattr(Lock, "_scope", scope)
+    def set_thread_scope(self: Lock, value: Any) -> None:
+        self.__dict__["_local"] = value
+
+    monkeypatch.setattr(Lock, "_local", property(thread_scope, set_thread_scope), raising=False)
     try:
         yield bridge
     finally:

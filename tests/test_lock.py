@@ -34,7 +34,13 @@ from django_redis_pool.primitives import pending_releases
 from django_redis_pool.testing import EmbeddedRedis
 
 from .clients import client_from, spec_of
-from .primitive_helpers import LONG_CHUNK, LONG_READ_TIMEOUT, assert_constructor_does_no_io, expire
+from .primitive_helpers import (
+    LONG_CHUNK,
+    LONG_READ_TIMEOUT,
+    assert_constructor_does_no_io,
+    expire,
+    redis_time,
+)
 from .waiting import STALL, floor_of, wait_blocked, wait_for
 
 mp = multiprocessing.get_context("fork")
@@ -336,6 +342,30 @@ def _release_as(spec, name, holder):
     assert lock.owned()
     assert lock.extend(5)
     lock.release()
+    assert not lock.locked()
+
+
+@pytest.mark.parametrize("api", ["sync"], indirect=True)  # (the interleaving is forced by hand)
+def test_a_release_leaves_alone_the_hold_its_holder_took_again_meanwhile(client):
+    """One holder shared by two threads: between a release's reply and its
+    bookkeeping, the other thread takes the lock again as that holder. The new
+    hold stays known to the lock, and renewed."""
+    lock = Lock(client, "taken-again", lease_timeout=1, auto_renew=True)
+    assert lock.acquire(holder="job")
+    release = lock._engine.release_lease_steps
+
+    def release_then_taken_again(*args, **kwargs):
+        result = yield from release(*args, **kwargs)
+        assert _in_thread(lambda: lock.acquire(holder="job", blocking=False))
+        return result
+
+    lock._engine.release_lease_steps = release_then_taken_again
+    lock.release(holder="job")
+    del lock._engine.release_lease_steps
+    [lease] = lock.holders()
+    wait_for(lambda: redis_time(client) > lease.expires_at + 0.5, what="its first term to pass")
+    assert lock.owned(holder="job"), "the new hold was not renewed"
+    lock.release(holder="job")
     assert not lock.locked()
 
 

@@ -162,7 +162,8 @@ class Lock(LeasedPrimitive):
 
     def _scoped_holder(self, holder: str | None) -> tuple[Any, str]:
         """(:meth:`_scope`, :meth:`_holder`) in one call: on every acquire and release."""
-        scope = self._scope()
+        # (no loop here, the common case: the thread's, without calling _scope)
+        scope = self._local if asyncio._get_running_loop() is None else self._scope()
         if holder is not None:
             return scope, check_holder(holder)
         named = scope.holder
@@ -279,9 +280,13 @@ class Lock(LeasedPrimitive):
             result = 1
         if result == 2:  # a reentrant hold with acquisitions left
             return
-        with self._mutex:  # (``_forget``, written out: on every release)
-            lease = self._leases.pop(name, None)
+        # Forget the hold released, not one its holder took again meanwhile
+        # (another thread acting as the same holder)
+        lease = known
         if lease is not None:
+            with self._mutex:
+                if self._leases.get(name) is lease:
+                    del self._leases[name]
             lease._renewing = False
             if result == 0 and not lease.lost:
                 lease._mark_lost("it was already gone when released", call_on_lost=False)
