@@ -46,28 +46,17 @@ def run(client: Any, steps: Steps[T]) -> T:
     An engine :class:`.steps.Op` is run by the client's script runner
     (:meth:`.scripts.ScriptRunner.call`, or its steps when a script must be
     loaded first); its reply is decoded (:func:`._common.text`) and a Redis
-    error of it translated (:func:`..exceptions.translated`). Steps that an
-    operation runs with ``yield from`` are driven here as well: the operation
-    waits on a stack until they return (or raise into it). One loop, no call
-    per step beyond the Redis call itself: this is every operation's hot path.
+    error of it translated (:func:`..exceptions.translated`). One loop, no
+    call per step beyond the Redis call itself: this is every operation's hot
+    path.
     """
-    stack: list[Steps[Any]] = []
-    current: Steps[Any] = steps
     reply: Any = None
     error: BaseException | None = None
     while True:
         try:
-            step = current.send(reply) if error is None else current.throw(error)
+            step = steps.send(reply) if error is None else steps.throw(error)
         except StopIteration as stop:
-            if not stack:
-                return stop.value  # type: ignore[no-any-return]
-            current, reply, error = stack.pop(), stop.value, None
-            continue
-        except BaseException as exc:
-            if not stack:
-                raise
-            current, reply, error = stack.pop(), None, exc
-            continue
+            return stop.value  # type: ignore[no-any-return]
         kind = type(step)
         try:
             if kind is Op:

@@ -269,8 +269,10 @@ class LeaseEngine:
                     reply = yield from self._healed(token, args, wait_ms, chunk_ms)
                 if type(reply) is int:
                     lease = yield from self._wait(token, args, until, chunk, reply)
-                elif "\n" in reply:  # (a grant: "resource\nrecord")
-                    lease = yield from self._lease(reply, started)
+                elif "\n" in reply:  # (a grant: :meth:`_lease`'s, written out)
+                    lease, provisional = records.lease_of(self, *reply.split("\n", 1), started)
+                    if provisional and not (yield from self.renew_steps(lease, None)):
+                        lease = None
                 else:
                     refusal = reply  # (nothing of ours is queued or granted)
             except (BackendUnavailable, ResourceUnavailable, GeneratorExit):
@@ -395,18 +397,13 @@ class LeaseEngine:
         """The acquire operation for ``token`` (``args``: see :data:`AcquireArgs`);
         ``restore``: whether it restores lost keys (see ``LeaseEngine``)."""
         lease_ms, priority, max_waiting, permits, holder = args
-        return self.op(
-            "acquire",
-            token,
-            lease_ms,
-            priority,
-            wait_ms,
-            max_waiting,
-            alive_ms,
-            self.restore if restore else Restore.NOTHING,
-            permits,
-            holder,
+        restores = self.restore if restore else Restore.NOTHING
+        # (:meth:`op`'s packing, written out: on every acquire)
+        packed = (
+            f"{self._packed_mode}{token}|{lease_ms}|{priority}|{wait_ms}|{max_waiting}|"
+            f"{alive_ms}|{restores}|{permits}|{holder}"
         )
+        return new_op(Op, ("acquire", (self._head[0], packed.encode()), self._streaks))
 
     def _healed(self, token: str, args: AcquireArgs, wait_ms: int, alive_ms: int) -> Steps[Any]:
         """After the acquire found the pool holding nothing (Redis lost its
@@ -444,9 +441,7 @@ class LeaseEngine:
         operations answer it and a hand-off pushes it) by the call sent at
         ``sent`` (monotonic); a provisional (unconfirmed) grant to a waiter is
         confirmed first. None if the grant was lost before it could be."""
-        resource, raw = grant.split("\n", 1)
-        lease, provisional = records.lease_of(self, resource, raw)
-        lease._term_from = lease._granted = sent
+        lease, provisional = records.lease_of(self, *grant.split("\n", 1), sent)
         if provisional and not (yield from self.renew_steps(lease, None)):
             return None
         return lease
@@ -507,7 +502,8 @@ class LeaseEngine:
         """
         request = request or new_token()
         fence_arg = "" if fence is None else fence
-        return int((yield self.op("release", token, request, fence_arg, int(force), resource)))
+        packed = f"{self._packed_mode}{token}|{request}|{fence_arg}|{int(force)}|{resource}"
+        return int((yield new_op(Op, ("release", (self._head[0], packed.encode()), self._streaks))))
 
     def release_lease_steps(
         self, lease: Lease, *, ends: bool = False, bounded: bool = True
@@ -527,7 +523,8 @@ class LeaseEngine:
             if lease.lost:
                 return 0
         request = new_token()
-        step = self.op("release", lease.token, request, "", 0, lease.resource)
+        packed = f"{self._packed_mode}{lease.token}|{request}||0|{lease.resource}"
+        step = new_op(Op, ("release", (self._head[0], packed.encode()), self._streaks))
         try:
             if bounded:
                 with deadlines.deadline(DEADLINE_SLACK):

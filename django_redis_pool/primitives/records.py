@@ -71,9 +71,12 @@ class Waiter:
     permits: int = 1
 
 
-def lease_of(engine: LeaseEngine, resource: str, raw: str) -> tuple[Lease, bool]:
+def lease_of(
+    engine: LeaseEngine, resource: str, raw: str, sent: float | None = None
+) -> tuple[Lease, bool]:
     """(the lease on ``resource`` of ``engine``'s primitive, whether it is a
-    provisional grant) from its record ``raw``."""
+    provisional grant) from its record ``raw``; ``sent``: when the call that
+    granted it to us was sent (monotonic), where its term and hold start."""
     token, fence, acquired, expires, lease_ms, provisional, _, _, permits, holder = raw.split(
         "|", 9
     )
@@ -88,6 +91,7 @@ def lease_of(engine: LeaseEngine, resource: str, raw: str) -> tuple[Lease, bool]
         acquired_at=int(acquired) / 1000 or None,
         permits=int(permits),
     )
+    lease._term_from = lease._granted = sent
     return lease, provisional == "1"
 
 

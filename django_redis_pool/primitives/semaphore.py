@@ -181,10 +181,15 @@ class Semaphore(LeasedPrimitive):
         else:
             lease_ms = to_ms(check_lease_timeout(lease_timeout))
         return {
-            "timeout": check_timeout(timeout),
+            # (the defaults, 0 and None, taken at once: no call on the common path)
+            "timeout": timeout
+            if timeout is None or (type(timeout) is int and timeout == 0)
+            else check_timeout(timeout),
             "lease_ms": lease_ms,
             "holder": check_holder(identity, "identity"),
-            "priority": check_priority(priority),
+            "priority": priority
+            if type(priority) is int and priority == 0
+            else check_priority(priority),
             "max_waiting": self.max_waiting,
             "permits": 1 if permits == 1 and type(permits) is int else check_permits(permits),
         }
