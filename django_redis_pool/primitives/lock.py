@@ -274,14 +274,15 @@ class Lock(LeasedPrimitive):
         except BaseException:
             # Not known to be released (e.g. Redis refused it): stop renewing,
             # so that the lease expires rather than being kept alive forever.
-            self._forget(name)
+            if known is not None:
+                self._forget(name, known)
             raise
         if result is None:
             result = 1
         if result == 2:  # a reentrant hold with acquisitions left
             return
         # Forget the hold released, not one its holder took again meanwhile
-        # (another thread acting as the same holder)
+        # (another thread acting as the same holder): ``_forget``, written out
         lease = known
         if lease is not None:
             with self._mutex:
@@ -299,13 +300,13 @@ class Lock(LeasedPrimitive):
                 "released, or its lease expired and another holder may have it)"
             )
 
-    def _forget(self, name: str) -> Lease | None:
-        """Drop the lease of holder ``name`` from this object and stop renewing it."""
+    def _forget(self, name: str, lease: Lease) -> None:
+        """Stop renewing ``lease``, and drop it from this object if it is still
+        the one of holder ``name`` (not one that holder took again since)."""
         with self._mutex:
-            lease = self._leases.pop(name, None)
-        if lease is not None:
-            lease._renewing = False  # (its stop_auto_renew, without the call)
-        return lease
+            if self._leases.get(name) is lease:
+                del self._leases[name]
+        lease._renewing = False  # (its stop_auto_renew, without the call)
 
     def extend(self, lease_timeout: float | None = None, *, holder: str | None = None) -> bool:
         """Restart the lease: ``lease_timeout`` seconds from now (None: the lock's
