@@ -1,7 +1,7 @@
 """The asyncio path's own cost per call: ours next to the same cycle on the blocking path.
 
     .venv/bin/python benchmarks/bench_async.py [--rounds 9] [--cycles 1000]
-        [--server 6.2|7|PATH] [--before REF] [--instructions]
+        [--server 6.2|7|PATH] [--before REF] [--instructions | --calls]
 
 One client, one cycle at a time: the floor is two EVAL of ``return 1`` (a
 ``Script``) per cycle; ours is acquire + release of a ResourcePool, a
@@ -14,6 +14,10 @@ adds to a call, beyond what asyncio adds to any call, is
 round of each case runs in a fresh worker process, so that ``--before REF``
 (our package at another git revision) runs in the same rounds, interleaved
 with today's; medians are reported. Starts its own embedded redis-server.
+
+``--calls`` counts instead of timing: the Python calls per cycle of our
+package's functions and of what they call directly (cProfile), so neither the
+machine nor how many event-loop turns a reply takes moves it (the floor's is 0).
 
 ``--instructions`` counts instead of timing: each worker runs under
 valgrind's callgrind, twice (``--cycles`` and twice as many), and the
@@ -28,8 +32,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import cProfile
 import json
 import os
+import pstats
 import statistics
 import subprocess
 import sys
@@ -75,10 +81,12 @@ def _measure_sync(url: str, case: str, cycles: int) -> float:
     cycle = _sync_cycle(client, case)
     for _ in range(200):
         cycle()
+    profile = _profile()
     started = time.perf_counter()
     for _ in range(cycles):
         cycle()
-    return (time.perf_counter() - started) / cycles * 1e6
+    took = time.perf_counter() - started
+    return took / cycles * 1e6 if profile is None else _calls_by_ours(profile, cycles)
 
 
 async def _measure(url: str, case: str, cycles: int) -> float:
@@ -123,12 +131,40 @@ async def _measure(url: str, case: str, cycles: int) -> float:
 
     for _ in range(200):
         await cycle()
+    profile = _profile()
     started = time.perf_counter()
     for _ in range(cycles):
         await cycle()
     took = time.perf_counter() - started
     await floor_client.aclose()
-    return took / cycles * 1e6
+    return took / cycles * 1e6 if profile is None else _calls_by_ours(profile, cycles)
+
+
+def _profile() -> cProfile.Profile | None:
+    """With ``--calls``: a profile, running (else None)."""
+    if not os.environ.get("BENCH_ASYNC_CALLS"):
+        return None
+    profile = cProfile.Profile()
+    profile.enable()
+    return profile
+
+
+def _calls_by_ours(profile: cProfile.Profile, cycles: int) -> float:
+    """``--calls``: Python calls per cycle of our package's functions and of
+    what they call directly (redis-py's methods, builtins): what the event
+    loop and redis-py's reads do meanwhile (how many turns a reply takes
+    moves with the machine) is not counted."""
+    profile.disable()
+    total = 0
+    for (path, _, _), (_, calls, _, _, callers) in pstats.Stats(profile).stats.items():
+        if _OURS in path:
+            total += calls
+        else:
+            total += sum(by[0] for (caller, _, _), by in callers.items() if _OURS in caller)
+    return total / cycles
+
+
+_OURS = f"{os.sep}django_redis_pool{os.sep}"
 
 
 def _worker() -> None:
@@ -190,9 +226,14 @@ def main() -> None:
     parser.add_argument(
         "--instructions", action="store_true", help="count client instructions (valgrind)"
     )
+    parser.add_argument(
+        "--calls", action="store_true", help="count the Python calls of our code (cProfile)"
+    )
     args = parser.parse_args()
     measure = _instructions if args.instructions else _round
-    unit = "instructions" if args.instructions else "µs"
+    unit = "instructions" if args.instructions else "calls by ours" if args.calls else "µs"
+    if args.calls:
+        os.environ["BENCH_ASYNC_CALLS"] = "1"  # (the workers inherit it)
 
     sys.path.insert(0, str(ROOT))
     from django_redis_pool.testing import EmbeddedRedis
