@@ -16,17 +16,21 @@ change from bringing calls back unnoticed.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import asyncio
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
 
 from django_redis_pool import Allocator, Lock, ResourcePool, Semaphore
 
-from .primitive_helpers import calls_per_cycle
+from .primitive_helpers import awaited_calls_by_ours, calls_per_cycle
 
 #: Most calls ours may add to the floor per acquire + release.
 BUDGET = 70
+#: Most calls of our code (and of what it calls directly) per awaited acquire +
+#: release: 106-127 on 2026-11-27 (243-296 before the lean path).
+ASYNC_BUDGET = 170
 
 
 def cycle_of(kind: str, client: Any) -> Callable[[], None]:
@@ -72,3 +76,37 @@ def test_an_acquire_and_release_adds_at_most_the_budgeted_python_calls(
     floor = calls_per_cycle(lambda: (script(["calls-floor"]), script(["calls-floor"])))
     ours = calls_per_cycle(cycle_of(kind, redis_client)) - floor
     assert ours <= BUDGET, f"{kind}: {ours:.0f} calls a cycle over the floor (budget {BUDGET})"
+
+
+def awaited_cycle_of(kind: str, client: Any) -> Callable[[], Awaitable[None]]:
+    if kind == "pool":
+        pool = ResourcePool(client, "acalls-pool")
+        pool.associate_many(["r1", "r2"])
+
+        async def pool_cycle() -> None:
+            lease = await pool.aacquire(timeout=0)
+            assert lease is not None and await lease.arelease()
+
+        return pool_cycle
+    if kind == "semaphore":
+        sem = Semaphore(client, "acalls-sem", default_max_size=2)
+
+        async def sem_cycle() -> None:
+            assert await sem.aacquire("me", timeout=0) and await sem.arelease("me")
+
+        return sem_cycle
+    lock = Lock(client, "acalls-lock")
+
+    async def lock_cycle() -> None:
+        async with lock:
+            pass
+
+    return lock_cycle
+
+
+@pytest.mark.parametrize("kind", ["pool", "semaphore", "lock"])
+def test_an_awaited_acquire_and_release_makes_at_most_the_budgeted_calls_of_ours(
+    redis_client: Any, kind: str
+) -> None:
+    ours = asyncio.run(awaited_calls_by_ours(awaited_cycle_of(kind, redis_client)))
+    assert ours <= ASYNC_BUDGET, f"{kind}: {ours:.0f} calls of ours (budget {ASYNC_BUDGET})"
