@@ -350,7 +350,7 @@ def test_a_release_leaves_alone_the_hold_its_holder_took_again_meanwhile(client)
     """One holder shared by two threads: between a release's reply and its
     bookkeeping, the other thread takes the lock again as that holder. The new
     hold stays known to the lock, and renewed."""
-    lock = Lock(client, "taken-again", lease_timeout=1, auto_renew=True)
+    lock = Lock(client, "taken-again", lease_timeout=2, auto_renew=True)
     assert lock.acquire(holder="job")
     release = lock._engine.release_lease_steps
 
