@@ -390,6 +390,14 @@ def test_higher_priority_tasks_run_first(queue: TaskQueue) -> None:
     assert queue.get_task(high).status == "done" and queue.get_task(low).status == "queued"
 
 
+def test_counts_a_worker_that_listens_before_any_task_of_its_names(
+    queue: TaskQueue, worker: threading.Event
+) -> None:
+    # Nothing was ever enqueued: the listening worker is live all the same
+    # (counts() found live workers only under names of enqueued tasks).
+    assert queue.has_worker("add") and queue.counts()["workers"] == 1
+
+
 def test_an_idle_worker_is_woken_by_the_enqueue(
     long_client: Any, queue: TaskQueue, worker: threading.Event
 ) -> None:
@@ -511,6 +519,20 @@ def test_results_expire_after_result_ttl(client: Any) -> None:
     queue.listen(["add"], burst=True)
     assert queue.get_task(task_id).result == 3
     wait_for(lambda: queue.get_task(task_id) is None, what="the result to expire")
+
+
+def test_a_failed_task_queried_after_result_ttl_raises_its_failure_at_once(client: Any) -> None:
+    # A failed task stays until retried or deleted, and so does the list its
+    # end was pushed to (it expired after result_ttl, and a later query of the
+    # task waited out its timeout for an end that had come long before).
+    queue = TaskQueue(client, "jobs", task_fn=handler, result_ttl=0.2)
+    task_id = queue.enqueue("boom")
+    assert queue.listen(["boom"], burst=True) == 1
+    finished = queue.get_task(task_id).finished_at
+    wait_for(lambda: redis_time(client) > finished + 0.3, what="result_ttl to pass")
+    assert queue.get_task(task_id).status == "failed", "kept for inspection"
+    with pytest.raises(TaskFailed, match="boom on purpose"):
+        queue.query(task_id, "boom", policy=Policy.Remote, timeout=5)
 
 
 def test_once_deletes_the_task_when_its_result_is_read(

@@ -65,8 +65,9 @@
 --   :failed ZSET  failed task id -> when it failed (kept for inspection)
 --   :live:<name>     ZSET  worker id -> until when it listens for <name>
 --   :wake:<name>     LIST  tokens that wake idle workers of <name>
---   :done:<id>       LIST  pushed when task <id> ends (its querier BLPOPs it)
---   :names  SET   every task name ever enqueued
+--   :done:<id>       LIST  pushed when task <id> ends (its querier BLPOPs it);
+--                    it lasts as long as the ended task
+--   :names  SET   every task name ever enqueued or listened for
 --   Rate limiters keep (their own operations, ratelimit_*.lua):
 --   :k:<key>  STRING one limited key's TAT (GCRA's theoretical arrival time,
 --                    µs on the Redis clock), expiring when its bucket is full
@@ -793,20 +794,23 @@ end
 -- @fn queue_settle
 -- Task queues: record the end of task `id`: TASK_DONE with its result (kept for
 -- the task's "ttl" ms), or TASK_FAILED with an error message and traceback (kept
--- in :failed until retried or deleted). Wakes whoever waits for it.
+-- in :failed until retried or deleted). Wakes whoever waits for it: its :done
+-- list lasts as long as the task (a failed task's until it is retried or
+-- deleted, so that a query of it long after still reads its end at once).
 local function queue_settle(id, status, text, trace)
   local task = BASE .. ':t:' .. id
   local ttl = tonumber(redis.call('HGET', task, 'ttl'))
+  local done = BASE .. ':done:' .. id
+  redis.call('RPUSH', done, 1)
   if status == TASK_DONE then
     redis.call('HSET', task, 'status', TASK_DONE, 'result', text, 'finished', NOW)
     redis.call('PEXPIRE', task, ttl)
+    redis.call('PEXPIRE', done, ttl)
   else
     redis.call('HSET', task, 'status', TASK_FAILED, 'error', text, 'trace', trace, 'finished', NOW)
     redis.call('ZADD', BASE .. ':failed', NOW, id)
+    redis.call('PERSIST', done)
   end
-  local done = BASE .. ':done:' .. id
-  redis.call('RPUSH', done, 1)
-  redis.call('PEXPIRE', done, ttl)
 end
 
 -- @fn queue_upkeep
