@@ -154,6 +154,24 @@ def test_remote_with_no_worker_times_out_and_withdraws(queue: TaskQueue) -> None
     assert queue.counts()["pending"] == 0
 
 
+def test_a_started_task_waiting_for_redelivery_is_not_withdrawn_by_a_timed_out_query(
+    client: Any,
+) -> None:
+    queue = TaskQueue(client, "jobs", task_fn=handler, visibility_timeout=0.2)
+    task_id = queue.enqueue("add", {"a": 1, "b": 2})
+    taken = queue._run("queue_take", "dead-worker", 200, "add")  # (and the worker dies)
+    assert taken[0] == task_id
+    started = queue.get_task(task_id).started_at
+    wait_for(lambda: redis_time(client) > started + 0.3, what="its deadline to pass")
+    queue.gc()  # (back in the queue, to be delivered again)
+    assert (queue.get_task(task_id).status, queue.get_task(task_id).attempts) == ("queued", 1)
+    with pytest.raises(ResourceUnavailable):
+        queue.query(task_id, "add", policy=Policy.Remote, timeout=0.2)
+    assert queue.get_task(task_id).status == "queued", "what was begun is finished"
+    assert queue.listen(["add"], burst=True) == 1
+    assert queue.get_task(task_id).result == 3
+
+
 def test_local_first_runs_here_and_remotely_when_it_fails(client: Any) -> None:
     def flaky(task: Task) -> Any:
         raise RuntimeError("not here")

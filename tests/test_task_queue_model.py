@@ -502,7 +502,8 @@ class TaskQueueModel(RuleBasedStateMachine):
         if what == "delete":
             got, expected = int(self.queue.delete(id)), status not in (None, "running")
         elif what == "withdraw":
-            got, expected = self.engine.run("queue_withdraw", id), status == "queued"
+            got = self.engine.run("queue_withdraw", id)
+            expected = status == "queued" and t["attempts"] == 0  # (never started)
         else:
             got = self.engine.run("queue_admin", "forget", id)
             expected = status in ("done", "failed")
