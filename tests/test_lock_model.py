@@ -27,7 +27,7 @@ from hypothesis.stateful import (
 from django_redis_pool import Lock
 from django_redis_pool.primitives.protocol import Reply
 
-from .queue_model import QueueModel
+from .queue_model import FATES, GRACE_MS, INF, LONG_MS, SLOT_STEPS, QueueModel
 
 HOLDERS = st.sampled_from(["a", "b"])
 PRIORITIES = st.integers(min_value=0, max_value=1)
@@ -39,6 +39,7 @@ class LockModel(QueueModel):
 
     client: Any = None
     reentrant = False
+    FIELDS = ("holder", "max_waiting")
 
     def __init__(self) -> None:
         super().__init__()
@@ -57,23 +58,37 @@ class LockModel(QueueModel):
         self.holder, self.count, self.expired = holder, 1, False
         self.hold += 1
         self.fence = -1  # (a new fence: read back from Redis, checked to grow)
-        if self.reentrant:  # its queued callers share the hold, each counted
-            for w in [w for w in self.queue if w["holder"] == holder]:
+        if self.reentrant:  # its queued callers share the hold, each counted (the dead dropped)
+            for w in [w for w in self.ordered() if w["holder"] == holder]:
+                if w["dead"]:
+                    self.drop(w)
+                    continue
                 self.queue.remove(w)
                 self.handed_to(w, share=True)
                 self.count += 1
 
     def handed_to(self, w: dict[str, Any], *, share: bool) -> None:
-        self.served.append(w["holder"])
-        self.handed.append({**w, "hold": self.hold, "share": share})
+        self.hand(w["holder"], w, hold=self.hold, share=share)
 
-    def serve(self) -> None:
-        """The head of the queue gets a free lock."""
-        if self.holder is None and self.queue:
+    def serve(self) -> float | None:
+        """The head live caller gets a free lock (the dead before it dropped);
+        the priority a newcomer must pass (INF: the lock is held, or the
+        step limit was reached; None: nobody live is queued)."""
+        if not self.queue:
+            return None
+        for _ in range(SLOT_STEPS):
+            if self.holder is not None:
+                return INF
+            if not self.queue:
+                return None
             w = self.ordered()[0]
+            if w["dead"]:
+                self.drop(w)
+                continue
             self.queue.remove(w)
             self.grant(w["holder"])
             self.handed_to(w, share=False)
+        return INF
 
     def end(self) -> None:
         self.holder, self.count, self.expired = None, 0, False
@@ -81,20 +96,59 @@ class LockModel(QueueModel):
 
     def acquire(self, holder: str, priority: int) -> str:
         """ "granted", "held" or "not": as acquire.lua answers a newcomer."""
-        if self.holder == holder and self.expired:
-            self.end()  # its own expired hold first
-        elif self.holder is not None and self.expired:
-            self.end()  # reclaimed on the way
-        self.serve()
+        if self.holder is not None and self.expired:
+            self.end()  # (its own expired hold first, or reclaimed on the way)
+        ahead = self.serve()
         if self.holder == holder:
             if not self.reentrant:
                 return "held"
             self.count += 1
             return "granted"
-        if self.holder is None:
+        if self.holder is None and (ahead is None or priority > ahead):
             self.grant(holder)
             return "granted"
         return "not"
+
+    def caller(self, data: st.DataObject) -> dict[str, Any]:
+        return {"holder": data.draw(HOLDERS)}
+
+    def ask(
+        self, token: str, priority: int, fate: str, holder: str = "a", max_waiting: int = -1
+    ) -> None:
+        reply = self.engine.run(
+            "acquire",
+            token,
+            LONG_MS,
+            priority,
+            1 if fate == "deadline" else LONG_MS,
+            max_waiting,
+            1 - GRACE_MS if fate == "window" else LONG_MS,
+            "",
+            1,
+            holder,
+        )
+        expected = self.acquire(holder, priority)
+        if expected == "not" and not self.room_to_wait(max_waiting):
+            assert reply == Reply.FULL, reply
+        elif expected == "not":
+            assert isinstance(reply, int), reply
+            self.queued(token, priority, fate, holder=holder, max_waiting=max_waiting)
+        elif expected == "held":
+            assert reply == Reply.HELD
+        else:
+            assert isinstance(reply, str) and reply.startswith(f"{holder}\n"), reply
+            self.confirm_reply(reply)
+
+    def quiet(self) -> bool:
+        return self.holder is not None and not self.expired
+
+    def hold_of(self, resource: str) -> Any:
+        live = self.holder == resource and not self.expired
+        return self.hold if live else None
+
+    def expire_hold(self, resource: str) -> None:
+        self.expire_in_redis(resource)
+        self.expired = True
 
     # -- rules
 
@@ -102,25 +156,24 @@ class LockModel(QueueModel):
     def acquire_now(self, holder: str, priority: int) -> None:
         expected = self.acquire(holder, priority)
         reply = self.engine.run(
-            "acquire", uuid.uuid4().hex, 60000, priority, -2, -1, 60000, "", 1, holder
+            "acquire", uuid.uuid4().hex, LONG_MS, priority, -2, -1, LONG_MS, "", 1, holder
         )
         got = "granted" if "\n" in str(reply) else {Reply.HELD: "held", Reply.NONE: "not"}[reply]
         assert got == expected, (holder, reply)
+        self.confirm_reply(reply)
 
-    @rule(holder=HOLDERS, priority=PRIORITIES)
-    def queue_caller(self, holder: str, priority: int) -> None:
+    @rule(
+        holder=HOLDERS,
+        priority=PRIORITIES,
+        fate=FATES,
+        max_waiting=st.sampled_from([-1, -1, 0, 1, 2]),
+    )
+    def queue_caller(
+        self, holder: str, priority: int, fate: str = "lives", max_waiting: int = -1
+    ) -> None:
         """A caller that waits, queued by the acquire operation itself, as
         ``acquire(timeout=60)`` queues it (its wake list is not read here)."""
-        token = uuid.uuid4().hex
-        reply = self.engine.run("acquire", token, 60000, priority, 60000, -1, 60000, "", 1, holder)
-        expected = self.acquire(holder, priority)
-        if expected == "not":
-            assert isinstance(reply, int), reply
-            self.queued(token, priority, holder=holder)
-        elif expected == "held":
-            assert reply == Reply.HELD
-        else:
-            assert isinstance(reply, str) and reply.startswith(f"{holder}\n"), reply
+        self.ask(uuid.uuid4().hex, priority, fate, holder, max_waiting)
 
     def check_in_serves(self) -> None:
         if self.holder is not None and self.expired:
@@ -172,19 +225,21 @@ class LockModel(QueueModel):
     @precondition(lambda self: self.holder is not None and not self.expired)
     @rule()
     def expire(self) -> None:
-        self.expire_in_redis(self.holder)
-        self.expired = True
+        self.expire_hold(self.holder)
 
     @rule()
     def gc(self) -> None:
-        self.lock.gc()
+        _, dropped = self.engine.gc()
+        assert [w.holder for w in dropped] == [w["holder"] for w in self.drop_dead()]
         if self.holder is not None and self.expired:
             self.end()
+        self.serve()
 
     # -- after every step
 
     @invariant()
     def agrees_with_model(self) -> None:
+        self.pass_deaths()
         self.confirm_served()
         holds = self.lock.holders()
         live = [] if self.holder is None or self.expired else [self.holder]
@@ -200,6 +255,7 @@ class LockModel(QueueModel):
         assert [(w.holder, w.priority) for w in self.lock.waiters()] == [
             (w["holder"], w["priority"]) for w in self.ordered()
         ]
+        self.agrees_on_dead()
 
 
 def test_a_lock_matches_the_model(redis_client):

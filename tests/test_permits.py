@@ -30,10 +30,11 @@ from hypothesis.stateful import (
 
 from django_redis_pool import NotConfigured, ResourceUnavailable, Semaphore
 from django_redis_pool.primitives.base import lease_as_dict
+from django_redis_pool.primitives.protocol import Reply
 
 from .clients import client_from, spec_of
 from .primitive_helpers import LONG_CHUNK, expire_now, redis_time
-from .queue_model import QueueModel
+from .queue_model import FATES, GRACE_MS, INF, LONG_MS, SLOT_STEPS, QueueModel
 from .waiting import wait_blocked, wait_for
 
 mp = multiprocessing.get_context("fork")
@@ -505,18 +506,19 @@ IDENTITIES = st.sampled_from(["a", "b", "c", "d", "e"])
 PERMITS = st.integers(min_value=1, max_value=4)
 PRIORITIES = st.integers(min_value=0, max_value=1)
 _names = itertools.count()
-INF = float("inf")
 
 
 class PermitsModel(QueueModel):
     """A semaphore of weighted permits against a Python model of it: grants at
     once (``timeout=0``), callers queued in Redis as a blocking acquire queues
     them (served by the releases, expiries, gc and larger maxes that follow,
-    each grant confirmed as the waiter's own would be), releases, expiries and
-    changes of the max. After every step: the holds, their permits, the queue,
-    the count of extra permits in Redis, and the max never exceeded."""
+    each grant confirmed as the waiter's own would be), releases, expiries,
+    changes of the max and callers dying (see QueueModel). After every step:
+    the holds, their permits, the queue, its dead callers, the count of extra
+    permits in Redis, and the max never exceeded."""
 
     client: Any = None  # set by the test
+    FIELDS = ("identity", "permits", "max_waiting")
 
     def __init__(self) -> None:
         super().__init__()
@@ -537,15 +539,16 @@ class PermitsModel(QueueModel):
     def grant(self, identity: str, permits: int) -> None:
         self.holders[identity] = permits
         self.hold[identity] = next(self.holds)
-        # its queued callers share its hold
-        sharing = [w for w in self.queue if w["identity"] == identity]
-        for w in sharing:
-            self.queue.remove(w)
-            self.handed_to(w, share=True)
+        # its queued callers share its hold (the dead ones are dropped)
+        for w in [w for w in self.ordered() if w["identity"] == identity]:
+            if w["dead"]:
+                self.drop(w)
+            else:
+                self.queue.remove(w)
+                self.handed_to(w, share=True)
 
     def handed_to(self, w: dict[str, Any], *, share: bool) -> None:
-        self.served.append(w["identity"])
-        self.handed.append({**w, "hold": self.hold[w["identity"]], "share": share})
+        self.hand(w["identity"], w, hold=self.hold[w["identity"]], share=share)
 
     def holds_still(self, w: dict[str, Any]) -> bool:
         """Whether the hold handed (or shared) to ``w`` lasts."""
@@ -553,19 +556,22 @@ class PermitsModel(QueueModel):
         return identity in self.holders and self.hold[identity] == w["hold"]
 
     def serve(self) -> float | None:
-        """The queue served as serve_slots does; the priority of the waiter
-        that holds it up (INF: no permit free), or None."""
+        """The queue served as serve_slots does (the dead met dropped, at most
+        SLOT_STEPS steps); the priority of the waiter that holds it up (INF:
+        no permit free, or the step limit), or None."""
         if not self.queue:
             return None
         size, free, rank = self.max or 0, self.free(), 0
-        while True:
+        for _ in range(SLOT_STEPS):
             if free == 0:
                 return INF
             ordered = self.ordered()
             if rank >= len(ordered):
                 return None
             w = ordered[rank]
-            if w["permits"] > size:
+            if w["dead"]:
+                self.drop(w)
+            elif w["permits"] > size:
                 rank += 1
             elif w["permits"] > free:
                 return float(w["priority"])
@@ -575,6 +581,7 @@ class PermitsModel(QueueModel):
                 self.handed_to(w, share=False)
                 free -= w["permits"]
                 rank = 0
+        return INF
 
     def end(self, identity: str) -> None:
         del self.holders[identity]
@@ -601,6 +608,56 @@ class PermitsModel(QueueModel):
             return True
         return False
 
+    def caller(self, data: st.DataObject) -> dict[str, Any]:
+        return {"identity": data.draw(IDENTITIES), "permits": data.draw(PERMITS)}
+
+    def ask(
+        self,
+        token: str,
+        priority: int,
+        fate: str,
+        identity: str = "a",
+        permits: int = 1,
+        max_waiting: int = -1,
+    ) -> None:
+        reply = self.engine.run(
+            "acquire",
+            token,
+            LONG_MS,
+            priority,
+            1 if fate == "deadline" else LONG_MS,
+            max_waiting,
+            1 - GRACE_MS if fate == "window" else LONG_MS,
+            "",
+            permits,
+            identity,
+        )
+        if self.max is None:
+            assert reply == "unconfigured"
+            return
+        if self.acquire(identity, permits, priority):
+            assert isinstance(reply, str) and reply.startswith(f"{identity}\n"), reply
+            self.confirm_reply(reply)
+            return
+        if not self.room_to_wait(max_waiting):
+            assert reply == Reply.FULL, reply
+            return
+        assert isinstance(reply, int), reply
+        self.queued(
+            token, priority, fate, identity=identity, permits=permits, max_waiting=max_waiting
+        )
+
+    def quiet(self) -> bool:
+        return self.free() == 0 and not self.expired
+
+    def hold_of(self, resource: str) -> Any:
+        live = resource in self.holders and resource not in self.expired
+        return self.hold[resource] if live else None
+
+    def expire_hold(self, resource: str) -> None:
+        self.expire_in_redis(resource)
+        self.expired.add(resource)
+
     # -- rules
 
     @rule(identity=IDENTITIES, permits=PERMITS, priority=PRIORITIES)
@@ -612,23 +669,23 @@ class PermitsModel(QueueModel):
         expected = self.acquire(identity, permits, priority)
         got = self.sem.acquire(identity, permits=permits, priority=priority, timeout=0)
         assert got is expected, (identity, permits, priority)
+        if got:
+            self.confirmed(identity)  # (by the acquire, if it was not)
 
-    @rule(identity=IDENTITIES, permits=st.integers(min_value=1, max_value=6), priority=PRIORITIES)
-    def queue_caller(self, identity: str, permits: int, priority: int) -> None:
-        """A caller that waits: queued in Redis by the acquire operation itself,
-        as ``acquire(timeout=60)`` queues it (its wake list is not read here)."""
-        token = uuid.uuid4().hex
-        reply = self.engine.run(
-            "acquire", token, 60000, priority, 60000, -1, 60000, "", permits, identity
-        )
-        if self.max is None:
-            assert reply == "unconfigured"
-            return
-        if self.acquire(identity, permits, priority):
-            assert isinstance(reply, str) and reply.startswith(f"{identity}\n"), reply
-            return
-        assert isinstance(reply, int), reply
-        self.queued(token, priority, identity=identity, permits=permits)
+    @rule(
+        identity=IDENTITIES,
+        permits=st.integers(min_value=1, max_value=6),
+        priority=PRIORITIES,
+        fate=FATES,
+        max_waiting=st.sampled_from([-1, -1, 0, 1, 2]),
+    )
+    def queue_caller(
+        self, identity: str, permits: int, priority: int, fate: str, max_waiting: int
+    ) -> None:
+        """A caller that waits (``max_waiting``: -1 none): queued in Redis by
+        the acquire operation itself, as ``acquire(timeout=60)`` queues it (its
+        wake list is not read here)."""
+        self.ask(uuid.uuid4().hex, priority, fate, identity, permits, max_waiting)
 
     def withdrawn(self) -> None:
         self.serve()
@@ -662,13 +719,12 @@ class PermitsModel(QueueModel):
     @precondition(lambda self: set(self.holders) - self.expired)
     @rule(data=st.data())
     def expire(self, data: st.DataObject) -> None:
-        identity = data.draw(st.sampled_from(sorted(set(self.holders) - self.expired)))
-        self.expire_in_redis(identity)
-        self.expired.add(identity)
+        self.expire_hold(data.draw(st.sampled_from(sorted(set(self.holders) - self.expired))))
 
     @rule()
     def gc(self) -> None:
-        self.sem.gc()
+        _, dropped = self.engine.gc()
+        assert [w.holder for w in dropped] == [w["identity"] for w in self.drop_dead()]
         self.reclaim()
         self.serve()
 
@@ -684,6 +740,7 @@ class PermitsModel(QueueModel):
 
     @invariant()
     def agrees_with_model(self) -> None:
+        self.pass_deaths()
         self.confirm_served()
         live = {i: k for i, k in self.holders.items() if i not in self.expired}
         assert held(self.sem) == live
@@ -697,6 +754,7 @@ class PermitsModel(QueueModel):
             used = sum(self.holders.values())
             self.cap = max(self.max, min(self.cap, used))
             assert used <= self.cap, f"{used} permits held, max {self.max}"
+        self.agrees_on_dead()
 
 
 def test_weighted_permits_match_the_model(redis_client):

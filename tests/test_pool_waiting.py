@@ -11,12 +11,20 @@ import random
 import signal
 import threading
 import time
+import uuid
 
 from django_redis_pool import ResourcePool
 from django_redis_pool.primitives.engine import LeaseEngine
+from django_redis_pool.primitives.scripts import _constants
 
 from .clients import client_from, spec_of
-from .primitive_helpers import LONG_CHUNK, LONG_READ_TIMEOUT, redis_time
+from .primitive_helpers import (
+    LONG_CHUNK,
+    LONG_READ_TIMEOUT,
+    pool_of,
+    queue_dead_waiter,
+    redis_time,
+)
 from .waiting import wait_blocked, wait_for
 
 mp = multiprocessing.get_context("fork")
@@ -247,6 +255,31 @@ def test_gc_drops_dead_waiters(client):
     proc.join(5)
     wait_for(lambda: pool.collect(dry_run=True).dropped, what="the waiter to be presumed dead")
     pool.gc()
+    assert pool.waiting_count() == 0
+
+
+def test_no_newcomer_passes_a_live_waiter_behind_more_dead_ones_than_a_hand_off_skips(client):
+    # 2 * SKIP_LIMIT + 1 dead waiters, then a live one, queue for the one
+    # resource. Its release's hand-off drops SKIP_LIMIT of them and gives up
+    # (bounded work): the resource is available while the live waiter waits.
+    # A newcomer's acquire serves the queue first, and its hand-off gives up
+    # too: the newcomer must not take the resource ahead of the live waiter
+    # (one not even waiting did). The live waiter's own check-in gets it.
+    skip = int(_constants()["SKIP_LIMIT"])
+    pool = pool_of(client, "crowded", "r")
+    engine = pool._engine
+    held = pool.acquire(holder="first")
+    for _ in range(2 * skip + 1):
+        queue_dead_waiter(pool, "ghost")
+    live = uuid.uuid4().hex
+    reply = engine.run("acquire", live, 60000, 0, 60000, -1, 60000, engine.restore, 1, "live")
+    assert isinstance(reply, int), reply
+    assert held.release()
+    assert pool.available() == ["r"] and pool.waiting_count() == skip + 2
+    assert pool.acquire(holder="newcomer") is None
+    assert pool.available() == ["r"] and pool.waiting_count() == 2
+    assert engine.run("wait", live, 60000).startswith("r\n"), "the live waiter's check-in"
+    assert [lease.holder for lease in pool.leases()] == ["live"]
     assert pool.waiting_count() == 0
 
 

@@ -19,6 +19,9 @@
 -- queue was served, and no queued waiter that fits the max size goes before it
 -- (see serve_slots): while one is queued, a newcomer of its priority or lower
 -- waits behind it (or, not waiting, is refused) even if its own permits are free.
+-- A pool's newcomer likewise takes a resource only once the queue was served:
+-- none while queued waiters were not reached (a hand-off gives up after
+-- SKIP_LIMIT dead waiters, leaving the resource available for the next one).
 local token, lease_ms, priority, wait_ms, max_waiting, alive_ms, restore, permits, holder, mine,
   held = acquire_request(args[2])
 if mine then  -- a retry of this request
@@ -84,14 +87,14 @@ if SLOTS then
   end
 else
   reclaim_due()
-  if redis.call('ZCARD', K_WAITQ) > 0 then
-    pump()  -- the queue goes first
-  end
-  local resource = take_available()
+  -- The queue goes first: a newcomer takes nothing while waiters that the
+  -- serving did not reach (past a run of dead ones) are queued.
+  local passed = redis.call('ZCARD', K_WAITQ) > 0 and pump()
+  local resource = not passed and take_available()
   if resource then
     return resource .. '\n' .. grant(resource, token, holder, lease_ms, false)
   end
-  if restore == RESTORE_HEAL and redis.call('ZCARD', K_LEASES) == 0 then
+  if restore == RESTORE_HEAL and not passed and redis.call('ZCARD', K_LEASES) == 0 then
     return REPLY_EMPTY  -- its keys were lost: the caller restores them, then asks again
   end
 end

@@ -961,24 +961,28 @@ end
 
 -- @fn pump
 -- Serve queued waiters from avail or free slots (after a reclaim, a change of
--- size, or a hand-off that gave up on a run of dead waiters).
+-- size, or a hand-off that gave up on a run of dead waiters). Pools: returns
+-- true when it stopped with waiters still queued that it did not reach (a
+-- hand-off gave up on SKIP_LIMIT dead ones, or PUMP_LIMIT were served) while
+-- a resource may be available: no newcomer may take it ahead of them.
 local function pump()
   if SLOTS then
     return serve_slots()
   end
   for _ = 1, PUMP_LIMIT do
     if redis.call('ZCARD', K_WAITQ) == 0 then
-      return
+      return false
     end
     local r = take_available()
     if not r then
-      return
+      return false
     end
     if not hand_to_waiter(r) then
       make_available(r)
-      return
+      return redis.call('ZCARD', K_WAITQ) > 0
     end
   end
+  return redis.call('ZCARD', K_WAITQ) > 0
 end
 
 -- @fn next_expiry_ms
