@@ -283,6 +283,28 @@ def test_no_newcomer_passes_a_live_waiter_behind_more_dead_ones_than_a_hand_off_
     assert pool.waiting_count() == 0
 
 
+def test_a_live_waiter_behind_a_crowd_of_dead_ones_checks_in_again_at_once_while_a_resource_is_free(
+    client,
+):
+    # Each check-in drops SKIP_LIMIT dead waiters: while the one free resource
+    # has not reached the live waiter, its check-in says "again now" (0 ms),
+    # not "wait a chunk", until it is served.
+    skip = int(_constants()["SKIP_LIMIT"])
+    pool = pool_of(client, "crowd-check-in", "r")
+    engine = pool._engine
+    held = pool.acquire(holder="first")
+    for _ in range(3 * skip + 1):
+        queue_dead_waiter(pool, "ghost")
+    live = uuid.uuid4().hex
+    reply = engine.run("acquire", live, 60000, 0, 60000, -1, 60000, engine.restore, 1, "live")
+    assert isinstance(reply, int), reply
+    assert held.release()
+    replies = [engine.run("wait", live, 60000)]
+    while replies[-1] == 0:
+        replies.append(engine.run("wait", live, 60000))
+    assert replies[:-1] == [0, 0] and replies[-1].startswith("r\n"), replies
+
+
 def _hold_and_hang(spec, name, ready_key):
     client = client_from(spec)
     ResourcePool(client, name, lease_timeout=0.5).acquire(holder="crasher")

@@ -3,10 +3,12 @@
 -- returns the caller's grant if it has one (a share of its identity's hold
 -- included), else renews its liveness window.
 -- args[2] (packed): token | liveness window ms.
--- Returns "resource\nrecord" (a grant) | ms until the next expiry (-1 none) | REPLY_GONE.
+-- Returns "resource\nrecord" (a grant) | ms until the next expiry (-1 none; 0
+-- when a pool's resource is free but its serving gave up on a run of dead
+-- waiters before this one: each check-in drops SKIP_LIMIT more) | REPLY_GONE.
 local token, alive_ms = string.match(args[2], '^([^|]*)|(.*)$')
 reclaim(RECLAIM_LIMIT)
-pump()
+local unreached = pump()
 local state, value, raw = token_state(token)
 if state == 'granted' then
   redis.call('DEL', BASE .. ':wake:' .. token)
@@ -29,4 +31,7 @@ end
 w.alive = NOW + tonumber(alive_ms) + GRACE_MS
 redis.call('HSET', K_WINFO, value, encode_waiter(w))
 index_waiter(value, w)
+if unreached and not SLOTS then
+  return 0  -- a resource is free, the serving gave up behind dead waiters: check in again
+end
 return next_expiry_ms()
