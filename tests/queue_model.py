@@ -184,6 +184,24 @@ class QueueModel(RuleBasedStateMachine):
         if Redis queued it (its wake list is not read here)."""
         raise NotImplementedError
 
+    def request(
+        self, token: str, priority: int, fate: str, max_waiting: int, permits: int, holder: str
+    ) -> Any:
+        """The engine's acquire for a caller that lives, or dies by ``fate``
+        ("deadline": its deadline, "window": its liveness window, 1 ms on)."""
+        return self.engine.run(
+            "acquire",
+            token,
+            LONG_MS,
+            priority,
+            1 if fate == "deadline" else LONG_MS,
+            max_waiting,
+            1 - GRACE_MS if fate == "window" else LONG_MS,
+            "",
+            permits,
+            holder,
+        )
+
     def quiet(self) -> bool:
         """Whether an acquire can serve nobody now (nothing free, nothing expired)."""
         raise NotImplementedError

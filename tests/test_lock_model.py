@@ -27,7 +27,7 @@ from hypothesis.stateful import (
 from django_redis_pool import Lock
 from django_redis_pool.primitives.protocol import Reply
 
-from .queue_model import FATES, GRACE_MS, INF, LONG_MS, SLOT_STEPS, QueueModel
+from .queue_model import FATES, INF, LONG_MS, SLOT_STEPS, QueueModel
 
 HOLDERS = st.sampled_from(["a", "b"])
 PRIORITIES = st.integers(min_value=0, max_value=1)
@@ -115,18 +115,7 @@ class LockModel(QueueModel):
     def ask(
         self, token: str, priority: int, fate: str, holder: str = "a", max_waiting: int = -1
     ) -> None:
-        reply = self.engine.run(
-            "acquire",
-            token,
-            LONG_MS,
-            priority,
-            1 if fate == "deadline" else LONG_MS,
-            max_waiting,
-            1 - GRACE_MS if fate == "window" else LONG_MS,
-            "",
-            1,
-            holder,
-        )
+        reply = self.request(token, priority, fate, max_waiting, 1, holder)
         expected = self.acquire(holder, priority)
         if expected == "not" and not self.room_to_wait(max_waiting):
             assert reply == Reply.FULL, reply

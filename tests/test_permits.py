@@ -34,7 +34,7 @@ from django_redis_pool.primitives.protocol import Reply
 
 from .clients import client_from, spec_of
 from .primitive_helpers import LONG_CHUNK, expire_now, redis_time
-from .queue_model import FATES, GRACE_MS, INF, LONG_MS, SLOT_STEPS, QueueModel
+from .queue_model import FATES, INF, SLOT_STEPS, QueueModel
 from .waiting import wait_blocked, wait_for
 
 mp = multiprocessing.get_context("fork")
@@ -620,18 +620,7 @@ class PermitsModel(QueueModel):
         permits: int = 1,
         max_waiting: int = -1,
     ) -> None:
-        reply = self.engine.run(
-            "acquire",
-            token,
-            LONG_MS,
-            priority,
-            1 if fate == "deadline" else LONG_MS,
-            max_waiting,
-            1 - GRACE_MS if fate == "window" else LONG_MS,
-            "",
-            permits,
-            identity,
-        )
+        reply = self.request(token, priority, fate, max_waiting, permits, identity)
         if self.max is None:
             assert reply == "unconfigured"
             return

@@ -28,7 +28,7 @@ from hypothesis.stateful import (
 from django_redis_pool import ResourcePool
 from django_redis_pool.primitives.protocol import Reply
 
-from .queue_model import FATES, GRACE_MS, LONG_MS, PUMP_LIMIT, QueueModel
+from .queue_model import FATES, LONG_MS, PUMP_LIMIT, QueueModel
 
 RESOURCES = st.sampled_from(["a", "b", "c", "d"])
 PRIORITIES = st.integers(min_value=0, max_value=1)
@@ -223,18 +223,8 @@ class PoolQueueModel(QueueModel):
         self.new_fence(int(reply.split("\n", 1)[1].split("|")[1]))
 
     def ask(self, token: str, priority: int, fate: str, max_waiting: int = -1) -> None:
-        reply = self.op(
-            "acquire",
-            token,
-            LONG_MS,
-            priority,
-            1 if fate == "deadline" else LONG_MS,
-            max_waiting,
-            1 - GRACE_MS if fate == "window" else LONG_MS,
-            "",
-            1,
-            "model",
-        )
+        self.ops += 1
+        reply = self.request(token, priority, fate, max_waiting, 1, "model")
         resource = self.newcomer(token)
         self.granted(reply, resource)
         if resource is not None:

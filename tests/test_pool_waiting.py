@@ -258,6 +258,22 @@ def test_gc_drops_dead_waiters(client):
     assert pool.waiting_count() == 0
 
 
+def _live_behind_dead_waiters(client, name, dead):
+    """A pool of one resource whose holder released it with ``dead`` dead
+    waiters queued, then a live one (its token returned): the release's
+    hand-off dropped SKIP_LIMIT of them at most."""
+    pool = pool_of(client, name, "r")
+    engine = pool._engine
+    held = pool.acquire(holder="first")
+    for _ in range(dead):
+        queue_dead_waiter(pool, "ghost")
+    live = uuid.uuid4().hex
+    reply = engine.run("acquire", live, 60000, 0, 60000, -1, 60000, engine.restore, 1, "live")
+    assert isinstance(reply, int), reply
+    assert held.release()
+    return pool, live
+
+
 def test_no_newcomer_passes_a_live_waiter_behind_more_dead_ones_than_a_hand_off_skips(client):
     # 2 * SKIP_LIMIT + 1 dead waiters, then a live one, queue for the one
     # resource. Its release's hand-off drops SKIP_LIMIT of them and gives up
@@ -266,15 +282,8 @@ def test_no_newcomer_passes_a_live_waiter_behind_more_dead_ones_than_a_hand_off_
     # too: the newcomer must not take the resource ahead of the live waiter
     # (one not even waiting did). The live waiter's own check-in gets it.
     skip = int(_constants()["SKIP_LIMIT"])
-    pool = pool_of(client, "crowded", "r")
+    pool, live = _live_behind_dead_waiters(client, "crowded", 2 * skip + 1)
     engine = pool._engine
-    held = pool.acquire(holder="first")
-    for _ in range(2 * skip + 1):
-        queue_dead_waiter(pool, "ghost")
-    live = uuid.uuid4().hex
-    reply = engine.run("acquire", live, 60000, 0, 60000, -1, 60000, engine.restore, 1, "live")
-    assert isinstance(reply, int), reply
-    assert held.release()
     assert pool.available() == ["r"] and pool.waiting_count() == skip + 2
     assert pool.acquire(holder="newcomer") is None
     assert pool.available() == ["r"] and pool.waiting_count() == 2
@@ -290,15 +299,8 @@ def test_a_live_waiter_behind_a_crowd_of_dead_ones_checks_in_again_at_once_while
     # has not reached the live waiter, its check-in says "again now" (0 ms),
     # not "wait a chunk", until it is served.
     skip = int(_constants()["SKIP_LIMIT"])
-    pool = pool_of(client, "crowd-check-in", "r")
+    pool, live = _live_behind_dead_waiters(client, "crowd-check-in", 3 * skip + 1)
     engine = pool._engine
-    held = pool.acquire(holder="first")
-    for _ in range(3 * skip + 1):
-        queue_dead_waiter(pool, "ghost")
-    live = uuid.uuid4().hex
-    reply = engine.run("acquire", live, 60000, 0, 60000, -1, 60000, engine.restore, 1, "live")
-    assert isinstance(reply, int), reply
-    assert held.release()
     replies = [engine.run("wait", live, 60000)]
     while replies[-1] == 0:
         replies.append(engine.run("wait", live, 60000))
