@@ -172,6 +172,18 @@ def test_a_started_task_waiting_for_redelivery_is_not_withdrawn_by_a_timed_out_q
     assert queue.get_task(task_id).result == 3
 
 
+def test_a_task_delivered_again_starts_without_its_dead_workers_progress(client: Any) -> None:
+    queue = TaskQueue(client, "jobs", visibility_timeout=0.2)
+    task_id = queue.enqueue("add", {"a": 1, "b": 2})
+    queue._run("queue_take", "dead-worker", 200, "add")
+    assert queue._run("queue_progress", task_id, "dead-worker", 1, "3", "10") == 1
+    assert queue.get_task(task_id).progress == (3, 10)
+    started = queue.get_task(task_id).started_at
+    wait_for(lambda: redis_time(client) > started + 0.3, what="its deadline to pass")
+    assert queue._run("queue_take", "next-worker", 60000, "add")[0] == task_id
+    assert queue.get_task(task_id).progress is None
+
+
 def test_local_first_runs_here_and_remotely_when_it_fails(client: Any) -> None:
     def flaky(task: Task) -> Any:
         raise RuntimeError("not here")

@@ -346,6 +346,7 @@ class TaskQueueModel(RuleBasedStateMachine):
         t = self.tasks[id]
         t.update(
             status="running",
+            progress=None,
             attempts=t["attempts"] + 1,
             worker=worker,
             workers=t["workers"] + [worker],

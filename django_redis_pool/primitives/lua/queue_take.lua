@@ -26,6 +26,7 @@ local attempts = redis.call('HINCRBY', task, 'attempts', 1)
 local before = redis.call('HGET', task, 'workers')
 redis.call('HSET', task, 'status', TASK_RUNNING, 'worker', worker, 'started', NOW, 'workers',
   before and before .. '\n' .. worker or worker)
+redis.call('HDEL', task, 'current', 'total')  -- (a dead delivery's progress is not this one's)
 redis.call('HSETNX', task, 'first', NOW)
 redis.call('ZADD', BASE .. ':inflight', NOW + visibility, best)
 return {best, best_name, redis.call('HGET', task, 'params'), attempts, queue_fields(task, true)}
