@@ -18,7 +18,6 @@ provisional lease of PROVISIONAL_MS at most) and comes back when it lapses.
 
 from __future__ import annotations
 
-import time
 import uuid
 from typing import Any
 
@@ -30,6 +29,7 @@ from django_redis_pool.primitives.protocol import Reply
 from django_redis_pool.primitives.scripts import _constants
 
 from .primitive_helpers import redis_time
+from .waiting import wait_for
 
 #: The lease engine's bounds (``engine.lua``).
 GRACE_MS, SKIP_LIMIT, PRUNE_LIMIT, PUMP_LIMIT, PROVISIONAL_MS = (
@@ -153,13 +153,9 @@ class QueueModel(RuleBasedStateMachine):
             self.dying = False
 
     def until_redis_ms(self, ms: float) -> None:
-        """Wait until the Redis clock reads ``ms`` (a few ms: polled every ms,
-        where wait_for polls every 10)."""
+        """Wait until the Redis clock reads ``ms`` (a few ms away: asked every ms)."""
         client = self.engine.client
-        give_up = time.monotonic() + 10
-        while redis_time(client) * 1000 < ms:
-            assert time.monotonic() < give_up, "the Redis clock stands still"
-            time.sleep(0.001)
+        wait_for(lambda: redis_time(client) * 1000 >= ms, what=f"Redis ms {ms}", interval=0.001)
 
     # -- what each model says
 

@@ -33,13 +33,20 @@ def floor_of(call: Callable[[], object]) -> float:
     return time.monotonic() - started
 
 
-def wait_for(predicate: Callable[[], object], timeout: float = 10.0, what: str = "it") -> None:
-    """Return once ``predicate()`` is true; fail the test after ``timeout`` s."""
+def wait_for(
+    predicate: Callable[[], object],
+    timeout: float = 10.0,
+    what: str = "it",
+    *,
+    interval: float = 0.01,
+) -> None:
+    """Return once ``predicate()`` is true (asked every ``interval`` s); fail
+    the test after ``timeout`` s."""
     deadline = time.monotonic() + timeout
     while not predicate():
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.01)
+        time.sleep(interval)
 
 
 async def await_for(
