@@ -172,6 +172,68 @@ def test_a_started_task_waiting_for_redelivery_is_not_withdrawn_by_a_timed_out_q
     assert queue.get_task(task_id).result == 3
 
 
+def test_a_query_that_gives_up_leaves_the_task_another_query_waits_for(client: Any) -> None:
+    # Two queries of one id share one task; the first to time out withdrew it,
+    # and the other waited out its whole timeout for an end that never came.
+    queue = TaskQueue(client, "jobs", task_fn=handler)
+    results = []
+    waiter = threading.Thread(
+        target=lambda: results.append(
+            queue.query("t1", "add", {"a": 1, "b": 2}, policy=Policy.Remote, timeout=30)
+        )
+    )
+    waiter.start()
+    wait_blocked(client, what="the first query to wait")
+    with pytest.raises(ResourceUnavailable):
+        queue.query("t1", "add", {"a": 1, "b": 2}, policy=Policy.Remote, timeout=0.2)
+    assert queue.get_task("t1").status == "queued", "another query still waits for it"
+    assert queue.listen(["add"], burst=True) == 1
+    waiter.join(10)
+    assert results == [3]
+
+
+def test_a_query_that_gives_up_leaves_a_task_somebody_enqueued(client: Any) -> None:
+    queue = TaskQueue(client, "jobs", task_fn=handler)
+    task_id = queue.enqueue("add", {"a": 2, "b": 2})
+    with pytest.raises(ResourceUnavailable):
+        queue.query(task_id, "add", policy=Policy.Remote, timeout=0.2)
+    assert queue.get_task(task_id).status == "queued", "it was asked for, to be run"
+    assert queue.listen(["add"], burst=True) == 1
+    assert queue.get_task(task_id).result == 4
+
+
+def test_once_leaves_the_result_to_the_other_queries_of_the_same_task(client: Any) -> None:
+    queue = TaskQueue(client, "jobs", task_fn=handler)
+    results = []
+
+    def ask() -> None:
+        results.append(
+            queue.query("t1", "add", {"a": 3, "b": 4}, policy=Policy.Remote, timeout=30, once=True)
+        )
+
+    threads = [threading.Thread(target=ask) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    wait_blocked(client, 2, what="both queries to wait")
+    assert queue.listen(["add"], burst=True) == 1
+    for thread in threads:
+        thread.join(10)
+    assert results == [7, 7]
+    assert queue.get_task("t1") is None, "deleted once the last query read it"
+
+
+def test_a_retried_task_is_ready_at_once_and_its_run_at_is_gone(client: Any) -> None:
+    queue = TaskQueue(client, "jobs", task_fn=handler)
+    run_at = redis_time(client) + 0.2
+    task_id = queue.enqueue("boom", run_at=run_at)
+    wait_for(lambda: redis_time(client) > run_at, what="the task to be due")
+    assert queue.listen(["boom"], burst=True) == 1
+    assert queue.retry(task_id)
+    task = queue.get_task(task_id)
+    assert (task.status, task.run_at) == ("queued", None)
+    assert queue.counts()["pending"] == 1
+
+
 def test_a_task_delivered_again_starts_without_its_dead_workers_progress(client: Any) -> None:
     queue = TaskQueue(client, "jobs", visibility_timeout=0.2)
     task_id = queue.enqueue("add", {"a": 1, "b": 2})

@@ -38,7 +38,7 @@ from hypothesis.stateful import (
 )
 
 from django_redis_pool.primitives.queue import Task, TaskQueue
-from django_redis_pool.primitives.queue_task import task_from_fields
+from django_redis_pool.primitives.queue_task import task_from_fields, task_from_flat
 
 from .queue_model import QueueModel
 from .waiting import wait_for
@@ -258,7 +258,7 @@ class TaskQueueModel(RuleBasedStateMachine):
     def some_ready(self, tasks: list[tuple[str, str, int]]) -> None:
         """A few tasks ready from the start, for the workers."""
         for id, name, priority in tasks:
-            self.enqueue(id, name, priority, "now", 2, 3600)
+            self.enqueue(id, name, priority, "now", 2, 3600, False)
 
     @rule(
         id=st.sampled_from(IDS),
@@ -267,26 +267,52 @@ class TaskQueueModel(RuleBasedStateMachine):
         when=st.sampled_from(["now", "now", "past", "moment", "far"]),
         max_attempts=st.sampled_from([1, 2, 2, 3]),
         result_ttl=st.sampled_from([3600, 3600, 0.001]),
+        waits=st.booleans(),
     )
     def enqueue(
-        self, id: str, name: str, priority: int, when: str, max_attempts: int, result_ttl: float
+        self,
+        id: str,
+        name: str,
+        priority: int,
+        when: str,
+        max_attempts: int,
+        result_ttl: float,
+        waits: bool,
     ) -> None:
+        """``submit``, or (``waits``) a query's enqueue: the query then waits
+        for the task's end, and ends by ``withdraw`` or ``collect``."""
         queue = self.queues[max_attempts, result_ttl]
         params = {"n": next(self.values)}
+        payload = json.dumps(params, separators=(",", ":"))
         start = self.now_ms()
         ahead = {"now": None, "past": -5_000, "moment": MOMENT_MS, "far": 3_600_000}[when]
         run_at = None if ahead is None else (start + ahead) / 1000
-        t0, got, t1 = self.timed(
-            lambda: queue.submit(name, params, id=id, priority=priority, run_at=run_at)
-        )
-        if id in self.tasks:  # left as it is
+        if waits:  # (as TaskQueue._remote sends it, deferral and priority aside)
+            at = -1 if run_at is None else math.floor(run_at * 1000)
+            args = (name, payload, priority, at, max_attempts, round(result_ttl * 1000))
+            t0, (added, flat), t1 = self.timed(
+                lambda: self.engine.run("queue_enqueue", id, *args, 1)
+            )
+            fields = dict(zip(flat[0::2], flat[1::2], strict=True))
+            if int(added):
+                fields[b"params"] = payload
+            got = task_from_fields(id, fields)
+        else:
+            t0, got, t1 = self.timed(
+                lambda: queue.submit(name, params, id=id, priority=priority, run_at=run_at)
+            )
+        if id in self.tasks:  # left as it is, but for who waits for it
             self.check_task(id, got)
+            if waits:
+                self.tasks[id]["queries"] += 1
+            else:
+                self.tasks[id]["keep"] = True
             return
         self.seq += 1
         self.names.add(name)
         self.tasks[id] = t = {
             "name": name,
-            "params": json.dumps(params, separators=(",", ":")),
+            "params": payload,
             "status": "queued",
             "attempts": 0,
             "priority": priority,
@@ -307,6 +333,8 @@ class TaskQueueModel(RuleBasedStateMachine):
             "where": None,
             "deadline": None,
             "ends": 0,
+            "queries": int(waits),  # queries counted as waiting for it
+            "keep": not waits,  # enqueued by somebody who does not wait
         }
         at = None if run_at is None else math.floor(run_at * 1000)  # as enqueue sends it
         # deferred iff run_at > NOW: where the bracket cannot tell, the stored task says
@@ -478,14 +506,17 @@ class TaskQueueModel(RuleBasedStateMachine):
     @precondition(lambda self: self.tasks)
     @rule(
         data=st.data(),
-        what=st.sampled_from(["gc", "gc", "retry", "delete", "withdraw", "forget"]),
+        what=st.sampled_from(
+            ["gc", "gc", "retry", "delete", "withdraw", "collect", "collect once"]
+        ),
         count=st.sampled_from([1, 2, 100]),
     )
     def admin(self, data: st.DataObject, what: str, count: int) -> None:
         """gc (at most ``count`` of each kind of upkeep); an operator retries or
-        deletes a task, a query gives up on its task (withdrawn unless a worker
-        runs it) or forgets it once it read its end (query(once=True)): mostly
-        a task there, sometimes any id."""
+        deletes a task; a query gives up on its task (withdrawn unless a worker
+        started it, another query waits for it or somebody enqueued it without
+        waiting) or reads its end (and deletes it with query(once=True), unless
+        another query waits to read it): mostly a task there, sometimes any id."""
         if what == "gc":
             self.upkeep_now(count)
             return
@@ -498,16 +529,29 @@ class TaskQueueModel(RuleBasedStateMachine):
                 for key in ("result", "error", "trace", "finished", "worker", "progress"):
                     t[key] = None
                 t.update(status="queued", attempts=0, workers=[], started=None, first=None, ends=0)
+                t.update(run_at=None, queries=0)
                 self.ready(id)
             return
         if what == "delete":
             got, expected = int(self.queue.delete(id)), status not in (None, "running")
         elif what == "withdraw":
             got = self.engine.run("queue_withdraw", id)
-            expected = status == "queued" and t["attempts"] == 0  # (never started)
+            if t:
+                t["queries"] -= 1
+            expected = bool(
+                status == "queued"
+                and t["attempts"] == 0  # (never started)
+                and t["queries"] <= 0
+                and not t["keep"]
+            )
         else:
-            got = self.engine.run("queue_admin", "forget", id)
-            expected = status in ("done", "failed")
+            once = what == "collect once"
+            flat = self.engine.run("queue_collect", id, int(once))
+            self.check_task(id, task_from_flat(id, flat))
+            if t:
+                t["queries"] -= 1
+            expected = once and status in ("done", "failed") and t["queries"] <= 0
+            got = int(expected)  # (what Redis did: checked after the step)
         assert got == int(expected), (what, id, got, t)
         if expected:
             del self.tasks[id]
@@ -547,6 +591,9 @@ class TaskQueueModel(RuleBasedStateMachine):
         for id in IDS:
             self.check_task(id, self.queue.get_task(id))
             t = self.tasks.get(id)
+            queries, keep = self.client.hmget(f"{self.base}:t:{id}", "queries", "keep")
+            assert int(queries or 0) == (t["queries"] if t else 0), (id, queries, t)
+            assert (keep is not None) == bool(t and t["keep"]), (id, keep, t)
             ttl = self.client.pttl(f"{self.base}:t:{id}")
             if t is None:
                 assert ttl == -2

@@ -24,7 +24,7 @@ from ._common import to_ms
 from .base import DEFAULT_KEY_PREFIX
 from .engine import MIN_BLOCK, LeaseEngine
 from .protocol import Mode, TaskStatus
-from .queue_task import Task, dumps, error_message, task_from_fields
+from .queue_task import Task, dumps, error_message, task_from_fields, task_from_flat
 from .queue_worker import run_workers
 from .steps import Call, Local, Steps
 from .validators import check_client, check_duration, check_name, check_timeout
@@ -201,10 +201,7 @@ class TaskQueue:
         return self._engine.drive(self._get_task(check_name(id, "task id")))
 
     def _get_task(self, id: str) -> Steps[Task | None]:
-        flat = yield self._engine.op("queue_read", "task", id)
-        if not flat:
-            return None
-        return task_from_fields(id, dict(zip(flat[0::2], flat[1::2], strict=True)))
+        return task_from_flat(id, (yield self._engine.op("queue_read", "task", id)))
 
     def counts(self) -> dict[str, int]:
         """Tasks ``pending`` (ready), ``running``, ``scheduled`` (deferred),
@@ -354,7 +351,7 @@ class TaskQueue:
     ) -> Steps[Any]:
         run = self._engine.op  # (a step: ``yield run(...)``)
         yield run(
-            "queue_enqueue", id, name, payload, 0, -1, self.max_attempts, to_ms(self.result_ttl)
+            "queue_enqueue", id, name, payload, 0, -1, self.max_attempts, to_ms(self.result_ttl), 1
         )
         try:
             done = yield from self._wait_done(id, timeout)
@@ -370,13 +367,11 @@ class TaskQueue:
             raise ResourceUnavailable(
                 f"task {name!r} ({id}) of {self!r} had no result within {timeout} s"
             )
-        task = yield from self._get_task(id)
+        task = task_from_flat(id, (yield run("queue_collect", id, int(once))))
         if task is None:
             raise ResourceUnavailable(
                 f"the result of task {name!r} ({id}) expired before it was read"
             )
-        if once:
-            yield run("queue_admin", "forget", id)
         if task.status == TaskStatus.FAILED:
             error = task.error or "the task failed"
             raise (WorkerLost if error.startswith(_WORKER_LOST) else TaskFailed)(error, task)

@@ -18,7 +18,7 @@ from typing import Any
 from ._common import text
 from .protocol import TaskStatus
 
-__all__ = ["Task", "dumps", "error_message", "task_from_fields"]
+__all__ = ["Task", "dumps", "error_message", "task_from_fields", "task_from_flat"]
 
 
 @dataclass
@@ -125,6 +125,12 @@ def task_from_fields(id: str, fields: dict[Any, Any]) -> Task:
     if "current" in f:
         task.progress = (json.loads(f["current"]), json.loads(f["total"]))
     return task
+
+
+def task_from_flat(id: str, flat: list[Any]) -> Task | None:
+    """Task ``id`` from its hash's fields as a flat list, as ``HGETALL`` gives
+    them (empty: there is none, None)."""
+    return task_from_fields(id, dict(zip(flat[0::2], flat[1::2], strict=True))) if flat else None
 
 
 def error_message(exc: BaseException) -> str:

@@ -94,6 +94,7 @@ OPERATIONS = (
     "queue_finish",
     "queue_progress",
     "queue_withdraw",
+    "queue_collect",
     "queue_admin",
     "queue_gc",
     "queue_read",

@@ -1,9 +1,9 @@
--- queue_admin: an operator's (or a reader's) change to one task. args[2]
+-- queue_admin: an operator's change to one task. args[2]
 -- 'retry' (a failed task is queued again with its attempts, workers, start
--- times and progress reset), 'delete'
--- (a task that is not running is removed), or 'forget' (a finished task is
--- removed once its result was read: query(once=True)). args[3] id. Returns 1
--- if done, 0 if the task was not in a state that allows it.
+-- times, progress and deferral reset, and no query counted as waiting for it:
+-- a query of a failed task has its end at once) or 'delete' (a task that is
+-- not running is removed). args[3] id. Returns 1 if done, 0 if the task was
+-- not in a state that allows it.
 local what, id = args[2], args[3]
 local task = BASE .. ':t:' .. id
 local got = redis.call('HMGET', task, 'status', 'name', 'priority', 'seq')
@@ -15,13 +15,13 @@ if what == 'retry' then
   redis.call('ZREM', BASE .. ':failed', id)
   redis.call('HSET', task, 'status', TASK_QUEUED, 'attempts', 0)
   redis.call('HDEL', task, 'result', 'error', 'trace', 'finished', 'worker', 'workers', 'current',
-    'total', 'started', 'first')
+    'total', 'started', 'first', 'run_at', 'queries')
   redis.call('PERSIST', task)
   redis.call('DEL', BASE .. ':done:' .. id)
   queue_ready(id, got[2], tonumber(got[3]), tonumber(got[4]))
   return 1
 end
-if not status or status == TASK_RUNNING or (what == 'forget' and status == TASK_QUEUED) then
+if not status or status == TASK_RUNNING then
   return 0
 end
 redis.call('ZREM', BASE .. ':pending:' .. got[2], id)

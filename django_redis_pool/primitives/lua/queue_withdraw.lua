@@ -1,11 +1,18 @@
--- queue_withdraw: take back a task no worker has started. args[2] id. Returns
--- 1 if it was withdrawn (and deleted), 0 if it is running or finished, or was
--- started before and waits to be delivered again (its worker died: the
--- delivery it was promised goes on, so that what was begun is finished).
+-- queue_withdraw: a query gives up waiting for task args[2] (timed out, or
+-- interrupted): it un-counts itself, and takes the task back if no worker has
+-- started it, no other query waits for it and nobody enqueued it without
+-- waiting (see queue_enqueue). Returns 1 if it was withdrawn (and deleted), 0
+-- if it stays: running or finished, started before and waiting to be delivered
+-- again (its worker died: the delivery it was promised goes on, so that what
+-- was begun is finished), or wanted by somebody else.
 local id = args[2]
 local task = BASE .. ':t:' .. id
-local got = redis.call('HMGET', task, 'status', 'name', 'attempts')
-if got[1] ~= TASK_QUEUED or got[3] ~= '0' then
+local got = redis.call('HMGET', task, 'status', 'name', 'attempts', 'keep')
+if not got[1] then
+  return 0
+end
+local others = redis.call('HINCRBY', task, 'queries', -1)
+if got[1] ~= TASK_QUEUED or got[3] ~= '0' or got[4] or others > 0 then
   return 0
 end
 redis.call('ZREM', BASE .. ':pending:' .. got[2], id)
