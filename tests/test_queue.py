@@ -165,11 +165,17 @@ def test_a_started_task_waiting_for_redelivery_is_not_withdrawn_by_a_timed_out_q
     wait_for(lambda: redis_time(client) > started + 0.3, what="its deadline to pass")
     queue.gc()  # (back in the queue, to be delivered again)
     assert (queue.get_task(task_id).status, queue.get_task(task_id).attempts) == ("queued", 1)
+    assert_a_query_giving_up_leaves(queue, task_id, 3, "what was begun is finished")
+
+
+def assert_a_query_giving_up_leaves(queue: TaskQueue, task_id: str, result: int, why: str) -> None:
+    """A query of task ``task_id`` ("add") that times out leaves it queued
+    (``why``), and a worker then finishes it with ``result``."""
     with pytest.raises(ResourceUnavailable):
-        queue.query(task_id, "add", policy=Policy.Remote, timeout=0.2)
-    assert queue.get_task(task_id).status == "queued", "what was begun is finished"
+        queue.query(task_id, "add", {"a": 0, "b": 0}, policy=Policy.Remote, timeout=0.2)
+    assert queue.get_task(task_id).status == "queued", why
     assert queue.listen(["add"], burst=True) == 1
-    assert queue.get_task(task_id).result == 3
+    assert queue.get_task(task_id).result == result
 
 
 def test_a_query_that_gives_up_leaves_the_task_another_query_waits_for(client: Any) -> None:
@@ -184,10 +190,7 @@ def test_a_query_that_gives_up_leaves_the_task_another_query_waits_for(client: A
     )
     waiter.start()
     wait_blocked(client, what="the first query to wait")
-    with pytest.raises(ResourceUnavailable):
-        queue.query("t1", "add", {"a": 1, "b": 2}, policy=Policy.Remote, timeout=0.2)
-    assert queue.get_task("t1").status == "queued", "another query still waits for it"
-    assert queue.listen(["add"], burst=True) == 1
+    assert_a_query_giving_up_leaves(queue, "t1", 3, "another query still waits for it")
     waiter.join(10)
     assert results == [3]
 
@@ -195,11 +198,7 @@ def test_a_query_that_gives_up_leaves_the_task_another_query_waits_for(client: A
 def test_a_query_that_gives_up_leaves_a_task_somebody_enqueued(client: Any) -> None:
     queue = TaskQueue(client, "jobs", task_fn=handler)
     task_id = queue.enqueue("add", {"a": 2, "b": 2})
-    with pytest.raises(ResourceUnavailable):
-        queue.query(task_id, "add", policy=Policy.Remote, timeout=0.2)
-    assert queue.get_task(task_id).status == "queued", "it was asked for, to be run"
-    assert queue.listen(["add"], burst=True) == 1
-    assert queue.get_task(task_id).result == 4
+    assert_a_query_giving_up_leaves(queue, task_id, 4, "it was asked for, to be run")
 
 
 def test_once_leaves_the_result_to_the_other_queries_of_the_same_task(client: Any) -> None:
