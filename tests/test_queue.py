@@ -295,6 +295,17 @@ def test_remote_first_runs_here_when_no_worker_takes_it_in_time(
         thread.join(10)
 
 
+def test_remote_first_leaves_a_task_it_cannot_withdraw_and_says_so(queue: TaskQueue) -> None:
+    queue.enqueue("where", id="t0")
+    assert queue._run("queue_take", "busy-worker", 60_000, "where")[0] == "t0"
+    queue._run("queue_beat", "busy-worker", 60_000, 60_000, "where", "t0")
+    assert queue.has_worker("where"), "a live worker, busy with t0"
+    queue.enqueue("where", id="t1")
+    with pytest.raises(ResourceUnavailable):
+        queue.query("t1", "where", policy=Policy.RemoteFirst, timeout=0.2)
+    assert queue.get_task("t1").status == "queued", "enqueued to run: not withdrawn, not run here"
+
+
 def test_auto_goes_remote_only_while_a_worker_listens(queue: TaskQueue, client: Any) -> None:
     assert queue.query("t1", "where", policy=Policy.Auto) == str(os.getpid())
     assert queue.get_task("t1") is None
