@@ -57,7 +57,9 @@
 --   :t:<id>          HASH  one task: name, params and result (JSON text),
 --                    status, attempts, progress (JSON numbers), times ("first"
 --                    and "started": the first and the latest delivery's start),
---                    its max attempts and how long it is kept once done ("ttl" ms)
+--                    its max attempts, how long it is kept once done ("ttl" ms),
+--                    the queries waiting for it ("queries") and "keep" once
+--                    somebody enqueued it without waiting (queue_enqueue.lua)
 --   :pending:<name>  ZSET  ready task ids by priority, then arrival
 --   :sched  ZSET  deferred task id -> when it becomes ready (ms)
 --   :inflight ZSET running task id -> deadline (ms): past it, its worker is
