@@ -68,6 +68,12 @@ class BackendUnavailable(PoolError, ConnectionError):
     so, and not that Redis could not be reached."""
 
     answered: bool = False
+    #: True when Redis refused the operation before running any of it, because
+    #: a Redis Cluster was moving its slot between nodes or had no master for
+    #: it (ASK, MOVED, TRYAGAIN, CLUSTERDOWN until redis-py's redirections ran
+    #: out): sending it again is safe, and the library does so within the
+    #: caller's deadline before it raises this error.
+    in_transit: bool = False
 
 
 class backend_errors:  # (lower case: used as the function it was, ``with backend_errors():``)
@@ -94,13 +100,23 @@ def translated(exc: BaseException) -> BaseException:
     is not a Redis error); the caller raises it ``from exc``."""
     if not isinstance(exc, _TRANSLATED):
         return exc
+    name = type(exc).__name__
+    if name in _IN_TRANSIT_NAMES:
+        error = BackendUnavailable(
+            "Redis Cluster did not run the operation: its slot is moving between nodes "
+            f"or has no master right now ({exc}); it is safe to try again"
+        )
+        error.in_transit = True
+        return error
+    if name == "ResponseError" and any(part in str(exc) for part in _CLUSTER_WORDS):
+        return BackendUnavailable(f"Redis Cluster refused a command of the operation: {exc}")
     if isinstance(exc, _UNREACHABLE):
         if getattr(exc, "answered", False):  # (see primitives.deadlines.expired)
             error = BackendUnavailable(str(exc))
             error.answered = True
             return error
         return BackendUnavailable(f"Redis could not be reached: {exc}")
-    if type(exc).__name__ in _UNAVAILABLE_NAMES:
+    if name in _UNAVAILABLE_NAMES:
         return BackendUnavailable(f"Redis could not be reached: {exc}")
     return PoolError(f"Redis rejected the operation: {exc}")
 
@@ -116,9 +132,23 @@ _UNREACHABLE = (
 _UNAVAILABLE_NAMES = frozenset(
     {
         "BusyLoadingError",
-        "ClusterDownError",
         "MasterDownError",
         "ReadOnlyError",  # a failover left us on a replica
+    }
+)
+#: Redis Cluster errors that say the command did not run at all: a slot in
+#: migration (ASK, TRYAGAIN, and redis-py's "TTL exhausted" once its own
+#: redirections ran out), moved, or without a master.
+_IN_TRANSIT_NAMES = frozenset(
+    {
+        "AskError",
+        "ClusterDownError",
+        "ClusterError",
+        "MovedError",
+        "SlotNotCoveredError",
         "TryAgainError",
     }
 )
+#: A script's error when the Cluster refused a command inside it (which may
+#: have run after others of the script: not safe to send again blindly).
+_CLUSTER_WORDS = ("TRYAGAIN", "CLUSTERDOWN", "non local key", "cluster is down")

@@ -25,7 +25,7 @@ from django.http import HttpRequest, HttpResponse
 from django.test import AsyncClient, Client
 from django.urls import path
 
-from django_redis_pool import Lock, ResourcePool, get_pool
+from django_redis_pool import BackendUnavailable, Lock, ResourcePool, get_pool
 from django_redis_pool.decorators import with_resource
 from django_redis_pool.primitives import pending_releases, releases
 from django_redis_pool.primitives.deadlines import DeadlineConnection, Stopwatch
@@ -168,7 +168,7 @@ def test_a_pools_lease_released_late_returns_in_time_and_frees_its_resource(
         paused_redis.client_pause(PAUSE_MS, all=False)
         watch = Stopwatch()
     assert watch.waited() < DEADLINE_SLACK + 10 * floor + STALL, "held past the deadline"
-    assert lease.lost, "let go of"
+    assert lease.released and not lease.lost, "let go of, not lost"
     assert not lease.renew() and lease.release() is False, "a second release does nothing"
     assert pending_releases() == 1
     paused_redis.client_unpause()
@@ -286,3 +286,31 @@ def test_a_forked_child_has_none_of_its_parents_late_releases(redis_url, paused_
     assert pending_releases() == 1, "the parent's goes on"
     paused_redis.client_unpause()
     wait_for(lambda: pool.available_count() == 1, BACK, "r to be free again")
+
+
+def test_a_holder_whose_release_goes_on_in_the_background_is_told_so_when_it_asks_again(
+    redis_url, paused_redis
+):
+    """Its next acquire finds the lock still held by itself: not a holder's
+    mistake ("not reentrant"), but its own release still in flight."""
+
+    async def release_late() -> None:
+        aclient = redis.asyncio.Redis.from_url(redis_url)
+        lock = Lock(aclient, "inflight", lease_timeout=LEASE)
+        assert await lock.aacquire(holder="h")
+        await aclient.client_pause(PAUSE_MS, all=False)
+        await lock.arelease(holder="h")  # back in time; goes on on the loop
+        assert pending_releases() == 1
+        # (the attempt Redis holds dies with its connection, not run at the unpause)
+        paused_redis.client_kill_filter(_type="normal", skipme=True)
+        paused_redis.client_unpause()
+        # (blocking, on this thread: the loop's retry cannot run meanwhile)
+        same = Lock(redis.Redis.from_url(redis_url), "inflight", lease_timeout=LEASE)
+        with pytest.raises(BackendUnavailable, match="its own release of it"):
+            same.acquire(timeout=0.01, holder="h")
+        await await_for(lambda: pending_releases() == 0, BACK, "the late release to end")
+        assert same.acquire(timeout=0, holder="h")
+        same.release(holder="h")
+        await aclient.aclose()
+
+    asyncio.run(release_late())

@@ -377,3 +377,16 @@ def test_key_prefix_separates_pools(client):
 def _redis_time(client) -> float:
     sec, usec = client.time()
     return sec + usec / 1e6
+
+
+def test_a_released_lease_reads_released_and_not_lost(client):
+    pool = ResourcePool(client, "released-not-lost", resources=["r"])
+    lease = pool.acquire()
+    assert lease is not None and lease.release()
+    assert (lease.released, lease.lost, lease.ended) == (True, False, True)
+    assert lease.renew() is False and not lease.lost
+    taken = pool.acquire()
+    assert taken is not None
+    assert pool.release("r")  # an operator's force-release: the holder lost it
+    assert taken.release() is False
+    assert (taken.released, taken.lost) == (True, True)

@@ -22,6 +22,8 @@ from __future__ import annotations
 import asyncio
 import inspect
 import sys
+import time
+from collections.abc import Iterator
 from typing import Any, TypeVar
 
 from ..exceptions import translated
@@ -81,6 +83,68 @@ def run(client: Any, steps: Steps[T]) -> T:
             error = None
         except BaseException as exc:
             reply, error = None, _raised(kind, exc)
+            if getattr(error, "in_transit", False):
+                reply, error = _again(client, step, error)
+
+
+def _transit_pauses() -> Iterator[float]:
+    """The pauses before an operation that a Redis Cluster did not run (its
+    slot in migration, no master for it) is sent again: growing from
+    :data:`TRANSIT_FIRST_PAUSE` to :data:`TRANSIT_MAX_PAUSE`, for as long as
+    the current deadline leaves room for the pause, else for at most
+    :data:`TRANSIT_PATIENCE` seconds."""
+    bound = current_deadline()
+    ends = None if bound is not None else time.monotonic() + TRANSIT_PATIENCE
+    pause = TRANSIT_FIRST_PAUSE
+    while True:
+        left = bound.left() if bound is not None else ends - time.monotonic()  # type: ignore[operator]
+        if left <= pause:
+            return
+        yield pause
+        pause = min(pause * 2, TRANSIT_MAX_PAUSE)
+
+
+def _again(client: Any, step: Any, error: BaseException) -> tuple[Any, BaseException | None]:
+    """Send ``step`` (an engine operation the Cluster refused unrun: ``error``)
+    again after each pause of :func:`_transit_pauses`: (its reply, None), or
+    (None, the last error)."""
+    runner = runner_for(client)
+    for pause in _transit_pauses():
+        time.sleep(pause)
+        try:
+            reply = runner.call(client, step)
+            if reply is MISS:
+                reply = run(client, runner.steps(*step))
+            return text(reply), None
+        except BaseException as exc:
+            error = _raised(Op, exc)
+            if not getattr(error, "in_transit", False):
+                return None, error
+    return None, error
+
+
+async def _aagain(client: Any, step: Any, error: BaseException) -> tuple[Any, BaseException | None]:
+    """:func:`_again` on the asyncio path."""
+    for pause in _transit_pauses():
+        await asyncio.sleep(pause)
+        try:
+            return await _bounded(step, client), None
+        except asyncio.CancelledError:
+            raise
+        except BaseException as exc:
+            error = _raised(Op, exc)
+            if not getattr(error, "in_transit", False):
+                return None, error
+    return None, error
+
+
+#: An operation a Redis Cluster refused unrun is sent again after pauses from
+#: this many seconds, doubling up to TRANSIT_MAX_PAUSE, within the caller's
+#: deadline (or, without one, for TRANSIT_PATIENCE seconds); redis-py's own
+#: redirections (about 0.2 s) come before each.
+TRANSIT_FIRST_PAUSE = 0.02
+TRANSIT_MAX_PAUSE = 0.2
+TRANSIT_PATIENCE = 5.0
 
 
 #: The likely cause of a step that is none.
@@ -134,6 +198,11 @@ async def arun(client: Any, steps: Steps[T]) -> T:
             reply, error, cancelled = None, exc, True
         except BaseException as exc:
             reply, error = None, _raised(type(step), exc)
+            if getattr(error, "in_transit", False) and not cancelled:
+                try:
+                    reply, error = await _aagain(client, step, error)
+                except asyncio.CancelledError as exc:
+                    reply, error, cancelled = None, exc, True
 
 
 class CancelWatch:

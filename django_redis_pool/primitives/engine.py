@@ -431,6 +431,7 @@ class LeaseEngine:
                 "(or set MAX_SIZE in its settings)"
             )
         if reply == Reply.HELD and wait:
+            releases.raise_if_in_flight(self, holder)
             raise PoolError(
                 f"{self.label} is already held by {holder!r} and is not reentrant: waiting "
                 "for it would wait for ourselves. Release it first, or use reentrant=True."
@@ -515,12 +516,12 @@ class LeaseEngine:
         caller is not held for it.
 
         ``ends``: the lease is let go of, whatever the answer (``Lease.release``):
-        its renewal stops first, a lease already known lost is not sent (0),
-        one found gone is logged as lost, and ``lost`` is set. ``bounded``: as
+        its renewal stops first, a lease already known ended is not sent (0),
+        one found gone is logged as lost, and ``released`` is set. ``bounded``: as
         :meth:`acquire_steps`'s (unbounded, the release waits as redis-py does)."""
         if ends:
             lease._renewing = False
-            if lease.lost:
+            if lease.lost or lease.released:
                 return 0
         request = new_token()
         packed = f"{self._packed_mode}{lease.token}|{request}||0|{lease.resource}"
@@ -540,7 +541,7 @@ class LeaseEngine:
         elif reply != 2 and lease._granted is not None:
             self.counts.released(time.monotonic() - lease._granted)
         if ends:
-            lease.lost = True
+            lease.released = True
         return reply
 
     def release(self, resource: str, token: str = "", *args: Any, **kwargs: Any) -> int:

@@ -40,8 +40,11 @@ class Lease:
     ``fence`` is a fencing token: strictly increasing per primitive across all
     holders ever, so a storage system can reject writes from a holder whose
     lease was reclaimed. ``permits`` is how many of a semaphore's permits the
-    hold takes (1 for every other kind). ``lost`` becomes True once the lease
-    is known to be gone (released, reclaimed, or a background renewal failed).
+    hold takes (1 for every other kind). ``released`` becomes True once its
+    holder let go of it (:meth:`release`, the lock's ``release``; also when
+    the release goes on in the background). ``lost`` becomes True only for a
+    hold that was really lost: reclaimed, force-released or removed while held,
+    as a renewal, a failing background renewal or the release itself found it.
     """
 
     __slots__ = (
@@ -59,6 +62,7 @@ class Lease:
         "lost",
         "on_lost",
         "permits",
+        "released",
         "resource",
         "token",
     )
@@ -100,7 +104,13 @@ class Lease:
         # its hold time is counted from there (:mod:`.counts`).
         self._granted: float | None = None
         self.lost = False
+        self.released = False
         self.on_lost: Callable[[Lease], object] | None = None
+
+    @property
+    def ended(self) -> bool:
+        """Whether the hold is over for its holder: released or lost."""
+        return self.lost or self.released
 
     @classmethod
     def unrecorded(cls, engine: LeaseEngine, resource: str) -> Lease:
@@ -130,11 +140,15 @@ class Lease:
     def renew(self, lease_timeout: float | None = None) -> bool:
         """Extend the lease by ``lease_timeout`` seconds from now (None keeps its
         current duration). Returns False once the lease is lost."""
-        return self.lost is False and self._engine.drive(self._renewed(lease_timeout))
+        return not (self.lost or self.released) and self._engine.drive(
+            self._renewed(lease_timeout)
+        )
 
     async def arenew(self, lease_timeout: float | None = None) -> bool:
         """:meth:`renew` on the event loop."""
-        return self.lost is False and await self._engine.adrive(self._renewed(lease_timeout))
+        return not (self.lost or self.released) and await self._engine.adrive(
+            self._renewed(lease_timeout)
+        )
 
     def _renewed(self, lease_timeout: float | None) -> Steps[bool]:
         ok = yield from self._engine.renew_steps(self, lease_timeout)
@@ -149,7 +163,8 @@ class Lease:
         that keep deadlines, and every asyncio one): a release that could not
         finish by then (Redis unreachable or too slow) returns True and goes on
         in the background until Redis answers or the lease ends
-        (:mod:`.releases`); ``lost`` is set either way."""
+        (:mod:`.releases`); ``released`` is set either way, and ``lost`` too
+        if it was gone already."""
         engine = self._engine
         return (
             engine.drive(engine.release_lease_steps(self, ends=True, bounded=engine.sync_bounded))

@@ -240,7 +240,7 @@ class Lock(LeasedPrimitive):
             scope.holder = name
         with self._mutex:
             known = self._leases.get(name)
-            if known is not None and known.token == lease.token and not known.lost:
+            if known is not None and known.token == lease.token and not known.ended:
                 known.expires_at = lease.expires_at  # reentrant: the same hold
             else:
                 if known is not None:
@@ -265,7 +265,7 @@ class Lock(LeasedPrimitive):
         scope, name = self._scoped_holder(holder)
         known = self._leases.get(name)
         try:
-            if known is not None and not known.lost:
+            if known is not None and not known.ended:
                 # (None: Redis did not answer in time; it goes on in the background)
                 bounded = not sync or self._engine.sync_bounded
                 result = yield from self._engine.release_lease_steps(known, bounded=bounded)
@@ -291,7 +291,7 @@ class Lock(LeasedPrimitive):
             lease._renewing = False
             if result == 0 and not lease.lost:
                 lease._mark_lost("it was already gone when released", call_on_lost=False)
-            lease.lost = True
+            lease.released = True
         if scope.holder == name:
             scope.holder = None
         if result == 0:

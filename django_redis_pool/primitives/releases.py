@@ -38,6 +38,7 @@ from .deadlines import deadline
 from .steps import Steps
 
 if TYPE_CHECKING:
+    from .engine import LeaseEngine
     from .lease import Lease
 
 __all__ = ["pending_releases"]
@@ -98,6 +99,19 @@ def go_on(lease: Lease, request: str, error: Exception, seconds: float) -> None:
         task.add_done_callback(_tasks.discard)
     else:
         _worker_schedule(late, FIRST_PAUSE)
+
+
+def raise_if_in_flight(engine: LeaseEngine, holder: str) -> None:
+    """Raise :class:`BackendUnavailable` if a release of a hold of ``holder``
+    on ``engine``'s primitive goes on in the background in this process (an
+    acquire found the primitive still held by ``holder``)."""
+    base = engine.base
+    if any(late.lease._engine.base == base and late.lease.holder == holder for late in _pending):
+        raise BackendUnavailable(
+            f"{engine.label} is still held by {holder!r}: its own release of it did not "
+            "finish in time and goes on in the background until Redis answers it; try "
+            "again once it is done"
+        )
 
 
 def pending_releases() -> int:

@@ -58,8 +58,10 @@ __all__ = [
     "MISS",
     "NUM_KEYS",
     "OPERATIONS",
+    "SLOT_GUARD",
     "SLOW_STREAK",
     "ScriptRunner",
+    "guarded",
     "library_source",
     "runner_for",
     "script_sha",
@@ -116,8 +118,16 @@ FAST = {
 SLOW_STREAK = 8
 _SLOW = (Reply.SLOW.encode(), Reply.SLOW)
 
-#: The KEYS every operation receives: the primitive's base key (``engine.lua``).
+#: The KEYS every operation receives on a standalone Redis: the primitive's
+#: base key (``engine.lua``), which is never written.
 NUM_KEYS = 1
+#: On a Redis Cluster each operation also declares ``<base>`` + this key, which
+#: is never written either. While the primitive's slot migrates, Redis finds
+#: the declared keys missing and answers ASK on the source and TRYAGAIN on the
+#: target (two keys, not all present): a script never runs against a partial
+#: copy of its state, on either node (docs/operations.md, "Resharding").
+SLOT_GUARD = ":slot-guard"
+_GUARD_BYTES = SLOT_GUARD.encode()
 
 _BLOCK = re.compile(r"^-- @fn (\w+)\n", re.M)
 _KEY = re.compile(r"^-- @key (K_\w+) (\S+)$", re.M)
@@ -235,7 +245,9 @@ class ScriptRunner:
 
     def __init__(self, client: Any) -> None:
         self.functions: bool | None = None
-        if not callable(getattr(client, "fcall", None)) or hasattr(client, "nodes_manager"):
+        #: A Redis Cluster client: each operation declares the slot guard too.
+        self.guarded = hasattr(client, "nodes_manager")
+        if not callable(getattr(client, "fcall", None)) or self.guarded:
             self.functions = False  # Redis Cluster: EVALSHA (loaded on every primary)
 
     def call(self, client: Any, op: Op) -> Any:
@@ -246,6 +258,9 @@ class ScriptRunner:
         is not known yet, or the library or script must be loaded: the caller
         runs :meth:`steps` then."""
         name, keys_and_args, streaks = op
+        numkeys = 1
+        if self.guarded:
+            numkeys, keys_and_args = 2, guarded(keys_and_args)
         try:
             if self.functions:
                 return client.execute_command("FCALL", _FUNCTIONS[name], 1, *keys_and_args)
@@ -256,12 +271,12 @@ class ScriptRunner:
                 if streaks and streaks.get(name):
                     streaks[name] -= 1
                 else:
-                    reply = client.execute_command("EVALSHA", fast, 1, *keys_and_args)
+                    reply = client.execute_command("EVALSHA", fast, numkeys, *keys_and_args)
                     if reply not in _SLOW:
                         return reply
                     if streaks is not None:
                         streaks[name] = SLOW_STREAK
-            return client.execute_command("EVALSHA", _SHAS[name], 1, *keys_and_args)
+            return client.execute_command("EVALSHA", _SHAS[name], numkeys, *keys_and_args)
         except ResponseError as exc:
             if _must_load(exc):
                 return MISS
@@ -271,6 +286,9 @@ class ScriptRunner:
         """:meth:`call` on a ``redis.asyncio`` ``client``: the same calls, awaited
         (with the same streaks of calls that skip the common-case script)."""
         name, keys_and_args, streaks = op
+        numkeys = 1
+        if self.guarded:
+            numkeys, keys_and_args = 2, guarded(keys_and_args)
         try:
             if self.functions:
                 return await client.execute_command("FCALL", _FUNCTIONS[name], 1, *keys_and_args)
@@ -278,11 +296,11 @@ class ScriptRunner:
                 return MISS
             fast = _fast_sha(name, streaks)
             if fast is not None:
-                reply = await client.execute_command("EVALSHA", fast, 1, *keys_and_args)
+                reply = await client.execute_command("EVALSHA", fast, numkeys, *keys_and_args)
                 if reply not in _SLOW:
                     return reply
                 _went_slow(name, streaks)
-            return await client.execute_command("EVALSHA", _SHAS[name], 1, *keys_and_args)
+            return await client.execute_command("EVALSHA", _SHAS[name], numkeys, *keys_and_args)
         except ResponseError as exc:
             if _must_load(exc):
                 return MISS
@@ -304,12 +322,15 @@ class ScriptRunner:
                 return (yield call)
             self.functions = True
             return reply
+        numkeys = NUM_KEYS
+        if self.guarded:
+            numkeys, keys_and_args = 2, guarded(keys_and_args)
         if _fast_sha(op, streaks) is not None:
-            reply = yield from _evalsha(FAST[op], keys_and_args)
+            reply = yield from _evalsha(FAST[op], numkeys, keys_and_args)
             if reply not in _SLOW:
                 return reply
             _went_slow(op, streaks)
-        return (yield from _evalsha(op, keys_and_args))
+        return (yield from _evalsha(op, numkeys, keys_and_args))
 
     def _load_library(self, exc: ResponseError) -> Steps[bool]:
         """After FCALL failed with ``exc``: load the library and return True, or
@@ -331,9 +352,17 @@ class ScriptRunner:
         return True
 
 
-def _evalsha(op: str, keys_and_args: tuple[Any, ...]) -> Steps[Any]:
+def guarded(keys_and_args: tuple[Any, ...]) -> tuple[Any, ...]:
+    """``keys_and_args`` (the base key first) with the base's slot guard
+    (:data:`SLOT_GUARD`) declared after it, for a Redis Cluster."""
+    base = keys_and_args[0]
+    guard = _GUARD_BYTES if type(base) is bytes else SLOT_GUARD
+    return (base, base + guard, *keys_and_args[1:])
+
+
+def _evalsha(op: str, numkeys: int, keys_and_args: tuple[Any, ...]) -> Steps[Any]:
     """EVALSHA the script of ``op``, loading it first if Redis lost it."""
-    call = Call("evalsha", (script_sha(op), NUM_KEYS, *keys_and_args))
+    call = Call("evalsha", (script_sha(op), numkeys, *keys_and_args))
     try:
         return (yield call)
     except NoScriptError:
