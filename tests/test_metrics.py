@@ -203,7 +203,7 @@ def test_a_failed_flush_keeps_its_counts(redis_server: Any) -> None:
     dead._engine.counts.granted(0.0)
     assert counts.flush() >= 1
     assert dead._engine.counts.pending
-    assert dead._engine.counts.take()[counts.ACQUIRED] == 1
+    assert dead._engine.counts.take()[0][counts.ACQUIRED] == 1
 
 
 # -- the Prometheus export --------------------------------------------------------

@@ -25,9 +25,9 @@ import pytest
 from django_redis_pool import Decision, KeyState, RateLimiter
 from django_redis_pool.metrics import COUNTERS
 from django_redis_pool.primitives import counts, ratelimit
-from django_redis_pool.primitives.ratelimit import INDEX_LIMIT, INDEX_TRIM_EVERY, MAX_KEY_LENGTH
+from django_redis_pool.primitives.ratelimit import INDEX_LIMIT, MAX_KEY_LENGTH
 
-from .admin_helpers import command_calls
+from .admin_helpers import command_calls, commands_run_by
 from .clients import client_from, spec_of
 from .primitive_helpers import assert_constructor_does_no_io, calls_per_cycle, redis_time
 from .waiting import STALL, await_for, floor_of, wait_for
@@ -40,7 +40,7 @@ both_apis = pytest.mark.usefixtures("api")
 
 def tat_of(client: Any, limiter: RateLimiter, key: str = "") -> bytes | None:
     """The stored TAT of ``key`` (a plain GET: no script runs)."""
-    return client.get(f"{limiter.base}:k:{key}")
+    return client.get(f"{limiter.key_base(key)}:tat")
 
 
 def script_calls(client: Any) -> int:
@@ -149,7 +149,7 @@ def test_bad_keys_timeouts_and_names_are_refused_naming_them(redis_client):
     with pytest.raises(ValueError, match="name"):
         RateLimiter(redis_client, "a{b}", rate=1, per=1)
     assert limiter.acquire("k" * 1000) is True, "1,000 characters are fine"
-    assert redis_client.keys("*index") != [], "(only the valid call wrote)"
+    assert len(redis_client.keys("*:tat")) == 1, "(only the valid call wrote)"
 
 
 def test_the_constructor_does_no_io():
@@ -343,23 +343,36 @@ def test_busiest_lists_the_emptiest_keys_first_and_active_count_counts_them(clie
     assert RateLimiter(client, "idle", rate=1, per=1).busiest() == []
 
 
-def test_idle_keys_vanish_and_leave_the_index_at_its_next_trim(redis_client):
+def test_idle_keys_vanish_and_the_index_lets_go_of_them_by_itself(redis_client):
     limiter = RateLimiter(redis_client, "idle", rate=1000, per=1, burst=50)
     index = f"{limiter.base}:index"
     assert limiter.acquire("short", cost=50)
-    key = f"{limiter.base}:k:short"
+    key = f"{limiter.key_base('short')}:tat"
     assert 0 < redis_client.pttl(key) <= 50, "it expires when its bucket is full again"
+    assert limiter.active_count() == 1
+    assert 0 < redis_client.pttl(index) <= 50, "the index expires with its latest bucket"
     wait_for(lambda: not redis_client.exists(key), what="the key to expire")
     assert limiter.active_count() == 0 and limiter.busiest() == [], "a full bucket is not live"
-    # (a new index starts with a long member, so that Redis keeps it a skip list)
-    assert redis_client.object("encoding", index) == b"skiplist"
-    for i in range(INDEX_TRIM_EVERY - 3):
-        assert limiter.acquire(f"k{i}", cost=50)
-    assert redis_client.zscore(index, "short") is not None, "(no trim yet)"
-    wait_for(lambda: limiter.active_count() == 0, what="every bucket to be full")
-    assert limiter.acquire("last")  # the index's 64th entry: a trim
+    wait_for(lambda: not redis_client.exists(index), what="the index to expire")
+    assert limiter.acquire("long", cost=1)  # (a bucket of 1 ms: idle again at once)
+    assert limiter.acquire("later", cost=50)
+    assert limiter.active_count() >= 1
+    time.sleep(0.06)
+    assert limiter.acquire("last")  # its flush trims the index of full buckets
+    counts.flush()
     assert redis_client.zrange(index, 0, -1) == [b"last"]
-    assert redis_client.object("encoding", index) == b"skiplist"
+
+
+def test_the_decisions_path_writes_only_the_keys_own_bucket(redis_client):
+    limiter = RateLimiter(redis_client, "offpath", rate=10, per=60)
+    assert limiter.acquire("warm")  # (the script loaded)
+    counts.flush()
+    ran = commands_run_by(redis_client, lambda: limiter.acquire("k"))
+    writes = {name for name in ran if name in ("set", "zadd", "del", "pexpire", "hincrby")}
+    assert writes == {"set"}, ran
+    assert redis_client.zscore(f"{limiter.base}:index", "k") is None, "the index waits"
+    counts.flush()
+    assert redis_client.zrange(f"{limiter.base}:index", 0, -1) == [b"warm", b"k"]
 
 
 def test_any_key_is_listed_even_the_longest_of_one_character(redis_client):
@@ -375,12 +388,12 @@ def test_the_index_keeps_at_most_its_limit_dropping_the_fullest(redis_client):
     limiter = RateLimiter(redis_client, "many", rate=1, per=3600)
     index = f"{limiter.base}:index"
     soon = round((redis_time(redis_client) + 60) * 1e6)  # (fuller than a new hour-long debt)
-    size = INDEX_LIMIT + INDEX_TRIM_EVERY - INDEX_LIMIT % INDEX_TRIM_EVERY - 1
     pipe = redis_client.pipeline(transaction=False)
-    for i in range(size):  # (as decisions would leave them)
+    for i in range(INDEX_LIMIT):  # (as earlier flushes would leave them)
         pipe.zadd(index, {f"k{i}": soon + i})
     pipe.execute()
-    assert limiter.acquire("newest")  # its entry makes a multiple of INDEX_TRIM_EVERY
+    assert limiter.acquire("newest")
+    counts.flush()
     assert redis_client.zcard(index) == INDEX_LIMIT
     assert redis_client.zscore(index, "newest") is not None, "the emptiest stay"
     assert redis_client.zscore(index, "k0") is None, "the fullest were dropped"
@@ -397,9 +410,8 @@ def test_keys_are_isolated_and_any_text_is_a_key(client):
         assert limiter.acquire(key) is False, key
     other = RateLimiter(client, "isolated-2", rate=1, per=60)
     assert other.acquire("a") is True, "another limiter's keys are its own"
-    if hasattr(client, "keyslot"):  # a Cluster: every key in the limiter's slot
-        slots = {client.keyslot(key) for key in client.keys(f"{limiter.base}:*")}
-        assert slots == {client.keyslot(limiter.base)}
+    for key in keys:
+        assert client.exists(f"{limiter.key_base(key)}:tat"), "each key has its own bucket"
 
 
 @both_apis
@@ -507,3 +519,23 @@ def test_a_decision_adds_at_most_the_budgeted_python_calls(redis_client):
     limiter = RateLimiter(redis_client, "calls", rate=10**6, per=1)
     ours = calls_per_cycle(lambda: limiter.acquire("k")) - floor
     assert ours <= DECISION_BUDGET, f"{ours:.0f} calls a decision over the floor"
+
+
+@pytest.mark.cluster
+def test_a_limiters_keys_spread_over_every_master_each_exact(cluster_client):
+    """A limit keyed per user is many buckets: each has its own slot, so a
+    3-master cluster carries the decisions of one limit on all three."""
+    limiter = RateLimiter(cluster_client, "spread", rate=2, per=60)
+    keys = [f"user:{i}" for i in range(600)]
+    for key in keys:
+        assert limiter.acquire(key, cost=2), key
+    assert not any(limiter.acquire(key) for key in keys), "exact per key"
+    held: dict[str, int] = {}
+    for node in cluster_client.get_primaries():
+        found = node.redis_connection.keys("drp:{ratelimit:spread:*}:tat")
+        held[node.name] = len(found)
+    assert sum(held.values()) == len(keys)
+    assert len(held) == 3 and min(held.values()) >= 0.15 * len(keys), held
+    assert limiter.active_count() == len(keys)
+    assert len(limiter.busiest(1000)) == len(keys)
+    assert limiter.reset("user:7") and limiter.acquire("user:7")

@@ -39,7 +39,18 @@ from . import deadlines
 if TYPE_CHECKING:
     from .engine import LeaseEngine
 
-__all__ = ["BUCKETS", "FIELDS", "NO_COUNTS", "Activity", "Counts", "flush", "forget", "read"]
+__all__ = [
+    "BUCKETS",
+    "DECIDED_LIMIT",
+    "FIELDS",
+    "NO_COUNTS",
+    "Activity",
+    "Counts",
+    "flush",
+    "flush_one",
+    "forget",
+    "read",
+]
 
 logger = logging.getLogger("django_redis_pool")
 
@@ -84,20 +95,44 @@ FLUSH_EVERY = 2.0
 FLUSH_DEADLINE = 2.0
 #: Minutes of history kept per primitive (``counts_add.lua`` expires older ones).
 HISTORY_MINUTES = 24 * 60
+#: The most keys a rate limiter records between two flushes for its index
+#: (``INDEX_LIMIT`` of :mod:`.ratelimit`, ``RATE_INDEX_LIMIT`` of ``engine.lua``).
+DECIDED_LIMIT = 10_000
 
 
 class Counts:
-    """The counts of one primitive not yet added into Redis."""
+    """The counts of one primitive not yet added into Redis (and, for a rate
+    limiter, the keys it decided on: :meth:`decided`)."""
 
-    __slots__ = ("__weakref__", "_lock", "_values", "engine", "pending")
+    __slots__ = ("__weakref__", "_decided", "_lock", "_values", "engine", "pending")
 
     def __init__(self, engine: LeaseEngine) -> None:
         self.engine = engine
         self._lock = threading.Lock()
         self._values = [0] * len(FIELDS)
+        #: A rate limiter's keys decided on since the last flush -> the TAT
+        #: each was left with (its index, ``counts_add.lua``).
+        self._decided: dict[str, str] = {}
         #: Whether anything was recorded since the last flush.
         self.pending = False
         _every.add(self)
+
+    def decided(self, key: str, tat: str, waited: float = 0.0) -> None:
+        """A rate limiter's decision that let ``key`` pass (after ``waited``
+        seconds), leaving it the TAT ``tat`` (µs, as text): a grant, and the
+        key for the limiter's index (at most :data:`DECIDED_LIMIT` keys
+        between two flushes; the latest TAT of each)."""
+        with self._lock:
+            values = self._values
+            values[ACQUIRED] += 1
+            if waited:
+                values[WAIT_US] += int(waited * 1e6)
+            values[_WAIT0 + (0 if waited <= _FIRST else bisect_left(BUCKETS, waited))] += 1
+            decided = self._decided
+            if key in decided or len(decided) < DECIDED_LIMIT:
+                decided[key] = tat
+            if not self.pending:
+                self._mark()
 
     def granted(self, waited: float) -> None:
         """A grant, after ``waited`` seconds (0 for an immediate one)."""
@@ -130,24 +165,31 @@ class Counts:
         self.pending = True
         _recorder.wake_for(self)
 
-    def take(self) -> list[int]:
-        """What was recorded, now forgotten here (see :meth:`give_back`)."""
+    def take(self) -> tuple[list[int], dict[str, str]]:
+        """What was recorded (the counts, the keys decided on), now
+        forgotten here (see :meth:`give_back`)."""
         with self._lock:
             values, self._values = self._values, [0] * len(FIELDS)
+            decided, self._decided = self._decided, {}
             self.pending = False
-            return values
+            return values, decided
 
-    def give_back(self, values: list[int]) -> None:
-        """Record again what :meth:`take` returned (its flush failed)."""
+    def give_back(self, values: list[int], decided: dict[str, str]) -> None:
+        """Record again what :meth:`take` returned (its flush failed); a key
+        decided on since keeps its newer TAT."""
         with self._lock:
             for index, value in enumerate(values):
                 self._values[index] += value
+            for key, tat in decided.items():
+                if len(self._decided) < DECIDED_LIMIT:
+                    self._decided.setdefault(key, tat)
             if not self.pending:
                 self._mark()
 
     def _forget(self) -> None:  # (a forked child)
         self._lock = threading.Lock()
         self._values = [0] * len(FIELDS)
+        self._decided = {}
         self.pending = False
 
 
@@ -170,24 +212,32 @@ class _NoCounts(Counts):
     def add(self, index: int, count: int = 1) -> None:
         pass
 
+    def decided(self, key: str, tat: str, waited: float = 0.0) -> None:
+        pass
+
 
 #: What a primitive built on a ``redis.asyncio`` client keeps.
 NO_COUNTS = _NoCounts()
 
 
-def _flush_one(counts: Counts) -> bool:
-    """Add what ``counts`` recorded into Redis; False (and kept) if that failed."""
-    values = counts.take()
-    pairs = [(FIELDS[i], v) for i, v in enumerate(values) if v]
-    if not pairs:
+def flush_one(counts: Counts) -> bool:
+    """Add what ``counts`` recorded into Redis now (nothing when nothing is
+    pending); False (and kept) if that failed."""
+    if not counts.pending:
+        return True
+    values, decided = counts.take()
+    args = [x for i, v in enumerate(values) if v for x in (FIELDS[i], v)]
+    if decided:
+        args += ["index", *(x for pair in decided.items() for x in pair)]
+    if not args:
         return True
     engine = counts.engine
     request = os.urandom(8).hex()
     try:
         with deadlines.deadline(FLUSH_DEADLINE):
-            engine.run("counts_add", request, *(x for pair in pairs for x in pair))
+            engine.run("counts_add", request, *args)
     except Exception as exc:
-        counts.give_back(values)
+        counts.give_back(values, decided)
         logger.debug("adding the counts of %s into Redis failed: %s", engine.label, exc)
         return False
     return True
@@ -225,7 +275,7 @@ class _Recorder:
         failed = 0
         for counts in due:
             try:
-                failed += not _flush_one(counts)
+                failed += not flush_one(counts)
             except Exception:  # (never let the thread die)
                 logger.exception("adding the counts of %s failed", counts.engine.label)
         return failed

@@ -15,15 +15,19 @@ to sleep: the caller sleeps exactly that long, once, and passes. No polling,
 one command per caller, waiters served in the order they asked. A caller whose
 turn would come later is refused at once and reserves nothing.
 
-Keys (all under the primitive's hash tag ``{ratelimit:<name>}``): one string
-per limited key holding its TAT, expiring when its bucket is full again (an
-idle key vanishes), and one bounded index (a sorted set, key -> TAT) for
-:meth:`RateLimiter.busiest` and :meth:`RateLimiter.active_count`, trimmed of
-full buckets as new keys join it (:data:`INDEX_TRIM_EVERY`); what stays of an
-idle limiter is that index, of at most that many entries past its live ones. The rate and
-burst are sent with every call and stored nowhere: two processes that build
-the same limiter with different settings share each key's state (its TAT) and
-each judges it by its own settings. Nothing here imports Django.
+Keys: each limited key has a base of its own, ``<prefix>:{ratelimit:<name>:<key>}``
+(its own hash tag, so a limiter keyed per user or address spreads over every
+shard of a Redis Cluster), holding one string, its TAT, that expires when its
+bucket is full again (an idle key vanishes). The limiter's own base
+(``{ratelimit:<name>}``) holds its counts and a bounded index (a sorted set,
+key -> TAT) for :meth:`RateLimiter.busiest` and :meth:`RateLimiter.active_count`,
+kept off the decisions' path: each process records the keys it decided on
+and adds them into the index with its counts (:mod:`.counts`, every few
+seconds), trimmed of full buckets, held to :data:`INDEX_LIMIT` entries and
+expiring with its latest bucket. The rate and burst are sent with every call
+and stored nowhere: two processes that build the same limiter with different
+settings share each key's state (its TAT) and each judges it by its own
+settings. Nothing here imports Django.
 """
 
 from __future__ import annotations
@@ -45,7 +49,6 @@ from .validators import check_client, check_count, check_duration, check_name, c
 
 __all__ = [
     "INDEX_LIMIT",
-    "INDEX_TRIM_EVERY",
     "MAX_KEY_LENGTH",
     "Decision",
     "KeyState",
@@ -53,20 +56,15 @@ __all__ = [
     "check_limits",
 ]
 
-#: The longest limited key, in characters (the marker that starts a new index in
-#: ``ratelimit_decide.lua`` is longer, so it is never a key).
+#: The longest limited key, in characters.
 MAX_KEY_LENGTH = 1000
 #: The most keys :meth:`RateLimiter.busiest` reads at once.
 MAX_BUSIEST = 1000
 #: The most keys the index keeps (``RATE_INDEX_LIMIT`` in ``engine.lua``):
 #: past it, the fullest are dropped from it (their own keys stay exact), so
-#: :meth:`RateLimiter.active_count` counts at most this many.
+#: :meth:`RateLimiter.active_count` counts at most this many; a process also
+#: records at most this many keys between two of its flushes.
 INDEX_LIMIT = 10_000
-#: The index is trimmed of full buckets, and held to :data:`INDEX_LIMIT`,
-#: whenever a new key makes it a multiple of this many entries long
-#: (``RATE_TRIM_EVERY`` in ``engine.lua``): a key decided on again is updated
-#: in place. It holds at most ``INDEX_LIMIT + INDEX_TRIM_EVERY`` entries.
-INDEX_TRIM_EVERY = 64
 #: The longest bucket (``burst * per / rate``) in µs: Redis's Lua numbers are
 #: exact integers up to 2**53, and the clock takes 2**51 of it now.
 _MAX_WINDOW_US = 2**51
@@ -146,8 +144,11 @@ class RateLimiter:
     each enforces its own settings on it.
 
     A limited key (``key``) is any ``str`` of up to 1,000 characters (the
-    empty one by default); it is never part of the hash tag, so every key of
-    one limiter lives in the same Redis Cluster slot.
+    empty one by default). Each has its own hash tag: on a Redis Cluster the
+    keys of one limiter spread over every shard, and a decision is one
+    script on the shard of its key. :meth:`busiest` and :meth:`active_count`
+    read an index that each process adds the keys it decided on into every
+    few seconds (:mod:`.counts`; its own first, at once).
     """
 
     kind = "ratelimit"
@@ -173,11 +174,22 @@ class RateLimiter:
         )
         #: Every key of the limiter is this base plus a suffix (``engine.lua``).
         self.base = self._engine.base
-        self._base_bytes = self.base.encode()
         #: What every decision's packed argument starts with: the mode, the
         #: interval and the burst (``ratelimit_decide.lua``).
         self._packed_head = f"{Mode.RATELIMIT}|{self.interval_us}|{self.burst}|"
+        #: A limited key's own base is this, the key and "}" (:meth:`key_base`).
+        self._key_head = self.base[:-1] + ":"
+        self._mode = Mode.RATELIMIT.encode()
         self._counts = self._engine.counts
+
+    def key_base(self, key: str = "") -> str:
+        """The base of limited key ``key``'s own Redis keys (its hash tag is
+        the limiter's, the key and "}" ... up to the key's first "}")."""
+        return f"{self._key_head}{key}}}"
+
+    def _key_op(self, op: str, key: str, *args: Any) -> Op:
+        """Operation ``op`` on limited key ``key``'s own base."""
+        return Op(op, (f"{self._key_head}{key}}}".encode(), self._mode, *args))
 
     def __repr__(self) -> str:
         return f"<RateLimiter {self.name!r}: {self.rate}/{self.per:g}s, burst {self.burst}>"
@@ -232,18 +244,19 @@ class RateLimiter:
         else:
             timeout = check_timeout(timeout)
             wait_us = -1 if timeout is None else int(timeout * 1e6)
-        packed = f"{self._packed_head}{cost}|{wait_us}|{key}".encode()
-        reply = yield Op("ratelimit_decide", (self._base_bytes, packed))
+        keybase = f"{self._key_head}{key}}}".encode()
+        reply = yield Op("ratelimit_decide", (keybase, f"{self._packed_head}{cost}|{wait_us}"))
         if reply[0] == "0":
             self._counts.add(counts.REFUSED_LIMITED)
             if not whole:
                 return False
             _, remaining, delay, debt, now, _ = map(int, reply.split("|"))
             return Decision(False, remaining, delay / 1e6, debt / 1e6, self.burst, 0.0, now / 1e6)
-        if wait_us == 0 and not whole:  # (the common case: passed at once, nothing to read)
-            self._counts.granted(0.0)
+        if wait_us == 0 and not whole:  # (the common case: passed at once)
+            self._counts.decided(key, reply[reply.rindex("|") + 1 :])
             return True
         _, remaining, delay, debt, now, tat = map(int, reply.split("|"))
+        self._counts.decided(key, str(tat), waited=delay / 1e6)
         waited = delay / 1e6
         if delay:
             try:
@@ -254,9 +267,8 @@ class RateLimiter:
                 # Cancelled or interrupted: give the units back if ours is
                 # still the latest reservation (a later one keeps them used).
                 with contextlib.suppress(Exception):
-                    yield self._engine.op("ratelimit_refund", tat, cost * self.interval_us, key)
+                    yield self._key_op("ratelimit_refund", key, tat, cost * self.interval_us)
                 raise
-        self._counts.granted(waited)
         if not whole:
             return True
         return Decision(True, remaining, 0.0, debt / 1e6, self.burst, waited, (now + delay) / 1e6)
@@ -282,7 +294,7 @@ class RateLimiter:
 
     def _status(self, key: str) -> Steps[tuple[float, float]]:
         _check_key(key)
-        [debt] = yield self._engine.op("ratelimit_read", "status", key)
+        [debt] = yield self._key_op("ratelimit_read", key, "status")
         state = self._state(key, int(debt))
         return state.remaining, state.retry_after
 
@@ -296,7 +308,9 @@ class RateLimiter:
 
     def _reset(self, key: str) -> Steps[bool]:
         _check_key(key)
-        return int((yield self._engine.op("ratelimit_reset", key))) == 1
+        had = int((yield self._key_op("ratelimit_reset", key, "key"))) == 1
+        yield self._engine.op("ratelimit_reset", "index", key)
+        return had
 
     def busiest(self, limit: int = 20) -> list[KeyState]:
         """At most ``limit`` (1 to 1,000) keys with the fewest units left now,
@@ -304,16 +318,27 @@ class RateLimiter:
         limit = check_count(limit, "limit", minimum=1)
         if limit > MAX_BUSIEST:
             raise ValueError(f"limit must be an int from 1 to {MAX_BUSIEST}, got {limit!r}")
-        flat = self._engine.run("ratelimit_read", "busiest", limit)
-        states = [
-            self._state(str(key), int(debt))
-            for key, debt in zip(flat[0::2], flat[1::2], strict=True)
-        ]
+        counts.flush_one(self._counts)
+        now, *flat = self._engine.run("ratelimit_read", "busiest", limit)
+        keys = [str(key) for key in flat[0::2]]
+        # (each read again from its own key, on its own shard: the index may be
+        # behind a reset, a refund or a bucket that filled up since)
+        pipe = self.client.pipeline(transaction=False)
+        for key in keys:
+            pipe.get(f"{self._key_head}{key}}}:tat")
+        states = []
+        for key, tat in zip(keys, pipe.execute(), strict=True):
+            debt = int(tat) - int(now) if tat is not None else 0
+            if debt > 0:
+                states.append(self._state(key, debt))
         states.sort(key=lambda state: state.reset_after, reverse=True)
         return states
 
     def active_count(self) -> int:
-        """How many keys are not full now (at most :data:`INDEX_LIMIT`)."""
+        """How many keys are not full now (at most :data:`INDEX_LIMIT`), as
+        the index says: this process's decisions at once, other processes'
+        within a few seconds."""
+        counts.flush_one(self._counts)
         [count] = self._engine.run("ratelimit_read", "count")
         return int(count)
 

@@ -71,15 +71,16 @@
 --                    it lasts as long as the ended task
 --   :names  SET   every task name ever enqueued or listened for
 --   Rate limiters keep (their own operations, ratelimit_*.lua):
---   :k:<key>  STRING one limited key's TAT (GCRA's theoretical arrival time,
---                    µs on the Redis clock), expiring when its bucket is full
---                    again (an idle key vanishes)
---   :index    ZSET  limited key -> its TAT; a decision that makes it
---                    RATE_TRIM_EVERY entries long (or a multiple) trims it of
---                    full buckets (TAT <= now) and holds it to RATE_INDEX_LIMIT
---                    entries, the fullest dropped first: at most
---                    RATE_INDEX_LIMIT + RATE_TRIM_EVERY entries, stale ones
---                    never read as live
+--   :index    ZSET  limited key -> its TAT as last decided (the busiest keys),
+--                    written by counts_add.lua off the decisions' path: trimmed
+--                    of full buckets (TAT <= now) and held to RATE_INDEX_LIMIT
+--                    entries (the fullest dropped) at each write, and expiring
+--                    when its latest bucket is full again
+--   Each limited key has a base of its own, "<prefix>:{ratelimit:<name>:<key>}"
+--   (its own hash tag: a busy limiter spreads over a Cluster's shards), whose
+--   ratelimit_decide/refund/status/reset operations keep there:
+--   :tat      STRING the key's TAT (GCRA's theoretical arrival time, µs on the
+--                    Redis clock), expiring when its bucket is full again
 --   :wake:<token>    LIST  a waiter's own wake list (the grant handed to it)
 --   :wid:<identity>  ZSET  the queued sharing waiters of one identity
 --   :counts HASH  what every process counted (primitives/counts.py): field ->
@@ -171,7 +172,6 @@ local PUMP_LIMIT = 64        -- resources handed to waiters per call
 local DROP_LIMIT = 64        -- ended allocator keys dropped per malloc
 local UPKEEP_LIMIT = 16      -- deferred and orphaned tasks handled per take
 local RATE_INDEX_LIMIT = 10000  -- a rate limiter's :index entries (the fullest dropped)
-local RATE_TRIM_EVERY = 64     -- a rate limiter's :index is trimmed at each 64th entry
 local WAKE_TOKENS = 64       -- wake tokens kept per task name
 local GRACE_MS = 1000        -- slack on a waiter's liveness window
 local PROVISIONAL_MS = 5000  -- life of an unconfirmed grant to a waiter (at most)
