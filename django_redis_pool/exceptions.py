@@ -53,6 +53,13 @@ class NotOwned(PoolError):
     """The caller released or renewed something it does not hold (any more)."""
 
 
+class HeldByCaller(PoolError):
+    """A waiting acquire of a non-reentrant lock found it held by the caller's
+    own holder: waiting would wait for itself. (The lock raises it when it
+    holds the lock itself; a hold it released but Redis still has is
+    :class:`BackendUnavailable`.)"""
+
+
 class NotConfigured(PoolError, TypeError):
     """A primitive is used before it was configured (e.g. a semaphore without a
     max size) or a name is absent from the ``DJANGO_REDIS_POOL`` setting."""

@@ -905,3 +905,21 @@ def test_a_release_that_cannot_reach_redis_stops_auto_renewal() -> None:
         wait_for(lambda: pending_releases() <= before, what="the late release to give up")
     finally:
         server.stop()
+
+
+def test_a_holder_held_elsewhere_is_refused_at_once_and_told_why(client):
+    """A waiting acquire finds its holder's name holding the lock, but not
+    through this Lock object (another object or process of the same holder
+    name, or a release lost in a failover): refused at once, not a mistake."""
+    first = Lock(client, "elsewhere", lease_timeout=30)
+    assert first.acquire(holder="job")
+    second = Lock(client, "elsewhere", lease_timeout=30)
+    watch = time.monotonic()
+    assert second.acquire(timeout=5, holder="job") is False
+    assert time.monotonic() - watch < 4, "at once, not after its timeout"
+    with pytest.raises(ResourceUnavailable, match="not through this Lock object"):
+        with second.for_holder("job"):
+            pass
+    with pytest.raises(PoolError, match="not reentrant"):
+        first.acquire(timeout=5, holder="job")  # (it holds it: the caller's mistake)
+    first.release(holder="job")

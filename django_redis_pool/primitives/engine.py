@@ -37,8 +37,8 @@ from typing import Any, TypeVar
 
 from ..exceptions import (
     BackendUnavailable,
+    HeldByCaller,
     NotConfigured,
-    PoolError,
     ResourceUnavailable,
     backend_errors,
 )
@@ -432,7 +432,7 @@ class LeaseEngine:
             )
         if reply == Reply.HELD and wait:
             releases.raise_if_in_flight(self, holder)
-            raise PoolError(
+            raise HeldByCaller(
                 f"{self.label} is already held by {holder!r} and is not reentrant: waiting "
                 "for it would wait for ourselves. Release it first, or use reentrant=True."
             )

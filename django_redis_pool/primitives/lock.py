@@ -10,7 +10,7 @@ from collections.abc import Callable
 from types import TracebackType
 from typing import Any
 
-from ..exceptions import NotOwned, ResourceUnavailable
+from ..exceptions import HeldByCaller, NotOwned, ResourceUnavailable
 from . import records
 from .base import DEFAULT_KEY_PREFIX, LeasedPrimitive
 from .lease import Lease
@@ -231,9 +231,20 @@ class Lock(LeasedPrimitive):
         scope, name = self._scoped_holder(holder)
         lease_ms = self._lease_ms
         bounded = not sync or self._engine.sync_bounded
-        lease = yield from self._engine.acquire_steps(
-            wait, lease_ms, name, 0, self.max_waiting, bounded=bounded
-        )
+        try:
+            lease = yield from self._engine.acquire_steps(
+                wait, lease_ms, name, 0, self.max_waiting, bounded=bounded
+            )
+        except HeldByCaller as exc:
+            if name in self._leases:
+                raise  # (it holds the lock and asks again: a mistake of the caller's)
+            raise ResourceUnavailable(
+                f"{self._engine.label} is held by {name!r}, but not through this Lock object: "
+                "another process or Lock object holds it under the same holder name, or "
+                "a release of it was lost (written to a master just before a failover); "
+                "waiting would wait for itself. It ends when released or when its lease "
+                "expires"
+            ) from exc
         if lease is None:
             return False
         if holder is not None:
