@@ -917,9 +917,11 @@ def test_a_holder_held_elsewhere_is_refused_at_once_and_told_why(client):
     watch = time.monotonic()
     assert second.acquire(timeout=5, holder="job") is False
     assert time.monotonic() - watch < 4, "at once, not after its timeout"
-    with pytest.raises(ResourceUnavailable, match="not through this Lock object"):
-        with second.for_holder("job"):
-            pass
+    with (
+        pytest.raises(ResourceUnavailable, match="not through this Lock object"),
+        second.for_holder("job"),
+    ):
+        pass
     with pytest.raises(PoolError, match="not reentrant"):
         first.acquire(timeout=5, holder="job")  # (it holds it: the caller's mistake)
     first.release(holder="job")
