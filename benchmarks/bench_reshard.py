@@ -27,7 +27,9 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import logging
 import multiprocessing
+import os
 import statistics
 import sys
 import threading
@@ -90,6 +92,10 @@ def build(client: Any, kind: str, name: str) -> tuple[Any, Callable[[], None]]:
 
 
 def base_of(primitive: Any) -> str:
+    """A key of the slot the benchmark's operations run in (a rate limit's
+    decisions run in their limited key's own slot)."""
+    if isinstance(primitive, RateLimiter):
+        return primitive.key_base("k")
     return getattr(primitive, "base", None) or primitive._engine.base
 
 
@@ -172,10 +178,9 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=3.0)
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
+    logging.getLogger("django_redis_pool").setLevel(logging.ERROR)  # (pools filled lazily)
     results: dict[str, Any] = {}
     for label in args.servers.split(","):
-        import os
-
         os.environ["DJANGO_REDIS_POOL_REDIS_SERVER"] = server_binary(label)
         with EmbeddedRedisCluster(masters=3) as cluster:
             version = cluster.client().info("server")["redis_version"]
