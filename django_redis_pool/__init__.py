@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from .exceptions import (
     BackendUnavailable,
+    CorruptRecord,
     NotConfigured,
     NotOwned,
     PoolError,
@@ -45,6 +46,7 @@ __all__ = [
     "Allocator",
     "AllocatorObject",
     "BackendUnavailable",
+    "CorruptRecord",
     "Decision",
     "KeyState",
     "Lease",

@@ -14,6 +14,7 @@ import redis.exceptions
 
 __all__ = [
     "BackendUnavailable",
+    "CorruptRecord",
     "NotConfigured",
     "NotOwned",
     "PoolError",
@@ -51,6 +52,13 @@ class ResourceUnavailable(PoolError, TimeoutError):
 
 class NotOwned(PoolError):
     """The caller released or renewed something it does not hold (any more)."""
+
+
+class CorruptRecord(PoolError, ValueError):
+    """A record read from Redis cannot be decoded (not UTF-8 text, not JSON, a
+    field missing or malformed): someone else wrote it, or it was damaged.
+    Only that record fails: a task's worker stores the task as failed, with
+    this error, and goes on."""
 
 
 class HeldByCaller(PoolError):

@@ -774,3 +774,27 @@ def test_the_setting_is_read_in_conf_which_imports_neither_checks_nor_registry()
         assert not _imported(module) & (checks | {"registry"}), module.name
     assert "conf" in _imported(package / "registry.py")
     assert not _imported(package / "registry.py") & checks
+
+
+@pytest.mark.parametrize(
+    ("value", "check_id", "says"),
+    [
+        ({"LOCKS": {"big": {"LEASE_TIMEOUT": 1e20}}}, "E018", '["big"]["LEASE_TIMEOUT"]'),
+        ({"POOLS": {"p": {"LEASE_TIMEOUT": 1e12}}}, "E018", '["p"]["LEASE_TIMEOUT"]'),
+        ({"QUEUES": {"q": {"RESULT_TTL": 1e12}}}, "E018", '["q"]["RESULT_TTL"]'),
+        ({"QUEUES": {"q": {"VISIBILITY_TIMEOUT": 1e12}}}, "E018", '["VISIBILITY_TIMEOUT"]'),
+        ({"REQUEST_LEASE": 1e12}, "E026", '["REQUEST_LEASE"]'),
+        ({"LONG_HOLD": 1e12}, "E031", '["LONG_HOLD"]'),
+    ],
+)
+def test_a_duration_redis_cannot_count_is_an_error_naming_the_option(
+    settings: Any, value: dict[str, Any], check_id: str, says: str
+) -> None:
+    message = only(ours(settings, {"CONNECTION": {"URL": URL}, **value}), check_id)
+    assert says in message.msg and "10 years" in message.msg
+
+
+def test_a_payload_limit_over_what_redis_holds_is_an_error(settings: Any) -> None:
+    value = {"CONNECTION": {"URL": URL}, "QUEUES": {"q": {"MAX_PAYLOAD": 10**12}}}
+    message = only(ours(settings, value), "E018")
+    assert '["MAX_PAYLOAD"]' in message.msg and "512 MiB" in message.msg

@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 
 from .. import registry
 from ..primitives.queue import Task, TaskQueue
+from ..primitives.queue_task import MAX_PAYLOAD, check_payload_limit
 from ..primitives.validators import check_duration, check_name
 from .base import Kind, Option, Report
 
@@ -104,6 +105,11 @@ class QueueKind(Kind):
         "MAX_ATTEMPTS": Option(
             _validate_attempts, 3, "Use how many deliveries a task gets, an int >= 1, e.g. 3."
         ),
+        "MAX_PAYLOAD": Option(
+            check_payload_limit,
+            MAX_PAYLOAD,
+            "Use the most bytes of JSON a task's params or result may take, e.g. 16777216.",
+        ),
     }
 
     def build(self, client: Any, name: str, key_prefix: str, options: Mapping[str, Any]) -> Any:
@@ -115,6 +121,7 @@ class QueueKind(Kind):
             visibility_timeout=options["VISIBILITY_TIMEOUT"],
             max_attempts=options["MAX_ATTEMPTS"],
             key_prefix=key_prefix,
+            max_payload=options["MAX_PAYLOAD"],
         )
 
     def collect(self, primitive: Any, *, dry_run: bool) -> Report:

@@ -70,7 +70,7 @@ def run(client: Any, steps: Steps[T]) -> T:
                 if reply is MISS:  # (something to load first: the runner's own steps)
                     reply = run(client, runner.steps(*step))
                 if type(reply) is bytes:
-                    reply = reply.decode()
+                    reply = reply.decode("utf-8", "surrogateescape")
                 elif type(reply) is list:
                     reply = text(reply)
             elif kind is Call:

@@ -24,10 +24,24 @@ from ._common import to_ms
 from .base import DEFAULT_KEY_PREFIX
 from .engine import MIN_BLOCK, LeaseEngine
 from .protocol import Mode, TaskStatus
-from .queue_task import Task, dumps, error_message, task_from_fields, task_from_flat
+from .queue_task import (
+    MAX_PAYLOAD,
+    Task,
+    check_payload_limit,
+    dumps,
+    error_message,
+    task_from_fields,
+    task_from_flat,
+)
 from .queue_worker import run_workers
 from .steps import Call, Local, Steps
-from .validators import check_client, check_duration, check_name, check_timeout
+from .validators import (
+    check_client,
+    check_duration,
+    check_instant,
+    check_name,
+    check_timeout,
+)
 
 __all__ = ["Task", "TaskExecutePolicy", "TaskFailed", "TaskQueue", "WorkerLost"]
 
@@ -77,8 +91,10 @@ class TaskQueue:
     seconds, which their heartbeat extends while the handler runs; a task whose
     worker died goes back to the queue when the deadline passes, up to
     ``max_attempts`` deliveries, then stays failed for inspection. Results are
-    kept ``result_ttl`` seconds. Params and results are JSON only. Building one
-    does no I/O.
+    kept ``result_ttl`` seconds. Params and results are JSON only, each at
+    most ``max_payload`` bytes of it (16 MiB by default): larger params raise
+    ``ValueError`` before anything is written, a larger result fails its task.
+    Building one does no I/O.
     """
 
     kind = "queue"
@@ -93,6 +109,7 @@ class TaskQueue:
         visibility_timeout: float = 300,
         max_attempts: int = 3,
         key_prefix: str = DEFAULT_KEY_PREFIX,
+        max_payload: int = MAX_PAYLOAD,
     ) -> None:
         self.client = check_client(client)
         self.name = check_name(name)
@@ -105,6 +122,8 @@ class TaskQueue:
         if isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or max_attempts < 1:
             raise ValueError(f"max_attempts must be an int >= 1, got {max_attempts!r}")
         self.max_attempts = max_attempts
+        #: The most bytes of JSON a task's params or result may take.
+        self.max_payload = check_payload_limit(max_payload)
         self._engine = LeaseEngine(
             client, kind=self.kind, name=self.name, mode=Mode.QUEUE, prefix=self.key_prefix
         )
@@ -175,11 +194,13 @@ class TaskQueue:
         self, name: str, params: Any, id: str | None, priority: int, run_at: float | None
     ) -> Steps[Task]:
         name = check_name(name, "task name")
-        payload = dumps(params, f"params of task {name!r}")
+        payload = dumps(params, f"params of task {name!r}", self.max_payload)
         task_id = uuid.uuid4().hex if id is None else check_name(id, "task id")
         if isinstance(priority, bool) or not isinstance(priority, int) or abs(priority) > 100:
             raise ValueError(f"priority must be an int from -100 to 100, got {priority!r}")
-        at = -1 if run_at is None else math.floor(_seconds(run_at, "run_at") * 1000)
+        at = -1
+        if run_at is not None:
+            at = math.floor(check_instant(run_at, "run_at", time.time()) * 1000)
         added, flat = yield self._engine.op(
             "queue_enqueue",
             task_id,
@@ -302,7 +323,7 @@ class TaskQueue:
     ) -> Steps[Any]:
         id, name = check_name(id, "task id"), check_name(name, "task name")
         timeout = check_timeout(timeout)
-        payload = dumps(params, f"params of task {name!r}")
+        payload = dumps(params, f"params of task {name!r}", self.max_payload)
         if not isinstance(policy, TaskExecutePolicy):
             raise ValueError(f"policy must be a TaskExecutePolicy, got {policy!r}")
         local = self.task_fn is not None
@@ -334,7 +355,7 @@ class TaskQueue:
         task = Task(id=id, name=name, params=params, status=TaskStatus.RUNNING, attempts=1)
         try:
             result = yield Local(self.task_fn, (task,))
-            dumps(result, f"the result of task {name!r}")
+            dumps(result, f"the result of task {name!r}", self.max_payload)
         except Exception as exc:
             raise TaskFailed(error_message(exc), task) from exc
         return result
@@ -428,8 +449,3 @@ class TaskQueue:
 class _NotStarted(Exception):
     """RemoteFirst: no worker took the task in time (it was withdrawn)."""
 
-
-def _seconds(value: object, what: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
-        raise ValueError(f"{what} must be a number of seconds, got {value!r}")
-    return float(value)

@@ -15,10 +15,34 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._common import text
+from ..exceptions import CorruptRecord
+from ._common import is_text, printable, text
 from .protocol import TaskStatus
 
-__all__ = ["Task", "dumps", "error_message", "task_from_fields", "task_from_flat"]
+__all__ = [
+    "MAX_PAYLOAD",
+    "Task",
+    "check_payload_limit",
+    "dumps",
+    "error_message",
+    "task_from_fields",
+    "task_from_flat",
+]
+
+#: The default limit on a task's params and on its result, in bytes of JSON
+#: text (UTF-8): 16 MiB (``TaskQueue(max_payload=...)``, ``MAX_PAYLOAD``).
+MAX_PAYLOAD = 16 * 1024 * 1024
+#: The largest limit allowed: Redis's own limit on one string is 512 MiB.
+PAYLOAD_CEILING = 512 * 1024 * 1024
+
+
+def check_payload_limit(value: object, what: str = "max_payload") -> int:
+    """A payload limit: an int of bytes from 1 to 512 MiB (Redis's string limit)."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= PAYLOAD_CEILING:
+        raise ValueError(
+            f"{what} must be an int of bytes from 1 to {PAYLOAD_CEILING} (512 MiB), got {value!r}"
+        )
+    return value
 
 
 @dataclass
@@ -84,21 +108,47 @@ def _progress(value: object, what: str) -> str:
     return json.dumps(number)
 
 
-def dumps(value: Any, what: str) -> str:
+def dumps(value: Any, what: str, limit: int = MAX_PAYLOAD) -> str:
     """``value`` as JSON text, or ``TypeError`` naming ``what``: nothing that is
-    not JSON (objects, bytes, NaN) is ever written."""
+    not JSON (objects, bytes, NaN, nesting deeper than Python can write) is
+    ever written; ``ValueError`` when the text is longer than ``limit`` bytes."""
     try:
-        return json.dumps(value, allow_nan=False, separators=(",", ":"))
+        encoded = json.dumps(value, allow_nan=False, separators=(",", ":"))
+    except RecursionError:
+        raise TypeError(f"{what} is nested too deep to be written as JSON; flatten it") from None
     except (TypeError, ValueError) as exc:
         raise TypeError(
             f"{what} must be JSON-serialisable (dicts, lists, str, numbers, bools, None): {exc}"
         ) from exc
+    if len(encoded) * 4 > limit and (size := len(encoded.encode())) > limit:
+        raise ValueError(
+            f"{what} is {size} bytes of JSON, over the payload limit of {limit} bytes: "
+            "pass a reference (a key, a path) instead, or raise the limit "
+            "(TaskQueue(max_payload=...), the queue's MAX_PAYLOAD option)"
+        )
+    return encoded
 
 
 def task_from_fields(id: str, fields: dict[Any, Any]) -> Task:
     """Task ``id`` from the fields of its hash in Redis (bytes or str), as
-    ``queue_read``, ``queue_enqueue`` and ``queue_take`` return them."""
+    ``queue_read``, ``queue_enqueue`` and ``queue_take`` return them; a hash
+    that cannot be read as a task (not UTF-8, not JSON, a field missing or
+    malformed: written by someone else) raises :class:`CorruptRecord`."""
+    try:
+        return _task_from_fields(id, fields)
+    except (ValueError, TypeError, KeyError, AttributeError, RecursionError) as exc:
+        reason = "is not UTF-8 text" if isinstance(exc, UnicodeError) else f"({type(exc).__name__})"
+        raise CorruptRecord(
+            f"the stored record of task {printable(id)} cannot be read: {reason} "
+            f"{printable(str(exc), 120)}"
+        ) from None
+
+
+def _task_from_fields(id: str, fields: dict[Any, Any]) -> Task:
     f = {text(k): text(v) for k, v in fields.items()}
+    for key in ("name", "params", "result", "error", "trace", "current", "total"):
+        if key in f and not is_text(f[key]):
+            raise UnicodeError(f"its {key!r} field")
 
     def ms(key: str) -> float | None:
         return int(f[key]) / 1000 if f.get(key) else None

@@ -15,9 +15,9 @@ import traceback
 import uuid
 from typing import TYPE_CHECKING, Any
 
-from ..exceptions import PoolError, backend_errors
+from ..exceptions import CorruptRecord, PoolError, backend_errors
 from . import counts
-from ._common import text, to_ms, waits_client
+from ._common import printable, text, to_ms, waits_client
 from .engine import MIN_BLOCK
 from .protocol import TaskStatus
 from .queue_task import Task, dumps, error_message, task_from_fields
@@ -179,18 +179,36 @@ class Worker:
 
     def _execute(self, task_id: Any, name: Any, params: Any, attempt: Any, flat: Any) -> None:
         """Run the task just taken (its fields as ``queue_take`` returned them)
-        and store its end."""
+        and store its end. A task whose stored record cannot be read fails
+        alone (:meth:`_unreadable`)."""
+        task_id = text(task_id)
+        if params is None and not flat:  # (queue_take dropped an id with no task hash)
+            logger.error(
+                "task %s of %r had no stored record (or not a hash): dropped from the queue",
+                printable(task_id),
+                self.queue,
+            )
+            self.queue._engine.counts.add(counts.FAILED)
+            return
         fields = dict(zip(flat[0::2], flat[1::2], strict=True))
         fields["params"] = params
-        task = task_from_fields(text(task_id), fields)
         attempt = str(int(attempt))
+        try:
+            task = task_from_fields(task_id, fields)
+        except CorruptRecord as exc:
+            self._unreadable(task_id, attempt, exc)
+            return
         task._report = lambda current, total: (
             int(self.queue._run("queue_progress", task.id, self.id, attempt, current, total)) == 1
         )
         self.running.append(task.id)
         try:
             try:
-                result = dumps(self.queue.task_fn(task), f"the result of task {task.name!r}")  # type: ignore[misc]
+                result = dumps(
+                    self.queue.task_fn(task),  # type: ignore[misc]
+                    f"the result of task {task.name!r}",
+                    self.queue.max_payload,
+                )
             except BaseException as exc:
                 # Whatever the handler raised, SystemExit and KeyboardInterrupt
                 # included, is its task's failure, not this worker's end: this
@@ -203,6 +221,15 @@ class Worker:
                 self._finish(task, attempt, TaskStatus.DONE, result, "")
         finally:
             self.running.remove(task.id)
+
+    def _unreadable(self, task_id: str, attempt: str, exc: CorruptRecord) -> None:
+        """Fail the task ``task_id``, whose stored record cannot be read, with
+        ``exc``'s message (logged once, counted as failed): it is not run."""
+        logger.error("%s: it fails without running", exc)
+        # (the id as Redis has it, even if it is not UTF-8)
+        stored_id = task_id.encode("utf-8", "surrogateescape")
+        task = Task(id=stored_id, name="?", params=None)  # type: ignore[arg-type]
+        self._finish(task, attempt, TaskStatus.FAILED, error_message(exc), "")
 
     def _finish(self, task: Task, attempt: str, status: str, outcome: str, trace: str) -> None:
         """Store the end of this delivery of ``task`` (``outcome``: its result

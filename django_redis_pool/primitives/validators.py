@@ -13,10 +13,12 @@ from typing import Any
 
 __all__ = [
     "MAX_NAME_LENGTH",
+    "MAX_SECONDS",
     "check_client",
     "check_count",
     "check_duration",
     "check_holder",
+    "check_instant",
     "check_lease_timeout",
     "check_max_waiting",
     "check_name",
@@ -27,6 +29,13 @@ __all__ = [
 ]
 
 MAX_NAME_LENGTH = 200
+#: The longest duration the library sends to Redis, in seconds: 10 years (of
+#: 365 days). Every lease, wait, time-to-live, period and deferral is at most
+#: this; a longer one raises ``ValueError`` before anything is written (Redis
+#: counts them from its clock's now in milliseconds, a rate limiter in
+#: microseconds, in Lua numbers exact up to 2**53: ten years from now in
+#: microseconds is well inside, 1e20 seconds in milliseconds is not).
+MAX_SECONDS = 10 * 365 * 24 * 3600
 _FORBIDDEN = re.compile(r"[{}\s]")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
@@ -126,7 +135,7 @@ def check_timeout(value: object, what: str = "timeout") -> float | None:
     """A wait: seconds >= 0 (0: do not wait), or None / infinity for "forever"."""
     if value is None:
         return None
-    if type(value) in _NUMBERS and 0 <= value < math.inf:  # (the common case, at once)
+    if type(value) in _NUMBERS and 0 <= value <= MAX_SECONDS:  # (the common case, at once)
         return float(value)
     seconds = check_seconds(value, what)
     return None if seconds == math.inf else seconds
@@ -142,6 +151,11 @@ def check_seconds(value: object, what: str, *, allow_none: bool = True) -> float
         )
     if math.isnan(value) or value < 0:
         raise ValueError(f"{what} must be >= 0 seconds, got {value!r}")
+    if MAX_SECONDS < value < math.inf:
+        raise ValueError(
+            f"{what} must be at most {MAX_SECONDS} seconds (10 years), got {value!r}"
+            + ("; use None for no limit" if allow_none else "")
+        )
     return float(value)
 
 
@@ -156,6 +170,18 @@ def check_lease_timeout(value: object, what: str = "lease_timeout") -> float | N
             f"got {value!r}"
         )
     return seconds
+
+
+def check_instant(value: object, what: str, now: float) -> float:
+    """A point in time, in unix seconds (e.g. a task's ``run_at``): a finite
+    number at most :data:`MAX_SECONDS` after ``now`` (this host's clock)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ValueError(f"{what} must be a finite number of unix seconds, got {value!r}")
+    if value > now + MAX_SECONDS:
+        raise ValueError(
+            f"{what} must be at most {MAX_SECONDS} seconds (10 years) from now, got {value!r}"
+        )
+    return float(value)
 
 
 def check_duration(value: object, what: str) -> float:

@@ -20,9 +20,16 @@ end
 if not best then
   return queue_next_due()
 end
-redis.call('ZREM', BASE .. ':pending:' .. best_name, best)
 local task = BASE .. ':t:' .. best
-local attempts = redis.call('HINCRBY', task, 'attempts', 1)
+redis.call('ZREM', BASE .. ':pending:' .. best_name, best)
+-- (read, not HINCRBY: a count someone else overwrote with text must not stop
+-- the script after the task left :pending; a key that is not a hash is
+-- not a task: it is dropped from the queue, and its id given for the log)
+if redis.call('TYPE', task)['ok'] ~= 'hash' then
+  return {best, best_name, false, 0, {}}
+end
+local attempts = (tonumber(redis.call('HGET', task, 'attempts')) or 0) + 1
+redis.call('HSET', task, 'attempts', attempts)
 local before = redis.call('HGET', task, 'workers')
 redis.call('HSET', task, 'status', TASK_RUNNING, 'worker', worker, 'started', NOW, 'workers',
   before and before .. '\n' .. worker or worker)
