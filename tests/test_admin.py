@@ -33,11 +33,11 @@ from django_redis_pool import dashboard as panels
 from django_redis_pool.admin import MASK, connection_label, masked_url
 from django_redis_pool.dashboard import charts
 from django_redis_pool.dashboard.tables import PAGE_SIZE
-from django_redis_pool.primitives.validators import MAX_SECONDS
 from django_redis_pool.exceptions import BackendUnavailable, NotOwned
 from django_redis_pool.primitives.lock import Lock
 from django_redis_pool.primitives.pool import ResourcePool
 from django_redis_pool.primitives.semaphore import Semaphore
+from django_redis_pool.primitives.validators import MAX_SECONDS
 from django_redis_pool.registry import get_resource
 from django_redis_pool.signals import lease_lost, lease_reclaimed
 
