@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import sys
 import uuid
 from datetime import datetime, timezone
 from typing import Any
@@ -44,6 +45,7 @@ from django.utils.module_loading import import_string
 
 from . import kinds, registry
 from .exceptions import NotConfigured
+from .primitives._common import printable
 from .primitives.protocol import TaskStatus
 from .primitives.queue import Task as QueueTask
 from .primitives.queue import TaskFailed, TaskQueue
@@ -110,9 +112,18 @@ def _when(seconds: float | None) -> datetime | None:
 
 def _framework_task(stored: QueueTask) -> Any:
     """The framework's task that ``stored`` (a queue task's params) describes:
-    the module-level task, with the ``using()`` options it was enqueued with."""
+    the module-level task, with the ``using()`` options it was enqueued with.
+    The path comes from Redis, where anyone with write access may have put
+    it: a module is imported only if it is loaded already or lies in an
+    installed app's package (:func:`_importable`); nothing else is imported,
+    and what is not a framework task is never called."""
     params = stored.params
-    path = params["task"]
+    path = params.get("task") if isinstance(params, dict) else None
+    if not isinstance(path, str) or not _importable(path):
+        raise SuspiciousOperation(
+            f"Task {stored.id} names {printable(str(path))}, which is not a task of an "
+            "installed app's module: nothing was imported and it is never run."
+        )
     task = import_string(path)
     if not isinstance(task, FrameworkTask):  # someone else wrote it: never called
         raise SuspiciousOperation(
@@ -125,6 +136,20 @@ def _framework_task(stored: QueueTask) -> Any:
         queue_name=params.get("queue_name"),
         run_after=None if run_after is None else datetime.fromisoformat(run_after),
         backend=params.get("backend"),
+    )
+
+
+def _importable(path: str) -> bool:
+    """Whether the dotted ``path`` of a task may be imported: its module is
+    loaded already, or it lies in the package of an installed app."""
+    module = path.rpartition(".")[0]
+    if not module or not all(part.isidentifier() for part in path.split(".")):
+        return False
+    if module in sys.modules:
+        return True
+    return any(
+        module == config.name or module.startswith(config.name + ".")
+        for config in apps.get_app_configs()
     )
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import copy
 import io
 import re
+import sys
 from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
 from typing import Any
@@ -367,6 +368,23 @@ def test_a_stored_path_that_is_not_a_task_is_suspicious_and_never_run() -> None:
     work()
     stored = queue.get_task(task_id)
     assert stored.status == "failed" and "SuspiciousOperation" in stored.error
+
+
+@pytest.mark.parametrize("path", ["this.s", "antigravity.fly", "not a path", 42])
+def test_a_stored_path_outside_the_installed_apps_is_never_imported(path: Any) -> None:
+    """A module neither loaded nor in an installed app is not imported to see
+    what it holds (importing ``this`` would print the Zen of Python)."""
+    assert "this" not in sys.modules and "antigravity" not in sys.modules
+    queue = get_queue("default")
+    task_id = jobs.add.enqueue(1, 1).id
+    queue.delete(task_id)
+    queue.enqueue(TASK_NAME, {"task": path, "args": [], "kwargs": {}}, id=task_id)
+    with pytest.raises(SuspiciousOperation, match="nothing was imported"):
+        framework.task_backends["default"].get_result(task_id)
+    work()
+    stored = queue.get_task(task_id)
+    assert stored.status == "failed" and "nothing was imported" in stored.error
+    assert "this" not in sys.modules and "antigravity" not in sys.modules
 
 
 @pytest.mark.parametrize("length", [31, 64, 200])
