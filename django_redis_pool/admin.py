@@ -19,11 +19,9 @@ registered in :mod:`.dashboard`.
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Mapping
 from types import SimpleNamespace
 from typing import Any
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from django.contrib import admin, messages
 from django.contrib.admin.utils import quote, unquote
@@ -34,44 +32,17 @@ from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
 
 from . import conf, dashboard, kinds, registry
+from .conf.masking import masked_text, masked_url
 from .dashboard import charts
 from .exceptions import BackendUnavailable, PoolError
 from .models import Dashboard
 
 logger = logging.getLogger("django_redis_pool")
 
-MASK = "********"
 PRIMITIVE_TEMPLATE = "admin/django_redis_pool/primitive.html"
 DASHBOARD_TEMPLATE = "admin/django_redis_pool/dashboard.html"
 #: An overview row's note while Redis cannot be reached (the page says why once).
 UNREAD = "not read: Redis could not be reached (see above)"
-
-
-def masked_url(url: str) -> str:
-    """``url`` with its passwords (in the credentials, or any query parameter
-    whose name contains "password", e.g. ``ssl_password``) replaced by asterisks."""
-    parts = urlsplit(url)
-    if parts.password is not None:
-        host = parts.netloc.rpartition("@")[2]
-        parts = parts._replace(netloc=f"{parts.username or ''}:{MASK}@{host}")
-    pairs = parse_qsl(parts.query, keep_blank_values=True)
-    if any("password" in key.lower() for key, _ in pairs):
-        masked = [(key, MASK if "password" in key.lower() else value) for key, value in pairs]
-        parts = parts._replace(query=urlencode(masked, safe="*"))
-    if parts == urlsplit(url):
-        return url
-    # urlunsplit() drops the empty host of "unix:///path": put the "//" back.
-    rebuilt = urlunsplit(parts)
-    if url.startswith(f"{parts.scheme}://") and not rebuilt.startswith(f"{parts.scheme}://"):
-        rebuilt = f"{parts.scheme}://{rebuilt[len(parts.scheme) + 1 :]}"
-    return rebuilt
-
-
-def masked_text(text: str) -> str:
-    """``text`` with the passwords of any URLs in it (credentials, or a query
-    parameter whose name contains "password") replaced by asterisks."""
-    text = re.sub(r"(://[^\s/@'\"]*:)[^\s@'\"]+@", rf"\g<1>{MASK}@", text)
-    return re.sub(r"(?i)(password=)[^&\s'\"]+", rf"\g<1>{MASK}", text)
 
 
 def connection_label(connection: Mapping[str, Any]) -> str:

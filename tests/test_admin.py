@@ -30,7 +30,8 @@ from django.urls import reverse
 
 from django_redis_pool import Lease, get_lock, get_pool, get_semaphore
 from django_redis_pool import dashboard as panels
-from django_redis_pool.admin import MASK, connection_label, masked_url
+from django_redis_pool.admin import connection_label
+from django_redis_pool.conf.masking import MASK, masked_url
 from django_redis_pool.dashboard import charts
 from django_redis_pool.dashboard.tables import PAGE_SIZE
 from django_redis_pool.exceptions import BackendUnavailable, NotOwned

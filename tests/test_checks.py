@@ -798,3 +798,31 @@ def test_a_payload_limit_over_what_redis_holds_is_an_error(settings: Any) -> Non
     value = {"CONNECTION": {"URL": URL}, "QUEUES": {"q": {"MAX_PAYLOAD": 10**12}}}
     message = only(ours(settings, value), "E018")
     assert '["MAX_PAYLOAD"]' in message.msg and "512 MiB" in message.msg
+
+
+def test_e007_never_shows_the_password_of_the_url(settings: Any) -> None:
+    value = {"CONNECTION": {"URL": "http://:s3cret@127.0.0.1:6379/0"}}
+    message = only(ours(settings, value), "E007")
+    assert "s3cret" not in message.msg and "s3cret" not in message.hint
+    assert "********" in message.msg
+
+
+@pytest.mark.parametrize(
+    ("url", "check_id", "says"),
+    [
+        ("redis://:s3cret@host:notaport/0", "E007", "port"),
+        ("redis://:s3cret@host:6379/0?socket_timeout=abc", "E027", "socket_timeout"),
+        ("redis://:s3cret@host:6379/0?sockettimeout=5", "E027", "socket_timeout"),
+    ],
+)
+def test_bad_url_parts_are_errors_without_connecting(
+    settings: Any, url: str, check_id: str, says: str
+) -> None:
+    message = only(ours(settings, {"CONNECTION": {"URL": url}}), check_id)
+    assert says in message.msg + message.hint
+    assert "s3cret" not in message.msg + message.hint
+
+
+def test_good_url_options_pass(settings: Any) -> None:
+    url = "redis://127.0.0.1:6379/0?socket_timeout=5&health_check_interval=10"
+    assert ours(settings, {"CONNECTION": {"URL": url}}) == []

@@ -9,10 +9,11 @@ from __future__ import annotations
 import difflib
 import math
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import parse_qsl, urlsplit
 
 from ..kinds.base import validate_bool
 from ..primitives.validators import check_seconds
+from .masking import masked_text, masked_url
 from .schema import (
     CLUSTER_URL_SCHEMES,
     CONNECTION_FORMS,
@@ -212,14 +213,60 @@ def _read_url(connection: dict[str, Any], found: Findings) -> None:
     scheme = urlsplit(url).scheme if isinstance(url, str) else None
     if scheme not in schemes:
         listed = ", ".join(f"{s}://" for s in schemes)
+        shown = repr(masked_url(url)) if isinstance(url, str) else repr(url)
         found.add(
             "E007",
             f"{setting_path('CONNECTION', 'URL')} must be a Redis URL starting with "
-            f"{listed}; got {url!r}.",
+            f"{listed}; got {shown}.",
             'Use e.g. "redis://127.0.0.1:6379/0" (or "rediss://" for TLS'
             + (")." if cluster is True else ', "unix:///path/to/redis.sock" for a socket).'),
             setting_path("CONNECTION", "URL"),
         )
+        return
+    _read_url_parts(url, found)
+
+
+def _read_url_parts(url: str, found: Findings) -> None:
+    """The URL's port, database and query options, read as redis-py will read
+    them (E007 for the port or database, E027 for a query option), without
+    connecting: a part redis-py cannot take would make every request a 500."""
+    path = setting_path("CONNECTION", "URL")
+    shown = masked_url(url)
+    try:
+        urlsplit(url).port  # noqa: B018 (a port that is not a number raises here)
+    except ValueError:
+        found.add(
+            "E007",
+            f"{path} has a port that is not a number from 0 to 65535: {shown!r}.",
+            'Use e.g. "redis://127.0.0.1:6379/0".',
+            path,
+        )
+        return
+    from redis.connection import parse_url
+
+    try:
+        parse_url(url)
+    except ValueError as exc:
+        found.add(
+            "E027",
+            f"{path}: {masked_text(str(exc))} ({shown!r}).",
+            "Give each query option of the URL a value of its type (e.g. socket_timeout=5), "
+            "or move it to CONNECTION['OPTIONS'].",
+            path,
+        )
+        return
+    known = _client_arguments()
+    for name, _ in parse_qsl(urlsplit(url).query):
+        if name not in known:
+            close = difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.6)
+            found.add(
+                "E027",
+                f"{path}: the query option {name!r} is not an argument of redis-py's "
+                "client (every connection would fail with a TypeError).",
+                (f"Did you mean {close[0]!r}? " if close else "")
+                + "Use the keyword arguments of redis.Redis, or remove it.",
+                path,
+            )
 
 
 def _read_pool_size(connection: dict[str, Any], cluster: bool, found: Findings) -> None:
