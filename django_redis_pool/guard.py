@@ -38,6 +38,7 @@ from . import conf, kinds, refusals, registry, signals
 from .exceptions import BackendUnavailable, NotConfigured, PoolError, ResourceUnavailable
 from .holders import request_holder, request_of, user_unread, username_of
 from .kinds import Held
+from .primitives._common import escaped
 from .primitives.deadlines import deadline
 from .primitives.engine import DEADLINE_SLACK
 from .primitives.validators import (
@@ -140,7 +141,7 @@ class Guard:
         try:
             return check_holder(value, f"identity(request) for {self.name!r}")
         except ValueError as exc:  # identities are often built from client input
-            logger.warning("%s %s answered 400: %s", request.method, request.path, exc)
+            logger.warning("%s %s answered 400: %s", request.method, escaped(request.path), exc)
             raise BadRequest(str(exc)) from exc
 
     def enter(self, request: HttpRequest, holder: str | None = None) -> Held | Refusal | None:
@@ -237,7 +238,7 @@ class Guard:
                 f"{primitive.kind} {self.name!r}: nothing was granted within "
                 f"{self.wait_of(primitive)} s"
             )
-            logger.info("%s %s: %s", request.method, request.path, error)
+            logger.info("%s %s: %s", request.method, escaped(request.path), error)
             return self._refusal(request, primitive, error, started)
         if watched and held.lease is not None:
             held.lease.start_auto_renew()
@@ -247,7 +248,7 @@ class Guard:
         logger.debug(
             "%s %s holds %s %r (fence %s) after waiting %.1f ms",
             request.method,
-            request.path,
+            escaped(request.path),
             primitive.kind,
             self.name,
             held.lease.fence if held.lease else None,
@@ -270,7 +271,7 @@ class Guard:
     ) -> tuple[Refusal, Sending]:
         """The kind refused the request at once (``error.reason``: ``max_waiting``
         callers already wait): the refusal, without waiting."""
-        logger.info("%s %s: %s", request.method, request.path, error)
+        logger.info("%s %s: %s", request.method, escaped(request.path), error)
         return self._refusal(request, primitive, error, started)
 
     def _failed(
@@ -290,7 +291,7 @@ class Guard:
             logger.warning(
                 "%s %s runs without holding %r: Redis %s and FAIL_OPEN is set (%s)",
                 request.method,
-                request.path,
+                escaped(request.path),
                 self.name,
                 failed,
                 exc,
@@ -301,7 +302,7 @@ class Guard:
         logger.error(
             "%s %s answered %s without holding %r: Redis %s (%s)",
             request.method,
-            request.path,
+            escaped(request.path),
             status,
             self.name,
             failed,
@@ -397,7 +398,7 @@ class Guard:
             "releasing %r for %s %s failed; it stays held until its lease expires: %s",
             self.name,
             request.method,
-            request.path,
+            escaped(request.path),
             exc,
         )
         return False
@@ -407,7 +408,7 @@ class Guard:
         logger.debug(
             "%s %s released %r after holding it %.1f ms%s",
             request.method,
-            request.path,
+            escaped(request.path),
             self.name,
             held_for * 1000,
             "" if ok else " (it was already gone)",

@@ -605,6 +605,19 @@ def test_pool_status_shows_the_rate_the_active_keys_and_the_busiest(
     assert set(busiest[0]) == {"key", "remaining", "retry_after", "reset_after"}
 
 
+def test_pool_status_escapes_control_characters_of_keys(settings: Any, redis_url: str) -> None:
+    """A key is whatever a request sent (a header): it can neither clear the
+    operator's terminal nor forge a line of the table."""
+    configure(settings, redis_url, RATE="3/m", BURST=2)
+    api = get_ratelimit("api")
+    assert api.acquire("header:\x1b[2J\x1b[Hpwned\nforged  0 left", cost=2)
+
+    table = run("pool_status")
+
+    assert "\x1b" not in table and "\nforged" not in table
+    assert "\\x1b[2J\\x1b[Hpwned\\nforged" in table
+
+
 def test_pool_sync_and_pool_gc_have_nothing_to_do(settings: Any, redis_url: str) -> None:
     configure(settings, redis_url)
     assert "api: a rate limit, nothing to sync" in run("pool_sync")

@@ -64,6 +64,15 @@ def printable(value: str, limit: int = 80) -> str:
     return ascii(shown) if not shown.isprintable() else repr(shown)
 
 
+def escaped(text: str) -> str:
+    """``text`` with every control or non-printable character (and every byte
+    that was not UTF-8) written as its escape (``\\x1b``, ``\\n``): data from Redis
+    on a terminal or in a log line can neither move the cursor nor forge a line."""
+    if text.isprintable():
+        return text
+    return "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in text)
+
+
 def is_text(value: str) -> bool:
     """Whether ``value`` (as :func:`text` decoded it) was UTF-8 text in Redis."""
     try:

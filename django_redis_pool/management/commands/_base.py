@@ -14,6 +14,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from ... import conf, kinds, registry
 from ...exceptions import BackendUnavailable, PoolError
+from ...primitives._common import escaped
 
 
 class PoolCommand(BaseCommand):
@@ -73,9 +74,17 @@ class PoolCommand(BaseCommand):
         self.stdout.write(self.style.WARNING(f"No {kinds.plurals()} are configured."))
 
     def write_line(self, line: str, style: str) -> None:
-        """``line``, coloured by a :class:`~django_redis_pool.kinds.Report` style."""
+        """``line`` (data: :meth:`write_data`'s escapes), coloured by a
+        :class:`~django_redis_pool.kinds.Report` style."""
         styled = {"success": self.style.SUCCESS, "warning": self.style.WARNING}
+        line = escaped(line)
         self.stdout.write(styled[style](line) if style in styled else line)
+
+    def write_data(self, line: str) -> None:
+        """A line made of data read from Redis or the setting (a rate limit's
+        key, a holder): every control character escaped, so that it can
+        neither clear the operator's terminal nor forge a line."""
+        self.stdout.write(escaped(line))
 
     @contextlib.contextmanager
     def command_errors(self) -> Iterator[None]:

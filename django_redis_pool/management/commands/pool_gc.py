@@ -118,12 +118,12 @@ class Command(PoolCommand):
         for report in reports:
             if not report.changed:
                 if verbosity >= 2 or (verbosity >= 1 and not quiet):
-                    self.stdout.write(report.line)
+                    self.write_data(report.line)
                 continue
             if verbosity >= 1:
                 self.write_line(report.line, report.style)
             if verbosity >= 2:
                 for line in report.details:
-                    self.stdout.write(line)
+                    self.write_data(line)
         if verbosity >= 1 and not quiet and not primitives:
             self.say_none_configured()

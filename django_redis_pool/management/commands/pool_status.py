@@ -61,4 +61,4 @@ class Command(PoolCommand):
             self.stdout.write("")
             self.stdout.write(self.style.MIGRATE_LABEL(f"{primitive.name} ({primitive.kind})"))
             for line in report.details:
-                self.stdout.write(line)
+                self.write_data(line)

@@ -53,4 +53,4 @@ class Command(PoolCommand):
                     self.write_line(report.line, report.style)
                 if verbosity >= 2:
                     for line in report.details:
-                        self.stdout.write(line)
+                        self.write_data(line)
