@@ -45,9 +45,11 @@ def work(plan: dict[str, list[str]], burst: bool, max_jobs: int | None) -> int:
     """Run the handlers of every queue of ``plan`` in this process, one thread
     per queue that has tasks to take, until stopped (``burst``: once nothing
     is ready; ``max_jobs``: after that many tasks per queue); returns how many
-    tasks ran."""
+    tasks ran. A worker that failed (Redis unreachable in ``burst`` mode, a
+    bug) stops the others and its error is raised here."""
     stop = threading.Event()
     ran: list[int] = []
+    failures: list[BaseException] = []
     threads = []
     for name, tasks in plan.items():
         if not tasks:
@@ -61,10 +63,15 @@ def work(plan: dict[str, list[str]], burst: bool, max_jobs: int | None) -> int:
             visibility_timeout=configured.visibility_timeout,
             max_attempts=configured.max_attempts,
             key_prefix=configured.key_prefix,
+            max_payload=configured.max_payload,
         )
 
         def listen(queue: TaskQueue = queue, tasks: list[str] = tasks) -> None:
-            ran.append(queue.listen(tasks, event=stop, burst=burst, max_jobs=max_jobs))
+            try:
+                ran.append(queue.listen(tasks, event=stop, burst=burst, max_jobs=max_jobs))
+            except BaseException as exc:  # (raised below: the command exits non-zero)
+                failures.append(exc)
+                stop.set()
 
         threads.append(threading.Thread(target=listen, name=f"drp-queue-{name}"))
     with on_signals(stop.set):
@@ -72,6 +79,8 @@ def work(plan: dict[str, list[str]], burst: bool, max_jobs: int | None) -> int:
             thread.start()
         for thread in threads:
             thread.join()
+    if failures:
+        raise failures[0]
     return sum(ran)
 
 

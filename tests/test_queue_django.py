@@ -23,6 +23,7 @@ from django_redis_pool.checks import check_settings
 from django_redis_pool.kinds.queue import handlers_of
 
 from .primitive_helpers import redis_time
+from .servers import closed_port
 from .test_admin import action_url, detail_url, login, operator  # noqa: F401
 from .waiting import STARTUP, wait_blocked, wait_for
 
@@ -173,6 +174,43 @@ def test_workers_n_runs_n_processes(configured: None, redis_url: str, tmp_path: 
     finally:
         if proc.poll() is None:
             proc.kill()
+
+
+def test_a_burst_worker_that_cannot_reach_redis_fails_with_one_message(
+    settings: Any, tmp_path: Path
+) -> None:
+    url = f"redis://127.0.0.1:{closed_port()}/0"
+    proc = worker_process(tmp_path, url, "--burst")
+    try:
+        code = proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    log = (tmp_path / "worker.log").read_text()
+    assert code != 0, log
+    assert "CommandError" in log or "could not be reached" in log, log
+    assert "Stopped after" not in log
+
+
+def test_a_worker_that_cannot_reach_redis_keeps_trying_and_says_so(
+    settings: Any, tmp_path: Path
+) -> None:
+    url = f"redis://127.0.0.1:{closed_port()}/0"
+    proc = worker_process(tmp_path, url)
+    log = tmp_path / "worker.log"
+    try:
+        wait_for(
+            lambda: log.read_text().count("cannot reach Redis") >= 2,
+            STARTUP + 10,
+            "the worker to try twice",
+        )
+        assert proc.poll() is None, "still running"
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=15) == 0, log.read_text()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert "Traceback" not in log.read_text()
 
 
 # -- status, gc, admin ------------------------------------------------------------------

@@ -34,6 +34,10 @@ _HOST = socket.gethostname()
 _STOP_CHECK = 0.1
 #: How long the tokens that wake a stopping listen()'s idle workers last.
 _HALT_TTL = 60.0
+#: A worker that cannot reach Redis when it starts tries again after this many
+#: seconds, then twice as long each time, up to RETRY_LONGEST.
+RETRY_FIRST = 1.0
+RETRY_LONGEST = 30.0
 
 
 def run_workers(
@@ -49,9 +53,19 @@ def run_workers(
     end; returns how many tasks ran."""
     budget = Budget(max_jobs)
     halt = uuid.uuid4().hex
+    failures: list[BaseException] = []
+
+    def run(worker: Worker) -> None:
+        try:
+            worker.run()
+        except BaseException as exc:  # (told to the caller of listen(): never exit 0)
+            failures.append(exc)
+            stop.set()
+
     runners = [
         threading.Thread(
-            target=Worker(queue, names, stop, burst, budget, halt).run,
+            target=run,
+            args=(Worker(queue, names, stop, burst, budget, halt),),
             name=f"drp-worker-{i}",
             daemon=True,
         )
@@ -64,6 +78,8 @@ def run_workers(
     finally:
         with contextlib.suppress(PoolError), backend_errors():
             queue.client.delete(f"{queue.base}:halt:{halt}")
+    if failures:
+        raise failures[0]
     return budget.done
 
 
@@ -136,7 +152,8 @@ class Worker:
 
     def run(self) -> None:
         beat = threading.Thread(target=self._heartbeat, name=f"{self.id}-beat", daemon=True)
-        self._beat()
+        if not self._announce():
+            return
         beat.start()
         try:
             while not self.stop.is_set():
@@ -167,6 +184,30 @@ class Worker:
             beat.join()
             with contextlib.suppress(PoolError):  # its presence expires anyway
                 self.queue._run("queue_leave", self.id, "\n".join(self.names))
+
+    def _announce(self) -> bool:
+        """The first heartbeat. While Redis cannot be reached, retry with a
+        log line each time, pausing longer each time (up to
+        :data:`RETRY_LONGEST` s), as Celery does with its broker; False if
+        told to stop meanwhile. In ``burst`` mode, raise instead: a worker run
+        once (from cron) must fail, not wait."""
+        pause = RETRY_FIRST
+        while True:
+            try:
+                self._beat()
+                return True
+            except PoolError as exc:
+                if self.burst:
+                    raise
+                logger.error(
+                    "worker %s cannot reach Redis (%s); trying again in %.0f s",
+                    self.id,
+                    exc,
+                    pause,
+                )
+            if self.stop.wait(pause):
+                return False
+            pause = min(pause * 2, RETRY_LONGEST)
 
     def _idle(self, next_due_ms: int) -> None:
         """Wait for a wake token, the next deferred task or deadline, or a

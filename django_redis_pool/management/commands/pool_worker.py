@@ -72,9 +72,11 @@ class Command(PoolCommand):
             )
         if options["verbosity"] >= 1:
             for name, tasks in plan.items():
-                self.stdout.write(f"{name}: {', '.join(tasks) or 'no handler'}")
+                handlers = ", ".join(tasks) or "none"
+                self.stdout.write(f"queue {name}: handlers {handlers}")
         if workers == 1:
-            ran = worker.work(plan, options["burst"], max_jobs)
+            with self.command_errors():  # (a worker that failed: never exit 0)
+                ran = worker.work(plan, options["burst"], max_jobs)
             if options["verbosity"] >= 1:
                 self.stdout.write(f"Stopped after {ran} task(s).")
             return
