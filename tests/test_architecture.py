@@ -31,6 +31,7 @@ LAYERS: dict[str, int] = {
     "kinds": 1,
     "kinds.base": 1,
     "holders": 1,
+    "client_address": 1,
     # 2: the setting, read and validated once
     "conf": 2,
     # 3: configured primitives by name

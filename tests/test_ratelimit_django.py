@@ -25,8 +25,9 @@ from django.test import AsyncClient, Client, RequestFactory
 
 from django_redis_pool import get_ratelimit, registry
 from django_redis_pool.checks import check_settings
+from django_redis_pool.client_address import client_ip
 from django_redis_pool.kinds import ratelimit as kind
-from django_redis_pool.kinds.ratelimit import client_ip, hashed, parse_rate
+from django_redis_pool.kinds.ratelimit import hashed, parse_rate
 
 from .admin_helpers import confirm, dashboard_row, form_inputs, messages_of, page_text, redis_state
 from .servers import closed_port
@@ -193,10 +194,49 @@ def test_w009_a_key_by_address_behind_a_proxy_without_ip_header(
     settings: Any, key: str, proxy: tuple[str, Any]
 ) -> None:
     setattr(settings, *proxy)
-    [message] = errors(settings, RATE="1/s", KEY=key)
-    assert message.id == "django_redis_pool.W009" and not message.is_serious()
+    [message] = [m for m in errors(settings, RATE="1/s", KEY=key) if m.id.endswith("W009")]
+    assert not message.is_serious()
     assert proxy[0] in message.msg
     assert '["IP_HEADER"]' in message.hint and "X-Forwarded-For" in message.hint
+
+
+def test_w010_a_key_by_a_raw_header_says_invented_values_each_get_a_bucket(
+    settings: Any,
+) -> None:
+    [message] = errors(settings, RATE="2/m", KEY="header:X-Api-Key")
+    assert message.id == "django_redis_pool.W010" and not message.is_serious()
+    assert "X-Api-Key" in message.msg and "never limited" in message.msg
+    assert "KEY function" in message.hint and '"user"' in message.hint
+
+
+def test_a_key_by_a_raw_header_is_bypassed_by_inventing_values_as_w010_says(
+    settings: Any, redis_url: str
+) -> None:
+    """What W010 warns about, shown: the limit holds for one value only."""
+    configure(settings, redis_url, RATE="2/m", KEY="header:X-Api-Key")
+    client = Client()
+    same = [client.get("/limited/", HTTP_X_API_KEY="k").status_code for _ in range(3)]
+    assert same == [200, 200, 429]
+    invented = [client.get("/limited/", HTTP_X_API_KEY=f"k{i}").status_code for i in range(6)]
+    assert invented == [200] * 6
+
+
+@pytest.mark.parametrize(
+    ("addresses", "prefix", "same"),
+    [
+        (["2001:db8:1:2::1", "2001:db8:1:2:ffff::9"], 64, True),
+        (["2001:db8:1:2::1", "2001:db8:1:3::1"], 64, False),
+        (["2001:db8:1:2::1", "2001:db8:1:2::2"], 128, False),
+        (["10.0.0.1", "10.0.0.2"], 64, False),
+    ],
+)
+def test_an_ipv6_client_is_counted_as_its_network(
+    settings: Any, redis_url: str, addresses: list[str], prefix: int, same: bool
+) -> None:
+    configure(settings, redis_url, RATE="1/m", KEY="ip", IPV6_PREFIX=prefix)
+    client = Client()
+    first, second = (client.get("/limited/", REMOTE_ADDR=a).status_code for a in addresses)
+    assert first == 200 and (second == 429) is same
 
 
 def test_w009_is_not_reported_with_an_ip_header_or_a_key_function(settings: Any) -> None:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import difflib
 import hashlib
-import ipaddress
 import math
 import re
 import weakref
@@ -24,6 +23,7 @@ from typing import Any, NamedTuple
 from asgiref.sync import sync_to_async
 
 from .. import conf, registry
+from ..client_address import check_ipv6_prefix, client_ip
 from ..exceptions import ResourceUnavailable
 from ..primitives.ratelimit import MAX_KEY_LENGTH, Decision, RateLimiter, check_limits
 from ..primitives.validators import check_count, check_timeout
@@ -36,7 +36,6 @@ __all__ = [
     "QuotaHeaders",
     "Rate",
     "RateLimitKind",
-    "client_ip",
     "get_ratelimit",
     "hashed",
     "parse_rate",
@@ -182,33 +181,6 @@ def _validate_trusted_proxies(value: Any, path: str) -> int:
 # ------------------------------------------------------------ what a request counts
 
 
-def _address(value: str) -> str | None:
-    """``value`` as a normalised IP address (a port or brackets dropped), or None."""
-    value = value.strip()
-    for candidate in (value, value.rpartition(":")[0], value.strip("[]")):
-        if candidate.startswith("[") and "]" in candidate:
-            candidate = candidate[1 : candidate.index("]")]
-        try:
-            return str(ipaddress.ip_address(candidate))
-        except ValueError:
-            continue
-    return None
-
-
-def client_ip(request: Any, header: str | None = None, trusted_proxies: int = 1) -> str:
-    """The client's address: with ``header`` (a list of addresses, each proxy
-    appending the one it got the request from, as ``X-Forwarded-For``), the
-    ``trusted_proxies``-th from the right (the left-most if it lists fewer);
-    else, or if that is no address, ``REMOTE_ADDR``; "unknown" if neither is."""
-    if header:
-        hops = [hop for hop in (request.headers.get(header) or "").split(",") if hop.strip()]
-        if hops:
-            found = _address(hops[-min(trusted_proxies, len(hops))])
-            if found is not None:
-                return found
-    return _address(request.META.get("REMOTE_ADDR") or "") or "unknown"
-
-
 def hashed(value: str) -> str:
     """What a secret (an API key) is counted as: the first 32 hex digits of its
     SHA-256, so that Redis never holds it in clear."""
@@ -222,6 +194,7 @@ class Policy:
     source: Any  #: "user", "ip", "header:<Name>", or a function of the request
     ip_header: str | None
     trusted_proxies: int
+    ipv6_prefix: int  #: an IPv6 client counts as its network of this many bits
     cost: int
     timeout: float | None
     headers: Mapping[str, str]  #: the headers every answer gets (RateLimit-Policy)
@@ -233,7 +206,7 @@ class Policy:
         return self.source == "user" or not isinstance(self.source, str)
 
     def ip_key(self, request: Any) -> str:
-        return f"ip:{client_ip(request, self.ip_header, self.trusted_proxies)}"
+        return f"ip:{client_ip(request, self.ip_header, self.trusted_proxies, self.ipv6_prefix)}"
 
     def key_of(self, request: Any) -> str | None:
         """What ``request`` counts against; None: it is not limited."""
@@ -383,6 +356,12 @@ class RateLimitKind(Kind):
             1,
             "Use how many proxies in front of Django add an address to IP_HEADER, e.g. 1.",
         ),
+        "IPV6_PREFIX": Option(
+            check_ipv6_prefix,
+            64,
+            "Use how many leading bits of an IPv6 address name one client, an int from 1 "
+            "to 128, e.g. 64 (one site's network); 128 counts each address alone.",
+        ),
     }
     required = ("RATE",)
 
@@ -408,6 +387,7 @@ class RateLimitKind(Kind):
             source=options["KEY"],
             ip_header=options["IP_HEADER"],
             trusted_proxies=options["TRUSTED_PROXIES"],
+            ipv6_prefix=options["IPV6_PREFIX"],
             cost=options["COST"],
             timeout=options["TIMEOUT"],
             headers=_policy_headers(limiter),
@@ -443,11 +423,28 @@ class RateLimitKind(Kind):
         from django.conf import settings
 
         source = options["KEY"]
+        path = conf.setting_path(self.setting_key, name)
+        warnings = []
+        if str(source).startswith("header:"):
+            header = str(source)[7:]
+            warnings.append(
+                EntryWarning(
+                    f'{path}["KEY"] = {source!r} gives every value of the {header} header '
+                    "a bucket of its own, and the client chooses that value: a client that "
+                    "sends a new one with each request is never limited (nothing checks "
+                    "that the value is a real key).",
+                    "Key by something verified: a KEY function that looks the header's "
+                    "value up (e.g. the account of a valid API key) and returns None for "
+                    'an unknown one, or "user" once authentication has run; or silence '
+                    'this with SILENCED_SYSTEM_CHECKS = ["django_redis_pool.W010"] if a '
+                    "proxy in front of Django rejects unknown values.",
+                    id="W010",
+                )
+            )
         by_address = source in KEY_SOURCES or str(source).startswith("header:")
         proxied = [setting for setting in _PROXY_SETTINGS if getattr(settings, setting, None)]
         if not by_address or options["IP_HEADER"] is not None or not proxied:
-            return []
-        path = conf.setting_path(self.setting_key, name)
+            return warnings
         fallback = "" if source == "ip" else " (as it does for the requests it cannot tell apart)"
         return [
             EntryWarning(
@@ -459,7 +456,8 @@ class RateLimitKind(Kind):
                 "it; or silence this with SILENCED_SYSTEM_CHECKS = "
                 '["django_redis_pool.W009"] if REMOTE_ADDR is the client\'s.',
                 id="W009",
-            )
+            ),
+            *warnings,
         ]
 
     # -- requests --------------------------------------------------------------

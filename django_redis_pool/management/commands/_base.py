@@ -81,7 +81,7 @@ class PoolCommand(BaseCommand):
         self.stdout.write(styled[style](line) if style in styled else line)
 
     def write_data(self, line: str) -> None:
-        """A line made of data read from Redis or the setting (a rate limit's
+        """A line made of data read from Redis or the setting (a limited
         key, a holder): every control character escaped, so that it can
         neither clear the operator's terminal nor forge a line."""
         self.stdout.write(escaped(line))
