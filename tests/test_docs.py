@@ -74,7 +74,7 @@ def _rows(body: str) -> dict[str, str]:
     """``{key: default cell}`` of the tables in a section (first column a key)."""
     rows = {}
     for line in body.splitlines():
-        m = re.match(r"\|\s*`([A-Z_]+)`\s*\|\s*(.+?)\s*\|", line)
+        m = re.match(r"\|\s*`([A-Z][A-Z0-9_]*)`\s*\|\s*(.+?)\s*\|", line)
         if m:
             rows[m.group(1)] = m.group(2)
     return rows
