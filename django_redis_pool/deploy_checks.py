@@ -2,7 +2,7 @@
 (they connect to it) and of what production needs of a valid setting.
 
 :func:`findings` gives them as :class:`~.conf.Finding` objects (E028, E029,
-W003, W004, W005); :func:`.checks.check_deploy` reports them.
+E040, W003, W004, W005, W011); :func:`.checks.check_deploy` reports them.
 """
 
 from __future__ import annotations
@@ -12,6 +12,9 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from . import conf, registry
+from .primitives import permissions
+from .primitives._common import key_prefix
+from .primitives.calls import run
 
 __all__ = ["findings"]
 
@@ -23,7 +26,8 @@ def findings(config: conf.Config, caches: Any) -> list[conf.Finding]:
     _read_shared_cache(config.connection, caches, found)
     try:
         client = registry.get_connection()
-        infos = _server_infos(client)
+        denied = run(client, permissions.denied_steps(key_prefix(config.key_prefix, "acl", "-")))
+        infos = _refused_as_none(lambda: _server_infos(client))
         save = _config_value(client, "save")
     except Exception as exc:
         found.add(
@@ -33,9 +37,63 @@ def findings(config: conf.Config, caches: Any) -> list[conf.Finding]:
             conf.setting_path("CONNECTION"),
         )
     else:
-        for info in infos:
+        for info in infos or ():
             _read_server(info, save, found)
+        _read_permissions(denied, config.key_prefix, found)
+        _read_unchecked(infos is None, save is None, found)
     return found
+
+
+def _refused_as_none(read: Any) -> Any:
+    """``read()``, or None if this user may not run its command."""
+    try:
+        return read()
+    except Exception as exc:
+        if "permission" in str(exc).lower() or "NOPERM" in str(exc):
+            return None
+        raise
+
+
+def _read_permissions(denied: list[str], prefix: str, found: conf.Findings) -> None:
+    """E040: commands (or keys) the configured Redis user may not use."""
+    if not denied:
+        return
+    refused = ", ".join(name for name in denied if name != "keys")
+    keys = f"the keys {prefix}:*" if "keys" in denied else ""
+    found.add(
+        "E040",
+        "The Redis user may not use "
+        + " and ".join(part for part in (refused, keys) if part)
+        + ": every operation that needs them fails (before writing anything).",
+        f"Grant them: ACL SETUSER <user> {permissions.acl_rule(prefix, functions=False)} "
+        "(and on Redis >= 7 +fcall +function|load; docs/operations.md, 'A Redis user "
+        "of its own').",
+        conf.setting_path("CONNECTION"),
+    )
+
+
+def _read_unchecked(no_info: bool, no_config: bool, found: conf.Findings) -> None:
+    """W011: INFO or CONFIG GET refused, so what they tell was not checked."""
+    if not (no_info or no_config):
+        return
+    refused = " and ".join(c for c, no in (("INFO", no_info), ("CONFIG GET", no_config)) if no)
+    unchecked = " and ".join(
+        what
+        for what, no in (
+            ("its version and eviction policy", no_info),
+            ("whether it persists anything (AOF or RDB)", no_config),
+        )
+        if no
+    )
+    found.add(
+        "W011",
+        f"Redis refused {refused} to this user (managed Redis and least-privilege users "
+        f"often do), so {unchecked} were not checked.",
+        "Check them on the server yourself (Redis >= 6.2, maxmemory-policy noeviction, "
+        "appendonly yes: docs/operations.md), or silence this with "
+        'SILENCED_SYSTEM_CHECKS = ["django_redis_pool.W011"].',
+        conf.setting_path("CONNECTION"),
+    )
 
 
 def _server_infos(client: Any) -> list[Mapping[str, Any]]:

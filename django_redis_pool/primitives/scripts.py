@@ -48,6 +48,8 @@ from typing import Any
 
 from redis.exceptions import NoPermissionError, NoScriptError, ResponseError
 
+from ..exceptions import PoolError
+from . import permissions
 from ._common import load_lua
 from .protocol import Reply
 from .steps import Call, Op, Steps
@@ -245,6 +247,9 @@ class ScriptRunner:
 
     def __init__(self, client: Any) -> None:
         self.functions: bool | None = None
+        #: Whether this client's user was found allowed every command the
+        #: scripts run (:mod:`.permissions`; probed once, before the first write).
+        self.probed = False
         #: A Redis Cluster client: each operation declares the slot guard too.
         self.guarded = hasattr(client, "nodes_manager")
         if not callable(getattr(client, "fcall", None)) or self.guarded:
@@ -311,7 +316,17 @@ class ScriptRunner:
     ) -> Steps[Any]:
         """Run ``op`` with ``NUM_KEYS`` keys followed by its arguments.
         ``streaks`` (one per primitive, kept by the caller) counts the calls
-        left that skip the common-case script on the EVALSHA path."""
+        left that skip the common-case script on the EVALSHA path. The first
+        time, the client's user is checked for every command the scripts run
+        (:func:`.permissions.denied_steps`): refused one, nothing is written."""
+        if not self.probed:
+            denied = yield from permissions.denied_steps(keys_and_args[0])
+            if denied:
+                base = keys_and_args[0]
+                raise PoolError(
+                    permissions.message(denied, base.decode() if type(base) is bytes else base)
+                )
+            self.probed = True
         if self.functions is not False:
             call = Call("fcall", (f"{LIBRARY_NAME}_{op}", NUM_KEYS, *keys_and_args))
             try:
