@@ -320,6 +320,28 @@ def test_a_binding_lives_cache_timeout(client):
     assert allocator.free_keys(key) == 1
 
 
+def test_bindings_of_names_never_seen_again_go_without_gc(redis_client):
+    """An allocator bound per client address: each named malloc drops up to
+    two expired bindings, so they never pile up, gc or not."""
+    client = redis_client
+    allocator = Allocator(client, "per-address", soft_bind_timeout=30)
+    stored = f"{allocator._engine.base}:bind"
+    allocator.extend(["k1", "k2"])
+    for i in range(40):  # 40 addresses seen once (bound by hand: none dropped meanwhile)
+        allocator.update_soft_bind(f"10.0.0.{i}", "k1", timeout=0.05)
+    start = redis_time(client)
+    wait_for(lambda: redis_time(client) > start + 0.1, what="the bindings to expire")
+    for i in range(15):  # the next 15 clients
+        key = allocator.malloc_key(name=f"10.0.1.{i}", cache_timeout=30)
+        assert key is not None and allocator.free_keys(key) == 1
+    assert client.hlen(stored) == 40 + 15 - 2 * 15, "each new binding dropped two expired"
+    for i in range(10):  # 10 more: the last 10 expired ones go
+        key = allocator.malloc_key(name=f"10.0.2.{i}", cache_timeout=30)
+        assert key is not None and allocator.free_keys(key) == 1
+    assert client.hlen(stored) == 25, "only live bindings are left"
+    assert allocator.soft_binds()[0] == 25
+
+
 def test_soft_bindings_can_be_set_read_and_dropped(proxies):
     proxies.update_soft_bind("carol", "p3")
     assert proxies.get_soft_bind("carol") == "p3"

@@ -21,6 +21,7 @@ from django_redis_pool.decorators import with_resource
 
 from .admin_helpers import commands_run_by, script_calls, unload_scripts
 from .test_admin import action_url, detail_url, login, operator, viewer  # noqa: F401
+from .waiting import wait_for
 
 #: Keys the health check below finds unhealthy.
 BROKEN = {"proxy-2"}
@@ -236,3 +237,18 @@ def test_the_actions_add_remove_heal_and_unbind(
     assert "proxy-9" not in proxies
     page = operator.get(detail_url("proxies")).content.decode()
     assert "Add a key" in page and "Mark unhealthy" in page
+
+
+def test_pool_gc_reports_the_expired_bindings_it_dropped(settings: Any, redis_url: str) -> None:
+    """It removed them, so it says so (not "nothing to reclaim")."""
+    settings.DJANGO_REDIS_POOL = {
+        "CONNECTION": {"URL": redis_url},
+        "ALLOCATORS": {"binds": {"KEYS": ["k1"]}},
+    }
+    allocator = get_allocator("binds")
+    allocator.update_soft_bind("gone", "k1", timeout=0.01)
+    wait_for(lambda: allocator.get_soft_bind("gone") is None, what="the binding to expire")
+    out = io.StringIO()
+    call_command("pool_gc", "--name", "binds", stdout=out, no_color=True)
+    assert "1 expired soft bindings dropped" in out.getvalue()
+    assert "nothing to reclaim" not in out.getvalue()

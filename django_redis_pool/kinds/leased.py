@@ -233,7 +233,19 @@ class LeaseKind(Kind):
             f"{primitive.name}: {reclaimed} expired holds {would}reclaimed, {dropped} dead "
             f"waiters {would}dropped" + (" (dry run, nothing changed)" if dry_run else "")
         )
-        if not (reclaimed or dropped):
+        done = collected.upkeep or {}
+        upkeep = [
+            f"{done[field]} {what} {would}{verb}"
+            for field, what, verb in (
+                ("removed", "keys past their lifetime", "removed"),
+                ("healed", "keys past their cooldown", "brought back"),
+                ("unbound", "expired soft bindings", "dropped"),
+            )
+            if done.get(field)
+        ]
+        if upkeep:
+            line += "; " + ", ".join(upkeep)
+        if not (reclaimed or dropped or upkeep):
             line = f"{primitive.name}: nothing to reclaim"
         long_hold = long_hold_note(primitive.snapshot(limit=0))
         if long_hold:

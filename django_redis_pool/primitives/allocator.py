@@ -430,14 +430,17 @@ class Allocator(LeasedPrimitive):
         if dry_run:
             return super().collect(dry_run=True)
         leases: list[Lease] = []
+        removed = healed = unbound = 0
         while True:
             reclaimed, *rest = self._gc(CHUNK)
             leases += reclaimed
+            removed, healed, unbound = removed + rest[0], healed + rest[1], unbound + rest[2]
             if len(reclaimed) < CHUNK and max(rest) < CHUNK:
                 break
         if self.configured_keys and len(self) == 0:
             self._engine.drive(self._heal())
-        return Collected(reclaimed=leases, dropped=[])
+        upkeep = {"removed": removed, "healed": healed, "unbound": unbound}
+        return Collected(reclaimed=leases, dropped=[], upkeep=upkeep)
 
     def _bind_timeout(self, seconds: float | None) -> float:
         if seconds is None:

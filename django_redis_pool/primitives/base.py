@@ -175,12 +175,17 @@ class Collected:
 
     reclaimed: list[Lease]  #: expired leases ended
     dropped: list[Waiter]  #: waiters that stopped checking in, or timed out
+    #: An allocator's upkeep (None for other primitives): ``removed`` (keys
+    #: whose lifetime ended), ``healed`` (keys whose cooldown ended, back in
+    #: rotation), ``unbound`` (expired soft bindings dropped).
+    upkeep: dict[str, int] | None = None
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready data."""
         return {
             "reclaimed": [lease_as_dict(lease) for lease in self.reclaimed],
             "dropped": [waiter_as_dict(waiter) for waiter in self.dropped],
+            **(self.upkeep or {}),
         }
 
 

@@ -713,6 +713,13 @@ local function hand_out(key, priority, popped, name, bind_ms, token, holder, lea
   if name ~= '' then
     redis.call('HSET', BASE .. ':bind', name, key)
     redis.call('ZADD', BASE .. ':bindexp', NOW + bind_ms, name)
+    -- (and up to 2 expired bindings dropped: each new one at most replaces
+    -- them, so bindings of names never seen again do not pile up without gc)
+    local stale = redis.call('ZRANGEBYSCORE', BASE .. ':bindexp', '-inf', NOW, 'LIMIT', 0, 2)
+    for _, old in ipairs(stale) do
+      redis.call('ZREM', BASE .. ':bindexp', old)
+      redis.call('HDEL', BASE .. ':bind', old)
+    end
   end
   if MODE == MODE_SHARED then
     -- (its new turn is the fence; %d: a number's own text has 14 digits)
