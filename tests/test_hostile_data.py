@@ -17,7 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from django_redis_pool import CorruptRecord, PoolError, TaskQueue
+from django_redis_pool import CorruptRecord, PoolError, ResourcePool, TaskQueue
 
 #: The fields of a stored task's hash (engine.lua's key map).
 FIELDS = ["name", "params", "status", "attempts", "priority", "enqueued", "max", "ttl", "keep"]
@@ -112,3 +112,29 @@ def test_random_bytes_in_any_field_never_stop_a_worker(redis_client, field, valu
         failed = {t.id: t for t in queue.failed()[1]}
         assert "two" in failed or task is None, "a task that did not run ended as failed"
     assert queue.counts()["pending"] == 0 and queue.counts()["running"] == 0
+
+
+@settings(
+    max_examples=60,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(record=st.binary(max_size=40))
+def test_random_bytes_as_a_lease_record_fail_that_lease_alone(redis_client, record):
+    """A pool whose lease record of one resource was overwritten still lists
+    its other holders, and the overwritten one reads as unreadable or as what
+    the bytes say; an acquire never raises a raw decode error."""
+    redis_client.flushdb()
+    pool = ResourcePool(redis_client, "records", resources=["a", "b", "c"])
+    held = [pool.acquire(holder=f"h{i}") for i in range(2)]
+    assert all(held)
+    redis_client.hset(f"{pool._engine.base}:info", held[0].resource, record)
+    leases = {lease.resource: lease for lease in pool.leases()}
+    assert leases[held[1].resource].holder == "h1", "the other lease is read as it is"
+    try:
+        lease = pool.acquire(timeout=0)
+    except PoolError:
+        lease = None  # (the library's own error only)
+    if lease is not None:
+        assert lease.resource == "c"
+    pool.snapshot()  # (the admin's read: never a raw error)

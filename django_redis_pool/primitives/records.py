@@ -9,13 +9,18 @@ imports Django.
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
 import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ..exceptions import CorruptRecord
+from ._common import printable
 from .lease import Lease
+
+logger = logging.getLogger("django_redis_pool")
 
 if TYPE_CHECKING:
     from .engine import LeaseEngine
@@ -76,29 +81,52 @@ def lease_of(
 ) -> tuple[Lease, bool]:
     """(the lease on ``resource`` of ``engine``'s primitive, whether it is a
     provisional grant) from its record ``raw``; ``sent``: when the call that
-    granted it to us was sent (monotonic), where its term and hold start."""
-    token, fence, acquired, expires, lease_ms, provisional, _, _, permits, holder = raw.split(
-        "|", 9
-    )
-    lease = Lease(
-        engine,
-        resource=resource,
-        holder=holder,
-        fence=int(fence),
-        expires_at=None if expires == "-1" else int(expires) / 1000,
-        lease_timeout=None if lease_ms == "-1" else int(lease_ms) / 1000,
-        token=token,
-        acquired_at=int(acquired) / 1000 or None,
-        permits=int(permits),
-    )
+    granted it to us was sent (monotonic), where its term and hold start. A
+    record that is not one (written by someone else) raises :class:`CorruptRecord`."""
+    try:
+        token, fence, acquired, expires, lease_ms, provisional, _, _, permits, holder = (
+            raw.split("|", 9)
+        )
+        lease = Lease(
+            engine,
+            resource=resource,
+            holder=holder,
+            fence=int(fence),
+            expires_at=None if expires == "-1" else int(expires) / 1000,
+            lease_timeout=None if lease_ms == "-1" else int(lease_ms) / 1000,
+            token=token,
+            acquired_at=int(acquired) / 1000 or None,
+            permits=int(permits),
+        )
+    except ValueError:
+        raise CorruptRecord(
+            f"the lease record of {printable(resource)} of {engine.label} cannot be read: "
+            f"{printable(raw)}"
+        ) from None
     lease._term_from = lease._granted = sent
     return lease, provisional == "1"
+
+
+def _readable(engine: LeaseEngine, resource: str, raw: str) -> Lease:
+    """The lease of a listing (:func:`leases`): one whose record cannot be read
+    is logged and shown as held by ``UNREADABLE``, so that the others are."""
+    try:
+        return lease_of(engine, resource, raw)[0]
+    except CorruptRecord as exc:
+        logger.warning("%s", exc)
+        lease = Lease.unrecorded(engine, resource)
+        lease.holder = UNREADABLE
+        return lease
+
+
+#: The holder shown for a lease whose record cannot be read.
+UNREADABLE = "(unreadable record)"
 
 
 def leases(engine: LeaseEngine, pairs: list[Any]) -> list[Lease]:
     """Leases from a flat ``[resource, record, ...]`` list (missing records skipped)."""
     return [
-        lease_of(engine, resource, raw)[0]
+        _readable(engine, resource, raw)
         for resource, raw in zip(pairs[0::2], pairs[1::2], strict=True)
         if raw
     ]
@@ -108,7 +136,7 @@ def ended_leases(engine: LeaseEngine, pairs: list[Any]) -> list[Lease]:
     """Like :func:`leases`, but a lease whose record was missing is kept
     with only its resource (:meth:`.Lease.unrecorded`)."""
     return [
-        lease_of(engine, resource, raw)[0] if raw else Lease.unrecorded(engine, resource)
+        _readable(engine, resource, raw) if raw else Lease.unrecorded(engine, resource)
         for resource, raw in zip(pairs[0::2], pairs[1::2], strict=True)
     ]
 
@@ -117,15 +145,19 @@ def waiters(raws: list[Any]) -> list[Waiter]:
     """Waiters from their stored records, in the order they will be served."""
     found = []
     for raw in raws:
-        if raw:
+        if not raw:
+            continue
+        try:
             _, _, priority, since, deadline, _, _, permits, holder = raw.split("|", 8)
-            found.append(
-                Waiter(
-                    holder=holder,
-                    priority=int(priority),
-                    since=int(since) / 1000,
-                    deadline=None if deadline == "-1" else int(deadline) / 1000,
-                    permits=int(permits),
-                )
+            waiter = Waiter(
+                holder=holder,
+                priority=int(priority),
+                since=int(since) / 1000,
+                deadline=None if deadline == "-1" else int(deadline) / 1000,
+                permits=int(permits),
             )
+        except ValueError:  # (written by someone else: left out, said once)
+            logger.warning("a waiter record cannot be read: %s", printable(raw))
+            continue
+        found.append(waiter)
     return found
