@@ -7,9 +7,10 @@ shows the totals of all. Gauges are read from Redis at each scrape.
 * :func:`metrics_view`: a view answering in Prometheus's text format, for your
   URLconf (``path("metrics/", metrics_view)``; protect it as your other
   internal views).
-* :class:`RedisPoolCollector`: the same metrics for your own
-  ``prometheus_client`` registry (``REGISTRY.register(RedisPoolCollector())``,
-  e.g. beside django-prometheus).
+* :func:`register_collector`: the same metrics on ``prometheus_client``'s
+  registry (the one django-prometheus serves), registered once however often
+  it is called (from your ``AppConfig.ready``); :class:`RedisPoolCollector`
+  for a registry of your own.
 * :func:`flush`: add this process's counts into Redis now (a scrape does it
   for the process it reaches).
 
@@ -23,6 +24,8 @@ with alerting rules.
 from __future__ import annotations
 
 import logging
+import threading
+import weakref
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -32,8 +35,9 @@ from django.http import HttpRequest, HttpResponse
 from . import registry
 from .exceptions import PoolError
 from .primitives import counts
+from .primitives.deadlines import deadline
 
-__all__ = ["RedisPoolCollector", "flush", "metrics_view"]
+__all__ = ["RedisPoolCollector", "flush", "metrics_view", "register_collector"]
 
 logger = logging.getLogger("django_redis_pool")
 
@@ -99,75 +103,19 @@ class RedisPoolCollector:
         self.names = None if names is None else list(names)
 
     def describe(self) -> Iterator[Any]:
-        """Nothing: registering the collector must not read Redis."""
-        return iter(())
+        """The metric families, empty (registering the collector reads no
+        Redis): a registry that has one already refuses a second
+        (``ValueError: Duplicated timeseries``), so no series is doubled."""
+        yield from _Families().all()
 
     def collect(self) -> Iterator[Any]:
-        """Every metric, read now."""
-        from prometheus_client.core import (
-            CounterMetricFamily,
-            GaugeMetricFamily,
-            HistogramMetricFamily,
-        )
-
-        labels = ["name", "kind"]
-        up = GaugeMetricFamily(
-            PREFIX + "up",
-            "1 if the primitive's state was read from Redis at this scrape.",
-            labels=labels,
-        )
-        gauges = {
-            key: GaugeMetricFamily(PREFIX + key, help_text, labels=labels)
-            for key, help_text in GAUGES.items()
-        }
-        tasks = GaugeMetricFamily(PREFIX + "tasks", "Tasks by state.", labels=[*labels, "state"])
-        counters = {
-            metric: CounterMetricFamily(
-                PREFIX + metric,
-                text,
-                labels=labels + (["reason"] if metric == "refused" else []),
-            )
-            for metric, (text, _) in COUNTERS.items()
-        }
-        histograms = {
-            metric: HistogramMetricFamily(PREFIX + metric, text, labels=labels)
-            for metric, (text, _) in HISTOGRAMS.items()
-        }
-        for name, kind, primitive in self._primitives():
-            key = [name, kind.name]
-            try:
-                state = kind.gauges(primitive)
-                activity = primitive.activity() if kind.counted else None
-            except PoolError as exc:
-                logger.warning("metrics: %s %r could not be read: %s", kind.name, name, exc)
-                up.add_metric(key, 0)
-                continue
-            up.add_metric(key, 1)
-            for gauge_key, family in gauges.items():
-                if state.get(gauge_key) is not None:
-                    family.add_metric(key, float(state[gauge_key]))  # type: ignore[arg-type]
-            for gauge_key, state_label in TASK_STATES:
-                if state.get(gauge_key) is not None:
-                    tasks.add_metric([*key, state_label], float(state[gauge_key]))  # type: ignore[arg-type]
-            if activity is None:
-                continue  # (the kind counts nothing)
-            totals = activity.totals
-            for metric in kind.counted:
-                if metric in COUNTERS:
-                    for field, extra in COUNTERS[metric][1]:
-                        counters[metric].add_metric([*key, *extra], totals.get(field, 0))
-                else:
-                    stem = HISTOGRAMS[metric][1]
-                    histograms[metric].add_metric(
-                        key,
-                        buckets=list(zip(BOUNDS, activity.histogram(stem), strict=True)),
-                        sum_value=totals.get(f"{stem}_us", 0) / 1e6,
-                    )
-        yield up
-        yield from gauges.values()
-        yield tasks
-        yield from counters.values()
-        yield from histograms.values()
+        """Every metric, read now, within one deadline for the whole scrape
+        (``METRICS_DEADLINE``): a primitive not read by then is ``up 0``."""
+        families = _Families()
+        with deadline(registry.get_config().metrics_deadline):
+            for name, kind, primitive in self._primitives():
+                families.read(name, kind, primitive)
+        yield from families.all()
 
     def _primitives(self) -> Iterator[tuple[str, Any, Any]]:
         config = registry.get_config()
@@ -179,6 +127,84 @@ class RedisPoolCollector:
             kind = entry.kind
             if kind.supported:
                 yield name, kind, registry.get_resource(name)
+
+
+class _Families:
+    """Every metric family of one scrape, filled by :meth:`read`."""
+
+    def __init__(self) -> None:
+        from prometheus_client.core import (
+            CounterMetricFamily,
+            GaugeMetricFamily,
+            HistogramMetricFamily,
+        )
+
+        labels = ["name", "kind"]
+        self.up = GaugeMetricFamily(
+            PREFIX + "up",
+            "1 if the primitive's state was read from Redis at this scrape.",
+            labels=labels,
+        )
+        self.gauges = {
+            key: GaugeMetricFamily(PREFIX + key, help_text, labels=labels)
+            for key, help_text in GAUGES.items()
+        }
+        self.tasks = GaugeMetricFamily(
+            PREFIX + "tasks", "Tasks by state.", labels=[*labels, "state"]
+        )
+        self.counters = {
+            metric: CounterMetricFamily(
+                PREFIX + metric,
+                text,
+                labels=labels + (["reason"] if metric == "refused" else []),
+            )
+            for metric, (text, _) in COUNTERS.items()
+        }
+        self.histograms = {
+            metric: HistogramMetricFamily(PREFIX + metric, text, labels=labels)
+            for metric, (text, _) in HISTOGRAMS.items()
+        }
+
+    def all(self) -> list[Any]:
+        return [
+            self.up,
+            *self.gauges.values(),
+            self.tasks,
+            *self.counters.values(),
+            *self.histograms.values(),
+        ]
+
+    def read(self, name: str, kind: Any, primitive: Any) -> None:
+        """Add the metrics of one primitive (``up 0`` if it cannot be read)."""
+        key = [name, kind.name]
+        try:
+            state = kind.gauges(primitive)
+            activity = primitive.activity() if kind.counted else None
+        except PoolError as exc:
+            logger.warning("metrics: %s %r could not be read: %s", kind.name, name, exc)
+            self.up.add_metric(key, 0)
+            return
+        self.up.add_metric(key, 1)
+        for gauge_key, family in self.gauges.items():
+            if state.get(gauge_key) is not None:
+                family.add_metric(key, float(state[gauge_key]))  # type: ignore[arg-type]
+        for gauge_key, state_label in TASK_STATES:
+            if state.get(gauge_key) is not None:
+                self.tasks.add_metric([*key, state_label], float(state[gauge_key]))  # type: ignore[arg-type]
+        if activity is None:
+            return  # (the kind counts nothing)
+        totals = activity.totals
+        for metric in kind.counted:
+            if metric in COUNTERS:
+                for field, extra in COUNTERS[metric][1]:
+                    self.counters[metric].add_metric([*key, *extra], totals.get(field, 0))
+            else:
+                stem = HISTOGRAMS[metric][1]
+                self.histograms[metric].add_metric(
+                    key,
+                    buckets=list(zip(BOUNDS, activity.histogram(stem), strict=True)),
+                    sum_value=totals.get(f"{stem}_us", 0) / 1e6,
+                )
 
 
 _registry: Any = None
@@ -195,8 +221,33 @@ def metrics_view(request: HttpRequest) -> HttpResponse:
         fresh = CollectorRegistry(auto_describe=False)
         fresh.register(RedisPoolCollector())  # type: ignore[arg-type]
         _registry = fresh
-    flush()
-    return HttpResponse(generate_latest(_registry), content_type=CONTENT_TYPE_LATEST)
+    with deadline(registry.get_config().metrics_deadline):  # (the flush and the reads)
+        flush()
+        body = generate_latest(_registry)
+    return HttpResponse(body, content_type=CONTENT_TYPE_LATEST)
+
+
+def register_collector(target: Any = None) -> RedisPoolCollector:
+    """Register a :class:`RedisPoolCollector` with the ``prometheus_client``
+    registry ``target`` (default: ``prometheus_client.REGISTRY``, the one
+    django-prometheus serves) once, and return it: calling it again, e.g. from
+    ``AppConfig.ready`` run twice, returns the same collector and adds no
+    series. (Registering a second collector by hand is refused by the
+    registry, ``ValueError: Duplicated timeseries``.)"""
+    _require_client()
+    from prometheus_client import REGISTRY
+
+    target = REGISTRY if target is None else target
+    with _registering:
+        collector = _registered.get(target)
+        if collector is None:
+            collector = _registered[target] = RedisPoolCollector()
+            target.register(collector)
+        return collector
+
+
+_registering = threading.Lock()
+_registered: weakref.WeakKeyDictionary[Any, RedisPoolCollector] = weakref.WeakKeyDictionary()
 
 
 def _require_client() -> None:

@@ -27,8 +27,11 @@ from .primitives._common import MAX_CONNECTIONS
 from .primitives.deadlines import (
     CONNECTION_CLASSES,
     DeadlineBackoff,
+    DeadlineConnection,
     DeadlineSentinelManagedConnection,
     DeadlineSentinelManagedSSLConnection,
+    DeadlineSSLConnection,
+    DeadlineUnixDomainSocketConnection,
 )
 
 __all__ = [
@@ -114,8 +117,50 @@ def _client_of_cache(alias: str) -> Any:
     if flavour == "django_redis":
         from django_redis import get_redis_connection
 
-        return get_redis_connection(alias, write=True)
-    return caches[alias]._cache.get_client(write=True)  # Django's builtin RedisCache
+        return _own_client_like(get_redis_connection(alias, write=True))
+    return _own_client_like(caches[alias]._cache.get_client(write=True))  # Django's own
+
+
+def _own_client_like(shared: Any) -> Any:
+    """A client of the server the cache's client ``shared`` talks to, with
+    pools of its own built from the same settings: the primitives never take
+    the cache's connections (waiting callers least of all), and their
+    connections keep deadlines. Its commands use at most as many connections
+    as the cache's pool may hold (waiting up to ``POOL_TIMEOUT`` for one); each
+    waiting caller blocks on a connection of a second pool. A pool of another
+    kind (Sentinel's, a custom class) is used as it is."""
+    import redis
+
+    pool = getattr(shared, "connection_pool", None)
+    ours = _DEADLINE_CLASSES.get(getattr(pool, "connection_class", None))
+    if type(pool) not in (redis.ConnectionPool, redis.BlockingConnectionPool) or ours is None:
+        return shared
+    kwargs = {"socket_timeout": conf.DEFAULT_SOCKET_TIMEOUT, **pool.connection_kwargs}
+    kwargs["socket_timeout"] = kwargs["socket_timeout"] or conf.DEFAULT_SOCKET_TIMEOUT
+    commands = redis.BlockingConnectionPool(
+        connection_class=ours,
+        max_connections=min(pool.max_connections, MAX_CONNECTIONS),
+        timeout=conf.DEFAULT_POOL_TIMEOUT,
+        **kwargs,
+    )
+    client = redis.Redis(connection_pool=commands)
+    waits = redis.ConnectionPool(connection_class=ours, max_connections=MAX_CONNECTIONS, **kwargs)
+    client.drp_waits_client = redis.Redis(connection_pool=waits)
+    return client
+
+
+def _deadline_classes() -> dict[Any, Any]:
+    from redis.connection import Connection, SSLConnection, UnixDomainSocketConnection
+
+    return {
+        Connection: DeadlineConnection,
+        SSLConnection: DeadlineSSLConnection,
+        UnixDomainSocketConnection: DeadlineUnixDomainSocketConnection,
+    }
+
+
+#: redis-py's connection classes -> the ones that keep deadlines.
+_DEADLINE_CLASSES = _deadline_classes()
 
 
 def _connect(connection: Mapping[str, Any]) -> Any:

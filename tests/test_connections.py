@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from typing import Any
 
 import pytest
@@ -129,3 +130,87 @@ def test_more_waiters_than_redis_py_s_default_pool_cap_are_all_served(
     for thread in threads:
         thread.join(60)
     assert served == [True] * 150
+
+
+# -- a shared django-redis cache (CONNECTION = {"CACHE": ...}) ---------------------
+
+
+def cache_setting(settings: Any, url: str, **pool_kwargs: Any) -> None:
+    settings.CACHES = {
+        "default": {
+            "BACKEND": "django_redis.cache.RedisCache",
+            "LOCATION": url,
+            "OPTIONS": {"CONNECTION_POOL_KWARGS": pool_kwargs} if pool_kwargs else {},
+        }
+    }
+    settings.DJANGO_REDIS_POOL = {
+        "CONNECTION": {"CACHE": "default"},
+        "SEMAPHORES": {"reports": {"MAX_SIZE": 1}},
+    }
+
+
+def test_waiters_never_starve_the_cache_whose_settings_they_share(
+    settings: Any, redis_url: str
+) -> None:
+    """django-redis capped at 3 connections: three callers wait on a full
+    semaphore while the site's own cache keeps working, and the permit freed
+    reaches a waiter at once (not at the end of its wait)."""
+    from django.core.cache import caches
+
+    from django_redis_pool import get_semaphore
+
+    cache_setting(settings, redis_url, max_connections=3)
+    cache = caches["default"]
+    reports = get_semaphore("reports")
+    assert reports.acquire("holder")
+    served: list[float] = []
+    errors: list[BaseException] = []
+
+    def wait(identity: str) -> None:
+        try:
+            started = time.monotonic()
+            if reports.acquire(identity, timeout=30):
+                served.append(time.monotonic() - started)
+                reports.release(identity)
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=wait, args=(f"w{i}",)) for i in range(3)]
+    for thread in threads:
+        thread.start()
+    wait_for(lambda: reports.waiting_count() == 3, what="three waiting callers")
+    cache.set("site", "works")  # (the cache's own three connections are free)
+    assert cache.get("site") == "works"
+    reports.release("holder")
+    for thread in threads:
+        thread.join(40)
+    assert errors == [] and len(served) == 3
+    assert min(served) < 15, "the freed permit reached a waiter, not its timeout"
+
+
+def test_the_shared_cache_form_uses_pools_of_its_own_with_the_caches_cap(
+    settings: Any, redis_url: str
+) -> None:
+    from django_redis import get_redis_connection
+
+    cache_setting(settings, redis_url, max_connections=3)
+    client = registry.get_connection()
+    cache_pool = get_redis_connection("default").connection_pool
+    assert client.connection_pool is not cache_pool
+    assert client.connection_pool.max_connections == 3
+    assert client.drp_waits_client.connection_pool not in (cache_pool, client.connection_pool)
+    messages = [m for m in check_settings() if m.id == "django_redis_pool.W012"]
+    assert len(messages) == 1 and "at most 3" in messages[0].msg
+
+
+def test_django_redis_shard_client_is_a_check_error(settings: Any, redis_url: str) -> None:
+    settings.CACHES = {
+        "default": {
+            "BACKEND": "django_redis.cache.RedisCache",
+            "LOCATION": [redis_url, redis_url],
+            "OPTIONS": {"CLIENT_CLASS": "django_redis.client.ShardClient"},
+        }
+    }
+    settings.DJANGO_REDIS_POOL = {"CONNECTION": {"CACHE": "default"}}
+    [message] = [m for m in check_settings() if m.id == "django_redis_pool.E042"]
+    assert "ShardClient" in message.msg and '"URL"' in message.hint

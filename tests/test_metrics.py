@@ -11,7 +11,10 @@ prometheus_client's own parser.
 from __future__ import annotations
 
 import multiprocessing
+import os
+import signal
 import threading
+import time
 import uuid
 from typing import Any
 
@@ -23,7 +26,7 @@ from django_redis_pool import Allocator, Lock, ResourcePool, ResourceUnavailable
 from django_redis_pool.primitives import counts
 
 from .primitive_helpers import redis_time
-from .servers import closed_port
+from .servers import closed_port, hung_server  # noqa: F401
 from .waiting import wait_blocked, wait_for
 
 mp = multiprocessing.get_context("fork")
@@ -291,6 +294,46 @@ def test_registering_the_collector_reads_nothing(settings: Any, redis_url: str) 
     before = commands()
     CollectorRegistry().register(RedisPoolCollector())  # type: ignore[arg-type]
     assert commands() == before
+
+
+def test_the_collector_is_registered_once_and_never_doubled(settings: Any, redis_url: str) -> None:
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    from django_redis_pool.metrics import RedisPoolCollector, register_collector
+
+    configure(settings, redis_url)
+    target = CollectorRegistry()
+    first = register_collector(target)
+    assert register_collector(target) is first, "idempotent (AppConfig.ready run twice)"
+    with pytest.raises(ValueError, match="Duplicated"):
+        target.register(RedisPoolCollector())  # type: ignore[arg-type]
+    text = generate_latest(target).decode()
+    assert text.count('django_redis_pool_up{kind="pool",name="printers"}') == 1
+
+
+@pytest.mark.urls("tests.urls")
+@pytest.mark.parametrize("form", ["URL", "CACHE"])
+def test_a_scrape_of_a_hung_redis_answers_within_its_deadline_with_up_0(
+    settings: Any,
+    hung_server: Any,  # noqa: F811
+    form: str,
+) -> None:
+    """Redis accepts connections and never answers (SIGSTOP): the scrape still
+    answers, well inside Prometheus's 10 s, every primitive down; also through
+    a django-redis cache's settings (which set no socket timeout)."""
+    configure(settings, hung_server.url)
+    settings.DJANGO_REDIS_POOL["METRICS_DEADLINE"] = 1
+    if form == "CACHE":
+        settings.CACHES = {
+            "default": {"BACKEND": "django_redis.cache.RedisCache", "LOCATION": hung_server.url}
+        }
+        settings.DJANGO_REDIS_POOL["CONNECTION"] = {"CACHE": "default"}
+    os.kill(hung_server.pid, signal.SIGSTOP)
+    watch = time.monotonic()
+    samples = scrape()
+    assert time.monotonic() - watch < 10, "inside Prometheus's scrape timeout"
+    for name, kind in (("printers", "pool"), ("reports", "semaphore"), ("jobs", "queue")):
+        assert value(samples, "django_redis_pool_up", name=name, kind=kind) == 0
 
 
 def test_each_minute_keeps_the_peak_of_holds_and_waiters_its_flushes_saw(client: Any) -> None:

@@ -18,6 +18,7 @@ from .schema import (
     CLUSTER_URL_SCHEMES,
     CONNECTION_FORMS,
     CONNECTION_KEYS,
+    DEFAULT_POOL_TIMEOUT,
     URL_SCHEMES,
     Findings,
     accepts,
@@ -335,6 +336,35 @@ def _read_cache(alias: Any, caches: Any, found: Findings) -> None:
             f'Point CACHES["{alias}"]["BACKEND"] at "django_redis.cache.RedisCache" or '
             '"django.core.cache.backends.redis.RedisCache", or use "URL" instead of '
             '"CACHE".',
+            path,
+        )
+        return
+    options = cache.get("OPTIONS") or {}
+    client_class = str(options.get("CLIENT_CLASS", "")) if isinstance(options, dict) else ""
+    if client_class.rpartition(".")[2] == "ShardClient":
+        found.add(
+            "E042",
+            f"{path} is {alias!r}, whose CLIENT_CLASS is django-redis's ShardClient: it "
+            "spreads keys over several servers by itself, and has no client of one server "
+            "for the primitives (every hold would fail with NotImplementedError).",
+            'Give the primitives one Redis (or a Redis Cluster) with "URL" instead of '
+            '"CACHE", e.g. {"URL": "redis://host:6379/1"}.',
+            path,
+        )
+        return
+    pool = options.get("CONNECTION_POOL_KWARGS", options) if isinstance(options, dict) else {}
+    cap = pool.get("max_connections") if isinstance(pool, dict) else None
+    if isinstance(cap, int) and not isinstance(cap, bool):
+        found.add(
+            "W012",
+            f"{path} is {alias!r}, whose pool holds at most {cap} connections: the "
+            f"primitives keep a pool of their own built from its settings, also of at most "
+            f"{cap} (a command waits up to {DEFAULT_POOL_TIMEOUT:g} s for one), and each "
+            "waiting caller blocks on a connection of its own beside it, so they never "
+            "take the cache's connections.",
+            "Nothing to change if that is what you want; else give the primitives "
+            '"URL" and "MAX_CONNECTIONS" of their own, or silence this with '
+            'SILENCED_SYSTEM_CHECKS = ["django_redis_pool.W012"].',
             path,
         )
 

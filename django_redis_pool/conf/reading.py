@@ -30,6 +30,7 @@ from .schema import (
     DEFAULT_CONNECTION,
     DEFAULT_KEY_PREFIX,
     DEFAULT_LONG_HOLD,
+    DEFAULT_METRICS_DEADLINE,
     DEFAULT_REQUEST_LEASE,
     MIDDLEWARE_PATH,
     RULE_KEYS,
@@ -150,6 +151,7 @@ def _read(raw: Any, caches: Any, found: Findings) -> Config | None:
         fail_open=raw.get("FAIL_OPEN", False),
         request_lease=raw.get("REQUEST_LEASE", DEFAULT_REQUEST_LEASE),
         long_hold=raw.get("LONG_HOLD", DEFAULT_LONG_HOLD),
+        metrics_deadline=raw.get("METRICS_DEADLINE", DEFAULT_METRICS_DEADLINE),
     )
 
 
@@ -480,6 +482,19 @@ def _read_request_options(raw: dict[str, Any], found: Findings) -> None:
             f"{exc}.",
             "Use the age past which a live hold is flagged as possibly stuck, e.g. "
             f"{DEFAULT_LONG_HOLD:g} (the default), or None to flag none.",
+            path,
+        )
+    path = setting_path("METRICS_DEADLINE")
+    try:
+        if check_duration(raw.get("METRICS_DEADLINE", DEFAULT_METRICS_DEADLINE), path) > 60:
+            raise ValueError(f"{path} must be at most 60 seconds, got {raw['METRICS_DEADLINE']!r}")
+    except ValueError as exc:
+        found.add(
+            "E041",
+            f"{exc}.",
+            f"Use the seconds one scrape may spend reading Redis, e.g. "
+            f"{DEFAULT_METRICS_DEADLINE:g} (the default), well inside Prometheus's "
+            "scrape_timeout (10 s by default).",
             path,
         )
     path = setting_path("REQUEST_LEASE")

@@ -28,6 +28,7 @@ __all__ = [
     "DEFAULT_CONNECTION",
     "DEFAULT_KEY_PREFIX",
     "DEFAULT_LONG_HOLD",
+    "DEFAULT_METRICS_DEADLINE",
     "DEFAULT_POOL_TIMEOUT",
     "DEFAULT_REQUEST_LEASE",
     "DEFAULT_RETRIES",
@@ -99,6 +100,11 @@ DEFAULT_POOL_TIMEOUT = 5.0
 #: renewed while the request runs, so a killed worker's hold ends within it.
 DEFAULT_REQUEST_LEASE = 30.0
 
+#: The most seconds one scrape of the metrics spends reading Redis, all
+#: primitives together (Prometheus gives up at 10 s by default): a primitive
+#: not read by then reports ``django_redis_pool_up 0``.
+DEFAULT_METRICS_DEADLINE = 5.0
+
 #: A live hold older than this (s) is flagged by the dashboard's health,
 #: ``pool_status`` and ``pool_gc``: a stuck holder that keeps renewing?
 DEFAULT_LONG_HOLD = 3600.0
@@ -134,6 +140,7 @@ def top_level_keys() -> tuple[str, ...]:
         "FAIL_OPEN",
         "REQUEST_LEASE",
         "LONG_HOLD",
+        "METRICS_DEADLINE",
     )
 
 
@@ -324,6 +331,7 @@ class Config:
     fail_open: bool = False
     request_lease: float = DEFAULT_REQUEST_LEASE
     long_hold: float | None = DEFAULT_LONG_HOLD  #: None: never flagged
+    metrics_deadline: float = DEFAULT_METRICS_DEADLINE
 
     def names(self, kind: Kind | None = None) -> list[str]:
         """Sorted names of the configured entries (of ``kind`` only, if given)."""
