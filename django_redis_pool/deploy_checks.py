@@ -7,6 +7,8 @@ E040, W003, W004, W005, W011); :func:`.checks.check_deploy` reports them.
 
 from __future__ import annotations
 
+import ipaddress
+import socket
 from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlsplit
@@ -167,7 +169,8 @@ def _read_shared_cache(connection: Mapping[str, Any], caches: Any, found: conf.F
         found.add(
             "W005",
             f"The primitives share the Redis database of the cache {alias!r}: "
-            "cache.clear() flushes that database, and every hold, waiter and task with it.",
+            "cache.clear() flushes that database, and every hold, waiter and queued task "
+            "with it (a test suite that clears a django-redis cache does so too).",
             "Give the primitives a database (or a Redis) of their own in "
             f"{conf.setting_path('CONNECTION', 'URL')}, e.g. redis://host:6379/1.",
             conf.setting_path("CONNECTION"),
@@ -182,11 +185,25 @@ def _locations(cache: Mapping[str, Any]) -> list[str]:
 
 
 def _database_of(url: str) -> tuple[str, int | None, str]:
-    """(host, port, database) that a redis:// URL names."""
+    """(host, port, database) that a redis:// URL names; two names of one host
+    (``localhost`` and ``127.0.0.1``) are the same host."""
     parts = urlsplit(url.strip())
     database = parts.path.strip("/") or "0"
     try:
         port = parts.port or 6379
     except ValueError:
         port = None
-    return (parts.hostname or "", port, database)
+    return (_host_of(parts.hostname or ""), port, database)
+
+
+def _host_of(name: str) -> str:
+    """The address ``name`` stands for ("loopback" for any of this machine's
+    loopback names), or ``name`` itself when it cannot be resolved."""
+    try:
+        address = ipaddress.ip_address(name)
+    except ValueError:
+        try:
+            address = ipaddress.ip_address(socket.gethostbyname(name))
+        except (OSError, ValueError, UnicodeError):
+            return name.lower()
+    return "loopback" if address.is_loopback else str(address)

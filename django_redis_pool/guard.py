@@ -238,7 +238,9 @@ class Guard:
                 f"{primitive.kind} {self.name!r}: nothing was granted within "
                 f"{self.wait_of(primitive)} s"
             )
-            logger.info("%s %s: %s", request.method, escaped(request.path), error)
+            logger.info(
+                "%s %s refused (%s): %s", request.method, escaped(request.path), error.reason, error
+            )
             return self._refusal(request, primitive, error, started)
         if watched and held.lease is not None:
             held.lease.start_auto_renew()
@@ -271,7 +273,9 @@ class Guard:
     ) -> tuple[Refusal, Sending]:
         """The kind refused the request at once (``error.reason``: ``max_waiting``
         callers already wait): the refusal, without waiting."""
-        logger.info("%s %s: %s", request.method, escaped(request.path), error)
+        logger.info(
+            "%s %s refused (%s): %s", request.method, escaped(request.path), error.reason, error
+        )
         return self._refusal(request, primitive, error, started)
 
     def _failed(

@@ -18,7 +18,7 @@ from django.http import HttpRequest, HttpResponse
 from django.http.response import HttpResponseBase
 
 from . import conf, registry
-from .exceptions import PoolError
+from .exceptions import PoolError, ResourceUnavailable
 
 __all__ = ["arespond", "respond", "with_headers"]
 
@@ -80,6 +80,11 @@ def _finished(view: Any, response: Any, error: PoolError) -> HttpResponseBase:
     if not response.has_header("Retry-After"):
         response["Retry-After"] = str(error.retry_after)  # type: ignore[attr-defined]
     _add(response, getattr(error, "headers", None))
+    if isinstance(error, ResourceUnavailable):
+        # A refusal by design (load shed, a quota spent), logged once by the
+        # guard at INFO with its reason: not a server error for django.request
+        # (which would log every 503 at ERROR, and an error tracker report it).
+        response._has_been_logged = True  # type: ignore[attr-defined]
     return response
 
 

@@ -734,6 +734,19 @@ def test_w005_sharing_a_caches_database(
     assert not [m for m in deploy(settings, {"CONNECTION": other}, caches) if m.id[-4:] == "W005"]
 
 
+def test_w005_knows_two_names_of_one_host(settings: Any, redis_url: str) -> None:
+    port = redis_url.rsplit(":", 1)[1].split("/")[0]
+    caches = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": f"redis://localhost:{port}/0",
+        }
+    }
+    connection = {"URL": f"redis://127.0.0.1:{port}/0"}
+    ids = [m.id[-4:] for m in deploy(settings, {"CONNECTION": connection}, caches)]
+    assert "W005" in ids
+
+
 def test_w003_unreachable_redis(settings: Any) -> None:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

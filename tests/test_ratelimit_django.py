@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import io
 import json
+import logging
 import math
 import re
 from collections.abc import Callable
@@ -797,3 +798,28 @@ def test_resetting_needs_the_csrf_token(
     assert not api.acquire("k"), "still limited"
     assert client.post(url, form_inputs(page, "confirm-form")).status_code == 302
     assert api.acquire("k")
+
+
+def test_a_refusal_is_logged_once_with_its_reason_and_not_as_a_server_error(
+    settings: Any, redis_url: str, caplog: Any
+) -> None:
+    """Load shedding and spent quotas are by design: one INFO line of ours
+    (with the reason), nothing from django.request (which logs every 5xx at
+    ERROR, each one reported by an error tracker)."""
+    configure(settings, redis_url, RATE="1/m")
+    client = Client()
+    assert client.get("/limited/").status_code == 200
+    with caplog.at_level(logging.DEBUG):
+        assert client.get("/limited/").status_code == 429
+    assert not [r for r in caplog.records if r.name == "django.request"]
+    ours = [r for r in caplog.records if "refused (limited)" in r.getMessage()]
+    assert len(ours) == 1 and ours[0].levelno == logging.INFO
+
+
+def test_redis_down_is_still_a_server_error_for_django_request(
+    settings: Any, caplog: Any
+) -> None:
+    configure(settings, f"redis://127.0.0.1:{closed_port()}/0")
+    with caplog.at_level(logging.DEBUG):
+        assert Client().get("/limited/").status_code == 503
+    assert [r.levelno for r in caplog.records if r.name == "django.request"] == [logging.ERROR]
