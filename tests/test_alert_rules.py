@@ -38,11 +38,13 @@ def series(instances: int, labels: str, values: str) -> str:
 
 
 def case(instances: int) -> str:
-    pool = 'name="printers",kind="pool"'
-    limit = 'name="api",kind="ratelimit"'
+    """A pool refusing 1 caller/s and a rate limit refusing 10/s, exported by
+    ``instances`` processes alike."""
+    refusing = series(instances, 'name="printers",kind="pool",reason="full"', "0+60x30")
+    limiting = series(instances, 'name="api",kind="ratelimit",reason="limited"', "0+600x30")
     return f"""  - interval: 1m
     input_series:
-{series(instances, pool + ',reason="full"', "0+60x30")}{series(instances, limit + ',reason="limited"', "0+600x30")}    alert_rule_test:
+{refusing}{limiting}    alert_rule_test:
       - eval_time: 20m
         alertname: PoolExhausted
         exp_alerts:
