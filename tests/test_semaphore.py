@@ -705,3 +705,23 @@ def test_semaphore_matches_model(redis_client):
             suppress_health_check=[HealthCheck.too_slow],
         ),
     )
+
+
+def test_a_shared_identitys_other_releases_are_not_losses(redis_client):
+    """Requests sharing one identity share its hold: the first release ends
+    it, the others find it gone, which is no loss (not counted, no warning);
+    a hold whose lease ran out still is."""
+    from django_redis_pool.primitives import counts
+
+    sem = Semaphore(redis_client, "shared-id", default_max_size=1)
+    shares = [sem.acquire_lease("job", timeout=0) for _ in range(3)]
+    assert all(shares)
+    assert [share.release() for share in shares] == [True, False, False]
+    assert not any(share.lost for share in shares) and all(share.released for share in shares)
+    assert sem._engine.counts.take()[0][counts.LOST] == 0
+    short = sem.acquire_lease("job", timeout=0, lease_timeout=0.05)
+    assert short is not None
+    expire_now(short)
+    wait_for(lambda: not short.unexpired(), what="its lease to have run out here too")
+    assert short.release() is False and short.lost
+    assert sem._engine.counts.take()[0][counts.LOST] == 1

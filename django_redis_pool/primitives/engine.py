@@ -47,7 +47,7 @@ from ._common import key_prefix, new_token, socket_timeout, text, to_ms
 from .async_clients import async_client_for
 from .calls import arun, is_async_client, run
 from .lease import Lease
-from .protocol import Reply, Restore
+from .protocol import Mode, Reply, Restore
 from .records import Waiter
 from .steps import Call, Op, Steps, new_op, one
 
@@ -536,7 +536,9 @@ class LeaseEngine:
             releases.go_on(lease, request, exc, DEADLINE_SLACK)
             reply = None
         if reply == 0:
-            if ends:
+            # (a semaphore's hold gone before its lease ran out was ended by a
+            # release of another request sharing its identity: not a loss)
+            if ends and not (self.mode == Mode.SEM and lease.unexpired()):
                 lease._mark_lost("it was already gone when released", call_on_lost=False)
         elif reply != 2 and lease._granted is not None:
             self.counts.released(time.monotonic() - lease._granted)

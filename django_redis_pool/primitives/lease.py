@@ -107,6 +107,12 @@ class Lease:
         self.released = False
         self.on_lost: Callable[[Lease], object] | None = None
 
+    def unexpired(self) -> bool:
+        """Whether its lease surely had not run out yet (this host's clock, a
+        second of margin for the Redis clock's): one found gone was ended by
+        a release (another request's of a shared identity, an operator's)."""
+        return self.expires_at is None or self.expires_at > time.time() + 1.0
+
     @property
     def ended(self) -> bool:
         """Whether the hold is over for its holder: released or lost."""
