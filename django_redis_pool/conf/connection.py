@@ -164,20 +164,25 @@ def _client_arguments() -> set[str]:
     } - {"self", "host", "port", "path", "connection_pool", "startup_nodes"}
 
 
+def _unknown_argument(name: str, what: str, path: str, known: set[str], found: Findings) -> None:
+    """E027: ``name`` (``what`` says where) is no argument of redis-py's client."""
+    close = difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.6)
+    found.add(
+        "E027",
+        f"{what} is not an argument of redis-py's client (every connection would fail "
+        "with a TypeError).",
+        (f"Did you mean {close[0]!r}? " if close else "")
+        + "Use the keyword arguments of redis.Redis, or remove it.",
+        path,
+    )
+
+
 def _read_client_options(key: str, options: dict[str, Any], found: Findings) -> None:
     known = _client_arguments()
     for name, value in options.items():
         path = setting_path("CONNECTION", key, name)
         if name not in known:
-            close = difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.6)
-            found.add(
-                "E027",
-                f"{path} is not an argument of redis-py's client (every connection would "
-                "fail with a TypeError).",
-                (f"Did you mean {close[0]!r}? " if close else "")
-                + "Use the keyword arguments of redis.Redis, or remove it.",
-                path,
-            )
+            _unknown_argument(name, path, path, known, found)
         elif name in _OPTION_TYPES and (
             not isinstance(value, _OPTION_TYPES[name])
             or (bool not in _OPTION_TYPES[name] and isinstance(value, bool))
@@ -259,15 +264,7 @@ def _read_url_parts(url: str, found: Findings) -> None:
     known = _client_arguments()
     for name, _ in parse_qsl(urlsplit(url).query):
         if name not in known:
-            close = difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.6)
-            found.add(
-                "E027",
-                f"{path}: the query option {name!r} is not an argument of redis-py's "
-                "client (every connection would fail with a TypeError).",
-                (f"Did you mean {close[0]!r}? " if close else "")
-                + "Use the keyword arguments of redis.Redis, or remove it.",
-                path,
-            )
+            _unknown_argument(name, f"{path}: the query option {name!r}", path, known, found)
 
 
 def _read_pool_size(connection: dict[str, Any], cluster: bool, found: Findings) -> None:
