@@ -45,11 +45,11 @@ from django.utils.module_loading import import_string
 
 from . import kinds, registry
 from .exceptions import NotConfigured
-from .primitives._common import printable
 from .primitives.protocol import TaskStatus
 from .primitives.queue import Task as QueueTask
 from .primitives.queue import TaskFailed, TaskQueue
 from .primitives.queue_task import dumps
+from .primitives.text import printable
 
 __all__ = ["TASK_NAME", "RedisBackend"]
 

@@ -27,10 +27,11 @@ from collections.abc import Iterator
 from typing import Any, TypeVar
 
 from ..exceptions import translated
-from ._common import text, waits_client
+from ._common import waits_client
 from .deadlines import current_deadline, expired
 from .scripts import MISS, runner_for
 from .steps import Call, Local, Op, Steps
+from .text import text
 
 __all__ = ["CancelWatch", "arun", "is_async_client", "run"]
 
@@ -47,7 +48,7 @@ def run(client: Any, steps: Steps[T]) -> T:
 
     An engine :class:`.steps.Op` is run by the client's script runner
     (:meth:`.scripts.ScriptRunner.call`, or its steps when a script must be
-    loaded first); its reply is decoded (:func:`._common.text`) and a Redis
+    loaded first); its reply is decoded (:func:`.text.text`) and a Redis
     error of it translated (:func:`..exceptions.translated`). One loop, no
     call per step beyond the Redis call itself: this is every operation's hot
     path.

@@ -43,13 +43,14 @@ from ..exceptions import (
     backend_errors,
 )
 from . import counts, deadlines, records, releases
-from ._common import key_prefix, new_token, socket_timeout, text, to_ms
+from ._common import key_prefix, new_token, socket_timeout, to_ms
 from .async_clients import async_client_for
 from .calls import arun, is_async_client, run
 from .lease import Lease
 from .protocol import Mode, Reply, Restore
 from .records import Waiter
 from .steps import Call, Op, Steps, new_op, one
+from .text import text
 
 __all__ = ["LeaseEngine"]
 

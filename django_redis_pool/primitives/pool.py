@@ -7,12 +7,13 @@ import logging
 from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
 from typing import Any
 
-from ._common import text, to_ms
+from ._common import to_ms
 from .base import DEFAULT_KEY_PREFIX, Collected, LeasedPrimitive, aholding, holding
 from .lease import Lease
 from .protocol import Mode
 from .records import default_holder
 from .steps import Steps
+from .text import text
 from .validators import (
     check_holder,
     check_lease_timeout,

@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..exceptions import CorruptRecord
-from ._common import is_text, printable, text
 from .protocol import TaskStatus
+from .text import is_text, printable, text
 
 __all__ = [
     "MAX_PAYLOAD",

@@ -17,10 +17,11 @@ from typing import TYPE_CHECKING, Any
 
 from ..exceptions import CorruptRecord, PoolError, backend_errors
 from . import counts
-from ._common import printable, text, to_ms, waits_client
+from ._common import to_ms, waits_client
 from .engine import MIN_BLOCK
 from .protocol import TaskStatus
 from .queue_task import Task, dumps, error_message, task_from_fields
+from .text import printable, text
 
 if TYPE_CHECKING:
     from .queue import TaskQueue

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..exceptions import CorruptRecord
-from ._common import printable
 from .lease import Lease
+from .text import printable
 
 logger = logging.getLogger("django_redis_pool")
 

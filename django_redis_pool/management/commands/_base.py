@@ -14,7 +14,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from ... import conf, kinds, registry
 from ...exceptions import BackendUnavailable, PoolError
-from ...primitives._common import escaped
+from ...primitives.text import escaped
 
 
 class PoolCommand(BaseCommand):
