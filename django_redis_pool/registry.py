@@ -123,23 +123,23 @@ def _client_of_cache(alias: str) -> Any:
 
 def _own_client_like(shared: Any) -> Any:
     """A client of the server the cache's client ``shared`` talks to, with
-    pools of its own built from the same settings: the primitives never take
-    the cache's connections (waiting callers least of all), and their
-    connections keep deadlines. Its commands use at most as many connections
-    as the cache's pool may hold (waiting up to ``POOL_TIMEOUT`` for one); each
-    waiting caller blocks on a connection of a second pool. A pool of another
-    kind (Sentinel's, a custom class) is used as it is."""
+    connections of its own built from the same settings: the primitives never
+    take the cache's connections (waiting callers least of all), and theirs
+    keep deadlines. Its commands use at most as many connections as the
+    cache's may (waiting up to ``POOL_TIMEOUT`` for one); each waiting caller
+    blocks on a connection of a second set. Connections of another kind
+    (Sentinel's, a custom class) are used as they are."""
     import redis
 
-    pool = getattr(shared, "connection_pool", None)
-    ours = _DEADLINE_CLASSES.get(getattr(pool, "connection_class", None))
-    if type(pool) not in (redis.ConnectionPool, redis.BlockingConnectionPool) or ours is None:
+    theirs = getattr(shared, "connection_pool", None)
+    ours = _DEADLINE_CLASSES.get(getattr(theirs, "connection_class", None))
+    if type(theirs) not in (redis.ConnectionPool, redis.BlockingConnectionPool) or ours is None:
         return shared
-    kwargs = {"socket_timeout": conf.DEFAULT_SOCKET_TIMEOUT, **pool.connection_kwargs}
+    kwargs = {"socket_timeout": conf.DEFAULT_SOCKET_TIMEOUT, **theirs.connection_kwargs}
     kwargs["socket_timeout"] = kwargs["socket_timeout"] or conf.DEFAULT_SOCKET_TIMEOUT
     commands = redis.BlockingConnectionPool(
         connection_class=ours,
-        max_connections=min(pool.max_connections, MAX_CONNECTIONS),
+        max_connections=min(theirs.max_connections, MAX_CONNECTIONS),
         timeout=conf.DEFAULT_POOL_TIMEOUT,
         **kwargs,
     )

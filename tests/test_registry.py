@@ -253,9 +253,11 @@ def test_key_prefix_is_honoured(settings: Any, redis_url: str, redis_client: red
     assert all(k.startswith("myapp:") for k in keys), keys
 
 
-def test_cache_form_reuses_a_django_redis_cache(
+def test_cache_form_reuses_a_django_redis_caches_settings(
     settings: Any, redis_url: str, redis_client: redis.Redis
 ) -> None:
+    """Its connections are built from the cache's settings (same server and
+    database), in pools of their own (the waiters never take the cache's)."""
     from django_redis import get_redis_connection
 
     settings.CACHES = {
@@ -263,7 +265,13 @@ def test_cache_form_reuses_a_django_redis_cache(
     }
     settings.DJANGO_REDIS_POOL = {"CONNECTION": {"CACHE": "default"}, "POOLS": {"printers": {}}}
     pool = get_pool("printers")
-    assert pool.client is get_redis_connection("default")
+    cache_client = get_redis_connection("default")
+    assert pool.client.connection_pool is not cache_client.connection_pool
+    ours, theirs = pool.client.connection_pool, cache_client.connection_pool
+    assert (ours.connection_kwargs["host"], ours.connection_kwargs["port"]) == (
+        theirs.connection_kwargs["host"],
+        theirs.connection_kwargs["port"],
+    )
     assert pool.associate("p1") is True
     assert get_pool("printers").available() == ["p1"]
     assert redis_client.dbsize() > 0

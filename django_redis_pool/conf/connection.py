@@ -349,13 +349,13 @@ def _read_cache(alias: Any, caches: Any, found: Findings) -> None:
             path,
         )
         return
-    pool = options.get("CONNECTION_POOL_KWARGS", options) if isinstance(options, dict) else {}
-    cap = pool.get("max_connections") if isinstance(pool, dict) else None
+    kwargs = options.get("CONNECTION_POOL_KWARGS", options) if isinstance(options, dict) else {}
+    cap = kwargs.get("max_connections") if isinstance(kwargs, dict) else None
     if isinstance(cap, int) and not isinstance(cap, bool):
         found.add(
             "W012",
-            f"{path} is {alias!r}, whose pool holds at most {cap} connections: the "
-            f"primitives keep a pool of their own built from its settings, also of at most "
+            f"{path} is {alias!r}, which holds at most {cap} connections: the "
+            f"primitives keep connections of their own built from its settings, also at most "
             f"{cap} (a command waits up to {DEFAULT_POOL_TIMEOUT:g} s for one), and each "
             "waiting caller blocks on a connection of its own beside it, so they never "
             "take the cache's connections.",
