@@ -239,19 +239,22 @@ class Load:
     def __exit__(self, *exc: object) -> None:
         self._enqueuing.set()
         self._feeder.join(10)
-        wait_for(
-            lambda: all(
-                (t := self.prims["queue"].get_task(i)) is not None and t.status == "done"
-                for i in self.enqueued
-            ),
-            timeout=30,
-            what="every enqueued task done",
-        )
-        self.stop.set()
-        self.records = [self.out.get(timeout=60) for _ in self.procs]
-        for proc in self.procs:
-            proc.join(30)
-        self.ended = time.time()
+        try:
+            wait_for(
+                lambda: all(
+                    (t := self.prims["queue"].get_task(i)) is not None and t.status == "done"
+                    for i in self.enqueued
+                ),
+                timeout=60,
+                what="every enqueued task done",
+            )
+        finally:  # (never leave workers behind for the next test)
+            self.stop.set()
+            self.records = [self.out.get(timeout=60) for _ in self.procs]
+            for proc in self.procs:
+                proc.join(30)
+                if proc.is_alive():
+                    proc.kill()
 
     def slot_of(self, name: str) -> int:
         return int(self.client.keyslot(base_key(self.prims[name])))

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from ..exceptions import CorruptRecord, PoolError, backend_errors
 from . import counts
 from ._common import to_ms, waits_client
+from .deadlines import deadline
 from .engine import MIN_BLOCK
 from .protocol import TaskStatus
 from .queue_task import Task, dumps, error_message, task_from_fields
@@ -276,11 +277,14 @@ class Worker:
     def _finish(self, task: Task, attempt: str, status: str, outcome: str, trace: str) -> None:
         """Store the end of this delivery of ``task`` (``outcome``: its result
         as JSON text, or its error); then, if it was stored, tell the task's
-        ``_ended`` hook what was stored."""
+        ``_ended`` hook what was stored. A Redis Cluster moving the queue's
+        slot is waited out for up to the visibility timeout (the heartbeat
+        keeps the task this worker's meanwhile): the task runs once."""
         try:
-            finished = self.queue._run(
-                "queue_finish", task.id, self.id, attempt, status, outcome, trace
-            )
+            with deadline(self.queue.visibility_timeout):
+                finished = self.queue._run(
+                    "queue_finish", task.id, self.id, attempt, status, outcome, trace
+                )
         except PoolError as exc:
             logger.error(
                 "task %r (%s) ran, but its outcome could not be stored (%s): it is "
