@@ -137,12 +137,15 @@ def _own_client_like(shared: Any) -> Any:
         return shared
     kwargs = {"socket_timeout": conf.DEFAULT_SOCKET_TIMEOUT, **theirs.connection_kwargs}
     kwargs["socket_timeout"] = kwargs["socket_timeout"] or conf.DEFAULT_SOCKET_TIMEOUT
-    commands = redis.BlockingConnectionPool(
-        connection_class=ours,
-        max_connections=min(theirs.max_connections, MAX_CONNECTIONS),
-        timeout=conf.DEFAULT_POOL_TIMEOUT,
-        **kwargs,
-    )
+    cap = theirs.max_connections
+    if cap is not None and cap <= CAPPED:  # (a blocking pool keeps a slot per connection)
+        commands: Any = redis.BlockingConnectionPool(
+            connection_class=ours, max_connections=cap, timeout=conf.DEFAULT_POOL_TIMEOUT, **kwargs
+        )
+    else:  # (redis-py 5's default: 2**31, no cap)
+        commands = redis.ConnectionPool(
+            connection_class=ours, max_connections=MAX_CONNECTIONS, **kwargs
+        )
     client = redis.Redis(connection_pool=commands)
     waits = redis.ConnectionPool(connection_class=ours, max_connections=MAX_CONNECTIONS, **kwargs)
     client.drp_waits_client = redis.Redis(connection_pool=waits)
@@ -158,6 +161,10 @@ def _deadline_classes() -> dict[Any, Any]:
         UnixDomainSocketConnection: DeadlineUnixDomainSocketConnection,
     }
 
+
+#: A cache's cap on its connections that the primitives' own keep (a larger
+#: one is no cap: redis-py 5's default is 2**31).
+CAPPED = 10_000
 
 #: redis-py's connection classes -> the ones that keep deadlines.
 _DEADLINE_CLASSES = _deadline_classes()

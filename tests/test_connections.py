@@ -136,6 +136,11 @@ def test_more_waiters_than_redis_py_s_default_pool_cap_are_all_served(
 
 
 def cache_setting(settings: Any, url: str, **pool_kwargs: Any) -> None:
+    """A django-redis cache "default" with ``pool_kwargs``, on a database of
+    its own (django-redis keeps one pool per URL for the process: another
+    test's pool of the same URL, without the cap, would be reused), emptied."""
+    url = url.rsplit("/", 1)[0] + "/7"
+    redis.Redis.from_url(url).flushdb()
     settings.CACHES = {
         "default": {
             "BACKEND": "django_redis.cache.RedisCache",
