@@ -138,7 +138,7 @@ def _own_client_like(shared: Any) -> Any:
     kwargs = {"socket_timeout": conf.DEFAULT_SOCKET_TIMEOUT, **theirs.connection_kwargs}
     kwargs["socket_timeout"] = kwargs["socket_timeout"] or conf.DEFAULT_SOCKET_TIMEOUT
     cap = theirs.max_connections
-    if cap is not None and cap <= CAPPED:  # (a blocking pool keeps a slot per connection)
+    if cap is not None and cap <= CAPPED:  # (a blocking one keeps a slot per connection)
         commands: Any = redis.BlockingConnectionPool(
             connection_class=ours, max_connections=cap, timeout=conf.DEFAULT_POOL_TIMEOUT, **kwargs
         )
