@@ -1,6 +1,6 @@
 """Pin the package's shape as docs/architecture.md draws it: its layers, no
 import circle, the imports that run back up (named, at most two), no module
-over 600 lines, no Django in the primitives and kind modules free of
+over 600 lines (Lua files included), no Django in the primitives and kind modules free of
 presentation.
 
 Read from the source (the ``import`` statements), so a test run imports nothing
@@ -217,6 +217,15 @@ def test_the_primitives_and_the_test_servers_import_no_django():
 def test_no_module_is_over_600_lines(module):
     lines = MODULES[module].read_text(encoding="utf-8").count("\n")
     assert lines <= 600, f"{module} has {lines} lines: split it along a seam"
+
+
+LUA = sorted((PACKAGE / "primitives" / "lua").glob("*.lua"))
+
+
+@pytest.mark.parametrize("script", LUA, ids=[path.name for path in LUA])
+def test_no_lua_file_is_over_600_lines(script):
+    lines = script.read_text(encoding="utf-8").count("\n")
+    assert lines <= 600, f"{script.name} has {lines} lines: split it by family"
 
 
 PRESENTATION = ("django.forms", "django.template", "django.utils.html", "format_html", "mark_safe")

@@ -1,6 +1,8 @@
 """How the lease engine's Lua runs: one function library on Redis >= 7, else EVALSHA.
 
-``lua/engine.lua`` holds the helpers, each operation its own ``lua/<op>.lua``.
+``lua/engine.lua`` holds the keys, the constants and the shared helpers, the
+``lua/engine_<family>.lua`` files the helpers of leases, allocators and task
+queues (:data:`HELPERS`), each operation its own ``lua/<op>.lua``.
 Two ways of running them share the same source, keys and semantics, so
 clients on either path may serve one primitive together:
 
@@ -56,6 +58,7 @@ from .steps import Call, Op, Steps
 
 __all__ = [
     "FAST",
+    "HELPERS",
     "LIBRARY_NAME",
     "MISS",
     "NUM_KEYS",
@@ -158,14 +161,25 @@ def _inline(code: str) -> str:
     return _TOKEN.sub(lambda m: constants.get(m.group(), m.group()), code)
 
 
+#: The files of the engine's helpers, by family, in the order their helpers
+#: are defined (a helper comes before any later file's helper that calls it):
+#: ``engine.lua`` holds the header (the keys, the constants, ``begin``) and
+#: the helpers every family shares.
+HELPERS = ("engine", "engine_lease", "engine_alloc", "engine_queue")
+
+
 @cache
 def _parts() -> tuple[str, dict[str, str]]:
-    """``engine.lua`` split into its header and its ``@fn`` blocks (in order),
-    its constants written in place (:func:`_inline`)."""
-    source = _inline(_CONSTANT.sub("", load_lua("engine")))
-    pieces = _BLOCK.split(source)
-    header, rest = pieces[0], pieces[1:]
-    return header, dict(zip(rest[0::2], rest[1::2], strict=True))
+    """``engine.lua``'s header and the ``@fn`` blocks of every file of
+    :data:`HELPERS` (in order; what a file has before its first block is its
+    own comment), the constants written in place (:func:`_inline`)."""
+    header, blocks = "", {}
+    for name in HELPERS:
+        pieces = _BLOCK.split(_inline(_CONSTANT.sub("", load_lua(name))))
+        if name == HELPERS[0]:
+            header = pieces[0]
+        blocks.update(zip(pieces[1::2], pieces[2::2], strict=True))
+    return header, blocks
 
 
 def _uses(code: str, names: Iterable[str]) -> set[str]:
