@@ -51,12 +51,12 @@ class LockKind(LeaseKind):
         """A :class:`Lock` of the request's own, usable from any thread (refused
         at once past ``MAX_WAITING``)."""
         lock = self._lock_for(primitive, ask)
-        return _held(lock) if lock._take(ask.timeout) else None
+        return _held(lock) if lock.take(ask.timeout) else None
 
     async def ahold(self, primitive: Any, ask: Ask) -> Held | None:
         """:meth:`hold` on the event loop."""
         lock = self._lock_for(primitive, ask)
-        return _held(lock) if await lock._atake(ask.timeout) else None
+        return _held(lock) if await lock.atake(ask.timeout) else None
 
     @staticmethod
     def _lock_for(primitive: Any, ask: Ask) -> Lock:

@@ -214,7 +214,7 @@ class _Publisher:
             "size": pool.size,
             "borrowed": pool.borrowed,
             "pending": pool.pending,
-            "slots": pool.size if pool._global is not None else 0,
+            "slots": pool.size if pool.capped else 0,
             "expires": expires,
         }
         self.client.hset(self.key, self.field, json.dumps(stats))

@@ -78,11 +78,11 @@ class PoolKind(LeaseKind):
 
     def hold(self, primitive: Any, ask: Ask) -> Held | None:
         """A lease on one resource (refused at once past ``MAX_WAITING``)."""
-        return self.held(primitive._take(ask.timeout, ask.lease_timeout, ask.holder))
+        return self.held(primitive.take(ask.timeout, ask.lease_timeout, ask.holder))
 
     async def ahold(self, primitive: Any, ask: Ask) -> Held | None:
         """:meth:`hold` on the event loop."""
-        return self.held(await primitive._atake(ask.timeout, ask.lease_timeout, ask.holder))
+        return self.held(await primitive.atake(ask.timeout, ask.lease_timeout, ask.holder))
 
     def sync(
         self, primitive: Any, options: Mapping[str, Any], *, prune: bool, dry_run: bool

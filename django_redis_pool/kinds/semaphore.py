@@ -98,14 +98,14 @@ class SemaphoreKind(LeaseKind):
         ``MAX_WAITING``)."""
         permits = self.permits_of(primitive, ask)
         return self.held(
-            primitive._take(ask.holder, ask.timeout, ask.lease_timeout, permits=permits)
+            primitive.take(ask.holder, ask.timeout, ask.lease_timeout, permits=permits)
         )
 
     async def ahold(self, primitive: Any, ask: Ask) -> Held | None:
         """:meth:`hold` on the event loop."""
         permits = self.permits_of(primitive, ask)
         return self.held(
-            await primitive._atake(ask.holder, ask.timeout, ask.lease_timeout, permits=permits)
+            await primitive.atake(ask.holder, ask.timeout, ask.lease_timeout, permits=permits)
         )
 
     def permits_of(self, primitive: Any, ask: Ask) -> int:

@@ -209,14 +209,15 @@ class Lock(LeasedPrimitive):
         except ResourceUnavailable:  # (refused for max_waiting)
             return False
 
-    def _take(self, timeout: float | None) -> bool:
-        """:meth:`acquire` (blocking), but raising :class:`ResourceUnavailable`
-        (``reason`` ``"full"``) when refused for ``max_waiting`` (``with lock:``
-        and a request's hold use it)."""
+    def take(self, timeout: float | None) -> bool:
+        """:meth:`acquire` (blocking, for the caller's own holder), but strict
+        about the queue: a caller refused for ``max_waiting`` gets
+        :class:`ResourceUnavailable` (``reason`` ``"full"``), not False
+        (a request's hold uses it)."""
         return self._engine.drive(self._acquire(True, timeout, None, sync=True))
 
-    async def _atake(self, timeout: float | None) -> bool:
-        """:meth:`_take` on the event loop."""
+    async def atake(self, timeout: float | None) -> bool:
+        """:meth:`take` on the event loop."""
         return await self._engine.adrive(self._acquire(True, timeout, None))
 
     def _acquire(
@@ -371,7 +372,7 @@ class Lock(LeasedPrimitive):
     # -- context manager ------------------------------------------------------------
 
     # (The four below drive the steps themselves: one call less per hold than
-    # through _take/release, a coroutine less on the event loop.)
+    # through take/release, a coroutine less on the event loop.)
 
     def __enter__(self) -> Lock:
         if not self._engine.drive(self._acquire(True, self.timeout, None, sync=True)):

@@ -212,6 +212,12 @@ class ObjectPool(Generic[T]):
     def min(self) -> int:
         return self._min
 
+    @property
+    def capped(self) -> bool:
+        """Whether a ``global_limit`` caps this pool across processes (each
+        object then holds one of its slots)."""
+        return self._global is not None
+
     def __repr__(self) -> str:
         return (
             f"<ObjectPool {self.name!r} size={self.size} borrowed={self.borrowed} "

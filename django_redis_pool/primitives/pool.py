@@ -151,29 +151,30 @@ class ResourcePool(LeasedPrimitive):
         propagates."""
         return await self._engine.aacquire(**self._ask(timeout, lease_timeout, holder, priority))
 
-    def _take(
+    def take(
         self,
         timeout: float | None,
         lease_timeout: float | None = None,
         holder: str | None = None,
         priority: int = 0,
     ) -> Lease | None:
-        """:meth:`acquire`, but raising :class:`ResourceUnavailable` (``reason``
-        ``"full"``) when refused for ``max_waiting`` (``lease()`` and a
-        request's hold use it)."""
+        """:meth:`acquire`, but strict about the queue: a caller refused for
+        ``max_waiting`` gets :class:`ResourceUnavailable` (``reason``
+        ``"full"``), not None. None still means "nothing granted within
+        ``timeout``". ``lease()`` and a request's hold use it."""
         ask = self._ask(timeout, lease_timeout, holder, priority)
         return self._engine.drive(
             self._engine.acquire_steps(**ask, bounded=self._engine.sync_bounded)
         )
 
-    async def _atake(
+    async def atake(
         self,
         timeout: float | None,
         lease_timeout: float | None = None,
         holder: str | None = None,
         priority: int = 0,
     ) -> Lease | None:
-        """:meth:`_take` on the event loop."""
+        """:meth:`take` on the event loop."""
         ask = self._ask(timeout, lease_timeout, holder, priority)
         return await self._engine.adrive(self._engine.acquire_steps(**ask))
 
@@ -236,7 +237,7 @@ class ResourcePool(LeasedPrimitive):
         the background at about 2/3 of its duration until the block exits; a
         failed renewal is logged and marks the lease ``lost``.
         """
-        lease = self._take(timeout, lease_timeout, holder, priority)
+        lease = self.take(timeout, lease_timeout, holder, priority)
         with holding(lease, auto_renew, self._unavailable(timeout)) as held:
             yield held
 
@@ -252,7 +253,7 @@ class ResourcePool(LeasedPrimitive):
     ) -> AsyncIterator[Lease]:
         """:meth:`lease` as an async context manager (``async with``); its
         auto-renewal is a task of the loop."""
-        lease = await self._atake(timeout, lease_timeout, holder, priority)
+        lease = await self.atake(timeout, lease_timeout, holder, priority)
         async with aholding(lease, auto_renew, self._unavailable(timeout)) as held:
             yield held
 

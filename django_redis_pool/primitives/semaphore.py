@@ -138,7 +138,7 @@ class Semaphore(LeasedPrimitive):
             **self._ask(identity, timeout, lease_timeout, priority, permits)
         )
 
-    def _take(
+    def take(
         self,
         identity: str,
         timeout: float | None,
@@ -146,15 +146,15 @@ class Semaphore(LeasedPrimitive):
         priority: int = 0,
         permits: int = 1,
     ) -> Lease | None:
-        """:meth:`acquire_lease`, but raising :class:`ResourceUnavailable`
-        (``reason`` ``"full"``) when refused for ``max_waiting`` (``hold()`` and
-        a request's hold use it)."""
+        """:meth:`acquire_lease`, but strict about the queue: a caller refused
+        for ``max_waiting`` gets :class:`ResourceUnavailable` (``reason``
+        ``"full"``), not None. ``hold()`` and a request's hold use it."""
         ask = self._ask(identity, timeout, lease_timeout, priority, permits)
         return self._engine.drive(
             self._engine.acquire_steps(**ask, bounded=self._engine.sync_bounded)
         )
 
-    async def _atake(
+    async def atake(
         self,
         identity: str,
         timeout: float | None,
@@ -162,7 +162,7 @@ class Semaphore(LeasedPrimitive):
         priority: int = 0,
         permits: int = 1,
     ) -> Lease | None:
-        """:meth:`_take` on the event loop."""
+        """:meth:`take` on the event loop."""
         ask = self._ask(identity, timeout, lease_timeout, priority, permits)
         return await self._engine.adrive(self._engine.acquire_steps(**ask))
 
@@ -270,7 +270,7 @@ class Semaphore(LeasedPrimitive):
         ``auto_renew=True`` renews the lease in the background until the block exits.
         """
         identity = _unique_identity() if identity is None else identity
-        lease = self._take(identity, timeout, lease_timeout, priority, permits)
+        lease = self.take(identity, timeout, lease_timeout, priority, permits)
         with holding(lease, auto_renew, self._unavailable(timeout)) as held:
             yield held
 
@@ -288,7 +288,7 @@ class Semaphore(LeasedPrimitive):
         """:meth:`hold` as an async context manager (``async with``); its
         auto-renewal is a task of the loop."""
         identity = _unique_identity() if identity is None else identity
-        lease = await self._atake(identity, timeout, lease_timeout, priority, permits)
+        lease = await self.atake(identity, timeout, lease_timeout, priority, permits)
         async with aholding(lease, auto_renew, self._unavailable(timeout)) as held:
             yield held
 
