@@ -15,8 +15,8 @@ from urllib.parse import urlsplit
 
 from . import conf, registry
 from .primitives import permissions
-from .primitives._common import key_prefix
 from .primitives.calls import run
+from .primitives.keys import key_prefix
 
 __all__ = ["findings"]
 

@@ -23,9 +23,9 @@ from django.core.exceptions import ImproperlyConfigured
 from . import conf, kinds
 from .exceptions import BackendUnavailable, NotConfigured, backend_errors
 from .kinds import Kind
-from .primitives._common import MAX_CONNECTIONS
-from .primitives.deadlines import (
+from .primitives.connections import (
     CONNECTION_CLASSES,
+    MAX_CONNECTIONS,
     DeadlineBackoff,
     DeadlineConnection,
     DeadlineSentinelManagedConnection,

@@ -9,8 +9,8 @@ from types import TracebackType
 from typing import Any
 
 from . import counts, records
-from ._common import new_token, to_ms
 from .base import DEFAULT_KEY_PREFIX, Collected, LeasedPrimitive
+from .keys import new_token, to_ms
 from .lease import Lease
 from .protocol import Mode, Reply
 from .records import default_holder

@@ -9,7 +9,7 @@ are closed when their loop shuts down its async generators (``asyncio.run``,
 ``asyncio.Runner``, uvicorn and asgiref all do), or at once by
 :func:`aclose_async_clients`.
 
-The twin's pool is unbounded (:data:`._common.MAX_CONNECTIONS`; redis-py 8's
+The twin's pool is unbounded (:data:`.connections.MAX_CONNECTIONS`; redis-py 8's
 default is 100), like the waits client of a bounded Django connection: each
 waiting caller blocks on a connection of its own.
 Nothing here imports Django.
@@ -26,7 +26,7 @@ from collections.abc import AsyncGenerator
 from functools import cache
 from typing import Any
 
-from ._common import MAX_CONNECTIONS
+from .connections import MAX_CONNECTIONS
 from .scripts import share_path
 
 __all__ = ["aclose_async_clients", "async_client_for"]

@@ -9,9 +9,9 @@ from typing import Any, ClassVar
 
 from ..exceptions import ResourceUnavailable
 from . import counts, records
-from ._common import to_ms
 from .counts import Activity
 from .engine import LeaseEngine
+from .keys import to_ms
 from .lease import Lease
 from .records import Waiter
 from .steps import Steps

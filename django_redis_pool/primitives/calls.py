@@ -27,7 +27,7 @@ from collections.abc import Iterator
 from typing import Any, TypeVar
 
 from ..exceptions import translated
-from ._common import waits_client
+from .connections import waits_client
 from .deadlines import current_deadline, expired
 from .scripts import MISS, runner_for
 from .steps import Call, Local, Op, Steps
@@ -295,7 +295,7 @@ async def _bounded(call: Any, client: Any = None) -> Any:
 class _DeadlineTimer:
     """Cancels the current task when ``bound`` has passed (as ``asyncio.timeout``
     does). A deadline counts only time the loop's thread waited (see
-    :class:`.deadlines.Stopwatch`): when the timer fires while the loop was
+    :class:`.stopwatch.Stopwatch`): when the timer fires while the loop was
     busy with other tasks or waiting for a CPU, the reply may be there
     already, so the timer is set again for the time still left. When it has
     passed (the loop's thread was held up by something that counts as

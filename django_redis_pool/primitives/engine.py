@@ -43,13 +43,15 @@ from ..exceptions import (
     backend_errors,
 )
 from . import counts, deadlines, records, releases
-from ._common import key_prefix, new_token, socket_timeout, to_ms
 from .async_clients import async_client_for
 from .calls import arun, is_async_client, run
+from .connections import keeps_deadlines, socket_timeout
+from .keys import key_prefix, new_token, to_ms
 from .lease import Lease
 from .protocol import Mode, Reply, Restore
 from .records import Waiter
 from .steps import Call, Op, Steps, new_op, one
+from .stopwatch import Stopwatch
 from .text import text
 
 __all__ = ["LeaseEngine"]
@@ -126,7 +128,7 @@ class LeaseEngine:
         keep deadlines, or its retries back off within them): if not, a
         blocking operation arms none, as nothing would read it. (Found on first
         use, then an attribute: a constructor does no I/O and reads no client.)"""
-        return self.is_async or deadlines.keeps_deadlines(self.client)
+        return self.is_async or keeps_deadlines(self.client)
 
     # -- running operations -----------------------------------------------------
 
@@ -194,7 +196,7 @@ class LeaseEngine:
         A grant that reaches us more than ``LATE_GRANT`` seconds after the
         timeout (a slow or paused Redis, this process stopped) is given back at
         once and None is returned: a caller never holds past its wait. Only
-        waiting counts (:class:`.deadlines.Stopwatch`): time this thread spent
+        waiting counts (:class:`.Stopwatch`): time this thread spent
         running or waiting for a CPU is not lateness.
         On connections that keep deadlines (:mod:`.deadlines`; the Django
         registry's, and every asyncio call), a Redis that stops answering fails
@@ -251,7 +253,7 @@ class LeaseEngine:
             watch, started = None, time.monotonic()
             wait_ms, until = -1, None
         else:
-            watch = deadlines.Stopwatch()
+            watch = Stopwatch()
             started = watch.started
             until = None if timeout == 0 else started + timeout
             wait_ms = -2 if until is None else _remaining_ms(until)
@@ -310,7 +312,7 @@ class LeaseEngine:
         return lease
 
     def _unless_late(
-        self, lease: Lease, timeout: float, watch: deadlines.Stopwatch, bounded: bool
+        self, lease: Lease, timeout: float, watch: Stopwatch, bounded: bool
     ) -> Steps[Lease | None]:
         """``lease``, or None having given it back if it came more than
         ``LATE_GRANT`` seconds after the ``timeout`` of waiting on Redis.

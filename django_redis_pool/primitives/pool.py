@@ -7,8 +7,8 @@ import logging
 from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
 from typing import Any
 
-from ._common import to_ms
 from .base import DEFAULT_KEY_PREFIX, Collected, LeasedPrimitive, aholding, holding
+from .keys import to_ms
 from .lease import Lease
 from .protocol import Mode
 from .records import default_holder

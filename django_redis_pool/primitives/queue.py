@@ -20,9 +20,9 @@ from typing import Any
 
 from ..exceptions import BackendUnavailable, PoolError, ResourceUnavailable, backend_errors
 from . import counts
-from ._common import to_ms
 from .base import DEFAULT_KEY_PREFIX
 from .engine import MIN_BLOCK, LeaseEngine
+from .keys import to_ms
 from .protocol import Mode, TaskStatus
 from .queue_task import (
     MAX_PAYLOAD,

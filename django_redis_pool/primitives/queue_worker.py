@@ -17,9 +17,10 @@ from typing import TYPE_CHECKING, Any
 
 from ..exceptions import CorruptRecord, PoolError, backend_errors
 from . import counts
-from ._common import to_ms, waits_client
+from .connections import waits_client
 from .deadlines import deadline
 from .engine import MIN_BLOCK
+from .keys import to_ms
 from .protocol import TaskStatus
 from .queue_task import Task, dumps, error_message, task_from_fields
 from .text import printable, text

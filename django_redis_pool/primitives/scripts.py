@@ -46,13 +46,13 @@ import threading
 import weakref
 from collections.abc import Iterable
 from functools import cache
+from pathlib import Path
 from typing import Any
 
 from redis.exceptions import NoPermissionError, NoScriptError, ResponseError
 
 from ..exceptions import PoolError
 from . import permissions
-from ._common import load_lua
 from .protocol import Reply
 from .steps import Call, Op, Steps
 
@@ -73,6 +73,19 @@ __all__ = [
     "script_source",
     "share_path",
 ]
+
+_LUA_DIR = Path(__file__).with_name("lua")
+_lua_cache: dict[str, str] = {}
+
+
+def load_lua(*names: str) -> str:
+    """Source of the Lua files ``names`` (without ``.lua``), concatenated."""
+    parts = []
+    for name in names:
+        if name not in _lua_cache:
+            _lua_cache[name] = (_LUA_DIR / f"{name}.lua").read_text()
+        parts.append(_lua_cache[name])
+    return "\n".join(parts)
 
 #: Every lease-engine operation, one ``lua/<name>.lua`` each.
 OPERATIONS = (

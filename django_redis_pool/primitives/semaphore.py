@@ -8,8 +8,8 @@ from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 from ..exceptions import backend_errors
-from ._common import to_ms
 from .base import DEFAULT_KEY_PREFIX, LeasedPrimitive, aholding, holding
+from .keys import to_ms
 from .lease import Lease
 from .protocol import Mode
 from .records import default_holder

@@ -25,7 +25,7 @@ class Call(NamedTuple):
     method: str
     args: tuple[Any, ...] = ()
     kwargs: dict[str, Any] = {}  # (never mutated)
-    #: A blocking read (BLPOP, BLMOVE): sent on :func:`._common.waits_client`.
+    #: A blocking read (BLPOP, BLMOVE): sent on :func:`.connections.waits_client`.
     waits: bool = False
 
 
