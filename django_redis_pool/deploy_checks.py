@@ -15,7 +15,7 @@ from urllib.parse import urlsplit
 
 from . import conf, registry
 from .primitives import permissions
-from .primitives.calls import run
+from .primitives.driving import run
 from .primitives.keys import key_prefix
 
 __all__ = ["findings"]

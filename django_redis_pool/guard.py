@@ -38,8 +38,7 @@ from . import conf, kinds, refusals, registry, signals
 from .exceptions import BackendUnavailable, NotConfigured, PoolError, ResourceUnavailable
 from .holders import request_holder, request_of, user_unread, username_of
 from .kinds import Held
-from .primitives.deadlines import deadline
-from .primitives.engine import DEADLINE_SLACK
+from .primitives.deadlines import DEADLINE_SLACK, deadline
 from .primitives.text import escaped
 from .primitives.validators import (
     check_holder,

@@ -38,7 +38,7 @@ import redis
 from redis.cluster import RedisCluster
 
 from django_redis_pool.primitives import counts
-from django_redis_pool.primitives.engine import LeaseEngine
+from django_redis_pool.primitives.channel import Channel
 from django_redis_pool.testing import EmbeddedRedis, EmbeddedRedisCluster, find_redis_binary
 
 from .async_bridge import async_path
@@ -146,10 +146,10 @@ def client(request: pytest.FixtureRequest) -> Any:
 def long_client(client: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
     """A new client of ``client``'s Redis, for primitives whose blocking reads
     last ``LONG_CHUNK`` (30 s; the primitives made after it, in this process and
-    in children forked after it): ``LeaseEngine.wait_chunk`` is set for the
+    in children forked after it): ``Channel.wait_chunk`` is set for the
     test, and the client's socket timeout is longer than a read (redis-py 8's
     default, 5 s, would cut the chunk to 4 s)."""
-    monkeypatch.setattr(LeaseEngine, "wait_chunk", LONG_CHUNK)
+    monkeypatch.setattr(Channel, "wait_chunk", LONG_CHUNK)
     conn = client_from(spec_of(client), socket_timeout=LONG_READ_TIMEOUT)
     try:
         yield conn

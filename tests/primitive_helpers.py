@@ -24,6 +24,37 @@ LONG_CHUNK = 30.0
 LONG_READ_TIMEOUT = 2 * LONG_CHUNK
 
 
+class Ops:
+    """A primitive's channel and lease engine, as the tests reach them:
+    ``run(op, *args)`` runs one named operation now; ``base``, ``client``,
+    ``wake_prefix``, ``counts`` and ``chunk()`` are the channel's; anything else
+    is the lease engine's (``restore``, ``release``, ``expired``...)."""
+
+    def __init__(self, of: Any) -> None:
+        engine = of._owner if isinstance(of, Lease) else getattr(of, "_engine", None)
+        channel = getattr(of, "_channel", None) or getattr(of, "channel", None)
+        self.engine = engine
+        self.channel = channel if channel is not None else engine.channel
+        self.base = self.channel.base
+        self.client = self.channel.client
+        self.wake_prefix = self.channel.wake_prefix
+        self.counts = self.channel.counts
+
+    def run(self, op: str, *args: Any) -> Any:
+        return self.channel.run(self.channel.op(op, *args))
+
+    def chunk(self) -> float:
+        return self.channel.read_chunk()[0]
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.engine, name)
+
+
+def ops(of: Any) -> Ops:
+    """:class:`Ops` of the primitive (or the lease's primitive) ``of``."""
+    return Ops(of)
+
+
 def redis_time(client: Any) -> float:
     sec, usec = client.time()
     return float(sec) + usec / 1e6
@@ -59,7 +90,7 @@ def queue_dead_waiter(primitive: LeasedPrimitive, holder: str, priority: int = 0
     """Leave in Redis what a caller leaves when it queued (as ``LeaseEngine.acquire``
     does, through the real acquire script) and then never checked in again: its
     1 ms deadline passes at once, so the waiter counts as dead right away."""
-    engine = primitive._engine
+    engine = ops(primitive)
     token = uuid.uuid4().hex
     queued_at = redis_time(primitive.client)
     reply = engine.run("acquire", token, -1, priority, 1, -1, 1, engine.restore, 1, holder)
@@ -70,7 +101,7 @@ def queue_dead_waiter(primitive: LeasedPrimitive, holder: str, priority: int = 0
 
 def expire(lease: Lease) -> None:
     """Wait until ``lease`` is past its expiry on the Redis clock (reading only)."""
-    engine = lease._engine
+    engine = ops(lease)
     wait_for(
         lambda: engine.run("read", "record", lease.resource) is None,
         what=f"the lease on {lease.resource!r} to expire",

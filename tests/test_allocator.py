@@ -15,7 +15,7 @@ import pytest
 from django_redis_pool import AllocatedKey, Allocator, AllocatorObject
 from django_redis_pool.primitives.allocator import MAX_KEY_PRIORITY
 
-from .primitive_helpers import assert_constructor_does_no_io, expire_now, redis_time
+from .primitive_helpers import assert_constructor_does_no_io, expire_now, ops, redis_time
 from .waiting import wait_for
 
 #: Every test here runs on the blocking API and on the asyncio twins.
@@ -325,7 +325,7 @@ def test_bindings_of_names_never_seen_again_go_without_gc(redis_client):
     two expired bindings, so they never pile up, gc or not."""
     client = redis_client
     allocator = Allocator(client, "per-address", soft_bind_timeout=30)
-    stored = f"{allocator._engine.base}:bind"
+    stored = f"{ops(allocator).base}:bind"
     allocator.extend(["k1", "k2"])
     for i in range(40):  # 40 addresses seen once (bound by hand: none dropped meanwhile)
         allocator.update_soft_bind(f"10.0.0.{i}", "k1", timeout=0.05)
@@ -441,7 +441,7 @@ def test_a_retried_malloc_gets_the_same_key(client):
     (token) run twice is granted once."""
     allocator = Allocator(client, "a")
     allocator.extend(["k1", "k2"])
-    engine = allocator._engine
+    engine = ops(allocator)
     first = engine.run("alloc_malloc", "tok-1", 30000, 1000, "0\n\nme")
     again = engine.run("alloc_malloc", "tok-1", 30000, 1000, "0\n\nme")
     assert first == again
@@ -478,7 +478,7 @@ def test_one_malloc_call_does_bounded_work_whatever_has_expired(redis_client):
         what="everything to expire",
     )
     before = len(allocator)
-    assert allocator._engine.run("alloc_malloc", "t-1", 50, 1000, "0\n\nme") == "more"
+    assert ops(allocator).run("alloc_malloc", "t-1", 50, 1000, "0\n\nme") == "more"
     assert 0 < before - len(allocator) <= 16 + 64
     assert allocator.malloc_key() == "lasting"
     assert allocator.keys() == ["lasting"]

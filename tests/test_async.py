@@ -20,15 +20,16 @@ from hypothesis import strategies as st
 
 from django_redis_pool import Lease, Lock, ResourcePool, Semaphore
 from django_redis_pool.primitives.async_clients import aclose_async_clients, async_client_for
-from django_redis_pool.primitives.deadlines import Stopwatch
+from django_redis_pool.primitives.stopwatch import Stopwatch
 
+from .primitive_helpers import ops
 from .waiting import await_for, wait_for
 
 
 def _leftovers(primitive: Any) -> dict[str, Any]:
     """What a primitive holds in Redis besides its members: holds, waiters, wake lists."""
     snapshot = primitive.snapshot()
-    wakes = primitive.client.keys(f"{primitive._engine.wake_prefix}*")
+    wakes = primitive.client.keys(f"{ops(primitive).wake_prefix}*")
     return {"held": snapshot.held_count, "waiting": snapshot.waiting_count, "wakes": wakes}
 
 

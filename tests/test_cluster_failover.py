@@ -21,10 +21,11 @@ from typing import Any
 import pytest
 
 from django_redis_pool import Lock, PoolError, ResourcePool, get_pool
-from django_redis_pool.primitives.deadlines import Stopwatch
-from django_redis_pool.primitives.engine import DEADLINE_SLACK
+from django_redis_pool.primitives.deadlines import DEADLINE_SLACK
+from django_redis_pool.primitives.stopwatch import Stopwatch
 from django_redis_pool.testing import EmbeddedRedis, EmbeddedRedisCluster
 
+from .primitive_helpers import ops
 from .waiting import STALL, wait_for
 
 pytestmark = pytest.mark.cluster
@@ -101,7 +102,7 @@ def test_pools_and_locks_keep_their_guarantees_across_a_failover(replicated):
     try:
         wait_for(lambda: len(holds) >= 50, what="holds before the failover")
         before = len(holds)
-        replica = replica_of(replicated, client, pool._engine.base)
+        replica = replica_of(replicated, client, ops(pool).base)
         conn = replica.client()
         try:
             conn.execute_command("CLUSTER", "FAILOVER")
@@ -141,7 +142,7 @@ def test_a_hung_shard_fails_a_request_within_its_timeout_plus_the_slack(settings
         floor = watch.waited()  # the same call on a Cluster that answers
         assert held is not None
         client = pool.client
-        port = client.nodes_manager.get_node_from_slot(client.keyslot(pool._engine.base)).port
+        port = client.nodes_manager.get_node_from_slot(client.keyslot(ops(pool).base)).port
         (node,) = [n for n in cluster.nodes if n.port == port]
         os.kill(node.pid, signal.SIGSTOP)
         try:

@@ -39,6 +39,7 @@ from django_redis_pool import (
 from django_redis_pool.testing import EmbeddedRedisCluster
 from django_redis_pool.testing.reshard import SlotMigration
 
+from .primitive_helpers import ops
 from .waiting import wait_for
 
 pytestmark = [pytest.mark.cluster, pytest.mark.reshard]
@@ -70,7 +71,7 @@ def primitives(client: Any) -> dict[str, Any]:
 
 def base_key(primitive: Any) -> str:
     """The base key of ``primitive`` (its slot is the primitive's)."""
-    return getattr(primitive, "base", None) or primitive._engine.base
+    return getattr(primitive, "base", None) or ops(primitive).base
 
 
 class Witness:

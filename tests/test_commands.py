@@ -30,6 +30,7 @@ from django_redis_pool import Lease, ResourcePool, get_lock, get_pool, get_semap
 from django_redis_pool.primitives.base import LeasedPrimitive
 from django_redis_pool.signals import lease_reclaimed
 
+from .primitive_helpers import ops
 from .servers import closed_port
 from .test_snapshot import HOLDER_KEYS, WAITER_KEYS, contents_of
 from .test_snapshot import SNAPSHOT_KEYS as PRIMITIVE_KEYS
@@ -86,7 +87,7 @@ def queue_dead_waiter(primitive: LeasedPrimitive, holder: str) -> None:
     ``LeaseEngine.acquire`` does) and then died leaves: a waiter that checks in
     never again, presumed dead once its liveness window (1 ms + the 1 s grace)
     has passed. Waits until it has."""
-    engine = primitive._engine
+    engine = ops(primitive)
     reply = engine.run("acquire", uuid.uuid4().hex, -1, 0, -1, -1, 1, engine.restore, 1, holder)
     assert isinstance(reply, int), f"queued, not {reply!r}"
     wait_for(lambda: primitive.collect(dry_run=True).dropped, what=f"{holder} to be presumed dead")

@@ -16,13 +16,13 @@ import pytest
 from django_redis_pool import Allocator, Lock, ResourcePool, Semaphore
 from django_redis_pool.primitives.base import LeasedPrimitive
 
-from .primitive_helpers import expire_now, pool_of
+from .primitive_helpers import expire_now, ops, pool_of
 
 
 def lose(client: Any, primitive: LeasedPrimitive, suffix: str = "") -> None:
     """Delete the primitive's keys (only ``base + suffix`` when given), as a
     restart without persistence or an eviction would."""
-    base = primitive._engine.base
+    base = ops(primitive).base
     keys = [base + suffix] if suffix else list(client.scan_iter(match=f"{base}*"))
     client.delete(*keys)
 
@@ -194,7 +194,7 @@ def test_a_counter_behind_still_gives_higher_fences(client, kind):
     behind the fences already handed out: the next fence is still higher."""
     primitive = MAKERS[kind][0](client)
     live, end = take(primitive, "a")
-    client.set(f"{primitive._engine.base}:seq", live - 1000)  # as the lagging replica has it
+    client.set(f"{ops(primitive).base}:seq", live - 1000)  # as the lagging replica has it
     if kind == "lock":
         end()
     nxt, _ = take(primitive, "b")
@@ -223,7 +223,7 @@ def test_an_expired_lease_whose_record_was_lost_is_reclaimed_with_only_its_resou
     pool = _pool(client)
     lease = pool.acquire(holder="cut-off")
     expire_now(lease)
-    client.hdel(f"{pool._engine.base}:info", lease.resource)  # its record alone is lost
+    client.hdel(f"{ops(pool).base}:info", lease.resource)  # its record alone is lost
     (reclaimed,) = pool.collect().reclaimed
     assert (reclaimed.resource, reclaimed.holder, reclaimed.token, reclaimed.fence) == (
         lease.resource,

@@ -35,10 +35,11 @@ from django_redis_pool import (
 )
 from django_redis_pool.decorators import with_resource
 from django_redis_pool.guard import request_of
-from django_redis_pool.primitives.engine import LeaseEngine
+from django_redis_pool.primitives.channel import Channel
 from django_redis_pool.testing import EmbeddedRedis
 
 from . import request_views as views
+from .primitive_helpers import ops
 from .servers import closed_port
 from .waiting import STALL, cancel, floor_of, wait_for
 
@@ -267,7 +268,7 @@ def test_waiting_request_is_woken_by_the_release_not_by_its_timeout(
 ) -> None:
     # Long blocking reads: only the release's hand-off can wake the waiter
     # before its 20 s timeout (and then it would answer 503).
-    monkeypatch.setattr(LeaseEngine, "wait_chunk", 30.0)
+    monkeypatch.setattr(Channel, "wait_chunk", 30.0)
     configure(settings, redis_url, CONNECTION={"URL": redis_url, "OPTIONS": {"socket_timeout": 60}})
     pool = get_pool("printers")
     pool.associate("p1")
@@ -604,7 +605,7 @@ def test_cancelled_async_request_leaves_the_queue_at_once(
     arun(scenario())
     assert views.RECORD.seen == [], "the cancelled request's view never ran"
     assert named(sent, "resource_acquired") == []
-    assert pool.client.keys(f"{pool._engine.wake_prefix}*") == []
+    assert pool.client.keys(f"{ops(pool).wake_prefix}*") == []
 
 
 # --------------------------------------------------------------- class-based views

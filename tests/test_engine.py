@@ -16,7 +16,6 @@ import pytest
 import redis
 
 from django_redis_pool import Lock, ResourcePool, Semaphore, primitives
-from django_redis_pool.primitives._common import load_lua
 from django_redis_pool.primitives.async_clients import async_client_for
 from django_redis_pool.primitives.base import LeasedPrimitive
 from django_redis_pool.primitives.protocol import Mode, Reply, Restore, TaskStatus
@@ -24,12 +23,13 @@ from django_redis_pool.primitives.scripts import (
     FAST,
     LIBRARY_NAME,
     library_source,
+    load_lua,
     runner_for,
     script_sha,
     script_source,
 )
 
-from .primitive_helpers import expire_now, finish, in_thread, pool_of
+from .primitive_helpers import expire_now, finish, in_thread, ops, pool_of
 from .waiting import wait_for
 
 # -- raw state, with what moves with the clock blanked out ----------------------------
@@ -39,7 +39,7 @@ def state_of(client: Any, primitive: LeasedPrimitive) -> dict[bytes, Any]:
     """Every key of ``primitive`` with its contents. Expiry times (lease scores,
     the expiry field of lease records) and waiters' liveness times are blanked:
     they move with the clock whether or not anything else changes."""
-    base = primitive._engine.base
+    base = ops(primitive).base
     state: dict[bytes, Any] = {}
     for key in client.scan_iter(match=f"{base}*"):
         kind = client.type(key)
@@ -75,7 +75,7 @@ def twice(client: Any, primitive: LeasedPrimitive, op: str, *args: Any) -> Any:
     """Run ``op`` twice with the same arguments (what redis-py's retry after a
     dropped connection does); assert that the second run changed nothing and
     answered like the first. Returns the answer."""
-    engine = primitive._engine
+    engine = ops(primitive)
     first = engine.run(op, *args)
     after_first = state_of(client, primitive)
     again = engine.run(op, *args)
@@ -125,7 +125,7 @@ def test_a_retried_reacquire_by_the_same_identity_counts_once(client: Any, kind:
 def queue(primitive: LeasedPrimitive, token: str, holder: str) -> None:
     """Queue a waiter as ``LeaseEngine.acquire`` does, without blocking on its
     wake list (so that nothing but the operation under test changes state)."""
-    reply = primitive._engine.run("acquire", token, 30000, 0, 60000, -1, 2000, "", 1, holder)
+    reply = ops(primitive).run("acquire", token, 30000, 0, 60000, -1, 2000, "", 1, holder)
     assert isinstance(reply, int), reply
 
 
@@ -139,7 +139,7 @@ def test_a_retried_release_answers_the_same_and_ends_nothing_else(client: Any) -
     assert (first, again) == (1, 1)
     handed = pool.lease_of("r1")
     assert handed is not None and handed.holder == "b" and handed.fence > lease.fence
-    assert client.llen(f"{pool._engine.wake_prefix}tok-b") == 1, "b was woken once"
+    assert client.llen(f"{ops(pool).wake_prefix}tok-b") == 1, "b was woken once"
 
 
 def test_a_retried_release_by_identity_never_ends_the_next_hold(client: Any) -> None:
@@ -175,7 +175,7 @@ def test_a_retried_renew_and_wait_and_withdraw_change_nothing_more(client: Any) 
     assert lease is not None
     first, again = twice(client, pool, "renew", lease.token, 60000, "r1")
     assert first > 0 and again > 0
-    pool._engine.run("acquire", "tok-w", 30000, 0, 60000, -1, 2000, "", 1, "w")
+    ops(pool).run("acquire", "tok-w", 30000, 0, 60000, -1, 2000, "", 1, "w")
     first, again = twice(client, pool, "wait", "tok-w", 2000)
     assert isinstance(first, int) and isinstance(again, int)
     assert twice(client, pool, "withdraw", "tok-w") == (0, 0)
@@ -205,7 +205,7 @@ def test_remembered_replies_are_bounded_and_kept_as_a_hash_table(
     for _ in range(2500):
         lease = pool.acquire(timeout=0)
         assert lease is not None and lease.release()
-    base = pool._engine.base
+    base = ops(pool).base
     keys = set(redis_client.scan_iter(match=f"{base}*"))
     assert keys <= {f"{base}:{s}".encode() for s in ("avail", "seq", "done", "done:old")}
     assert redis_client.hlen(f"{base}:done") <= 1000
@@ -221,7 +221,7 @@ def test_remembered_replies_are_bounded_and_kept_as_a_hash_table(
 def _normalized(client: Any, primitive: LeasedPrimitive) -> dict[bytes, Any]:
     """``state_of`` with the primitive's name taken out of the keys and the
     times (acquired, available since) blanked, to compare two primitives."""
-    base = primitive._engine.base.encode()
+    base = ops(primitive).base.encode()
     state = {}
     for key, value in state_of(client, primitive).items():
         if key.endswith(b":avail"):
@@ -263,19 +263,19 @@ def _fast_and_full(client: Any, kind: str, setup: Any, op: str, *args: Any) -> b
             primitive = Lock(client, f"{kind}-{name}", reentrant=kind == "rlock", holder="h")
         # the same fences and waiter ids in both: a counter ahead of the clock
         # counts on from itself (it otherwise follows the clock)
-        client.set(f"{primitive._engine.base}:seq", 8_000_000_000_000_000)
+        client.set(f"{ops(primitive).base}:seq", 8_000_000_000_000_000)
         setup(primitive)
         made.append(primitive)
     fast, full = made
-    engine = fast._engine
+    engine = ops(fast)
     packed = "|".join(map(str, args)).encode()
     before = _normalized(client, fast)
     script = client.register_script(script_source(FAST[op]))
-    answer = script(engine._head[:1], (engine._head[1], packed))
+    answer = script([engine.channel.key], (engine.channel.encoded_mode, packed))
     if answer == b"slow":
         assert _normalized(client, fast) == before, "'slow' changed something"
         return False
-    expected = full._engine.run(op, *args)
+    expected = ops(full).run(op, *args)
     if isinstance(answer, bytes):
         answer = answer.decode()
     if isinstance(answer, str) and "\n" in answer:  # a grant: its times blanked
@@ -304,22 +304,22 @@ def _exhaust(primitive: LeasedPrimitive) -> None:
 
 
 def _hold(primitive: LeasedPrimitive) -> None:
-    primitive._engine.run("acquire", "held-tok", 30000, 0, -2, -1, 2000, "", 1, "h")
+    ops(primitive).run("acquire", "held-tok", 30000, 0, -2, -1, 2000, "", 1, "h")
 
 
 def _hold_and_queue(primitive: LeasedPrimitive) -> None:
     _exhaust(primitive)
-    primitive._engine.run("acquire", "queued-tok", 30000, 0, 60000, -1, 2000, "", 1, "w")
+    ops(primitive).run("acquire", "queued-tok", 30000, 0, 60000, -1, 2000, "", 1, "w")
 
 
 def _hold_weighted(primitive: LeasedPrimitive) -> None:
     """``_hold``, of two permits in a semaphore."""
-    primitive._engine.run("acquire", "held-tok", 30000, 0, -2, -1, 2000, "", 2, "h")
+    ops(primitive).run("acquire", "held-tok", 30000, 0, -2, -1, 2000, "", 2, "h")
 
 
 def _hold_two(primitive: LeasedPrimitive) -> None:
     """A semaphore's holder of two permits (the others' holder of one)."""
-    primitive._engine.run("acquire", "two-tok", 30000, 0, -2, -1, 2000, "", 2, "two")
+    ops(primitive).run("acquire", "two-tok", 30000, 0, -2, -1, 2000, "", 2, "two")
 
 
 @pytest.mark.parametrize("kind", ["pool", "semaphore", "lock", "rlock"])
@@ -400,7 +400,7 @@ def test_the_fast_renew_agrees_with_renew(
 
 def test_the_fast_renew_leaves_an_expired_lease_to_the_whole_renew(client: Any) -> None:
     def expired(primitive: LeasedPrimitive) -> None:
-        primitive._engine.run("acquire", "held-tok", 1, 0, -2, -1, 2000, "", 1, "h")
+        ops(primitive).run("acquire", "held-tok", 1, 0, -2, -1, 2000, "", 1, "h")
         wait_for(lambda: primitive.lease_of("h") is None, what="the 1 ms lease to expire")
 
     assert not _fast_and_full(client, "lock", expired, "renew", "held-tok", 60000, "h")
@@ -410,7 +410,7 @@ def test_the_fast_release_leaves_a_waiter_to_the_whole_release(client: Any) -> N
     # the whole release hands the lock to the waiter; the fast one says 'slow'
     def held_with_waiter(primitive: LeasedPrimitive) -> None:
         _hold(primitive)
-        primitive._engine.run("acquire", "w-tok", 30000, 0, 60000, -1, 2000, "", 1, "w")
+        ops(primitive).run("acquire", "w-tok", 30000, 0, 60000, -1, 2000, "", 1, "w")
         assert primitive.waiting_count() == 1, "the waiter is queued"
 
     assert not _fast_and_full(
@@ -670,7 +670,7 @@ def test_an_evalsha_script_runs_begin_and_its_operation_as_its_own_code(redis_cl
 
 
 def test_request_tokens_are_unique_and_safe_in_records() -> None:
-    from django_redis_pool.primitives.engine import new_token
+    from django_redis_pool.primitives.keys import new_token
 
     tokens = {new_token() for _ in range(10_000)}
     assert len(tokens) == 10_000
@@ -680,7 +680,7 @@ def test_request_tokens_are_unique_and_safe_in_records() -> None:
 def test_a_forked_child_makes_tokens_of_its_own() -> None:
     import os
 
-    from django_redis_pool.primitives.engine import new_token
+    from django_redis_pool.primitives.keys import new_token
 
     read, write = os.pipe()
     pid = os.fork()

@@ -24,7 +24,7 @@ import pytest
 from django_redis_pool import Lease, Lock, NotOwned, ResourcePool, Semaphore
 from django_redis_pool.primitives.base import LeasedPrimitive
 
-from .primitive_helpers import expire_now, finish, in_thread, pool_of
+from .primitive_helpers import expire_now, finish, in_thread, ops, pool_of
 from .waiting import wait_for
 
 # ----------------------------------------------------------------------- helpers
@@ -500,9 +500,9 @@ def test_a_retried_release_never_ends_the_hold_granted_since(client: Any) -> Non
     assert first is not None
     thread, out = in_thread(lambda: pool.acquire(holder="B", timeout=10, lease_timeout=30))
     wait_for(lambda: pool.waiting_count() == 1, what="B to queue")
-    assert pool._engine.release("r1", request="req-1") == 1
+    assert ops(pool).release("r1", request="req-1") == 1
     second = finish(thread, out)
     assert second is not None and second.holder == "B"
 
-    assert pool._engine.release("r1", request="req-1") == 1  # the retry: same answer
+    assert ops(pool).release("r1", request="req-1") == 1  # the retry: same answer
     assert second.renew() is True, "B's hold survives the retried release"

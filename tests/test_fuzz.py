@@ -16,6 +16,8 @@ from hypothesis import strategies as st
 from django_redis_pool import Allocator, Lock, NotConfigured, ResourcePool, Semaphore, conf, kinds
 from django_redis_pool.checks import validate
 
+from .primitive_helpers import ops
+
 FUZZ = settings(
     max_examples=150,
     deadline=None,
@@ -39,7 +41,7 @@ def _text(value: Any) -> Any:
 
 
 def _keys_of(client: Any, primitive: Any) -> dict[bytes, bytes]:
-    return {key: client.type(key) for key in client.scan_iter(match=f"{primitive._engine.base}*")}
+    return {key: client.type(key) for key in client.scan_iter(match=f"{ops(primitive).base}*")}
 
 
 @FUZZ

@@ -19,6 +19,8 @@ from hypothesis import strategies as st
 
 from django_redis_pool import CorruptRecord, PoolError, ResourcePool, TaskQueue
 
+from .primitive_helpers import ops
+
 #: The fields of a stored task's hash (engine.lua's key map).
 FIELDS = ["name", "params", "status", "attempts", "priority", "enqueued", "max", "ttl", "keep"]
 
@@ -128,7 +130,7 @@ def test_random_bytes_as_a_lease_record_fail_that_lease_alone(redis_client, reco
     pool = ResourcePool(redis_client, "records", resources=["a", "b", "c"])
     held = [pool.acquire(holder=f"h{i}") for i in range(2)]
     assert all(held)
-    redis_client.hset(f"{pool._engine.base}:info", held[0].resource, record)
+    redis_client.hset(f"{ops(pool).base}:info", held[0].resource, record)
     leases = {lease.resource: lease for lease in pool.leases()}
     assert leases[held[1].resource].holder == "h1", "the other lease is read as it is"
     try:

@@ -28,8 +28,9 @@ from django.urls import path
 from django_redis_pool import BackendUnavailable, Lock, ResourcePool, get_pool
 from django_redis_pool.decorators import with_resource
 from django_redis_pool.primitives import pending_releases, releases
-from django_redis_pool.primitives.deadlines import DeadlineConnection, Stopwatch
-from django_redis_pool.primitives.engine import DEADLINE_SLACK
+from django_redis_pool.primitives.connections import DeadlineConnection
+from django_redis_pool.primitives.deadlines import DEADLINE_SLACK
+from django_redis_pool.primitives.stopwatch import Stopwatch
 from tests.waiting import STALL, await_for, floor_of, wait_for
 
 pytestmark = pytest.mark.urls(__name__)

@@ -30,6 +30,7 @@ from django_redis_pool import (
     PoolError,
     ResourceUnavailable,
 )
+from django_redis_pool.primitives import lock as lock_module
 from django_redis_pool.primitives import pending_releases
 from django_redis_pool.testing import EmbeddedRedis
 
@@ -39,6 +40,7 @@ from .primitive_helpers import (
     LONG_READ_TIMEOUT,
     assert_constructor_does_no_io,
     expire,
+    ops,
     redis_time,
 )
 from .waiting import STALL, floor_of, wait_blocked, wait_for
@@ -346,22 +348,22 @@ def _release_as(spec, name, holder):
 
 
 @pytest.mark.parametrize("api", ["sync"], indirect=True)  # (the interleaving is forced by hand)
-def test_a_release_leaves_alone_the_hold_its_holder_took_again_meanwhile(client):
+def test_a_release_leaves_alone_the_hold_its_holder_took_again_meanwhile(client, monkeypatch):
     """One holder shared by two threads: between a release's reply and its
     bookkeeping, the other thread takes the lock again as that holder. The new
     hold stays known to the lock, and renewed."""
     lock = Lock(client, "taken-again", lease_timeout=2, auto_renew=True)
     assert lock.acquire(holder="job")
-    release = lock._engine.release_lease_steps
+    release = lock_module.release_lease_steps
 
     def release_then_taken_again(*args, **kwargs):
         result = yield from release(*args, **kwargs)
         assert _in_thread(lambda: lock.acquire(holder="job", blocking=False))
         return result
 
-    lock._engine.release_lease_steps = release_then_taken_again
+    monkeypatch.setattr(lock_module, "release_lease_steps", release_then_taken_again)
     lock.release(holder="job")
-    del lock._engine.release_lease_steps
+    monkeypatch.undo()
     [lease] = lock.holders()
     wait_for(lambda: redis_time(client) > lease.expires_at + 0.5, what="its first term to pass")
     assert lock.owned(holder="job"), "the new hold was not renewed"
@@ -706,7 +708,7 @@ def _block_then_report(spec, report_key):
 def test_lock_is_handed_to_a_waiter_in_another_process_by_a_push_not_its_chunk(long_client):
     client = long_client  # reads of LONG_CHUNK, the forked child's too
     lock = Lock(client, "wake")
-    chunk = lock._engine._wait_chunk()  # the child's too (same settings): its blocking read
+    chunk = ops(lock).chunk()  # the child's too (same settings): its blocking read
     assert chunk == LONG_CHUNK
     latencies = []
     for i in range(5):
@@ -797,7 +799,7 @@ def test_on_lost_fires_when_the_keys_are_deleted_behind_the_holder(client, caplo
     lock = Lock(client, "lost", lease_timeout=0.5, auto_renew=True, on_lost=lost.append)
     assert lock.acquire()
     holder, fence = lock.holder(), lock.fence
-    base = lock._engine.base
+    base = ops(lock).base
     client.delete(base + ":leases")
     client.delete(base + ":info")
     wait_for(lambda: lost, what="on_lost to be called")
@@ -848,20 +850,20 @@ def test_a_sigkilled_holders_lock_goes_to_a_blocked_waiter_at_lease_expiry(long_
     killed_at = time.time()
     proc.join(5)
     waiter = Lock(client, "crash", lease_timeout=10)
-    chunk = waiter._engine._wait_chunk()  # a wake at the end of a blocking read, not then
+    chunk = ops(waiter).chunk()  # a wake at the end of a blocking read, not then
     assert chunk == LONG_CHUNK
     [lease] = waiter.holders()
     assert lease.holder == "crasher"
     expires_at = lease.expires_at  # Redis clock; the server runs on this machine
 
     runs: list[str] = []
-    engine_run = waiter._engine.run
+    engine_run = ops(waiter).run
 
     def counting_run(script, *args):
         runs.append(script)
         return engine_run(script, *args)
 
-    waiter._engine.run = counting_run
+    ops(waiter).run = counting_run
     assert waiter.acquire(timeout=2 * chunk) is True
     got_at = time.time()
     assert waiter.owned() and waiter.holder() != "crasher"
@@ -877,7 +879,7 @@ def test_a_retried_release_of_a_reentrant_lock_counts_down_once(client):
     # may run twice for one call: the second run must answer like the first.
     lock = Lock(client, "re-retry", reentrant=True, holder="h")
     assert lock.acquire() and lock.acquire()
-    engine = lock._engine
+    engine = ops(lock)
     assert engine.release("h", "", "req-1") == 2
     assert engine.release("h", "", "req-1") == 2, "a retry agrees and does not count down"
     assert lock.owned()

@@ -27,6 +27,7 @@ from hypothesis.stateful import (
 from django_redis_pool import Lock
 from django_redis_pool.primitives.protocol import Reply
 
+from .primitive_helpers import ops
 from .queue_model import FATES, INF, LONG_MS, SLOT_STEPS, QueueModel
 
 HOLDERS = st.sampled_from(["a", "b"])
@@ -44,7 +45,7 @@ class LockModel(QueueModel):
     def __init__(self) -> None:
         super().__init__()
         self.lock = Lock(self.client, f"lock-model{next(_names)}", reentrant=self.reentrant)
-        self.engine = self.lock._engine
+        self.engine = ops(self.lock)
         self.holder: str | None = None
         self.count = 0  # a reentrant hold's count
         self.expired = False

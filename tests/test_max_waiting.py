@@ -29,7 +29,7 @@ from django_redis_pool import Lock, ObjectPool, ResourcePool, ResourceUnavailabl
 from django_redis_pool.primitives.protocol import Reply
 
 from .clients import client_from, spec_of
-from .primitive_helpers import redis_time
+from .primitive_helpers import ops, redis_time
 from .waiting import STALL, floor_of, wait_blocked, wait_for
 
 mp = multiprocessing.get_context("fork")
@@ -245,7 +245,7 @@ def test_each_caller_applies_its_own_max_waiting(client: Any) -> None:
 def test_a_retried_acquire_refused_as_full_changes_nothing(client: Any) -> None:
     """The acquire operation itself: REPLY_FULL, with nothing queued or granted."""
     pool = Busy(client, "pool", "raw", max_waiting=0).primitive
-    engine = pool._engine
+    engine = ops(pool)
     for _ in range(2):  # (redis-py may run it twice)
         reply = engine.run("acquire", "tok-full", -1, 0, 60000, 0, 2000, "", 1, "w")
         assert reply == Reply.FULL
@@ -300,7 +300,7 @@ def test_a_killed_waiter_stops_counting_once_its_liveness_window_ends(client: An
         os.kill(proc.pid, signal.SIGKILL)
         proc.join(10)
     (alive_until,) = [
-        s for _, s in client.zrange(f"{pool._engine.base}:walive", 0, -1, withscores=True)
+        s for _, s in client.zrange(f"{ops(pool).base}:walive", 0, -1, withscores=True)
     ]
     before = redis_time(client) * 1000
 
@@ -312,5 +312,5 @@ def test_a_killed_waiter_stops_counting_once_its_liveness_window_ends(client: An
     wait_for(lambda: reason() == ResourceUnavailable.TIMEOUT, 30, "the dead waiter to be dropped")
     assert redis_time(client) * 1000 > alive_until, "dropped only after its window"
     assert pool.waiting_count() == 0
-    assert client.zcard(f"{pool._engine.base}:walive") == 0
+    assert client.zcard(f"{ops(pool).base}:walive") == 0
     subject.release_holder()

@@ -25,7 +25,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from django_redis_pool import Allocator, Lock, ResourcePool, ResourceUnavailable, Semaphore
 from django_redis_pool.primitives import counts
 
-from .primitive_helpers import redis_time
+from .primitive_helpers import ops, redis_time
 from .servers import closed_port, hung_server  # noqa: F401
 from .waiting import wait_blocked, wait_for
 
@@ -176,7 +176,7 @@ def test_a_forked_child_never_adds_its_parents_counts(redis_url: str) -> None:
 
 def test_a_retried_flush_adds_nothing_twice(redis_client: Any) -> None:
     pool = ResourcePool(redis_client, unique("p"))
-    engine = pool._engine
+    engine = ops(pool)
     assert int(engine.run("counts_add", "req-1", "acquired", 5)) == 1
     assert int(engine.run("counts_add", "req-1", "acquired", 5)) == 0
     assert pool.activity().totals == {"acquired": 5}
@@ -203,10 +203,10 @@ def test_a_failed_flush_keeps_its_counts(redis_server: Any) -> None:
     import redis
 
     dead = ResourcePool(redis.Redis(port=closed_port(), socket_connect_timeout=0.5), unique("p"))
-    dead._engine.counts.granted(0.0)
+    ops(dead).counts.granted(0.0)
     assert counts.flush() >= 1
-    assert dead._engine.counts.pending
-    assert dead._engine.counts.take()[0][counts.ACQUIRED] == 1
+    assert ops(dead).counts.pending
+    assert ops(dead).counts.take()[0][counts.ACQUIRED] == 1
 
 
 # -- the Prometheus export --------------------------------------------------------
@@ -377,7 +377,7 @@ def _count_in_child(url: str, name: str) -> None:
     import redis
 
     pool = _POOLS[name]
-    pool._engine.client = redis.Redis.from_url(url)
+    ops(pool).client = redis.Redis.from_url(url)
     with pool.lease(timeout=5):
         pass
     counts.flush()
@@ -392,13 +392,13 @@ def test_a_child_forked_while_a_count_was_being_recorded_can_count(redis_url: st
     pool = ResourcePool(redis.Redis.from_url(redis_url), unique("p"))
     pool.associate("r1")
     _POOLS[pool.name] = pool
-    pool._engine.counts._lock.acquire()  # as if a thread was recording at the fork
+    ops(pool).counts._lock.acquire()  # as if a thread was recording at the fork
     try:
         child = mp.Process(target=_count_in_child, args=(redis_url, pool.name))
         child.start()
         child.join(60)
     finally:
-        pool._engine.counts._lock.release()
+        ops(pool).counts._lock.release()
         del _POOLS[pool.name]
     assert child.exitcode == 0
     assert totals(pool)["acquired"] == 1

@@ -33,7 +33,7 @@ from django_redis_pool.primitives.base import lease_as_dict
 from django_redis_pool.primitives.protocol import Reply
 
 from .clients import client_from, spec_of
-from .primitive_helpers import LONG_CHUNK, expire_now, redis_time
+from .primitive_helpers import LONG_CHUNK, expire_now, ops, redis_time
 from .queue_model import FATES, INF, SLOT_STEPS, QueueModel
 from .waiting import wait_blocked, wait_for
 
@@ -53,7 +53,7 @@ def held(sem: Semaphore) -> dict[str, int]:
 
 
 def extra_in_redis(sem: Semaphore) -> int | None:
-    raw = sem.client.hget(f"{sem._engine.base}:info", EXTRA)
+    raw = sem.client.hget(f"{ops(sem).base}:info", EXTRA)
     return None if raw is None else int(raw)
 
 
@@ -523,7 +523,7 @@ class PermitsModel(QueueModel):
     def __init__(self) -> None:
         super().__init__()
         self.sem = Semaphore(self.client, f"permits-model{next(_names)}")
-        self.engine = self.sem._engine
+        self.engine = ops(self.sem)
         self.max: int | None = None
         self.holders: dict[str, int] = {}  # identity -> permits (expired ones included)
         self.expired: set[str] = set()

@@ -14,7 +14,7 @@ import pytest
 from django_redis_pool import Lease, ResourcePool, ResourceUnavailable
 from django_redis_pool.exceptions import PoolError
 
-from .primitive_helpers import assert_constructor_does_no_io, expire, expire_now
+from .primitive_helpers import assert_constructor_does_no_io, expire, expire_now, ops
 from .waiting import wait_for
 
 #: Every test here runs on the blocking API and on the asyncio twins.
@@ -196,7 +196,7 @@ def test_gc_reclaims_more_than_one_batch(client):
     leases = [pool.acquire(timeout=0) for _ in range(40)]
     assert all(leases)
     expire_now(*leases)
-    assert len(pool._engine.gc(batch=7)[0]) == 40
+    assert len(ops(pool).gc(batch=7)[0]) == 40
 
 
 def test_fifo_hands_out_the_resource_available_longest(client):
@@ -302,14 +302,14 @@ def test_auto_renew_marks_the_lease_lost_and_logs_when_it_is_taken_away(client, 
 
 def test_release_is_idempotent_when_redis_py_retries_it(pool):
     lease = pool.acquire()
-    assert pool._engine.release(lease.resource, lease.token, "req-1") == 1
-    assert pool._engine.release(lease.resource, lease.token, "req-1") == 1, "a retry agrees"
-    assert pool._engine.release(lease.resource, lease.token) == 0, "a new request does not"
+    assert ops(pool).release(lease.resource, lease.token, "req-1") == 1
+    assert ops(pool).release(lease.resource, lease.token, "req-1") == 1, "a retry agrees"
+    assert ops(pool).release(lease.resource, lease.token) == 0, "a new request does not"
     assert pool.available_count() == 3
 
 
 def test_acquire_is_idempotent_when_redis_py_retries_it(pool):
-    engine = pool._engine
+    engine = ops(pool)
     args = (-1, 0, -2, -1, 2000, "", 1, "h")
     first = engine.run("acquire", "tok-1", *args)
     again = engine.run("acquire", "tok-1", *args)

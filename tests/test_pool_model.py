@@ -28,6 +28,7 @@ from hypothesis.stateful import (
 from django_redis_pool import ResourcePool
 from django_redis_pool.primitives.protocol import Reply
 
+from .primitive_helpers import ops
 from .queue_model import FATES, LONG_MS, PUMP_LIMIT, QueueModel
 
 RESOURCES = st.sampled_from(["a", "b", "c", "d"])
@@ -137,7 +138,7 @@ class PoolQueueModel(QueueModel):
     def __init__(self) -> None:
         super().__init__()
         self.pool = ResourcePool(self.client, f"qmodel{next(_names)}", order="fifo")
-        self.engine = self.pool._engine
+        self.engine = ops(self.pool)
         # resource -> the operation that made it available: in that order,
         # then by name (one operation, one Redis time: the same score)
         self.available: dict[str, int] = {}

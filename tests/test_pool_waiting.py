@@ -14,13 +14,14 @@ import time
 import uuid
 
 from django_redis_pool import ResourcePool
-from django_redis_pool.primitives.engine import LeaseEngine
+from django_redis_pool.primitives.channel import Channel
 from django_redis_pool.primitives.scripts import _constants
 
 from .clients import client_from, spec_of
 from .primitive_helpers import (
     LONG_CHUNK,
     LONG_READ_TIMEOUT,
+    ops,
     pool_of,
     queue_dead_waiter,
     redis_time,
@@ -74,7 +75,7 @@ def test_blocked_waiter_in_another_process_is_woken_by_a_push_not_its_chunk(long
     client = long_client  # reads of LONG_CHUNK, the forked child's too
     pool = ResourcePool(client, "wake")
     pool.associate("r")
-    chunk = pool._engine._wait_chunk()  # the child's too (same settings): its blocking read
+    chunk = ops(pool).chunk()  # the child's too (same settings): its blocking read
     assert chunk == LONG_CHUNK
     latencies = []
     for i in range(5):
@@ -213,7 +214,7 @@ def _force_release(spec, name, resource):
 
 
 def _wait_forever(spec, name):
-    LeaseEngine.wait_chunk = 0.2
+    Channel.wait_chunk = 0.2
     ResourcePool(client_from(spec), name).acquire(timeout=None, holder="doomed")
 
 
@@ -263,7 +264,7 @@ def _live_behind_dead_waiters(client, name, dead):
     waiters queued, then a live one (its token returned): the release's
     hand-off dropped SKIP_LIMIT of them at most."""
     pool = pool_of(client, name, "r")
-    engine = pool._engine
+    engine = ops(pool)
     held = pool.acquire(holder="first")
     for _ in range(dead):
         queue_dead_waiter(pool, "ghost")
@@ -283,7 +284,7 @@ def test_no_newcomer_passes_a_live_waiter_behind_more_dead_ones_than_a_hand_off_
     # (one not even waiting did). The live waiter's own check-in gets it.
     skip = int(_constants()["SKIP_LIMIT"])
     pool, live = _live_behind_dead_waiters(client, "crowded", 2 * skip + 1)
-    engine = pool._engine
+    engine = ops(pool)
     assert pool.available() == ["r"] and pool.waiting_count() == skip + 2
     assert pool.acquire(holder="newcomer") is None
     assert pool.available() == ["r"] and pool.waiting_count() == 2
@@ -300,7 +301,7 @@ def test_a_live_waiter_behind_a_crowd_of_dead_ones_checks_in_again_at_once_while
     # not "wait a chunk", until it is served.
     skip = int(_constants()["SKIP_LIMIT"])
     pool, live = _live_behind_dead_waiters(client, "crowd-check-in", 3 * skip + 1)
-    engine = pool._engine
+    engine = ops(pool)
     replies = [engine.run("wait", live, 60000)]
     while replies[-1] == 0:
         replies.append(engine.run("wait", live, 60000))
@@ -320,7 +321,7 @@ def test_crashed_holder_resource_reaches_a_blocked_waiter_at_lease_expiry(long_c
     client = long_client
     pool = ResourcePool(client, "crash", lease_timeout=0.5)
     pool.associate("r")
-    chunk = pool._engine._wait_chunk()
+    chunk = ops(pool).chunk()
     assert chunk == LONG_CHUNK
     ready = "{pool:crash}:ready"
     proc = mp.Process(target=_hold_and_hang, args=(spec_of(client), "crash", ready))

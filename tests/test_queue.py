@@ -31,7 +31,7 @@ from django_redis_pool.primitives.queue import (
 )
 
 from .clients import client_from, spec_of
-from .primitive_helpers import LONG_CHUNK, assert_constructor_does_no_io, redis_time
+from .primitive_helpers import LONG_CHUNK, assert_constructor_does_no_io, ops, redis_time
 from .waiting import STALL, floor_of, wait_blocked, wait_for
 
 Policy = TaskExecutePolicy
@@ -504,7 +504,7 @@ def test_an_idle_worker_is_woken_by_the_enqueue(
     long_client: Any, queue: TaskQueue, worker: threading.Event
 ) -> None:
     wait_blocked(queue.client, what="the worker to block on its wake list")
-    chunk = queue._engine._wait_chunk()  # how long an idle wait lasts without a push
+    chunk = ops(queue).chunk()  # how long an idle wait lasts without a push
     assert chunk == LONG_CHUNK
     started = time.monotonic()
     assert queue.query("t1", "add", {"a": 1, "b": 1}, policy=Policy.Remote, timeout=10) == 2
@@ -515,7 +515,7 @@ def test_an_idle_worker_is_woken_by_the_enqueue(
 def test_idle_workers_stop_at_once_when_the_event_is_set(
     long_client: Any, queue: TaskQueue, client: Any
 ) -> None:
-    chunk = queue._engine._wait_chunk()  # how long an idle wait lasts without a push
+    chunk = ops(queue).chunk()  # how long an idle wait lasts without a push
     assert chunk == LONG_CHUNK
     stop = threading.Event()
     thread = threading.Thread(
@@ -533,7 +533,7 @@ def test_idle_workers_stop_at_once_when_the_event_is_set(
 def test_a_deferred_task_runs_when_due(
     long_client: Any, queue: TaskQueue, client: Any, worker: threading.Event
 ) -> None:
-    chunk = queue._engine._wait_chunk()  # an idle wait not timed to the task ends then
+    chunk = ops(queue).chunk()  # an idle wait not timed to the task ends then
     assert chunk == LONG_CHUNK
     # (deferred by 3 s, not 0.5 s: on a busy machine the enqueue and the count,
     # the first calls of an asyncio Cluster twin, took longer than 0.5 s)

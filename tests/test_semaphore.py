@@ -37,7 +37,7 @@ from django_redis_pool import (
 )
 
 from .clients import client_from, spec_of
-from .primitive_helpers import LONG_CHUNK, assert_constructor_does_no_io, expire_now
+from .primitive_helpers import LONG_CHUNK, assert_constructor_does_no_io, expire_now, ops
 from .waiting import wait_blocked, wait_for
 
 mp = multiprocessing.get_context("fork")
@@ -191,7 +191,7 @@ def test_timeout_zero_tries_once_and_a_blocking_acquire_is_woken_by_release(long
     # end of its chunk.
     client = long_client
     sem = Semaphore(client, "block")
-    chunk = sem._engine._wait_chunk()
+    chunk = ops(sem).chunk()
     assert chunk == LONG_CHUNK
     sem.set_max_size(1)
     assert sem.acquire("holder") is True
@@ -320,7 +320,7 @@ def test_raising_the_max_size_serves_queued_waiters_at_once(long_client):
     # the end of their chunk.
     client = long_client
     sem = Semaphore(client, "raise")
-    chunk = sem._engine._wait_chunk()
+    chunk = ops(sem).chunk()
     assert chunk == LONG_CHUNK
     sem.set_max_size(1)
     assert sem.acquire("a") is True
@@ -718,10 +718,10 @@ def test_a_shared_identitys_other_releases_are_not_losses(redis_client):
     assert all(shares)
     assert [share.release() for share in shares] == [True, False, False]
     assert not any(share.lost for share in shares) and all(share.released for share in shares)
-    assert sem._engine.counts.take()[0][counts.LOST] == 0
+    assert ops(sem).counts.take()[0][counts.LOST] == 0
     short = sem.acquire_lease("job", timeout=0, lease_timeout=0.05)
     assert short is not None
     expire_now(short)
     wait_for(lambda: not short.unexpired(), what="its lease to have run out here too")
     assert short.release() is False and short.lost
-    assert sem._engine.counts.take()[0][counts.LOST] == 1
+    assert ops(sem).counts.take()[0][counts.LOST] == 1

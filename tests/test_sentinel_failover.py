@@ -31,7 +31,7 @@ from redis.retry import Retry
 from redis.sentinel import Sentinel
 
 from django_redis_pool import BackendUnavailable, Lock, NotOwned, Semaphore
-from django_redis_pool.primitives.deadlines import (
+from django_redis_pool.primitives.connections import (
     DeadlineBackoff,
     DeadlineSentinelManagedConnection,
 )

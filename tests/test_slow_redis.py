@@ -26,14 +26,10 @@ from django_redis_pool.guard import Guard, Refusal
 from django_redis_pool.kinds import Held
 from django_redis_pool.primitives import lease as lease_module
 from django_redis_pool.primitives import pending_releases
-from django_redis_pool.primitives.deadlines import (
-    DeadlineBackoff,
-    DeadlineConnection,
-    Stopwatch,
-    busy_time,
-    deadline,
-)
-from django_redis_pool.primitives.engine import DEADLINE_SLACK, LATE_GRANT
+from django_redis_pool.primitives.connections import DeadlineBackoff, DeadlineConnection
+from django_redis_pool.primitives.deadlines import DEADLINE_SLACK, deadline
+from django_redis_pool.primitives.lease_engine import LATE_GRANT
+from django_redis_pool.primitives.stopwatch import Stopwatch, busy_time
 from django_redis_pool.testing import EmbeddedRedis
 from tests.waiting import STALL, wait_for
 
@@ -289,7 +285,7 @@ def test_a_renewal_failing_after_its_lease_was_let_go_reports_no_loss():
         lease._failing_since = time.monotonic() - 60  # failing for longer than the lease
         server.stop()  # refused from now on
         lease.stop_auto_renew()  # the holder lets go while a renewal is in flight
-        assert lease._engine.drive(lease_module._renewal(lease)) is None
+        assert lease._owner.channel.run(lease_module._renewal(lease)) is None
         assert lost == [] and not lease.lost
     finally:
         server.stop()

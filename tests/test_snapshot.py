@@ -20,7 +20,8 @@ import pytest
 from django_redis_pool import Lease, Lock, NotOwned, ResourcePool, Semaphore
 from django_redis_pool.primitives import lease as lease_module
 from django_redis_pool.primitives.base import Collected, LeasedPrimitive, Snapshot
-from django_redis_pool.primitives.engine import LeaseEngine, Waiter
+from django_redis_pool.primitives.channel import Channel
+from django_redis_pool.primitives.records import Waiter
 
 from .clients import client_from, spec_of
 from .primitive_helpers import (
@@ -28,6 +29,7 @@ from .primitive_helpers import (
     expire_now,
     finish,
     in_thread,
+    ops,
     pool_of,
     queue_dead_waiter,
     redis_time,
@@ -85,7 +87,7 @@ def contents_of(client: Any, keys: Any) -> dict[bytes, Any]:
 
 def raw_state(client: Any, primitive: LeasedPrimitive) -> dict[bytes, Any]:
     """Every Redis key of ``primitive`` with its full contents (TTLs left out)."""
-    return contents_of(client, client.scan_iter(match=f"{primitive._engine.base}*"))
+    return contents_of(client, client.scan_iter(match=f"{ops(primitive).base}*"))
 
 
 @pytest.fixture
@@ -277,7 +279,7 @@ def test_collect_drops_dead_waiters_and_keeps_live_ones(client: Any) -> None:
 
 
 def _wait_forever(spec: tuple[str, str, int], name: str) -> None:
-    LeaseEngine.wait_chunk = 0.05  # checks in often, so is presumed dead soon after death
+    Channel.wait_chunk = 0.05  # checks in often, so is presumed dead soon after death
     ResourcePool(client_from(spec), name).acquire(timeout=None, holder="doomed")
 
 
@@ -383,17 +385,17 @@ def test_gc_still_returns_the_number_reclaimed(client: Any) -> None:
 def test_default_max_size_is_not_stored_by_construction(client: Any) -> None:
     semaphore = Semaphore(client, "defsize", default_max_size=3)
     assert semaphore.default_max_size == 3
-    assert client.exists(f"{semaphore._engine.base}:max") == 0, "building does no I/O"
+    assert client.exists(f"{ops(semaphore).base}:max") == 0, "building does no I/O"
     assert semaphore.get_max_size() == 0
     assert semaphore.snapshot().size == 3, "a snapshot shows the size the first acquire stores"
-    assert client.exists(f"{semaphore._engine.base}:max") == 0, "reads do not store it"
+    assert client.exists(f"{ops(semaphore).base}:max") == 0, "reads do not store it"
 
 
 def test_first_acquire_stores_the_default_max_size(client: Any) -> None:
     semaphore = Semaphore(client, "defsize1", default_max_size=3)
     assert semaphore.acquire("a")
     assert semaphore.get_max_size() == 3
-    assert client.get(f"{semaphore._engine.base}:max") == b"3"
+    assert client.get(f"{ops(semaphore).base}:max") == b"3"
     assert semaphore.acquire("b") and semaphore.acquire("c")
     assert not semaphore.acquire("d"), "three slots"
 

@@ -40,6 +40,7 @@ from hypothesis.stateful import (
 from django_redis_pool.primitives.queue import Task, TaskQueue
 from django_redis_pool.primitives.queue_task import task_from_fields, task_from_flat
 
+from .primitive_helpers import ops
 from .queue_model import QueueModel
 from .waiting import wait_for
 
@@ -98,7 +99,7 @@ class TaskQueueModel(RuleBasedStateMachine):
             for ttl in (3600, 0.001)
         }
         self.queue = self.queues[2, 3600]
-        self.engine = self.queue._engine
+        self.engine = ops(self.queue)
         self.base = self.engine.base
         self.tasks: dict[str, dict[str, Any]] = {}
         self.seq = 0  # the :seq counter (the arrival order)

@@ -11,7 +11,7 @@ from typing import Any
 from . import counts, records
 from .base import DEFAULT_KEY_PREFIX, Collected, LeasedPrimitive
 from .keys import new_token, to_ms
-from .lease import Lease
+from .lease import Lease, release_lease_steps
 from .protocol import Mode, Reply
 from .records import default_holder
 from .steps import Steps
@@ -166,19 +166,19 @@ class Allocator(LeasedPrimitive):
         keys were new."""
         lifetime = check_lease_timeout(timeout, "timeout")
         steps = self._extend(_check_keys(keys), to_ms(lifetime), _check_priority(priority))
-        return self._engine.drive(steps)
+        return self._channel.run(steps)
 
     def _extend(self, keys: list[str], lifetime_ms: int, priority: int) -> Steps[int]:
         added = 0
         for chunk in _chunks(keys):
-            added += int((yield self._engine.op("alloc_extend", lifetime_ms, priority, *chunk)))
+            added += int((yield self._channel.op("alloc_extend", lifetime_ms, priority, *chunk)))
         return added
 
     def extend_many(self, keys: Mapping[str, int]) -> int:
         """Add (or update) ``keys``, each with its own priority (key -> priority),
         one atomic step per priority and 1,000 keys; returns how many were new."""
         keys = {check_name(k, "key"): _check_priority(p) for k, p in keys.items()}
-        return self._engine.drive(self._extend_many(keys))
+        return self._channel.run(self._extend_many(keys))
 
     def _extend_many(self, keys: Mapping[str, int]) -> Steps[int]:
         added = 0
@@ -192,7 +192,7 @@ class Allocator(LeasedPrimitive):
         next update or free). Returns how many were keys."""
         removed = 0
         for chunk in _chunks(_check_keys(keys)):
-            removed += int(self._engine.run("alloc_shrink", *chunk))
+            removed += int(self._channel.run(self._channel.op("alloc_shrink", *chunk)))
         return removed
 
     def assign(
@@ -210,21 +210,26 @@ class Allocator(LeasedPrimitive):
         found: list[str] = []
         cursor = "0"
         while True:
-            cursor, page = self._engine.run("alloc_read", "keys", cursor, CHUNK)
+            cursor, page = self._channel.run(self._channel.op("alloc_read", "keys", cursor, CHUNK))
             found += page
             if str(cursor) == "0":
                 return sorted(set(found))
 
     def __len__(self) -> int:
-        return int(self._engine.run("alloc_read", "len"))
+        return int(self._channel.run(self._channel.op("alloc_read", "len")))
 
     def __contains__(self, key: object) -> bool:
-        return isinstance(key, str) and int(self._engine.run("alloc_read", "has", key)) == 1
+        return (
+            isinstance(key, str)
+            and int(self._channel.run(self._channel.op("alloc_read", "has", key))) == 1
+        )
 
     def state(self, key: str) -> str:
         """What ``key`` is now: "held", "free", "unhealthy" (out of rotation)
         or "absent" (not a key)."""
-        meta, sick, raw = self._engine.run("alloc_read", "key", check_name(key, "key"))
+        meta, sick, raw = self._channel.run(
+            self._channel.op("alloc_read", "key", check_name(key, "key"))
+        )
         if not meta:
             return "absent"
         return "held" if raw else "unhealthy" if sick else "free"
@@ -252,7 +257,7 @@ class Allocator(LeasedPrimitive):
         the key handed out for ``cache_timeout`` seconds (None:
         ``soft_bind_timeout``).
         """
-        return self._engine.drive(self._malloc_key(timeout, name, cache_timeout, holder))
+        return self._channel.run(self._malloc_key(timeout, name, cache_timeout, holder))
 
     async def amalloc_key(
         self,
@@ -263,7 +268,7 @@ class Allocator(LeasedPrimitive):
         holder: str | None = None,
     ) -> AllocatedKey | None:
         """:meth:`malloc_key` on the event loop."""
-        return await self._engine.adrive(self._malloc_key(timeout, name, cache_timeout, holder))
+        return await self._channel.arun(self._malloc_key(timeout, name, cache_timeout, holder))
 
     def _malloc_key(
         self,
@@ -282,16 +287,16 @@ class Allocator(LeasedPrimitive):
         ask = (new_token(), lease_ms, to_ms(bind_timeout))
         heal = 1 if self.configured_keys else 0
         # (packed: the binding name and the holder hold no control character)
-        reply = yield self._engine.op("alloc_malloc", *ask, f"{heal}\n{bind}\n{holder}")
+        reply = yield self._channel.op("alloc_malloc", *ask, f"{heal}\n{bind}\n{holder}")
         while reply in (Reply.MORE, Reply.EMPTY):
             if reply == Reply.EMPTY:  # (once: the next call restores nothing)
                 yield from self._heal()
                 heal = 0
-            reply = yield self._engine.op("alloc_malloc", *ask, f"{heal}\n{bind}\n{holder}")
+            reply = yield self._channel.op("alloc_malloc", *ask, f"{heal}\n{bind}\n{holder}")
         if "\n" not in reply:  # (not "key\ndetail")
-            self._engine.counts.add(counts.REFUSED_TIMEOUT)
+            self._channel.counts.add(counts.REFUSED_TIMEOUT)
             return None
-        self._engine.counts.granted(0.0)
+        self._channel.counts.granted(0.0)
         key, detail = reply.split("\n", 1)
         if self.shared:
             return AllocatedKey(key, fence=int(detail), holder=holder, lease=None)
@@ -323,21 +328,20 @@ class Allocator(LeasedPrimitive):
         allocation holds it (a holder whose lock expired never frees the next
         holder's key); a plain ``str`` is freed whoever holds it (an operator's
         action). Returns how many were freed (always 0 when shared)."""
-        return self._engine.drive(self._free_keys(keys, self._engine.sync_bounded))
+        return self._channel.run(self._free_keys(keys, self._channel.sync_bounded))
 
     async def afree_keys(self, *keys: str) -> int:
         """:meth:`free_keys` on the event loop."""
-        return await self._engine.adrive(self._free_keys(keys))
+        return await self._channel.arun(self._free_keys(keys))
 
     def _free_keys(self, keys: tuple[str, ...], bounded: bool = True) -> Steps[int]:
-        """``bounded``: see ``LeaseEngine.release_lease_steps``."""
+        """``bounded``: see :func:`.lease.release_lease_steps`."""
         freed = 0
         for key in keys:
             if isinstance(key, AllocatedKey):
                 lease = key.lease
                 freed += lease is not None and (
-                    (yield from self._engine.release_lease_steps(lease, ends=True, bounded=bounded))
-                    != 0
+                    (yield from release_lease_steps(lease, ends=True, bounded=bounded)) != 0
                 )
             elif not self.shared:
                 name = check_name(key, "key")
@@ -357,15 +361,22 @@ class Allocator(LeasedPrimitive):
         ``soft_bind_timeout``)."""
         name, key = check_holder(name, "name"), check_name(key, "key")
         ms = to_ms(self._bind_timeout(timeout))
-        self._engine.run("alloc_bind", "set", name, key, ms)
+        self._channel.run(self._channel.op("alloc_bind", "set", name, key, ms))
 
     def unbind_soft_bind(self, name: str) -> bool:
         """Forget ``name``'s binding; False if it had none."""
-        return int(self._engine.run("alloc_bind", "unset", check_holder(name, "name"))) == 1
+        return (
+            int(
+                self._channel.run(
+                    self._channel.op("alloc_bind", "unset", check_holder(name, "name"))
+                )
+            )
+            == 1
+        )
 
     def get_soft_bind(self, name: str) -> str | None:
         """The key bound to ``name`` (None if none, or its binding expired)."""
-        key = self._engine.run("alloc_bind", "get", check_holder(name, "name"))
+        key = self._channel.run(self._channel.op("alloc_bind", "get", check_holder(name, "name")))
         return None if key is None else str(key)
 
     def soft_binds(
@@ -373,8 +384,10 @@ class Allocator(LeasedPrimitive):
     ) -> tuple[int, list[tuple[str, str, float]]]:
         """(how many live bindings, one page of (name, key, expiry in unix
         seconds on the Redis clock)), the longest-lived first."""
-        _, total, flat = self._engine.run(
-            "alloc_read", "binds", check_count(offset, "offset"), check_count(limit, "limit")
+        _, total, flat = self._channel.run(
+            self._channel.op(
+                "alloc_read", "binds", check_count(offset, "offset"), check_count(limit, "limit")
+            )
         )
         rows = [
             (str(name), str(key), int(expiry) / 1000)
@@ -388,17 +401,28 @@ class Allocator(LeasedPrimitive):
         """Take ``key`` out of rotation for ``cooldown`` seconds (a holder keeps
         it until freed). False if it is not a key."""
         seconds = check_duration(cooldown, "cooldown")
-        return int(self._engine.run("alloc_health", check_name(key, "key"), to_ms(seconds))) == 1
+        return (
+            int(
+                self._channel.run(
+                    self._channel.op("alloc_health", check_name(key, "key"), to_ms(seconds))
+                )
+            )
+            == 1
+        )
 
     def report_healthy(self, key: str) -> bool:
         """End ``key``'s cooldown now. False if it is not a key."""
-        return int(self._engine.run("alloc_health", check_name(key, "key"), 0)) == 1
+        return (
+            int(self._channel.run(self._channel.op("alloc_health", check_name(key, "key"), 0))) == 1
+        )
 
     def unhealthy(self, *, offset: int = 0, limit: int = 50) -> tuple[int, list[tuple[str, float]]]:
         """(how many keys are out of rotation, one page of (key, end of its
         cooldown in unix seconds)), the soonest back first."""
-        total, flat = self._engine.run(
-            "alloc_read", "sick", check_count(offset, "offset"), check_count(limit, "limit")
+        total, flat = self._channel.run(
+            self._channel.op(
+                "alloc_read", "sick", check_count(offset, "offset"), check_count(limit, "limit")
+            )
         )
         rows = [(str(k), int(u) / 1000) for k, u in zip(flat[0::2], flat[1::2], strict=True)]
         return int(total), rows
@@ -414,8 +438,8 @@ class Allocator(LeasedPrimitive):
         return len(reclaimed) + expired
 
     def _gc(self, count: int) -> tuple[list[Lease], int, int, int]:
-        reclaimed, expired, healed, unbound = self._engine.run("alloc_gc", count)
-        self._engine.counts.add(counts.RECLAIMED, len(reclaimed) // 2)
+        reclaimed, expired, healed, unbound = self._channel.run(self._channel.op("alloc_gc", count))
+        self._channel.counts.add(counts.RECLAIMED, len(reclaimed) // 2)
         return (
             records.ended_leases(self._engine, reclaimed),
             int(expired),
@@ -438,7 +462,7 @@ class Allocator(LeasedPrimitive):
             if len(reclaimed) < CHUNK and max(rest) < CHUNK:
                 break
         if self.configured_keys and len(self) == 0:
-            self._engine.drive(self._heal())
+            self._channel.run(self._heal())
         upkeep = {"removed": removed, "healed": healed, "unbound": unbound}
         return Collected(reclaimed=leases, dropped=[], upkeep=upkeep)
 

@@ -9,10 +9,11 @@ from typing import Any, ClassVar
 
 from ..exceptions import ResourceUnavailable
 from . import counts, records
+from .channel import Channel
 from .counts import Activity
-from .engine import LeaseEngine
 from .keys import to_ms
 from .lease import Lease
+from .lease_engine import LeaseEngine
 from .records import Waiter
 from .steps import Steps
 from .validators import (
@@ -193,7 +194,8 @@ class LeasedPrimitive:
     """Base of :class:`ResourcePool`, :class:`Semaphore` and :class:`Lock`.
 
     Holds the validated ``client``, ``name``, ``key_prefix`` and ``max_waiting``
-    and the :class:`LeaseEngine` that runs the primitive's scripts (``mode``,
+    and the :class:`Channel` that runs the primitive's operations (``mode``) and
+    the :class:`LeaseEngine` of its lease protocol over it (
     ``default_max`` and ``heal`` are the engine's). Building one does no I/O.
     """
 
@@ -222,15 +224,12 @@ class LeasedPrimitive:
         #: process and host (None: no limit; 0: none ever waits). One more is
         #: refused at once, as a timeout refuses it. Each caller's own applies.
         self.max_waiting = check_max_waiting(max_waiting)
-        self._engine = LeaseEngine(
-            client,
-            kind=self.kind,
-            name=self.name,
-            mode=mode,
-            prefix=self.key_prefix,
-            default_max=default_max,
-            heal=heal,
+        #: How the primitive runs its operations (:mod:`.channel`).
+        self._channel = Channel(
+            client, kind=self.kind, name=self.name, mode=mode, prefix=self.key_prefix
         )
+        #: The lease protocol over it (:mod:`.lease_engine`).
+        self._engine = LeaseEngine(self._channel, default_max=default_max, heal=heal)
 
     @property
     def lease_timeout(self) -> float | None:
@@ -244,7 +243,7 @@ class LeasedPrimitive:
         self._lease_ms = to_ms(self._lease_timeout)  # (what an acquire sends, at once)
 
     def _read(self, what: str, resource: str = "") -> Any:
-        return self._engine.run("read", what, resource)
+        return self._channel.run(self._channel.op("read", what, resource))
 
     def _counts(self) -> tuple[int, int, int, int, int]:
         """(available (a semaphore's free permits), held by a live lease,
@@ -275,7 +274,7 @@ class LeasedPrimitive:
         wait and hold times...: :mod:`.counts`): the totals and the last
         ``minutes`` minutes (at most a day), in one round trip. A process's
         counts reach Redis within a few seconds (:func:`.counts.flush`: now)."""
-        return counts.read(self._engine, minutes)
+        return counts.read(self._channel, minutes)
 
     def snapshot(
         self,
@@ -300,7 +299,7 @@ class LeasedPrimitive:
                 (waiters_offset, "waiters_offset"),
             )
         ]
-        reply = self._engine.run("read", "snapshot", limit, *offsets)
+        reply = self._channel.run(self._channel.op("read", "snapshot", limit, *offsets))
         now_ms, size, available_count, available, held, leases, waiting, waiters = reply[:8]
         expired, oldest, permits = reply[8:]
         return Snapshot(

@@ -1,6 +1,6 @@
 """What each primitive did in this process, added into Redis in the background.
 
-Every lease engine keeps a :class:`Counts`: grants (and how long each caller
+Every primitive's channel keeps a :class:`Counts`: grants (and how long each caller
 waited for its grant), refusals (by reason: timed out, ``max_waiting`` full, or
 a rate limiter's decision that did not pass), how long each lease this process
 held was held (observed when its holder releases it: a release by resource
@@ -32,12 +32,9 @@ import threading
 import weakref
 from bisect import bisect_left
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from . import deadlines
-
-if TYPE_CHECKING:
-    from .engine import LeaseEngine
 
 __all__ = [
     "BUCKETS",
@@ -46,6 +43,7 @@ __all__ = [
     "NO_COUNTS",
     "Activity",
     "Counts",
+    "Owner",
     "flush",
     "flush_one",
     "forget",
@@ -100,14 +98,29 @@ HISTORY_MINUTES = 24 * 60
 DECIDED_LIMIT = 10_000
 
 
+class Owner(Protocol):
+    """What counts need of the channel they count for: its name for the log,
+    and how to run the ``counts_add`` and ``counts_read`` operations."""
+
+    label: str
+
+    def op(self, op: str, *args: Any) -> Any:
+        """The step of operation ``op``."""
+        ...
+
+    def run(self, steps: Any) -> Any:
+        """Run an operation (or one step), blocking."""
+        ...
+
+
 class Counts:
     """The counts of one primitive not yet added into Redis (and, for a rate
     limiter, the keys it decided on: :meth:`decided`)."""
 
-    __slots__ = ("__weakref__", "_decided", "_lock", "_values", "engine", "pending")
+    __slots__ = ("__weakref__", "_decided", "_lock", "_values", "channel", "pending")
 
-    def __init__(self, engine: LeaseEngine) -> None:
-        self.engine = engine
+    def __init__(self, channel: Owner) -> None:
+        self.channel = channel
         self._lock = threading.Lock()
         self._values = [0] * len(FIELDS)
         #: A rate limiter's keys decided on since the last flush -> the TAT
@@ -231,14 +244,14 @@ def flush_one(counts: Counts) -> bool:
         args += ["index", *(x for pair in decided.items() for x in pair)]
     if not args:
         return True
-    engine = counts.engine
+    channel = counts.channel
     request = os.urandom(8).hex()
     try:
         with deadlines.deadline(FLUSH_DEADLINE):
-            engine.run("counts_add", request, *args)
+            channel.run(channel.op("counts_add", request, *args))
     except Exception as exc:
         counts.give_back(values, decided)
-        logger.debug("adding the counts of %s into Redis failed: %s", engine.label, exc)
+        logger.debug("adding the counts of %s into Redis failed: %s", channel.label, exc)
         return False
     return True
 
@@ -277,7 +290,7 @@ class _Recorder:
             try:
                 failed += not flush_one(counts)
             except Exception:  # (never let the thread die)
-                logger.exception("adding the counts of %s failed", counts.engine.label)
+                logger.exception("adding the counts of %s failed", counts.channel.label)
         return failed
 
 
@@ -357,11 +370,11 @@ class Activity:
         return BUCKETS[-1]
 
 
-def read(engine: LeaseEngine, minutes: int = 0) -> Activity:
-    """``engine``'s primitive's counts: its totals and its last ``minutes``
+def read(channel: Owner, minutes: int = 0) -> Activity:
+    """``channel``'s primitive's counts: its totals and its last ``minutes``
     minutes (at most :data:`HISTORY_MINUTES`), in one round trip."""
     minutes = max(0, min(int(minutes), HISTORY_MINUTES))
-    reply = engine.run("counts_read", minutes)
+    reply = channel.run(channel.op("counts_read", minutes))
     now_minute, totals, *history = reply
     first = int(now_minute) - len(history) + 1
     return Activity(

@@ -34,7 +34,12 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from .stopwatch import Stopwatch
 
-__all__ = ["TOO_BUSY", "current_deadline", "deadline", "expired", "time_left"]
+__all__ = ["DEADLINE_SLACK", "TOO_BUSY", "current_deadline", "deadline", "expired", "time_left"]
+
+#: How long past its own wait an operation waits for Redis on connections
+#: that keep deadlines, in seconds: an acquire fails within its timeout plus
+#: this when Redis does not answer, and a release waits this long at most.
+DEADLINE_SLACK = 1.0
 
 
 class deadline:  # (lower case: used as the function it was, ``with deadline(s):``)

@@ -1,4 +1,12 @@
-"""The :class:`Lease`: one granted hold on a resource, shared by every primitive."""
+"""The :class:`Lease`: one granted hold on a resource, shared by every primitive.
+
+A lease renews and releases itself through its owner, the lease engine that
+granted it (:class:`LeaseOwner`: the narrow interface a lease needs of it).
+:func:`renew_steps` and :func:`release_lease_steps` are the lease's side of
+the protocol (what a renewal or a release changes on the lease), used by the
+lease engine and by the primitives that release a lease inside an operation
+of their own. Nothing here imports Django.
+"""
 
 from __future__ import annotations
 
@@ -13,18 +21,21 @@ import time
 import weakref
 from collections.abc import Callable, Hashable
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from redis import BlockingConnectionPool, ConnectionPool
 
-from ..exceptions import PoolError
-from . import counts
-from .steps import Steps
+from ..exceptions import BackendUnavailable, PoolError
+from . import counts, releases
+from .deadlines import DEADLINE_SLACK, deadline
+from .keys import new_token
+from .protocol import Mode
+from .steps import Op, Steps, new_op
 
 if TYPE_CHECKING:
-    from .engine import LeaseEngine
+    from .channel import Channel
 
-__all__ = ["Lease", "lost_listeners"]
+__all__ = ["Lease", "LeaseOwner", "lost_listeners", "release_lease_steps", "renew_steps"]
 
 logger = logging.getLogger("django_redis_pool")
 
@@ -49,9 +60,9 @@ class Lease:
 
     __slots__ = (
         "__weakref__",
-        "_engine",
         "_failing_since",
         "_granted",
+        "_owner",
         "_renewing",
         "_term_from",
         "acquired_at",
@@ -69,7 +80,7 @@ class Lease:
 
     def __init__(
         self,
-        engine: LeaseEngine,
+        owner: LeaseOwner,
         *,
         resource: str,
         holder: str,
@@ -79,8 +90,9 @@ class Lease:
         token: str,
         acquired_at: float | None = None,
         permits: int = 1,
+        sent: float | None = None,
     ) -> None:
-        self._engine = engine
+        self._owner = owner
         self._renewing = False  # scheduled with the process's renewer
         self._failing_since: float | None = None  # renewals failing since (monotonic)
         self.resource = resource
@@ -99,10 +111,10 @@ class Lease:
         # after that, so auto-renewal counts from it. Counting from when the
         # reply was read instead would lose what a slow reply took (a busy
         # process, a late start_auto_renew) from the last third of the term.
-        self._term_from: float | None = None
+        self._term_from = sent
         # When the call that granted it was sent (monotonic; None if unknown):
         # its hold time is counted from there (:mod:`.counts`).
-        self._granted: float | None = None
+        self._granted = sent
         self.lost = False
         self.released = False
         self.on_lost: Callable[[Lease], object] | None = None
@@ -119,12 +131,12 @@ class Lease:
         return self.lost or self.released
 
     @classmethod
-    def unrecorded(cls, engine: LeaseEngine, resource: str) -> Lease:
+    def unrecorded(cls, owner: LeaseOwner, resource: str) -> Lease:
         """A lease on ``resource`` whose record was missing when it ended (a
         reclaim found only its expiry): its holder, token and times are
         unknown, its fence is 0."""
         return cls(
-            engine,
+            owner,
             resource=resource,
             holder="",
             fence=0,
@@ -136,28 +148,28 @@ class Lease:
     @property
     def primitive_kind(self) -> str:
         """Kind of the primitive that granted the lease ("pool", "semaphore", "lock")."""
-        return self._engine.kind
+        return self._owner.channel.kind
 
     @property
     def primitive_name(self) -> str:
         """Name of the primitive that granted the lease."""
-        return self._engine.name
+        return self._owner.channel.name
 
     def renew(self, lease_timeout: float | None = None) -> bool:
         """Extend the lease by ``lease_timeout`` seconds from now (None keeps its
         current duration). Returns False once the lease is lost."""
-        return not (self.lost or self.released) and self._engine.drive(
+        return not (self.lost or self.released) and self._owner.channel.run(
             self._renewed(lease_timeout)
         )
 
     async def arenew(self, lease_timeout: float | None = None) -> bool:
         """:meth:`renew` on the event loop."""
-        return not (self.lost or self.released) and await self._engine.adrive(
+        return not (self.lost or self.released) and await self._owner.channel.arun(
             self._renewed(lease_timeout)
         )
 
     def _renewed(self, lease_timeout: float | None) -> Steps[bool]:
-        ok = yield from self._engine.renew_steps(self, lease_timeout)
+        ok = yield from renew_steps(self, lease_timeout)
         if not ok:
             self._mark_lost("renewal found it gone (expired, force-released or removed)")
         return ok
@@ -171,15 +183,12 @@ class Lease:
         in the background until Redis answers or the lease ends
         (:mod:`.releases`); ``released`` is set either way, and ``lost`` too
         if it was gone already."""
-        engine = self._engine
-        return (
-            engine.drive(engine.release_lease_steps(self, ends=True, bounded=engine.sync_bounded))
-            != 0
-        )
+        channel = self._owner.channel
+        return channel.run(release_lease_steps(self, ends=True, bounded=channel.sync_bounded)) != 0
 
     async def arelease(self) -> bool:
         """:meth:`release` on the event loop."""
-        return await self._engine.adrive(self._engine.release_lease_steps(self, ends=True)) != 0
+        return await self._owner.channel.arun(release_lease_steps(self, ends=True)) != 0
 
     def start_auto_renew(self, on_lost: Callable[[Lease], object] | None = None) -> None:
         """Renew at about 2/3 of the lease duration until released: as a task
@@ -210,11 +219,11 @@ class Lease:
 
     def _mark_lost(self, reason: str, *, call_on_lost: bool = True) -> None:
         self.lost = True
-        self._engine.counts.add(counts.LOST)
+        self._owner.channel.counts.add(counts.LOST)
         logger.warning(
             "lease on %r of %s (holder %r, fence %s) was lost: %s",
             self.resource,
-            self._engine.label,
+            self._owner.channel.label,
             self.holder,
             self.fence,
             reason,
@@ -262,10 +271,93 @@ class Lease:
 
     def __repr__(self) -> str:
         return (
-            f"<Lease {self.resource!r} of {self._engine.label} holder={self.holder!r} "
+            f"<Lease {self.resource!r} of {self._owner.channel.label} holder={self.holder!r} "
             f"fence={self.fence} expires_at={self.expires_at}"
             + (f" permits={self.permits}>" if self.permits != 1 else ">")
         )
+
+
+class LeaseOwner(Protocol):
+    """What a lease needs of the lease engine that granted it."""
+
+    #: The primitive's channel: its name, counts and client, and how to run.
+    channel: Channel
+
+    def renew_resource_steps(
+        self, resource: str, token: str, lease_timeout: float | None
+    ) -> Steps[float | bool | None]:
+        """Extend the lease on ``resource`` held by ``token``: its new expiry,
+        or False if it is gone."""
+        ...
+
+    def release_steps(
+        self, resource: str, token: str = "", request: str | None = None
+    ) -> Steps[int]:
+        """End the lease on ``resource`` held by ``token``; ``request`` makes a
+        retry answer the same."""
+        ...
+
+
+def renew_steps(lease: Lease, lease_timeout: float | None) -> Steps[bool]:
+    """Extend ``lease`` (None keeps its duration); False if it is gone. Its
+    term is counted from when the renewal was sent."""
+    sent = time.monotonic()
+    expires = yield from lease._owner.renew_resource_steps(
+        lease.resource, lease.token, lease_timeout
+    )
+    if expires is False:
+        return False
+    lease._term_from = sent
+    lease.expires_at = expires  # type: ignore[assignment]
+    if lease_timeout is not None:
+        lease.lease_timeout = lease_timeout
+    return True
+
+
+def release_lease_steps(
+    lease: Lease, *, ends: bool = False, bounded: bool = True, counted: bool = True
+) -> Steps[int | None]:
+    """End ``lease`` (by its token) as its owner's ``release_steps`` does,
+    waiting at most ``DEADLINE_SLACK`` for Redis: 1 if it was ended, 2 if a
+    reentrant lock's count went down, 0 if it was gone. Returns None when that
+    was not enough (Redis unreachable, or too slow): the release then goes on
+    in the background with the same request id (:mod:`.releases`), and the
+    caller is not held for it.
+
+    ``ends``: the lease is let go of, whatever the answer (:meth:`Lease.release`):
+    its renewal stops first, a lease already known ended is not sent (0),
+    one found gone is logged as lost, and ``released`` is set. ``bounded``:
+    arm the deadline (unbounded, the release waits as redis-py does).
+    ``counted``: its hold time goes into the counts (not for a grant given
+    back at once)."""
+    if ends:
+        lease._renewing = False
+        if lease.lost or lease.released:
+            return 0
+    channel = lease._owner.channel
+    request = new_token()
+    # (the owner's release_steps, written out: on every release)
+    packed = f"{channel.packed_mode}{lease.token}|{request}||0|{lease.resource}"
+    step = new_op(Op, ("release", (channel.key, packed.encode()), channel.streaks))
+    try:
+        if bounded:
+            with deadline(DEADLINE_SLACK):
+                reply: int | None = int((yield step))
+        else:
+            reply = int((yield step))
+    except BackendUnavailable as exc:
+        releases.continue_in_background(lease._owner, lease, request, exc, DEADLINE_SLACK)
+        reply = None
+    if reply == 0:
+        # (a semaphore's hold gone before its lease ran out was ended by a
+        # release of another request sharing its identity: not a loss)
+        if ends and not (channel.mode == Mode.SEM and lease.unexpired()):
+            lease._mark_lost("it was already gone when released", call_on_lost=False)
+    elif reply != 2 and counted and lease._granted is not None:
+        channel.counts.released(time.monotonic() - lease._granted)
+    if ends:
+        lease.released = True
+    return reply
 
 
 #: How long a renewal thread waits with nothing to renew before it ends.
@@ -332,7 +424,7 @@ class _Renewer(threading.Thread):
 
     @staticmethod
     def _renew(lease: Lease) -> float | None:
-        return lease._engine.drive(_renewal(lease))
+        return lease._owner.channel.run(_renewal(lease))
 
 
 def _renewal(lease: Lease) -> Steps[float | None]:
@@ -340,7 +432,7 @@ def _renewal(lease: Lease) -> Steps[float | None]:
     assert lease.lease_timeout is not None
     interval = lease.lease_timeout * 2 / 3
     try:
-        ok = yield from lease._engine.renew_steps(lease, None)
+        ok = yield from renew_steps(lease, None)
     except PoolError as exc:
         if not lease._renewing:  # released or stopped meanwhile: nothing to report
             return None
@@ -380,7 +472,7 @@ async def _renew_on_loop(ref: weakref.ref[Lease], delay: float | None) -> None:
         lease = ref()
         if lease is None or not lease._renewing:
             return
-        delay = await lease._engine.adrive(_renewal(lease))
+        delay = await lease._owner.channel.arun(_renewal(lease))
         del lease
 
 
@@ -431,7 +523,7 @@ def _server_key(client: Any) -> Hashable:
 def _schedule(lease: Lease, delay: float) -> None:
     """Renew ``lease`` in ``delay`` seconds, on its server's renewal thread
     (started on first use, and again once the last one retired)."""
-    key = _server_key(lease._engine.client)
+    key = _server_key(lease._owner.channel.client)
     with _renewers_lock:
         renewer = _renewers.get(key)
         if renewer is None or renewer.retired or not renewer.is_alive():

@@ -13,7 +13,7 @@ from typing import Any
 from ..exceptions import HeldByCaller, NotOwned, ResourceUnavailable
 from . import records
 from .base import DEFAULT_KEY_PREFIX, LeasedPrimitive
-from .lease import Lease
+from .lease import Lease, release_lease_steps
 from .protocol import Mode
 from .steps import Steps
 from .validators import check_holder, check_lease_timeout, check_timeout
@@ -141,7 +141,7 @@ class Lock(LeasedPrimitive):
             key_prefix=self.key_prefix,
             max_waiting=self.max_waiting,
         )
-        lock._engine = self._engine  # same keys and mode; shares its loaded scripts
+        lock._channel, lock._engine = self._channel, self._engine  # same keys and mode
         return lock
 
     def _scope(self) -> Any:
@@ -193,7 +193,7 @@ class Lock(LeasedPrimitive):
         callers already wait.
         """
         try:
-            return self._engine.drive(self._acquire(blocking, timeout, holder, sync=True))
+            return self._channel.run(self._acquire(blocking, timeout, holder, sync=True))
         except ResourceUnavailable:  # (refused for max_waiting)
             return False
 
@@ -205,7 +205,7 @@ class Lock(LeasedPrimitive):
         (giving back a grant that raced the cancellation) before
         ``CancelledError`` propagates."""
         try:
-            return await self._engine.adrive(self._acquire(blocking, timeout, holder))
+            return await self._channel.arun(self._acquire(blocking, timeout, holder))
         except ResourceUnavailable:  # (refused for max_waiting)
             return False
 
@@ -214,11 +214,11 @@ class Lock(LeasedPrimitive):
         about the queue: a caller refused for ``max_waiting`` gets
         :class:`ResourceUnavailable` (``reason`` ``"full"``), not False
         (a request's hold uses it)."""
-        return self._engine.drive(self._acquire(True, timeout, None, sync=True))
+        return self._channel.run(self._acquire(True, timeout, None, sync=True))
 
     async def atake(self, timeout: float | None) -> bool:
         """:meth:`take` on the event loop."""
-        return await self._engine.adrive(self._acquire(True, timeout, None))
+        return await self._channel.arun(self._acquire(True, timeout, None))
 
     def _acquire(
         self, blocking: bool, timeout: float | None, holder: str | None, *, sync: bool = False
@@ -231,7 +231,7 @@ class Lock(LeasedPrimitive):
         wait = 0 if not blocking else None if timeout is None else check_timeout(timeout)
         scope, name = self._scoped_holder(holder)
         lease_ms = self._lease_ms
-        bounded = not sync or self._engine.sync_bounded
+        bounded = not sync or self._channel.sync_bounded
         try:
             lease = yield from self._engine.acquire_steps(
                 wait, lease_ms, name, 0, self.max_waiting, bounded=bounded
@@ -240,7 +240,7 @@ class Lock(LeasedPrimitive):
             if name in self._leases:
                 raise  # (it holds the lock and asks again: a mistake of the caller's)
             raise ResourceUnavailable(
-                f"{self._engine.label} is held by {name!r}, but not through this Lock object: "
+                f"{self._channel.label} is held by {name!r}, but not through this Lock object: "
                 "another process or Lock object holds it under the same holder name, or "
                 "a release of it was lost (written to a master just before a failover); "
                 "waiting would wait for itself. It ends when released or when its lease "
@@ -266,11 +266,11 @@ class Lock(LeasedPrimitive):
     def release(self, *, holder: str | None = None) -> None:
         """Release the lock (a reentrant one: once). Raises :class:`NotOwned` if
         the holder does not hold it, e.g. because its lease expired."""
-        self._engine.drive(self._release(holder, sync=True))
+        self._channel.run(self._release(holder, sync=True))
 
     async def arelease(self, *, holder: str | None = None) -> None:
         """:meth:`release` on the event loop."""
-        await self._engine.adrive(self._release(holder))
+        await self._channel.arun(self._release(holder))
 
     def _release(self, holder: str | None, *, sync: bool = False) -> Steps[None]:
         """``sync``: driven on the blocking client (else on an event loop)."""
@@ -279,8 +279,8 @@ class Lock(LeasedPrimitive):
         try:
             if known is not None and not known.ended:
                 # (None: Redis did not answer in time; it goes on in the background)
-                bounded = not sync or self._engine.sync_bounded
-                result = yield from self._engine.release_lease_steps(known, bounded=bounded)
+                bounded = not sync or self._channel.sync_bounded
+                result = yield from release_lease_steps(known, bounded=bounded)
             else:
                 result = yield from self._engine.release_steps(name, "")
         except BaseException:
@@ -324,13 +324,13 @@ class Lock(LeasedPrimitive):
         """Restart the lease: ``lease_timeout`` seconds from now (None: the lock's
         ``lease_timeout``). True when extended; raises :class:`NotOwned` if the
         holder does not hold the lock (e.g. its lease expired)."""
-        return self._engine.drive(self._extend(lease_timeout, holder))
+        return self._channel.run(self._extend(lease_timeout, holder))
 
     async def aextend(
         self, lease_timeout: float | None = None, *, holder: str | None = None
     ) -> bool:
         """:meth:`extend` on the event loop."""
-        return await self._engine.adrive(self._extend(lease_timeout, holder))
+        return await self._channel.arun(self._extend(lease_timeout, holder))
 
     def _extend(self, lease_timeout: float | None, holder: str | None) -> Steps[bool]:
         lease_timeout = check_lease_timeout(lease_timeout)
@@ -375,7 +375,7 @@ class Lock(LeasedPrimitive):
     # through take/release, a coroutine less on the event loop.)
 
     def __enter__(self) -> Lock:
-        if not self._engine.drive(self._acquire(True, self.timeout, None, sync=True)):
+        if not self._channel.run(self._acquire(True, self.timeout, None, sync=True)):
             raise ResourceUnavailable(
                 f"lock {self.name!r} was not acquired within {self.timeout} s "
                 f"(held by {self.holder()!r})"
@@ -388,10 +388,10 @@ class Lock(LeasedPrimitive):
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        self._engine.drive(self._release(None, sync=True))
+        self._channel.run(self._release(None, sync=True))
 
     async def __aenter__(self) -> Lock:
-        if not await self._engine.adrive(self._acquire(True, self.timeout, None)):
+        if not await self._channel.arun(self._acquire(True, self.timeout, None)):
             raise ResourceUnavailable(
                 f"lock {self.name!r} was not acquired within {self.timeout} s"
             )
@@ -403,4 +403,4 @@ class Lock(LeasedPrimitive):
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        await self._engine.adrive(self._release(None))
+        await self._channel.arun(self._release(None))

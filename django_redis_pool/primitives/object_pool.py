@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 from ..exceptions import NotOwned, PoolError, ResourceUnavailable
-from .calls import CancelWatch
+from .driving import CancelWatch
 from .global_limit import GlobalLimit, Limit
 from .lease import Lease
 from .validators import (

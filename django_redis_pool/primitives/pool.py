@@ -99,23 +99,37 @@ class ResourcePool(LeasedPrimitive):
     def associate(self, resource: str) -> bool:
         """Add ``resource`` to the pool; False if it is already there (available
         or leased). A waiter blocked on the pool gets it at once."""
-        return int(self._engine.run("pool_associate", check_name(resource, "resource"))) == 1
+        return (
+            int(
+                self._channel.run(
+                    self._channel.op("pool_associate", check_name(resource, "resource"))
+                )
+            )
+            == 1
+        )
 
     def associate_many(self, resources: Iterable[str]) -> int:
         """Add ``resources`` (one atomic step per 1,000); returns how many were
         new. Waiters blocked on the pool get them at once."""
-        return self._engine.drive(self._associate(_distinct_ids(resources, "resource")))
+        return self._channel.run(self._associate(_distinct_ids(resources, "resource")))
 
     def _associate(self, ids: Sequence[str]) -> Steps[int]:
         added = 0
         for start in range(0, len(ids), 1000):
-            added += int((yield self._engine.op("pool_associate", *ids[start : start + 1000])))
+            added += int((yield self._channel.op("pool_associate", *ids[start : start + 1000])))
         return added
 
     def disassociate(self, resource: str) -> bool:
         """Remove ``resource``, available or leased (its holder's later release
         returns False). False if it was not in the pool."""
-        return int(self._engine.run("pool_disassociate", check_name(resource, "resource"))) == 1
+        return (
+            int(
+                self._channel.run(
+                    self._channel.op("pool_disassociate", check_name(resource, "resource"))
+                )
+            )
+            == 1
+        )
 
     # -- acquiring and releasing -------------------------------------------------
 
@@ -163,8 +177,8 @@ class ResourcePool(LeasedPrimitive):
         ``"full"``), not None. None still means "nothing granted within
         ``timeout``". ``lease()`` and a request's hold use it."""
         ask = self._ask(timeout, lease_timeout, holder, priority)
-        return self._engine.drive(
-            self._engine.acquire_steps(**ask, bounded=self._engine.sync_bounded)
+        return self._channel.run(
+            self._engine.acquire_steps(**ask, bounded=self._channel.sync_bounded)
         )
 
     async def atake(
@@ -176,7 +190,7 @@ class ResourcePool(LeasedPrimitive):
     ) -> Lease | None:
         """:meth:`take` on the event loop."""
         ask = self._ask(timeout, lease_timeout, holder, priority)
-        return await self._engine.adrive(self._engine.acquire_steps(**ask))
+        return await self._channel.arun(self._engine.acquire_steps(**ask))
 
     def _ask(
         self, timeout: float | None, lease_timeout: float | None, holder: str | None, priority: int
@@ -217,7 +231,7 @@ class ResourcePool(LeasedPrimitive):
         if isinstance(lease_or_resource, Lease):
             return await lease_or_resource.arelease()
         steps = self._engine.release_steps(check_name(lease_or_resource, "resource"))
-        return await self._engine.adrive(steps) != 0
+        return await self._channel.arun(steps) != 0
 
     @contextlib.contextmanager
     def lease(
@@ -265,7 +279,7 @@ class ResourcePool(LeasedPrimitive):
         configured ``resources`` again if the pool holds none at all."""
         collected = super().collect(dry_run=dry_run)
         if self.resources and not dry_run and self.total_count() == 0:
-            self._engine.drive(self._heal())
+            self._channel.run(self._heal())
         return collected
 
     # -- inspection ---------------------------------------------------------------

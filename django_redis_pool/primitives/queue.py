@@ -21,7 +21,7 @@ from typing import Any
 from ..exceptions import BackendUnavailable, PoolError, ResourceUnavailable, backend_errors
 from . import counts
 from .base import DEFAULT_KEY_PREFIX
-from .engine import MIN_BLOCK, LeaseEngine
+from .channel import MIN_BLOCK, Channel
 from .keys import to_ms
 from .protocol import Mode, TaskStatus
 from .queue_task import (
@@ -124,16 +124,14 @@ class TaskQueue:
         self.max_attempts = max_attempts
         #: The most bytes of JSON a task's params or result may take.
         self.max_payload = check_payload_limit(max_payload)
-        self._engine = LeaseEngine(
+        #: How the queue runs its operations (its workers run theirs on it too).
+        self.channel = Channel(
             client, kind=self.kind, name=self.name, mode=Mode.QUEUE, prefix=self.key_prefix
         )
-        self.base = self._engine.base
+        self.base = self.channel.base
 
     def __repr__(self) -> str:
         return f"<TaskQueue {self.name!r}>"
-
-    def _run(self, op: str, *args: Any) -> Any:
-        return self._engine.run(op, *args)
 
     # -- enqueueing and reading --------------------------------------------------
 
@@ -150,7 +148,7 @@ class TaskQueue:
         unless given). ``priority``: -100..100, larger first. ``run_at``: unix
         seconds (Redis clock) before which no worker starts it. An id already
         in the queue is left as it is (a retried enqueue changes nothing twice)."""
-        return self._engine.drive(self._enqueue(name, params, id, priority, run_at)).id
+        return self.channel.run(self._enqueue(name, params, id, priority, run_at)).id
 
     async def aenqueue(
         self,
@@ -162,7 +160,7 @@ class TaskQueue:
         run_at: float | None = None,
     ) -> str:
         """:meth:`enqueue` on the event loop."""
-        return (await self._engine.adrive(self._enqueue(name, params, id, priority, run_at))).id
+        return (await self.channel.arun(self._enqueue(name, params, id, priority, run_at))).id
 
     def submit(
         self,
@@ -176,7 +174,7 @@ class TaskQueue:
         """:meth:`enqueue`, returning the task as stored: what :meth:`get_task`
         reads right after (``enqueued_at`` on the Redis clock), in the same
         round trip. An id already in the queue: that task, as it is."""
-        return self._engine.drive(self._enqueue(name, params, id, priority, run_at))
+        return self.channel.run(self._enqueue(name, params, id, priority, run_at))
 
     async def asubmit(
         self,
@@ -188,7 +186,7 @@ class TaskQueue:
         run_at: float | None = None,
     ) -> Task:
         """:meth:`submit` on the event loop."""
-        return await self._engine.adrive(self._enqueue(name, params, id, priority, run_at))
+        return await self.channel.arun(self._enqueue(name, params, id, priority, run_at))
 
     def _enqueue(
         self, name: str, params: Any, id: str | None, priority: int, run_at: float | None
@@ -201,7 +199,7 @@ class TaskQueue:
         at = -1
         if run_at is not None:
             at = math.floor(check_instant(run_at, "run_at", time.time()) * 1000)
-        added, flat = yield self._engine.op(
+        added, flat = yield self.channel.op(
             "queue_enqueue",
             task_id,
             name,
@@ -219,15 +217,17 @@ class TaskQueue:
     def get_task(self, id: str) -> Task | None:
         """The task ``id`` as stored now (None if there is none, or its result
         expired)."""
-        return self._engine.drive(self._get_task(check_name(id, "task id")))
+        return self.channel.run(self._get_task(check_name(id, "task id")))
 
     def _get_task(self, id: str) -> Steps[Task | None]:
-        return task_from_flat(id, (yield self._engine.op("queue_read", "task", id)))
+        return task_from_flat(id, (yield self.channel.op("queue_read", "task", id)))
 
     def counts(self) -> dict[str, int]:
         """Tasks ``pending`` (ready), ``running``, ``scheduled`` (deferred),
         ``failed``, and the live ``workers``."""
-        pending, running, scheduled, failed, workers, _ = self._run("queue_read", "counts")
+        pending, running, scheduled, failed, workers, _ = self.channel.run(
+            self.channel.op("queue_read", "counts")
+        )
         return {
             "pending": int(pending),
             "running": int(running),
@@ -239,11 +239,11 @@ class TaskQueue:
     def activity(self, minutes: int = 0) -> counts.Activity:
         """What every worker counted for this queue (tasks completed and
         failed: :mod:`.counts`): the totals and the last ``minutes`` minutes."""
-        return counts.read(self._engine, minutes)
+        return counts.read(self.channel, minutes)
 
     def failed(self, *, offset: int = 0, limit: int = 50) -> tuple[int, list[Task]]:
         """(how many tasks failed, one page of them, the latest first)."""
-        total, flat = self._run("queue_read", "failed", offset, limit)
+        total, flat = self.channel.run(self.channel.op("queue_read", "failed", offset, limit))
         tasks = []
         for i in range(0, len(flat), 5):
             task_id, name, error, attempts, finished = flat[i : i + 5]
@@ -255,26 +255,38 @@ class TaskQueue:
 
     def has_worker(self, name: str) -> bool:
         """Whether a live worker listens for task ``name`` now."""
-        return self._engine.drive(self._has_worker(check_name(name, "task name")))
+        return self.channel.run(self._has_worker(check_name(name, "task name")))
 
     def _has_worker(self, name: str) -> Steps[bool]:
-        return int((yield self._engine.op("queue_read", "live", name))) > 0
+        return int((yield self.channel.op("queue_read", "live", name))) > 0
 
     def retry(self, id: str) -> bool:
         """Queue a failed task again (attempts start over). False if it is not failed."""
-        return int(self._run("queue_admin", "retry", check_name(id, "task id"))) == 1
+        return (
+            int(
+                self.channel.run(self.channel.op("queue_admin", "retry", check_name(id, "task id")))
+            )
+            == 1
+        )
 
     def delete(self, id: str) -> bool:
         """Remove a task that is not running. False if there is none, or it runs."""
-        return int(self._run("queue_admin", "delete", check_name(id, "task id"))) == 1
+        return (
+            int(
+                self.channel.run(
+                    self.channel.op("queue_admin", "delete", check_name(id, "task id"))
+                )
+            )
+            == 1
+        )
 
     def gc(self, count: int = 100) -> tuple[int, list[str], list[str]]:
         """Bounded upkeep, also done by every worker's take: at most ``count``
         deferred tasks made ready and ``count`` tasks of dead workers delivered
         again (or failed after their last attempt). Returns (made ready,
         requeued ids, failed ids)."""
-        ready, requeued, failed = self._run("queue_gc", count)
-        self._engine.counts.add(counts.FAILED, len(failed))
+        ready, requeued, failed = self.channel.run(self.channel.op("queue_gc", count))
+        self.channel.counts.add(counts.FAILED, len(failed))
         return int(ready), [str(i) for i in requeued], [str(i) for i in failed]
 
     # -- query ----------------------------------------------------------------------
@@ -294,7 +306,7 @@ class TaskQueue:
         result comes within ``timeout`` seconds (a task no worker has started
         is withdrawn) and :class:`TaskFailed` when the task failed.
         ``once=True``: the stored task is deleted once its result is returned."""
-        return self._engine.drive(self._query(id, name, params, timeout, policy, once))
+        return self.channel.run(self._query(id, name, params, timeout, policy, once))
 
     async def aquery(
         self,
@@ -310,7 +322,7 @@ class TaskQueue:
         holds no thread (a handler run here runs in a thread, or is awaited if
         it is a coroutine function). Cancelled while waiting, a task no worker
         has started is withdrawn."""
-        return await self._engine.adrive(self._query(id, name, params, timeout, policy, once))
+        return await self.channel.arun(self._query(id, name, params, timeout, policy, once))
 
     def _query(
         self,
@@ -370,7 +382,7 @@ class TaskQueue:
         *,
         give_up_unstarted: bool = False,
     ) -> Steps[Any]:
-        run = self._engine.op  # (a step: ``yield run(...)``)
+        run = self.channel.op  # (a step: ``yield run(...)``)
         yield run(
             "queue_enqueue", id, name, payload, 0, -1, self.max_attempts, to_ms(self.result_ttl), 1
         )
@@ -404,7 +416,7 @@ class TaskQueue:
         reads it without taking it, so every waiter sees it, however late."""
         key = f"{self.base}:done:{id}"
         deadline = None if timeout is None else time.monotonic() + timeout
-        chunk = self._engine._wait_chunk()
+        chunk = self.channel.read_chunk()[0]
         while True:
             left = None if deadline is None else deadline - time.monotonic()
             if left is not None and left <= 0:
@@ -448,4 +460,3 @@ class TaskQueue:
 
 class _NotStarted(Exception):
     """RemoteFirst: no worker took the task in time (it was withdrawn)."""
-

@@ -13,22 +13,36 @@ import socket
 import threading
 import traceback
 import uuid
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..exceptions import CorruptRecord, PoolError, backend_errors
 from . import counts
+from .channel import MIN_BLOCK
 from .connections import waits_client
 from .deadlines import deadline
-from .engine import MIN_BLOCK
 from .keys import to_ms
 from .protocol import TaskStatus
 from .queue_task import Task, dumps, error_message, task_from_fields
 from .text import printable, text
 
 if TYPE_CHECKING:
-    from .queue import TaskQueue
+    from .channel import Channel
 
-__all__ = ["Budget", "Worker", "run_workers"]
+__all__ = ["Budget", "Served", "Worker", "run_workers"]
+
+
+class Served(Protocol):
+    """What the workers need of the task queue they serve (a
+    :class:`.queue.TaskQueue`): its channel and keys, its handler and limits."""
+
+    channel: Channel
+    base: str
+    client: Any
+    task_fn: Callable[[Task], Any] | None
+    visibility_timeout: float
+    max_payload: int
+
 
 logger = logging.getLogger("django_redis_pool")
 
@@ -44,7 +58,7 @@ RETRY_LONGEST = 30.0
 
 
 def run_workers(
-    queue: TaskQueue,
+    queue: Served,
     names: list[str],
     workers: int,
     stop: threading.Event,
@@ -87,7 +101,7 @@ def run_workers(
 
 
 def _supervise(
-    queue: TaskQueue, runners: list[threading.Thread], stop: threading.Event, halt: str
+    queue: Served, runners: list[threading.Thread], stop: threading.Event, halt: str
 ) -> None:
     """Wait for the worker threads. When ``stop`` is set, wake the idle ones
     at once (a push to the list they block on beside their wake lists), so
@@ -98,7 +112,9 @@ def _supervise(
         pending = [runner for runner in pending if runner.is_alive()]
         if pending and stop.is_set():
             try:
-                queue._run("queue_halt", halt, len(pending), to_ms(_HALT_TTL))
+                queue.channel.run(
+                    queue.channel.op("queue_halt", halt, len(pending), to_ms(_HALT_TTL))
+                )
             except PoolError as exc:  # they see ``stop`` at their chunk's end
                 logger.warning("could not wake the idle workers to stop: %s", exc)
             for runner in pending:
@@ -131,7 +147,7 @@ class Worker:
 
     def __init__(
         self,
-        queue: TaskQueue,
+        queue: Served,
         names: list[str],
         stop: threading.Event,
         burst: bool,
@@ -163,8 +179,10 @@ class Worker:
                 if not self.budget.take():
                     return
                 try:
-                    taken = self.queue._run(
-                        "queue_take", self.id, to_ms(self.queue.visibility_timeout), *self.names
+                    taken = self.queue.channel.run(
+                        self.queue.channel.op(
+                            "queue_take", self.id, to_ms(self.queue.visibility_timeout), *self.names
+                        )
                     )
                 except PoolError as exc:  # Redis down or failing: try again shortly
                     self.budget.give_back()
@@ -186,7 +204,9 @@ class Worker:
             self._beating.set()
             beat.join()
             with contextlib.suppress(PoolError):  # its presence expires anyway
-                self.queue._run("queue_leave", self.id, "\n".join(self.names))
+                self.queue.channel.run(
+                    self.queue.channel.op("queue_leave", self.id, "\n".join(self.names))
+                )
 
     def _announce(self) -> bool:
         """The first heartbeat. While Redis cannot be reached, retry with a
@@ -215,7 +235,7 @@ class Worker:
     def _idle(self, next_due_ms: int) -> None:
         """Wait for a wake token, the next deferred task or deadline, or a
         chunk (to see ``stop``), whichever comes first."""
-        chunk = self.queue._engine._wait_chunk()
+        chunk = self.queue.channel.read_chunk()[0]
         block = chunk if next_due_ms < 0 else max(MIN_BLOCK, min(chunk, next_due_ms / 1000))
         keys = [f"{self.queue.base}:wake:{name}" for name in self.names] + [self.halt_key]
         with backend_errors():
@@ -232,7 +252,7 @@ class Worker:
                 printable(task_id),
                 self.queue,
             )
-            self.queue._engine.counts.add(counts.FAILED)
+            self.queue.channel.counts.add(counts.FAILED)
             return
         fields = dict(zip(flat[0::2], flat[1::2], strict=True))
         fields["params"] = params
@@ -243,7 +263,14 @@ class Worker:
             self._unreadable(task_id, attempt, exc)
             return
         task._report = lambda current, total: (
-            int(self.queue._run("queue_progress", task.id, self.id, attempt, current, total)) == 1
+            int(
+                self.queue.channel.run(
+                    self.queue.channel.op(
+                        "queue_progress", task.id, self.id, attempt, current, total
+                    )
+                )
+            )
+            == 1
         )
         self.running.append(task.id)
         try:
@@ -283,8 +310,10 @@ class Worker:
         keeps the task this worker's meanwhile): the task runs once."""
         try:
             with deadline(self.queue.visibility_timeout):
-                finished = self.queue._run(
-                    "queue_finish", task.id, self.id, attempt, status, outcome, trace
+                finished = self.queue.channel.run(
+                    self.queue.channel.op(
+                        "queue_finish", task.id, self.id, attempt, status, outcome, trace
+                    )
                 )
         except PoolError as exc:
             logger.error(
@@ -304,7 +333,7 @@ class Worker:
             )
             return
         done = status == TaskStatus.DONE
-        self.queue._engine.counts.add(counts.COMPLETED if done else counts.FAILED)
+        self.queue.channel.counts.add(counts.COMPLETED if done else counts.FAILED)
         if task._ended is None:
             return
         task.status, task.finished_at = status, int(finished) / 1000
@@ -325,11 +354,13 @@ class Worker:
                 logger.warning("worker %s missed a heartbeat: %s", self.id, exc)
 
     def _beat(self) -> None:
-        self.queue._run(
-            "queue_beat",
-            self.id,
-            to_ms(self.period * 3),
-            to_ms(self.queue.visibility_timeout),
-            "\n".join(self.names),
-            *list(self.running),
+        self.queue.channel.run(
+            self.queue.channel.op(
+                "queue_beat",
+                self.id,
+                to_ms(self.period * 3),
+                to_ms(self.queue.visibility_timeout),
+                "\n".join(self.names),
+                *list(self.running),
+            )
         )

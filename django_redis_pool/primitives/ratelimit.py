@@ -41,8 +41,8 @@ from typing import Any
 
 from . import counts
 from .base import DEFAULT_KEY_PREFIX
+from .channel import Channel
 from .counts import Activity
-from .engine import LeaseEngine
 from .protocol import Mode
 from .steps import Local, Op, Steps
 from .validators import check_client, check_count, check_duration, check_name, check_timeout
@@ -169,18 +169,18 @@ class RateLimiter:
         #: ``per`` to the millisecond; the emission interval in µs (``per / rate``,
         #: rounded up).
         self.rate, self.per, self.burst, self.interval_us = check_limits(rate, per, burst)
-        self._engine = LeaseEngine(
+        self._channel = Channel(
             client, kind=self.kind, name=self.name, mode=Mode.RATELIMIT, prefix=self.key_prefix
         )
         #: Every key of the limiter is this base plus a suffix (``engine.lua``).
-        self.base = self._engine.base
+        self.base = self._channel.base
         #: What every decision's packed argument starts with: the mode, the
         #: interval and the burst (``ratelimit_decide.lua``).
         self._packed_head = f"{Mode.RATELIMIT}|{self.interval_us}|{self.burst}|"
         #: A limited key's own base is this, the key and "}" (:meth:`key_base`).
         self._key_head = self.base[:-1] + ":"
         self._mode = Mode.RATELIMIT.encode()
-        self._counts = self._engine.counts
+        self._counts = self._channel.counts
 
     def key_base(self, key: str = "") -> str:
         """The base of limited key ``key``'s own Redis keys (its hash tag is
@@ -206,23 +206,23 @@ class RateLimiter:
         pass: ``ValueError``. Interrupted while it sleeps (``KeyboardInterrupt``),
         the units are given back if no later caller reserved behind them
         (else they stay used)."""
-        return self._engine.drive(self._decide(key, cost, timeout, time.sleep, False))  # type: ignore[no-any-return]
+        return self._channel.run(self._decide(key, cost, timeout, time.sleep, False))  # type: ignore[no-any-return]
 
     async def aacquire(self, key: str = "", *, cost: int = 1, timeout: float | None = 0) -> bool:
         """:meth:`acquire` on the event loop (its sleep is ``asyncio.sleep``).
         Cancelled while it sleeps, the units are given back if no later caller
         reserved behind them (else they stay used), then ``CancelledError``
         propagates."""
-        return await self._engine.adrive(self._decide(key, cost, timeout, asyncio.sleep, False))  # type: ignore[no-any-return]
+        return await self._channel.arun(self._decide(key, cost, timeout, asyncio.sleep, False))  # type: ignore[no-any-return]
 
     def decide(self, key: str = "", *, cost: int = 1, timeout: float | None = 0) -> Decision:
         """:meth:`acquire`, answering the whole :class:`Decision` (what is
         left, when to retry, when the bucket is full again)."""
-        return self._engine.drive(self._decide(key, cost, timeout, time.sleep, True))  # type: ignore[no-any-return]
+        return self._channel.run(self._decide(key, cost, timeout, time.sleep, True))  # type: ignore[no-any-return]
 
     async def adecide(self, key: str = "", *, cost: int = 1, timeout: float | None = 0) -> Decision:
         """:meth:`decide` on the event loop (as :meth:`aacquire`)."""
-        return await self._engine.adrive(self._decide(key, cost, timeout, asyncio.sleep, True))  # type: ignore[no-any-return]
+        return await self._channel.arun(self._decide(key, cost, timeout, asyncio.sleep, True))  # type: ignore[no-any-return]
 
     def _decide(
         self,
@@ -286,11 +286,11 @@ class RateLimiter:
     def status(self, key: str = "") -> tuple[float, float]:
         """(units free now, seconds until a cost-1 request passes: 0.0 if now)
         for ``key``. Reads only."""
-        return self._engine.drive(self._status(key))
+        return self._channel.run(self._status(key))
 
     async def astatus(self, key: str = "") -> tuple[float, float]:
         """:meth:`status` on the event loop."""
-        return await self._engine.adrive(self._status(key))
+        return await self._channel.arun(self._status(key))
 
     def _status(self, key: str) -> Steps[tuple[float, float]]:
         _check_key(key)
@@ -300,16 +300,16 @@ class RateLimiter:
 
     def reset(self, key: str = "") -> bool:
         """Forget ``key`` (its bucket is full again); True if it had state."""
-        return self._engine.drive(self._reset(key))
+        return self._channel.run(self._reset(key))
 
     async def areset(self, key: str = "") -> bool:
         """:meth:`reset` on the event loop."""
-        return await self._engine.adrive(self._reset(key))
+        return await self._channel.arun(self._reset(key))
 
     def _reset(self, key: str) -> Steps[bool]:
         _check_key(key)
         had = int((yield self._key_op("ratelimit_reset", key, "key"))) == 1
-        yield self._engine.op("ratelimit_reset", "index", key)
+        yield self._channel.op("ratelimit_reset", "index", key)
         return had
 
     def busiest(self, limit: int = 20) -> list[KeyState]:
@@ -319,7 +319,7 @@ class RateLimiter:
         if limit > MAX_BUSIEST:
             raise ValueError(f"limit must be an int from 1 to {MAX_BUSIEST}, got {limit!r}")
         counts.flush_one(self._counts)
-        now, *flat = self._engine.run("ratelimit_read", "busiest", limit)
+        now, *flat = self._channel.run(self._channel.op("ratelimit_read", "busiest", limit))
         keys = [str(key) for key in flat[0::2]]
         # (each read again from its own key, on its own shard: the index may be
         # behind a reset, a refund or a bucket that filled up since)
@@ -339,7 +339,7 @@ class RateLimiter:
         the index says: this process's decisions at once, other processes'
         within a few seconds."""
         counts.flush_one(self._counts)
-        [count] = self._engine.run("ratelimit_read", "count")
+        [count] = self._channel.run(self._channel.op("ratelimit_read", "count"))
         return int(count)
 
     def activity(self, minutes: int = 0) -> Activity:
@@ -347,7 +347,7 @@ class RateLimiter:
         how long they waited, and refused: :mod:`.counts`): the totals and the
         last ``minutes`` minutes. This process's counts reach Redis within a
         few seconds (:func:`.counts.flush`: now)."""
-        return counts.read(self._engine, minutes)
+        return counts.read(self._channel, minutes)
 
     def _state(self, key: str, debt_us: int) -> KeyState:
         """The bucket of ``key`` whose TAT is ``debt_us`` µs ahead of now."""

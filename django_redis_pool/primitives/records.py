@@ -14,16 +14,14 @@ import os
 import socket
 import threading
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..exceptions import CorruptRecord
-from .lease import Lease
+from .lease import Lease, LeaseOwner
 from .text import printable
 
 logger = logging.getLogger("django_redis_pool")
 
-if TYPE_CHECKING:
-    from .engine import LeaseEngine
 
 __all__ = [
     "Waiter",
@@ -77,18 +75,18 @@ class Waiter:
 
 
 def lease_of(
-    engine: LeaseEngine, resource: str, raw: str, sent: float | None = None
+    owner: LeaseOwner, resource: str, raw: str, sent: float | None = None
 ) -> tuple[Lease, bool]:
-    """(the lease on ``resource`` of ``engine``'s primitive, whether it is a
+    """(the lease on ``resource`` of ``owner``'s primitive, whether it is a
     provisional grant) from its record ``raw``; ``sent``: when the call that
     granted it to us was sent (monotonic), where its term and hold start. A
     record that is not one (written by someone else) raises :class:`CorruptRecord`."""
     try:
-        token, fence, acquired, expires, lease_ms, provisional, _, _, permits, holder = (
-            raw.split("|", 9)
+        token, fence, acquired, expires, lease_ms, provisional, _, _, permits, holder = raw.split(
+            "|", 9
         )
         lease = Lease(
-            engine,
+            owner,
             resource=resource,
             holder=holder,
             fence=int(fence),
@@ -97,24 +95,24 @@ def lease_of(
             token=token,
             acquired_at=int(acquired) / 1000 or None,
             permits=int(permits),
+            sent=sent,
         )
     except ValueError:
         raise CorruptRecord(
-            f"the lease record of {printable(resource)} of {engine.label} cannot be read: "
+            f"the lease record of {printable(resource)} of {owner.channel.label} cannot be read: "
             f"{printable(raw)}"
         ) from None
-    lease._term_from = lease._granted = sent
     return lease, provisional == "1"
 
 
-def _readable(engine: LeaseEngine, resource: str, raw: str) -> Lease:
+def _readable(owner: LeaseOwner, resource: str, raw: str) -> Lease:
     """The lease of a listing (:func:`leases`): one whose record cannot be read
     is logged and shown as held by ``UNREADABLE``, so that the others are."""
     try:
-        return lease_of(engine, resource, raw)[0]
+        return lease_of(owner, resource, raw)[0]
     except CorruptRecord as exc:
         logger.warning("%s", exc)
-        lease = Lease.unrecorded(engine, resource)
+        lease = Lease.unrecorded(owner, resource)
         lease.holder = UNREADABLE
         return lease
 
@@ -123,20 +121,20 @@ def _readable(engine: LeaseEngine, resource: str, raw: str) -> Lease:
 UNREADABLE = "(unreadable record)"
 
 
-def leases(engine: LeaseEngine, pairs: list[Any]) -> list[Lease]:
+def leases(owner: LeaseOwner, pairs: list[Any]) -> list[Lease]:
     """Leases from a flat ``[resource, record, ...]`` list (missing records skipped)."""
     return [
-        _readable(engine, resource, raw)
+        _readable(owner, resource, raw)
         for resource, raw in zip(pairs[0::2], pairs[1::2], strict=True)
         if raw
     ]
 
 
-def ended_leases(engine: LeaseEngine, pairs: list[Any]) -> list[Lease]:
+def ended_leases(owner: LeaseOwner, pairs: list[Any]) -> list[Lease]:
     """Like :func:`leases`, but a lease whose record was missing is kept
     with only its resource (:meth:`.Lease.unrecorded`)."""
     return [
-        _readable(engine, resource, raw) if raw else Lease.unrecorded(engine, resource)
+        _readable(owner, resource, raw) if raw else Lease.unrecorded(owner, resource)
         for resource, raw in zip(pairs[0::2], pairs[1::2], strict=True)
     ]
 

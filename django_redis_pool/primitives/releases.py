@@ -12,7 +12,7 @@ holder since: its token is not the lease's) ends nothing and answers 0.
 
 The releases of blocking clients are retried by one daemon thread of the
 process, started when the first one comes and ending once none is left; an
-engine built on a ``redis.asyncio`` client has no blocking client, so its
+primitive built on a ``redis.asyncio`` client has no blocking client, so its
 releases are retried by a task of the event loop they were made on (they end
 with it). Each attempt waits for Redis at most the release's deadline; the
 pauses between attempts grow from :data:`FIRST_PAUSE` to :data:`LONGEST_PAUSE`.
@@ -31,17 +31,16 @@ import logging
 import os
 import threading
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..exceptions import BackendUnavailable
 from .deadlines import deadline
 from .steps import Steps
 
 if TYPE_CHECKING:
-    from .engine import LeaseEngine
-    from .lease import Lease
+    from .channel import Channel
 
-__all__ = ["pending_releases"]
+__all__ = ["Released", "Releaser", "continue_in_background", "pending_releases"]
 
 logger = logging.getLogger("django_redis_pool")
 WARNING, ERROR = logging.WARNING, logging.ERROR
@@ -55,12 +54,36 @@ LONGEST_PAUSE = 1.0
 CLOCK_MARGIN = 1.0
 
 
+class Released(Protocol):
+    """What a release going on in the background reads of its lease."""
+
+    resource: str
+    token: str
+    holder: str
+    fence: int
+    expires_at: float | None
+
+
+class Releaser(Protocol):
+    """What a release going on in the background needs of the lease's owner."""
+
+    channel: Channel
+
+    def release_steps(
+        self, resource: str, token: str = "", request: str | None = None
+    ) -> Steps[int]:
+        """End the lease on ``resource`` held by ``token``, answering a retry
+        of ``request`` as it answered it."""
+        ...
+
+
 class _Late:
     """One release going on in the background."""
 
-    __slots__ = ("attempts", "ends", "lease", "request", "seconds", "since")
+    __slots__ = ("attempts", "ends", "lease", "owner", "request", "seconds", "since")
 
-    def __init__(self, lease: Lease, request: str, seconds: float) -> None:
+    def __init__(self, owner: Releaser, lease: Released, request: str, seconds: float) -> None:
+        self.owner = owner
         self.lease = lease
         self.request = request
         self.seconds = seconds  #: the deadline of each attempt
@@ -74,17 +97,20 @@ class _Late:
     def describe(self) -> str:
         lease = self.lease
         return (
-            f"the release of {lease.resource!r} of {lease._engine.label} (holder "
+            f"the release of {lease.resource!r} of {self.owner.channel.label} (holder "
             f"{lease.holder!r}, fence {lease.fence})"
         )
 
 
-def go_on(lease: Lease, request: str, error: Exception, seconds: float) -> None:
-    """Retry the release ``request`` of ``lease``, whose first attempt failed
-    with ``error``, in the background (each attempt within ``seconds``)."""
+def continue_in_background(
+    owner: Releaser, lease: Released, request: str, error: Exception, seconds: float
+) -> None:
+    """Retry the release ``request`` of ``lease`` (granted by ``owner``),
+    whose first attempt failed with ``error``, in the background (each
+    attempt within ``seconds``)."""
     if _pid != os.getpid():  # (a child forked by other means than os.fork)
         _forget()
-    late = _Late(lease, request, seconds)
+    late = _Late(owner, lease, request, seconds)
     logger.warning(
         "%s could not finish within %.2f s (%s); it goes on in the background "
         "until Redis answers it or the lease ends",
@@ -93,7 +119,7 @@ def go_on(lease: Lease, request: str, error: Exception, seconds: float) -> None:
         error,
     )
     _pending.add(late)
-    if lease._engine.is_async:  # (no blocking client: on the loop the release ran on)
+    if owner.channel.is_async:  # (no blocking client: on the loop the release ran on)
         task = asyncio.get_running_loop().create_task(_on_loop(late))
         _tasks.add(task)
         task.add_done_callback(_tasks.discard)
@@ -101,14 +127,14 @@ def go_on(lease: Lease, request: str, error: Exception, seconds: float) -> None:
         _worker_schedule(late, FIRST_PAUSE)
 
 
-def raise_if_in_flight(engine: LeaseEngine, holder: str) -> None:
+def raise_if_in_flight(channel: Channel, holder: str) -> None:
     """Raise :class:`BackendUnavailable` if a release of a hold of ``holder``
-    on ``engine``'s primitive goes on in the background in this process (an
+    on ``channel``'s primitive goes on in the background in this process (an
     acquire found the primitive still held by ``holder``)."""
-    base = engine.base
-    if any(late.lease._engine.base == base and late.lease.holder == holder for late in _pending):
+    base = channel.base
+    if any(late.owner.channel.base == base and late.lease.holder == holder for late in _pending):
         raise BackendUnavailable(
-            f"{engine.label} is still held by {holder!r}: its own release of it did not "
+            f"{channel.label} is still held by {holder!r}: its own release of it did not "
             "finish in time and goes on in the background until Redis answers it; try "
             "again once it is done"
         )
@@ -132,8 +158,7 @@ def _attempt(late: _Late) -> Steps[float | None]:
     late.attempts += 1
     try:
         with deadline(late.seconds):
-            engine = lease._engine
-            reply = yield from engine.release_steps(lease.resource, lease.token, late.request)
+            reply = yield from late.owner.release_steps(lease.resource, lease.token, late.request)
     except BackendUnavailable:
         return min(LONGEST_PAUSE, FIRST_PAUSE * 2 ** (late.attempts - 1))
     except Exception as exc:  # Redis refused it (not a matter of time): it stays held
@@ -164,7 +189,7 @@ def _end(late: _Late, outcome: str, *, level: int = logging.INFO) -> None:
 async def _on_loop(late: _Late) -> None:
     """Retry ``late`` as a task of the running loop (an asyncio client's)."""
     try:
-        while (pause := await late.lease._engine.adrive(_attempt(late))) is not None:
+        while (pause := await late.owner.channel.arun(_attempt(late))) is not None:
             await asyncio.sleep(pause)
     except asyncio.CancelledError:
         _end(
@@ -187,7 +212,7 @@ class _Worker(threading.Thread):
     def run(self) -> None:
         while (late := _next_due(self)) is not None:
             try:
-                pause = late.lease._engine.drive(_attempt(late))
+                pause = late.owner.channel.run(_attempt(late))
             except Exception as exc:
                 _end(late, f"failed; it stays held until its lease expires: {exc}", level=ERROR)
                 pause = None

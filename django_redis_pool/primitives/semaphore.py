@@ -83,17 +83,17 @@ class Semaphore(LeasedPrimitive):
     def set_max_size(self, n: int) -> None:
         """Store the number of slots. Raising it serves waiting callers at once;
         lowering it never evicts a holder (new acquires wait until below it)."""
-        self._engine.run("sem_set_max", check_max_size(n), 0)
+        self._channel.run(self._channel.op("sem_set_max", check_max_size(n), 0))
 
     def ensure_max_size(self, n: int) -> bool:
         """Store ``n`` as the number of slots unless one is already stored;
         True if it was stored. (How settings' ``MAX_SIZE`` is applied on first use.)"""
-        return int(self._engine.run("sem_set_max", check_max_size(n), 1)) == 1
+        return int(self._channel.run(self._channel.op("sem_set_max", check_max_size(n), 1))) == 1
 
     def get_max_size(self) -> int:
         """The number of slots (0 if it was never set)."""
         with backend_errors():
-            value = self.client.get(f"{self._engine.base}:max")
+            value = self.client.get(f"{self._channel.base}:max")
         return int(value) if value is not None else 0
 
     def get_current_size(self) -> int:
@@ -150,8 +150,8 @@ class Semaphore(LeasedPrimitive):
         for ``max_waiting`` gets :class:`ResourceUnavailable` (``reason``
         ``"full"``), not None. ``hold()`` and a request's hold use it."""
         ask = self._ask(identity, timeout, lease_timeout, priority, permits)
-        return self._engine.drive(
-            self._engine.acquire_steps(**ask, bounded=self._engine.sync_bounded)
+        return self._channel.run(
+            self._engine.acquire_steps(**ask, bounded=self._channel.sync_bounded)
         )
 
     async def atake(
@@ -164,7 +164,7 @@ class Semaphore(LeasedPrimitive):
     ) -> Lease | None:
         """:meth:`take` on the event loop."""
         ask = self._ask(identity, timeout, lease_timeout, priority, permits)
-        return await self._engine.adrive(self._engine.acquire_steps(**ask))
+        return await self._channel.arun(self._engine.acquire_steps(**ask))
 
     def _ask(
         self,
@@ -243,12 +243,12 @@ class Semaphore(LeasedPrimitive):
         """Give back the hold of ``identity`` (all its permits); False if it
         held none (or its lease had expired)."""
         steps = self._engine.release_steps(check_holder(identity, "identity"))
-        return self._engine.drive(steps) != 0
+        return self._channel.run(steps) != 0
 
     async def arelease(self, identity: str) -> bool:
         """:meth:`release` on the event loop."""
         steps = self._engine.release_steps(check_holder(identity, "identity"))
-        return await self._engine.adrive(steps) != 0
+        return await self._channel.arun(steps) != 0
 
     @contextlib.contextmanager
     def hold(

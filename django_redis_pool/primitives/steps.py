@@ -1,10 +1,10 @@
-"""What an operation yields: the steps that :mod:`.calls` runs.
+"""What an operation yields: the steps that :mod:`.driving` runs.
 
 An operation that talks to Redis is a generator (:data:`Steps`) that yields
 each step it needs and is sent back its reply: a :class:`Call` of a redis-py
 method, an :class:`Op` of the lease engine (run by :mod:`.scripts`) or a
 :class:`Local` function of this process. This module only names them, so
-that :mod:`.scripts` (which yields calls) and :mod:`.calls` (which runs every
+that :mod:`.scripts` (which yields calls) and :mod:`.driving` (which runs every
 step, an engine operation by :mod:`.scripts`) depend on it and not on each
 other. Nothing here imports Django.
 """
@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Generator
 from typing import Any, NamedTuple, TypeVar
 
-__all__ = ["Call", "Local", "Op", "Steps", "new_op", "one"]
+__all__ = ["Call", "Local", "Op", "Steps", "new_op", "single"]
 
 T = TypeVar("T")
 
@@ -55,6 +55,6 @@ class Local(NamedTuple):
 Steps = Generator[Any, Any, T]
 
 
-def one(step: Any) -> Steps[Any]:
-    """The operation of the single ``step``: returns its reply."""
+def single(step: Any) -> Steps[Any]:
+    """The operation made of ``step`` alone: returns its reply."""
     return (yield step)

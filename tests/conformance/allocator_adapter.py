@@ -37,6 +37,8 @@ from typing import Any
 
 from django_redis_pool.primitives.allocator import Allocator, AllocatorObject
 
+from ..primitive_helpers import ops
+
 __all__ = [
     "ALLOCATED_SENTINEL",
     "POOL_VALUE_SEP",
@@ -135,7 +137,7 @@ return {redis.call('TIME'), free, redis.call('HGETALL', base .. ':keys'),
 
 def read_state(allocator: Allocator) -> State:
     """Our allocator's state, read in one script from its keys."""
-    base = allocator._engine.base
+    base = ops(allocator).base
     (seconds, micros), free, metas, leases, binds, bind_ends = (
         _pairs(reply) if i > 1 else reply
         for i, reply in enumerate(allocator.client.eval(_READ_STATE, 1, base))

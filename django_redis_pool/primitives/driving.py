@@ -30,7 +30,7 @@ from ..exceptions import translated
 from .connections import waits_client
 from .deadlines import current_deadline, expired
 from .scripts import MISS, runner_for
-from .steps import Call, Local, Op, Steps
+from .steps import Call, Local, Op, Steps, single
 from .text import text
 
 __all__ = ["CancelWatch", "arun", "is_async_client", "run"]
@@ -43,8 +43,9 @@ def is_async_client(client: object) -> bool:
     return (type(client).__module__ or "").startswith("redis.asyncio")
 
 
-def run(client: Any, steps: Steps[T]) -> T:
-    """Run the operation ``steps`` on the blocking redis-py ``client``.
+def run(client: Any, steps: Steps[T] | Op) -> T:
+    """Run the operation ``steps`` (a generator of steps, or a single engine
+    :class:`.steps.Op`) on the blocking redis-py ``client``.
 
     An engine :class:`.steps.Op` is run by the client's script runner
     (:meth:`.scripts.ScriptRunner.call`, or its steps when a script must be
@@ -53,6 +54,8 @@ def run(client: Any, steps: Steps[T]) -> T:
     call per step beyond the Redis call itself: this is every operation's hot
     path.
     """
+    if type(steps) is Op:
+        steps = single(steps)
     reply: Any = None
     error: BaseException | None = None
     while True:
@@ -149,7 +152,7 @@ TRANSIT_PATIENCE = 5.0
 
 
 #: The likely cause of a step that is none.
-_NOT_A_STEP = "``yield from engine.op(...)`` iterates the step: write ``yield engine.op(...)``"
+_NOT_A_STEP = "``yield from channel.op(...)`` iterates the step: write ``yield channel.op(...)``"
 
 
 def _raised(kind: type, exc: BaseException) -> BaseException:
@@ -173,10 +176,13 @@ def _advance(steps: Steps[Any], reply: Any, error: BaseException | None) -> tupl
         return True, stop.value
 
 
-async def arun(client: Any, steps: Steps[T]) -> T:
-    """Run the operation ``steps`` on the ``redis.asyncio`` ``client``. A
+async def arun(client: Any, steps: Steps[T] | Op) -> T:
+    """Run the operation ``steps`` (as :func:`run` takes it) on the
+    ``redis.asyncio`` ``client``. A
     cancellation that a call swallowed (:class:`CancelWatch`) cancels the
     operation there, as if the call's reply had been lost."""
+    if type(steps) is Op:
+        steps = single(steps)
     reply: Any = None
     error: BaseException | None = None
     cancelled = False

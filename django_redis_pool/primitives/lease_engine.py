@@ -1,9 +1,11 @@
 """The lease engine: atomic grants, renewals and fair hand-off, in Lua.
 
-One :class:`LeaseEngine` drives the keys of one primitive. Every state change is
-one Lua operation (``lua/<op>.lua`` on the helpers of ``lua/engine.lua``), run
-as a Redis 7 function or by EVALSHA (see :mod:`.scripts`). Time is the Redis
-server's ``TIME``.
+One :class:`LeaseEngine` runs the lease protocol of one leased primitive (a
+pool, a semaphore, a lock, an allocator) over that primitive's
+:class:`.channel.Channel`. Every state change is one Lua operation
+(``lua/<op>.lua`` on the helpers of ``lua/engine.lua`` and
+``lua/engine_lease.lua``), run as a Redis 7 function or by EVALSHA (see
+:mod:`.scripts`). Time is the Redis server's ``TIME``.
 
 Blocking acquires queue in Redis, ordered by priority then arrival. A release
 hands the resource straight to the head waiter and pushes the grant onto that
@@ -15,7 +17,7 @@ the queue (``max_waiting``): past it, the script queues nobody and the caller
 is refused at once.
 
 Each operation is written once, as a generator of the Redis calls it makes
-(:mod:`.calls`): :meth:`LeaseEngine.acquire` runs it blocking on the
+(:mod:`.driving`): :meth:`LeaseEngine.acquire` runs it blocking on the
 primitive's redis-py client, :meth:`LeaseEngine.aacquire` awaits it on the
 ``redis.asyncio`` twin of that client (:mod:`.async_clients`), so blocking and
 async callers share one queue and one code.
@@ -29,10 +31,9 @@ carries a request id, so running it again answers the same and ends nothing else
 from __future__ import annotations
 
 import contextlib
-import functools
 import logging
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable
 from typing import Any, TypeVar
 
 from ..exceptions import (
@@ -43,14 +44,13 @@ from ..exceptions import (
     backend_errors,
 )
 from . import counts, deadlines, records, releases
-from .async_clients import async_client_for
-from .calls import arun, is_async_client, run
-from .connections import keeps_deadlines, socket_timeout
-from .keys import key_prefix, new_token, to_ms
-from .lease import Lease
-from .protocol import Mode, Reply, Restore
+from .channel import MIN_BLOCK, Channel
+from .deadlines import DEADLINE_SLACK
+from .keys import new_token, to_ms
+from .lease import Lease, release_lease_steps, renew_steps
+from .protocol import Reply, Restore
 from .records import Waiter
-from .steps import Call, Op, Steps, new_op, one
+from .steps import Call, Op, Steps, new_op
 from .stopwatch import Stopwatch
 from .text import text
 
@@ -62,10 +62,9 @@ T = TypeVar("T")
 
 
 class LeaseEngine:
-    """Runs the lease-engine operations against the keys of one primitive.
+    """Runs the lease protocol of one leased primitive over its ``channel``.
 
-    ``kind``/``name``/``prefix`` build the keys (all under the hash tag
-    ``{kind:name}``). ``mode`` says what is leased: for a pool, the order in
+    The channel's ``mode`` says what is leased: for a pool, the order in
     which named resources are picked (``fifo``, ``lifo`` or ``random``); else
     slots whose lease is named after the holder: ``sem`` (as many as the stored
     max size), ``lock`` (one) or ``rlock`` (one, reentrant).
@@ -75,101 +74,30 @@ class LeaseEngine:
     ``default_max``, a semaphore's max size, stored by an acquire that finds
     none; ``heal``, a pool's operation that restores its members, run when an
     acquire finds it holding no resource at all (then the acquire asks again).
-    """
 
-    #: Longest single blocking read, in seconds (also bounded by the client's
-    #: socket timeout, so redis-py never times out a read we meant to block on).
-    wait_chunk = 2.0
+    It is the owner of the leases it grants (:class:`.lease.LeaseOwner`): they
+    renew and release themselves through it.
+    """
 
     def __init__(
         self,
-        client: Any,
+        channel: Channel,
         *,
-        kind: str,
-        name: str,
-        mode: str,
-        prefix: str,
         default_max: int | None = None,
         heal: Callable[[], Steps[object]] | None = None,
     ) -> None:
         if default_max is not None and heal is not None:
             raise ValueError("an engine restores a max size or heals, not both")
-        self.client = client
-        self.kind = kind
-        self.name = name
-        self.label = f"{kind} {name!r}"
-        #: Every key of the primitive is this base plus a suffix (see engine.lua).
-        self.base = key_prefix(prefix, kind, name)
-        self.wake_prefix = f"{self.base}:wake:"
-        self.mode = mode
-        #: What every operation is sent first: its one key (the base; the
-        #: scripts name the others from it) and the mode.
-        self._head = (self.base.encode(), mode.encode())
-        self._packed_mode = f"{mode}|"
-        #: Whether ``client`` is a redis.asyncio client (only the async methods work).
-        self.is_async = is_async_client(client)
-        self._streaks: dict[str, int] = {}  # see ScriptRunner.steps
-        self._chunk: float | None = None
-        self._chunk_ms = 0  # (set with _chunk)
+        self.channel = channel
+        self.label = channel.label
+        self.mode = channel.mode
         self._heal = heal
         #: The acquire operation's ``restore`` argument (``acquire.lua``): the
         #: max size ``default_max`` as text, ``Restore.HEAL`` for ``heal``.
         self.restore = Restore.NOTHING if default_max is None else str(default_max)
         if heal is not None:
             self.restore = Restore.HEAL
-        #: What this process counted and has not added into Redis yet (:mod:`.counts`).
-        self.counts = counts.NO_COUNTS if self.is_async else counts.Counts(self)
-        if not self.is_async:  # (:meth:`drive`, bound: one call less per operation)
-            self.drive = functools.partial(run, client)  # type: ignore[method-assign]
-
-    @functools.cached_property
-    def sync_bounded(self) -> bool:
-        """Whether a deadline bounds the blocking client's calls (its connections
-        keep deadlines, or its retries back off within them): if not, a
-        blocking operation arms none, as nothing would read it. (Found on first
-        use, then an attribute: a constructor does no I/O and reads no client.)"""
-        return self.is_async or keeps_deadlines(self.client)
-
-    # -- running operations -----------------------------------------------------
-
-    def drive(self, steps: Steps[T]) -> T:
-        """Run the operation ``steps`` (see :mod:`.calls`) on the blocking client
-        (an engine of a blocking client has this bound to it when it is made)."""
-        if self.is_async:
-            raise TypeError(
-                f"{self.label} was built on a redis.asyncio client, so only its async "
-                "methods (aacquire, arelease...) work; build it on a redis.Redis client "
-                "to use both"
-            )
-        return run(self.client, steps)
-
-    def adrive(self, steps: Steps[T]) -> Coroutine[Any, Any, T]:
-        """Run the operation ``steps`` on this event loop's asyncio client: the
-        client itself if it is one, else the twin of the blocking client
-        (:func:`.async_clients.async_client_for`). (Not a coroutine function
-        itself: the coroutine it returns is :func:`.calls.arun`'s, one frame
-        less on every resumption of an awaited call.)"""
-        return arun(self.client if self.is_async else async_client_for(self.client), steps)
-
-    def op(self, op: str, *args: Any) -> Op:
-        """The step (``reply = yield engine.op(...)``) that runs lease-engine
-        operation ``op`` (``lua/<op>.lua``) with its own ``args``; those of
-        the operations in ``PACKED`` are sent joined by "|" as one argument
-        (the last one may hold "|"), behind the mode. Its reply comes back decoded, a Redis
-        error of it translated (:func:`.calls.run`)."""
-        if op in PACKED:  # (with the mode: "mode|arg|arg...", split by engine.lua)
-            args = (self._head[0], (self._packed_mode + "|".join(map(str, args))).encode())
-        else:
-            args = (*self._head, *args)
-        return new_op(Op, (op, args, self._streaks))
-
-    def run(self, op: str, *args: Any) -> Any:
-        """Run :meth:`op` ``op`` now, blocking."""
-        return self.drive(one(self.op(op, *args)))
-
-    async def arun(self, op: str, *args: Any) -> Any:
-        """Run :meth:`op` ``op`` now, on the event loop."""
-        return await self.adrive(one(self.op(op, *args)))
+        self._chunk: tuple[float, int] | None = None  # (the channel's read_chunk())
 
     # -- acquiring -------------------------------------------------------------
 
@@ -203,9 +131,15 @@ class LeaseEngine:
         the call within ``timeout + DEADLINE_SLACK`` seconds (BackendUnavailable)."""
         try:
             steps = self.acquire_steps(
-                timeout, lease_ms, holder, priority, max_waiting, permits, bounded=self.sync_bounded
+                timeout,
+                lease_ms,
+                holder,
+                priority,
+                max_waiting,
+                permits,
+                bounded=self.channel.sync_bounded,
             )
-            return self.drive(steps)
+            return self.channel.run(steps)
         except ResourceUnavailable:  # (refused for max_waiting)
             return None
 
@@ -224,7 +158,7 @@ class LeaseEngine:
         ``CancelledError`` propagates."""
         steps = self.acquire_steps(timeout, lease_ms, holder, priority, max_waiting, permits)
         try:
-            return await self.adrive(steps)
+            return await self.channel.arun(steps)
         except ResourceUnavailable:  # (refused for max_waiting)
             return None
 
@@ -257,8 +191,7 @@ class LeaseEngine:
             started = watch.started
             until = None if timeout == 0 else started + timeout
             wait_ms = -2 if until is None else _remaining_ms(until)
-        chunk = self._chunk or self._wait_chunk()
-        chunk_ms = self._chunk_ms
+        chunk, chunk_ms = self._chunk or self._read_chunk()
         lease = refusal = None
         # (entered and left by hand, not by ``with``: no calls when unbounded)
         bound = None
@@ -274,7 +207,7 @@ class LeaseEngine:
                     lease = yield from self._wait(token, args, until, chunk, reply)
                 elif "\n" in reply:  # (a grant: :meth:`_lease`'s, written out)
                     lease, provisional = records.lease_of(self, *reply.split("\n", 1), started)
-                    if provisional and not (yield from self.renew_steps(lease, None)):
+                    if provisional and not (yield from renew_steps(lease, None)):
                         lease = None
                 else:
                     refusal = reply  # (nothing of ours is queued or granted)
@@ -289,7 +222,7 @@ class LeaseEngine:
                 # and its reply): give up our place, and anything granted or
                 # handed to us meanwhile.
                 with contextlib.suppress(Exception):
-                    yield self.op("withdraw", token)
+                    yield self.channel.op("withdraw", token)
                 raise
             if refusal is not None:
                 self._refused(refusal, args, timeout != 0)
@@ -300,15 +233,15 @@ class LeaseEngine:
             if lease is not None and watch is not None and took - timeout > LATE_GRANT:
                 lease = yield from self._unless_late(lease, timeout, watch, bounded)
         except ResourceUnavailable:
-            self.counts.add(counts.REFUSED_FULL)
+            self.channel.counts.add(counts.REFUSED_FULL)
             raise
         finally:
             if bound is not None:
                 bound.__exit__()
         if lease is None:
-            self.counts.add(counts.REFUSED_TIMEOUT)
+            self.channel.counts.add(counts.REFUSED_TIMEOUT)
         else:
-            self.counts.granted(took)
+            self.channel.counts.granted(took)
         return lease
 
     def _unless_late(
@@ -330,9 +263,8 @@ class LeaseEngine:
             late,
             timeout,
         )
-        lease._granted = None  # (not a hold: it is not counted as one)
-        with contextlib.suppress(Exception):
-            yield from self.release_lease_steps(lease, bounded=bounded)
+        with contextlib.suppress(Exception):  # (not a hold: not counted as one)
+            yield from release_lease_steps(lease, bounded=bounded, counted=False)
         return None
 
     def _wait(
@@ -343,14 +275,14 @@ class LeaseEngine:
         chunk: float,
         next_expiry_ms: int,
     ) -> Steps[Lease | None]:
-        wake_key = self.wake_prefix + token
+        wake_key = self.channel.wake_prefix + token
         alive_ms = to_ms(chunk)
         while True:
             block = chunk
             if deadline is not None:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
-                    yield self.op("withdraw", token)
+                    yield self.channel.op("withdraw", token)
                     return None
                 block = min(block, remaining)
             if next_expiry_ms >= 0:
@@ -366,7 +298,7 @@ class LeaseEngine:
             if popped:
                 reply = text(popped[1])  # (the grant, as the operations answer it)
             else:
-                reply = yield self.op("wait", token, alive_ms)
+                reply = yield self.channel.op("wait", token, alive_ms)
             if type(reply) is str and "\n" in reply:
                 lease = yield from self._lease(reply, sent)
                 if lease is not None:
@@ -403,10 +335,11 @@ class LeaseEngine:
         restores = self.restore if restore else Restore.NOTHING
         # (:meth:`op`'s packing, written out: on every acquire)
         packed = (
-            f"{self._packed_mode}{token}|{lease_ms}|{priority}|{wait_ms}|{max_waiting}|"
+            f"{self.channel.packed_mode}{token}|{lease_ms}|{priority}|{wait_ms}|{max_waiting}|"
             f"{alive_ms}|{restores}|{permits}|{holder}"
         )
-        return new_op(Op, ("acquire", (self._head[0], packed.encode()), self._streaks))
+        channel = self.channel
+        return new_op(Op, ("acquire", (channel.key, packed.encode()), channel.streaks))
 
     def _healed(self, token: str, args: AcquireArgs, wait_ms: int, alive_ms: int) -> Steps[Any]:
         """After the acquire found the pool holding nothing (Redis lost its
@@ -434,7 +367,7 @@ class LeaseEngine:
                 "(or set MAX_SIZE in its settings)"
             )
         if reply == Reply.HELD and wait:
-            releases.raise_if_in_flight(self, holder)
+            releases.raise_if_in_flight(self.channel, holder)
             raise HeldByCaller(
                 f"{self.label} is already held by {holder!r} and is not reentrant: waiting "
                 "for it would wait for ourselves. Release it first, or use reentrant=True."
@@ -446,33 +379,15 @@ class LeaseEngine:
         ``sent`` (monotonic); a provisional (unconfirmed) grant to a waiter is
         confirmed first. None if the grant was lost before it could be."""
         lease, provisional = records.lease_of(self, *grant.split("\n", 1), sent)
-        if provisional and not (yield from self.renew_steps(lease, None)):
+        if provisional and not (yield from renew_steps(lease, None)):
             return None
         return lease
 
-    def _wait_chunk(self) -> float:
-        if self._chunk is None:
-            timeout = socket_timeout(self.client)
-            chunk = self.wait_chunk
-            if timeout:
-                chunk = min(chunk, max(timeout - 1.0, timeout / 2))
-            self._chunk = max(chunk, 0.05)
-            self._chunk_ms = to_ms(self._chunk)
+    def _read_chunk(self) -> tuple[float, int]:
+        self._chunk = self.channel.read_chunk()
         return self._chunk
 
     # -- holding ----------------------------------------------------------------
-
-    def renew_steps(self, lease: Lease, lease_timeout: float | None) -> Steps[bool]:
-        """Extend ``lease`` (None keeps its duration); False if it is lost."""
-        sent = time.monotonic()
-        expires = yield from self.renew_resource_steps(lease.resource, lease.token, lease_timeout)
-        if expires is False:
-            return False
-        lease._term_from = sent
-        lease.expires_at = expires
-        if lease_timeout is not None:
-            lease.lease_timeout = lease_timeout
-        return True
 
     def renew_resource_steps(
         self, resource: str, token: str, lease_timeout: float | None, *, keep: bool = True
@@ -482,7 +397,7 @@ class LeaseEngine:
         the new expiry (unix seconds, None for none), or False if there is no
         such live lease."""
         lease_ms = -2 if lease_timeout is None and keep else to_ms(lease_timeout)
-        expires = int((yield self.op("renew", token, lease_ms, resource)))
+        expires = int((yield self.channel.op("renew", token, lease_ms, resource)))
         if expires == -2:
             return False
         return None if expires == -1 else expires / 1000
@@ -506,52 +421,13 @@ class LeaseEngine:
         """
         request = request or new_token()
         fence_arg = "" if fence is None else fence
-        packed = f"{self._packed_mode}{token}|{request}|{fence_arg}|{int(force)}|{resource}"
-        return int((yield new_op(Op, ("release", (self._head[0], packed.encode()), self._streaks))))
-
-    def release_lease_steps(
-        self, lease: Lease, *, ends: bool = False, bounded: bool = True
-    ) -> Steps[int | None]:
-        """End ``lease`` (by its token) as :meth:`release_steps` does, waiting
-        at most ``DEADLINE_SLACK`` for Redis. Returns None when that was not
-        enough (Redis unreachable, or too slow): the release then goes on in
-        the background with the same request id (:mod:`.releases`), and the
-        caller is not held for it.
-
-        ``ends``: the lease is let go of, whatever the answer (``Lease.release``):
-        its renewal stops first, a lease already known ended is not sent (0),
-        one found gone is logged as lost, and ``released`` is set. ``bounded``: as
-        :meth:`acquire_steps`'s (unbounded, the release waits as redis-py does)."""
-        if ends:
-            lease._renewing = False
-            if lease.lost or lease.released:
-                return 0
-        request = new_token()
-        packed = f"{self._packed_mode}{lease.token}|{request}||0|{lease.resource}"
-        step = new_op(Op, ("release", (self._head[0], packed.encode()), self._streaks))
-        try:
-            if bounded:
-                with deadlines.deadline(DEADLINE_SLACK):
-                    reply: int | None = int((yield step))
-            else:
-                reply = int((yield step))
-        except BackendUnavailable as exc:
-            releases.go_on(lease, request, exc, DEADLINE_SLACK)
-            reply = None
-        if reply == 0:
-            # (a semaphore's hold gone before its lease ran out was ended by a
-            # release of another request sharing its identity: not a loss)
-            if ends and not (self.mode == Mode.SEM and lease.unexpired()):
-                lease._mark_lost("it was already gone when released", call_on_lost=False)
-        elif reply != 2 and lease._granted is not None:
-            self.counts.released(time.monotonic() - lease._granted)
-        if ends:
-            lease.released = True
-        return reply
+        channel = self.channel
+        packed = f"{channel.packed_mode}{token}|{request}|{fence_arg}|{int(force)}|{resource}"
+        return int((yield new_op(Op, ("release", (channel.key, packed.encode()), channel.streaks))))
 
     def release(self, resource: str, token: str = "", *args: Any, **kwargs: Any) -> int:
         """:meth:`release_steps`, blocking."""
-        return self.drive(self.release_steps(resource, token, *args, **kwargs))
+        return self.channel.run(self.release_steps(resource, token, *args, **kwargs))
 
     def gc(self, batch: int = 1000) -> tuple[list[Lease], list[Waiter]]:
         """Reclaim every expired lease and drop dead waiters; returns the
@@ -560,8 +436,8 @@ class LeaseEngine:
         waiters: list[Waiter] = []
         offset = 0
         while True:
-            reclaimed, dropped, next_offset = self.run("gc", batch, offset)
-            self.counts.add(counts.RECLAIMED, len(reclaimed) // 2)
+            reclaimed, dropped, next_offset = self.channel.run(self.channel.op("gc", batch, offset))
+            self.channel.counts.add(counts.RECLAIMED, len(reclaimed) // 2)
             leases += records.ended_leases(self, reclaimed)
             waiters += records.waiters(dropped)
             if len(reclaimed) < 2 * batch and int(next_offset) == -1:
@@ -570,7 +446,7 @@ class LeaseEngine:
 
     def expired(self) -> tuple[list[Lease], list[Waiter]]:
         """What :meth:`gc` would reclaim and drop now, changing nothing."""
-        leases, waiters = self.run("read", "expired", "")
+        leases, waiters = self.channel.run(self.channel.op("read", "expired", ""))
         return records.ended_leases(self, leases), records.waiters(waiters)
 
 
@@ -578,19 +454,9 @@ class LeaseEngine:
 AcquireArgs = tuple[int, int, int, int, str]
 
 
-#: The operations whose arguments are sent packed into one (see ``engine.lua``).
-PACKED = frozenset({"acquire", "release", "renew", "wait", "withdraw", "alloc_malloc"})
-
-#: The shortest blocking read sent to Redis, in seconds.
-MIN_BLOCK = 0.01
-
 #: How late after its timeout an acquire may still take a grant, in seconds;
 #: a later one is given back (see ``LeaseEngine.acquire``).
 LATE_GRANT = 0.25
-
-#: How long after its timeout an acquire fails when Redis does not answer, in
-#: seconds (on connections that keep deadlines).
-DEADLINE_SLACK = 1.0
 
 
 def _remaining_ms(deadline: float | None) -> int:
