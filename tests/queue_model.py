@@ -32,12 +32,12 @@ from .primitive_helpers import redis_time
 from .waiting import wait_for
 
 #: The lease engine's bounds (``engine.lua``).
-GRACE_MS, SKIP_LIMIT, PRUNE_LIMIT, PUMP_LIMIT, PROVISIONAL_MS = (
+GRACE_MS, SKIP_LIMIT, PRUNE_LIMIT, SERVE_LIMIT, PROVISIONAL_MS = (
     int(_constants()[name])
-    for name in ("GRACE_MS", "SKIP_LIMIT", "PRUNE_LIMIT", "PUMP_LIMIT", "PROVISIONAL_MS")
+    for name in ("GRACE_MS", "SKIP_LIMIT", "PRUNE_LIMIT", "SERVE_LIMIT", "PROVISIONAL_MS")
 )
 #: The steps of one serving of a semaphore's or lock's queue (serve_slots).
-SLOT_STEPS = PUMP_LIMIT + SKIP_LIMIT
+SLOT_STEPS = SERVE_LIMIT + SKIP_LIMIT
 #: How long a live caller waits and the check-in interval it is queued with.
 LONG_MS = 60000
 INF = float("inf")

@@ -29,7 +29,7 @@ from django_redis_pool import ResourcePool
 from django_redis_pool.primitives.protocol import Reply
 
 from .primitive_helpers import ops
-from .queue_model import FATES, LONG_MS, PUMP_LIMIT, QueueModel
+from .queue_model import FATES, LONG_MS, SERVE_LIMIT, QueueModel
 
 RESOURCES = st.sampled_from(["a", "b", "c", "d"])
 PRIORITIES = st.integers(min_value=0, max_value=1)
@@ -190,10 +190,10 @@ class PoolQueueModel(QueueModel):
         for r in list(self.expired):
             self.end(r)
 
-    def pump(self) -> bool:
+    def serve_waiters(self) -> bool:
         """Serve the queue from the available resources; True if it gave up
         with callers still queued (a hand-off found only dead ones)."""
-        for _ in range(PUMP_LIMIT):
+        for _ in range(SERVE_LIMIT):
             if not self.queue:
                 return False
             r = self.take()
@@ -210,7 +210,7 @@ class PoolQueueModel(QueueModel):
         """The resource a newcomer gets at once, or None: never one while
         callers it was not served after are queued."""
         self.reclaim()
-        if self.pump():
+        if self.serve_waiters():
             return None
         r = self.take()
         if r is not None:
@@ -285,7 +285,7 @@ class PoolQueueModel(QueueModel):
     def check_in_serves(self) -> None:
         self.ops += 1  # (the wait operation)
         self.reclaim()
-        self.pump()
+        self.serve_waiters()
 
     def lasting(self, w: dict[str, Any]) -> str | None:
         return w["resource"] if self.held.get(w["resource"]) == w["token"] else None
@@ -322,7 +322,7 @@ class PoolQueueModel(QueueModel):
         _, dropped = self.engine.gc()
         assert [w.priority for w in dropped] == [w["priority"] for w in self.drop_dead()]
         self.reclaim()
-        self.pump()
+        self.serve_waiters()
 
     # -- after every step
 

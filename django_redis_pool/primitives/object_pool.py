@@ -6,20 +6,19 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
-import heapq
-import itertools
 import logging
 import os
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from ..exceptions import NotOwned, PoolError, ResourceUnavailable
 from .driving import CancelWatch
 from .global_limit import GlobalLimit, Limit
 from .lease import Lease
+from .object_waiters import Waiter, WaitLine
 from .validators import (
     check_count,
     check_lease_timeout,
@@ -47,23 +46,6 @@ class _Item(Generic[T]):
     obj: T
     idle_since: float = 0.0
     slot: Lease | None = None  #: the global_limit slot this object holds
-
-
-@dataclass(order=True)
-class _Waiter:
-    key: tuple[int, int]  #: (-priority, arrival): the heap's order
-    since: float = field(default_factory=time.monotonic, compare=False)
-    ready: threading.Event = field(default_factory=threading.Event, compare=False)
-    item: Any = field(default=None, compare=False)
-    error: BaseException | None = field(default=None, compare=False)
-    gone: bool = field(default=False, compare=False)  #: gave up (timed out)
-    #: Called (with the pool's lock held) once it is served: wakes an async waiter.
-    on_ready: Callable[[], object] | None = field(default=None, compare=False)
-
-    def serve(self) -> None:
-        self.ready.set()
-        if self.on_ready is not None:
-            self.on_ready()
 
 
 class ObjectPool(Generic[T]):
@@ -154,9 +136,7 @@ class ObjectPool(Generic[T]):
         self._idle: collections.deque[_Item[T]] = collections.deque()
         self._loaned: dict[int, _Item[T]] = {}
         self._creating = 0
-        self._waiters: list[_Waiter] = []
-        self._pending = 0  #: waiters still waiting (the heap may hold gone ones)
-        self._arrivals = itertools.count()
+        self._line = WaitLine()
         self._draining = False
         self._started = False
         self._failures = 0
@@ -197,7 +177,7 @@ class ObjectPool(Generic[T]):
     def pending(self) -> int:
         """Callers waiting."""
         self._own()
-        return self._pending
+        return self._line.pending
 
     @property
     def spare_capacity(self) -> int:
@@ -245,7 +225,7 @@ class ObjectPool(Generic[T]):
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._cond:
             self._draining = True
-            while self._loaned or self._pending:
+            while self._loaned or self._line.pending:
                 left = None if deadline is None else deadline - time.monotonic()
                 if left is not None and left <= 0:
                     return False
@@ -277,9 +257,9 @@ class ObjectPool(Generic[T]):
         timeout = self.acquire_timeout if timeout is None else check_timeout(timeout)
         while True:
             got = self._queue(priority)
-            if isinstance(got, _Waiter):
+            if isinstance(got, Waiter):
                 left = None if timeout is None else max(0.0, got.since + timeout - time.monotonic())
-                got = self._outcome(got) if got.ready.wait(left) else self._give_up(got, timeout)
+                got = got.outcome() if got.ready.wait(left) else self._give_up(got, timeout)
             if not self.test_on_borrow or self._valid(got.obj):
                 return got.obj
             self._take_back(got, destroy=True)
@@ -298,7 +278,7 @@ class ObjectPool(Generic[T]):
         while True:
             served: asyncio.Future[None] = loop.create_future()
             got = self._queue(priority, lambda f=served: loop.call_soon_threadsafe(_done, f))
-            if isinstance(got, _Waiter):
+            if isinstance(got, Waiter):
                 try:
                     await asyncio.wait_for(asyncio.shield(served), timeout)
                     watch.check()  # (wait_for may return as the cancellation lands)
@@ -310,53 +290,42 @@ class ObjectPool(Generic[T]):
                         self._take_back(item, destroy=False)
                     raise
                 else:
-                    got = self._outcome(got)
+                    got = got.outcome()
             if not self.test_on_borrow or self._valid(got.obj):
                 return got.obj
             self._take_back(got, destroy=True)
 
     def _queue(self, priority: int, on_ready: Callable[[], object] | None = None) -> Any:
         """An idle object now (an :class:`_Item`), or a place among the waiters
-        (a :class:`_Waiter`, served by :meth:`_dispense`)."""
+        (a :class:`.object_waiters.Waiter`, served by :meth:`_dispense`)."""
         if not self.test_on_borrow:
             with self._lock:  # the common case: an idle object, nobody waiting, no Redis
-                if self._idle and not self._pending and not self._draining:
+                if self._idle and not self._line.pending and not self._draining:
                     return self._lend(self._idle.popleft() if self.fifo else self._idle.pop())
         with self._cond:
             if self._draining:
                 raise ResourceUnavailable(f"{self!r} is draining")
-            if self._idle and not self._pending:
+            if self._idle and not self._line.pending:
                 return self._lend(self._idle.popleft() if self.fifo else self._idle.pop())
-            if self.max_waiting is not None and self._pending >= self.max_waiting:
+            if self.max_waiting is not None and self._line.pending >= self.max_waiting:
                 raise ResourceUnavailable(
                     f"{self!r}: {self.max_waiting} callers already wait (max_waiting)",
                     reason=ResourceUnavailable.FULL,
                 )
-            waiter = _Waiter((-priority, next(self._arrivals)), on_ready=on_ready)
-            heapq.heappush(self._waiters, waiter)
-            self._pending += 1
+            waiter = self._line.join(priority, on_ready)
             self._dispense()
         return waiter
 
-    def _give_up(self, waiter: _Waiter, timeout: float | None) -> _Item[T]:
+    def _give_up(self, waiter: Waiter, timeout: float | None) -> _Item[T]:
         """The wait of ``waiter`` ended unserved (timeout, cancellation): leave
-        the queue and raise, unless it was served just then."""
+        the line and raise, unless it was served just then."""
         with self._cond:
-            if not waiter.ready.is_set():
-                waiter.gone = True
-                self._pending -= 1
-                self._prune_waiters()
+            if self._line.leave(waiter):
                 error = self._last_error
                 raise ResourceUnavailable(
                     f"{self!r}: nothing was lent within {timeout} s"
                 ) from error
-        return self._outcome(waiter)  # served just as it gave up
-
-    @staticmethod
-    def _outcome(waiter: _Waiter) -> Any:
-        if waiter.error is not None:
-            raise waiter.error
-        return waiter.item
+        return waiter.outcome()  # type: ignore[no-any-return]  # (served just as it gave up)
 
     def _lend(self, item: _Item[T]) -> _Item[T]:
         self._loaned[id(item.obj)] = item
@@ -373,7 +342,7 @@ class ObjectPool(Generic[T]):
                 if item is not None and item.obj is obj:
                     item.idle_since = time.monotonic()
                     self._idle.append(item)
-                    if self._pending or self._draining:
+                    if self._line.pending or self._draining:
                         self._dispense()
                         self._cond.notify_all()
                     return
@@ -434,14 +403,10 @@ class ObjectPool(Generic[T]):
     def _dispense(self) -> None:
         """Hand idle objects to waiters, and start creations for the waiters
         left (and to keep ``min``) within ``max``. Called with the lock held."""
-        self._prune_waiters()
-        while self._waiters and self._idle:
-            waiter = heapq.heappop(self._waiters)
-            waiter.item = self._lend(self._idle.popleft() if self.fifo else self._idle.pop())
-            self._pending -= 1
-            waiter.serve()
-            self._prune_waiters()
-        wanted = max(self._pending, self._min - self.size) if self._started else self._pending
+        line = self._line
+        while self._idle and line.serve_next(self._lend_idle):
+            pass
+        wanted = max(line.pending, self._min - self.size) if self._started else line.pending
         wanted -= self._creating
         room = self._max - (len(self._idle) + len(self._loaned) + self._creating)
         for _ in range(min(wanted, room)):
@@ -450,9 +415,8 @@ class ObjectPool(Generic[T]):
                 target=self._create, name=f"drp-create-{self.name}", daemon=True
             ).start()
 
-    def _prune_waiters(self) -> None:
-        while self._waiters and self._waiters[0].gone:
-            heapq.heappop(self._waiters)
+    def _lend_idle(self) -> _Item[T]:
+        return self._lend(self._idle.popleft() if self.fifo else self._idle.pop())
 
     def _create(self) -> None:
         """One creation (in a thread of its own): a global slot if capped, then
@@ -500,17 +464,16 @@ class ObjectPool(Generic[T]):
             self._retry_at = time.monotonic() + backoff
             if self._failures >= MAX_FAILURES:  # refuse who waits now, then start over
                 self._failures = 0
-                for waiter in self._waiters:
-                    if not waiter.gone:
-                        error = ResourceUnavailable(
-                            f"{self!r}: the factory failed {MAX_FAILURES} times in a row; "
-                            f"the last error: {exc!r}"
-                        )
-                        error.__cause__ = exc
-                        waiter.error, waiter.gone = error, True
-                        waiter.serve()
-                self._waiters.clear()
-                self._pending = 0
+
+                def refusal() -> BaseException:
+                    error = ResourceUnavailable(
+                        f"{self!r}: the factory failed {MAX_FAILURES} times in a row; "
+                        f"the last error: {exc!r}"
+                    )
+                    error.__cause__ = exc
+                    return error
+
+                self._line.refuse_all(refusal)
             self._dispense()
 
     def _global_slot(self) -> Lease | None:
@@ -523,7 +486,7 @@ class ObjectPool(Generic[T]):
     def _needs_objects(self) -> bool:
         """Whether someone here still needs an object made (a waiter, or ``min``)."""
         with self._cond:
-            return self._pending > 0 or (self._started and self.size <= self._min)
+            return self._line.pending > 0 or (self._started and self.size <= self._min)
 
     def _close(self, item: _Item[T]) -> None:
         """Destroy one object (never one of another process) and free its slot."""

@@ -89,7 +89,7 @@ else
   reclaim_due()
   -- The queue goes first: a newcomer takes nothing while waiters that the
   -- serving did not reach (past a run of dead ones) are queued.
-  local passed = redis.call('ZCARD', K_WAITQ) > 0 and pump()
+  local passed = redis.call('ZCARD', K_WAITQ) > 0 and serve_waiters()
   local resource = not passed and take_available()
   if resource then
     return resource .. '\n' .. grant(resource, token, holder, lease_ms, false)

@@ -7,7 +7,7 @@ local reclaimed = {}
 if MODE == MODE_ALLOC then
   reclaimed = reclaim(limit)
 end
-local expired, healed = tend_keys(limit)
+local expired, healed = expire_and_heal_keys(limit)
 local names = due(BASE .. ':bindexp', limit)
 for _, name in ipairs(names) do
   redis.call('ZREM', BASE .. ':bindexp', name)

@@ -24,7 +24,7 @@ if MODE == MODE_ALLOC then
   end
   reclaim_due()
 end
-local _, _, lifetimes = tend_keys(RECLAIM_LIMIT)
+local _, _, lifetimes = expire_and_heal_keys(RECLAIM_LIMIT)
 for _ = 1, DROP_LIMIT do
   local key, priority, popped = pick_key(name)
   if not key then
@@ -34,7 +34,7 @@ for _ = 1, DROP_LIMIT do
     refresh_due()
     return REPLY_NONE
   end
-  -- a key whose lifetime ended (beyond what tend_keys removed) is dropped
+  -- a key whose lifetime ended (beyond what expire_and_heal_keys removed) is dropped
   local ends = lifetimes and redis.call('ZSCORE', BASE .. ':kexp', key)
   if not ends or tonumber(ends) > NOW then
     local reply = hand_out(key, priority, popped, name, tonumber(bind_ms), token, holder,

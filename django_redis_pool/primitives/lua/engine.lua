@@ -170,7 +170,7 @@ local K_AVAIL, K_LEASES, K_INFO, K_SEQ, K_WAITQ, K_WINFO, K_WALIVE, K_MAX, K_DON
 local RECLAIM_LIMIT = 16     -- expired leases reclaimed per call (bounded work)
 local SKIP_LIMIT = 16        -- dead waiters dropped per hand-off
 local PRUNE_LIMIT = 32       -- dead waiters dropped by an acquire that finds the queue full
-local PUMP_LIMIT = 64        -- resources handed to waiters per call
+local SERVE_LIMIT = 64        -- resources handed to waiters per call
 local DROP_LIMIT = 64        -- ended allocator keys dropped per malloc
 local UPKEEP_LIMIT = 16      -- deferred and orphaned tasks handled per take
 local RATE_INDEX_LIMIT = 10000  -- a rate limiter's :index entries (the fullest dropped)

@@ -176,11 +176,11 @@ local function refresh_due()
   redis.call('HSET', K_INFO, F_DUE, due_at == math.huge and 'inf' or due_at)
 end
 
--- @fn tend_keys
+-- @fn expire_and_heal_keys
 -- Allocators: drop up to `limit` keys whose lifetime ended, and bring back up
 -- to `limit` whose cooldown ended. Returns how many of each, and whether any
 -- key has a lifetime at all.
-local function tend_keys(limit)
+local function expire_and_heal_keys(limit)
   local expired, lifetimes = due(BASE .. ':kexp', limit)
   for _, key in ipairs(expired) do
     drop_key(key)

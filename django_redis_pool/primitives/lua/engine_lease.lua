@@ -160,7 +160,7 @@ local function serve_slots()
   local size = slot_size()
   local free = free_slots(size)
   local rank = 0  -- waiters before it are too large for this size
-  for _ = 1, PUMP_LIMIT + SKIP_LIMIT do
+  for _ = 1, SERVE_LIMIT + SKIP_LIMIT do
     if free == 0 then
       return BLOCKED
     end
@@ -260,17 +260,17 @@ local function take_available()
   return r
 end
 
--- @fn pump
+-- @fn serve_waiters
 -- Serve queued waiters from avail or free slots (after a reclaim, a change of
 -- size, or a hand-off that gave up on a run of dead waiters). Pools: returns
 -- true when it stopped with waiters still queued that it did not reach (a
--- hand-off gave up on SKIP_LIMIT dead ones, or PUMP_LIMIT were served) while
+-- hand-off gave up on SKIP_LIMIT dead ones, or SERVE_LIMIT were served) while
 -- a resource may be available: no newcomer may take it ahead of them.
-local function pump()
+local function serve_waiters()
   if SLOTS then
     return serve_slots()
   end
-  for _ = 1, PUMP_LIMIT do
+  for _ = 1, SERVE_LIMIT do
     if redis.call('ZCARD', K_WAITQ) == 0 then
       return false
     end

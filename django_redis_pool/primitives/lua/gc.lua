@@ -3,7 +3,7 @@
 -- Returns {reclaimed {resource, record, ...}, dropped waiter records, next
 -- queue index or -1 when done}.
 local limit, offset = tonumber(args[2]), tonumber(args[3])
--- Dead waiters first: a hand-off (reclaim, pump) skips dead waiters silently.
+-- Dead waiters first: a hand-off (reclaim, serve_waiters) skips dead waiters silently.
 local ids = redis.call('ZRANGE', K_WAITQ, offset, offset + limit - 1)
 local dropped = {}
 for _, id in ipairs(ids) do
@@ -17,7 +17,7 @@ for _, id in ipairs(ids) do
 end
 local queued = redis.call('ZCARD', K_WAITQ)
 local reclaimed = reclaim(limit)
-pump()
+serve_waiters()
 -- Waiters served by those hand-offs left the queue too: rescan rather than skip.
 local served = queued - redis.call('ZCARD', K_WAITQ)
 local next_offset = -1

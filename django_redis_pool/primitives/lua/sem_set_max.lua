@@ -7,5 +7,5 @@ if args[3] == '1' and redis.call('GET', K_MAX) then
 end
 redis.call('SET', K_MAX, args[2])
 reclaim(RECLAIM_LIMIT)
-pump()
+serve_waiters()
 return 1

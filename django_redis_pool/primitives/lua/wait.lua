@@ -8,7 +8,7 @@
 -- waiters before this one: each check-in drops SKIP_LIMIT more) | REPLY_GONE.
 local token, alive_ms = string.match(args[2], '^([^|]*)|(.*)$')
 reclaim(RECLAIM_LIMIT)
-local unreached = pump()
+local unreached = serve_waiters()
 local state, value, raw = token_state(token)
 if state == 'granted' then
   redis.call('DEL', BASE .. ':wake:' .. token)
