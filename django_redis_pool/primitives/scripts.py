@@ -1,4 +1,4 @@
-"""How the lease engine's Lua runs: one function library on Redis >= 7, else EVALSHA.
+"""How the primitives' Lua runs: one function library on Redis >= 7, else EVALSHA.
 
 ``lua/engine.lua`` holds the keys, the constants and the shared helpers, the
 ``lua/engine_<family>.lua`` files the helpers of leases, allocators and task
@@ -87,7 +87,7 @@ def load_lua(*names: str) -> str:
         parts.append(_lua_cache[name])
     return "\n".join(parts)
 
-#: Every lease-engine operation, one ``lua/<name>.lua`` each.
+#: Every named operation of every primitive, one ``lua/<name>.lua`` each.
 OPERATIONS = (
     "acquire",
     "release",
@@ -263,7 +263,7 @@ LIBRARY_NAME = _library()[0]
 
 
 class ScriptRunner:
-    """Runs lease-engine operations on one client, by FCALL or by EVALSHA.
+    """Runs the named operations on one client, by FCALL or by EVALSHA.
 
     ``functions`` is None until the first call finds out whether the server
     serves the function library (True) or not (False: EVALSHA from then on).

@@ -2,7 +2,7 @@
 
 An operation that talks to Redis is a generator (:data:`Steps`) that yields
 each step it needs and is sent back its reply: a :class:`Call` of a redis-py
-method, an :class:`Op` of the lease engine (run by :mod:`.scripts`) or a
+method, an :class:`Op` (a named operation, run by :mod:`.scripts`) or a
 :class:`Local` function of this process. This module only names them, so
 that :mod:`.scripts` (which yields calls) and :mod:`.driving` (which runs every
 step, an engine operation by :mod:`.scripts`) depend on it and not on each
@@ -30,7 +30,7 @@ class Call(NamedTuple):
 
 
 class Op(NamedTuple):
-    """A lease-engine operation, run by the client's :class:`.scripts.ScriptRunner`."""
+    """A named operation (``lua/<op>.lua``), run by the client's :class:`.scripts.ScriptRunner`."""
 
     op: str
     keys_and_args: tuple[Any, ...]
