@@ -144,6 +144,38 @@ def test_wheel_carries_every_file_of_the_package(dist: dict[str, Path]) -> None:
     assert "Classifier: Framework :: Django :: 6.0" in text
 
 
+def test_the_version_is_written_once_and_the_wheel_names_it_and_the_project_urls(
+    dist: dict[str, Path],
+) -> None:
+    import django_redis_pool
+
+    pyproject = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    project = pyproject.partition("\n[project]\n")[2].partition("\n[")[0]
+    assert 'dynamic = ["version"]' in project and "\nversion = " not in project
+    assert dist["wheel"].name.startswith(f"django_redis_pool-{django_redis_pool.__version__}-")
+    with zipfile.ZipFile(dist["wheel"]) as wheel:
+        metadata = next(name for name in wheel.namelist() if name.endswith(".dist-info/METADATA"))
+        text = wheel.read(metadata).decode()
+    assert f"Version: {django_redis_pool.__version__}" in text
+    for label in ("Homepage", "Documentation", "Changelog", "Source", "Issues"):
+        assert f"Project-URL: {label}, https://" in text, label
+
+
+def test_the_release_workflow_builds_checks_and_publishes_a_version_tag() -> None:
+    import yaml
+
+    workflow = yaml.safe_load((ROOT / ".github/workflows/release.yml").read_text())
+    assert workflow[True]["push"]["tags"] == ["v*"]  # (YAML 1.1 reads "on" as True)
+    build, publish = workflow["jobs"]["build"], workflow["jobs"]["publish"]
+    commands = "\n".join(step.get("run", "") for step in build["steps"])
+    assert "python -m build" in commands and "twine check --strict" in commands
+    assert '"v$version" = "$GITHUB_REF_NAME"' in commands
+    assert publish["needs"] == "build" and publish["permissions"] == {"id-token": "write"}
+    assert any(
+        step.get("uses", "").startswith("pypa/gh-action-pypi-publish") for step in publish["steps"]
+    )
+
+
 def test_sdist_carries_what_it_needs_to_build(dist: dict[str, Path]) -> None:
     with tarfile.open(dist["sdist"]) as sdist:
         top, *_ = sdist.getnames()
