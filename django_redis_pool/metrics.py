@@ -211,20 +211,23 @@ _registry: Any = None
 
 
 def metrics_view(request: HttpRequest) -> HttpResponse:
-    """Every configured primitive's metrics in Prometheus's text format (this
+    """Every configured primitive's metrics in Prometheus's text format, or in
+    OpenMetrics when the scraper's ``Accept`` header asks for it (this
     process's counts are added into Redis first)."""
     global _registry
     _require_client()
-    from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+    from prometheus_client import CollectorRegistry
+    from prometheus_client.exposition import choose_encoder
 
     if _registry is None:
         fresh = CollectorRegistry(auto_describe=False)
         fresh.register(RedisPoolCollector())  # type: ignore[arg-type]
         _registry = fresh
+    encode, content_type = choose_encoder(request.headers.get("Accept", ""))
     with deadline(registry.get_config().metrics_deadline):  # (the flush and the reads)
         flush()
-        body = generate_latest(_registry)
-    return HttpResponse(body, content_type=CONTENT_TYPE_LATEST)
+        body = encode(_registry)
+    return HttpResponse(body, content_type=content_type)
 
 
 def register_collector(target: Any = None) -> RedisPoolCollector:

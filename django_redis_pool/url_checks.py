@@ -1,6 +1,7 @@
 """The URLconf scan: every ``@with_resource(name)`` on a routed view names a
-primitive that is configured and that a request can hold (E023), and its
-``permits=`` suits that primitive (E038, E039).
+primitive that is configured and that a request can hold (E023), its
+``permits=`` suits that primitive (E038, E039), and a routed
+``metrics_view`` finds ``prometheus_client`` installed (E043).
 
 :func:`findings` gives them as :class:`~.conf.Finding` objects;
 :func:`.checks.check_view_resources` reports them.
@@ -24,7 +25,9 @@ def findings(config: conf.Config) -> list[conf.Finding]:
     from django.urls import get_resolver
 
     try:
-        found = set(_routed_guards(get_resolver().url_patterns))
+        patterns = get_resolver().url_patterns
+        found = set(_routed_guards(patterns))
+        metrics_routes = sorted(_routed_metrics_views(patterns))
     except Exception:
         return []
     usable = {name: entry.kind for name, entry in config.entries.items() if entry.kind.supported}
@@ -62,7 +65,38 @@ def findings(config: conf.Config) -> list[conf.Finding]:
             )
             if problem is not None:
                 result.add(problem.id, f"{problem}.", problem.hint or "", obj=view)
+    if metrics_routes and not _has_prometheus_client():
+        result.add(
+            "E043",
+            f"django_redis_pool.metrics.metrics_view is routed ({', '.join(metrics_routes)}), "
+            "but prometheus_client is not installed: every scrape would fail.",
+            "pip install 'django-redis-pool[prometheus]', or remove the route.",
+            obj="django_redis_pool.metrics.metrics_view",
+        )
     return result
+
+
+def _routed_metrics_views(patterns: Iterable[Any], prefix: str = "") -> Iterable[str]:
+    """The routes (as written in the URLconf) that serve ``metrics_view``."""
+    for pattern in patterns:
+        route = f"{prefix}{getattr(pattern, 'pattern', '')}"
+        if hasattr(pattern, "url_patterns"):  # an include()
+            yield from _routed_metrics_views(pattern.url_patterns, route)
+            continue
+        callback = getattr(pattern, "callback", None)
+        if (
+            getattr(callback, "__module__", None) == "django_redis_pool.metrics"
+            and getattr(callback, "__name__", None) == "metrics_view"
+        ):
+            yield repr(route)
+
+
+def _has_prometheus_client() -> bool:
+    try:
+        import prometheus_client  # noqa: F401
+    except ImportError:
+        return False
+    return True
 
 
 def _routed_guards(patterns: Iterable[Any]) -> Iterable[tuple[str, Any]]:

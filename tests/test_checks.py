@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 import io
 import socket
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -584,6 +585,18 @@ def test_e023_with_resource_naming_a_primitive_a_request_cannot_hold(settings: A
     assert len(held) == 1
     assert "'scanners' is a queue, which a request cannot hold" in held[0].msg
     assert "'printers'" in held[0].hint
+
+
+@pytest.mark.urls("tests.urls")
+def test_e043_a_routed_metrics_view_without_prometheus_client(
+    settings: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    settings.DJANGO_REDIS_POOL = PRINTERS
+    assert [m for m in run_checks(tags=[TAG]) if m.id == "django_redis_pool.E043"] == []
+    monkeypatch.setitem(sys.modules, "prometheus_client", None)  # (not importable)
+    [message] = [m for m in run_checks(tags=[TAG]) if m.id == "django_redis_pool.E043"]
+    assert "'metrics/'" in message.msg and "prometheus_client is not installed" in message.msg
+    assert "django-redis-pool[prometheus]" in message.hint
 
 
 def test_e020_middleware_rule_naming_a_primitive_a_request_cannot_hold(settings: Any) -> None:

@@ -272,6 +272,21 @@ def test_the_metrics_view_exports_state_counters_and_histograms(
 
 
 @pytest.mark.urls("tests.urls")
+def test_a_scraper_that_accepts_openmetrics_gets_openmetrics(settings: Any, redis_url: str) -> None:
+    from prometheus_client.openmetrics.parser import text_string_to_metric_families as parse
+
+    configure(settings, redis_url)
+    accept = "application/openmetrics-text;version=1.0.0,text/plain;version=0.0.4;q=0.5"
+    response = Client().get("/metrics/", HTTP_ACCEPT=accept)
+    assert response.status_code == 200
+    assert response["Content-Type"].startswith("application/openmetrics-text")
+    text = response.content.decode()
+    assert text.endswith("# EOF\n")
+    names = {family.name for family in parse(text)}
+    assert "django_redis_pool_up" in names and "django_redis_pool_acquired" in names
+
+
+@pytest.mark.urls("tests.urls")
 def test_a_primitive_that_cannot_be_read_is_exported_as_down(settings: Any) -> None:
     configure(settings, f"redis://127.0.0.1:{closed_port()}/0")
     samples = scrape()
