@@ -20,6 +20,9 @@ SUBCOMMANDS = {
     "cpu": "cpu",
     "async": "async_path",
     "redis-cost": "redis_cost",
+    "ratelimit": "ratelimit",
+    "objectpool": "objectpool",
+    "queue": "taskqueue",
     "report": "report",
 }
 
