@@ -19,8 +19,10 @@ the plots. The layout:
   subcommands measure (ours, the peers, the WATCH/MULTI designs, the floor);
 * ``workers.py``: worker processes, and our package at another git revision
   (``--before REF``);
+* ``web.py``: a Django project served by uvicorn or gunicorn, loaded by wrk;
 * ``results.py``: the JSON results and the Markdown helpers;
 * ``suites/``: one module per subcommand;
+* ``assets/``: the Django project served over HTTP and wrk's Lua script;
 * ``results/``: the results of the full runs (``results/quick/``: of the
   ``--quick`` ones, not kept).
 """

@@ -23,6 +23,10 @@ SUBCOMMANDS = {
     "ratelimit": "ratelimit",
     "objectpool": "objectpool",
     "queue": "taskqueue",
+    "views": "views",
+    "admin": "admin",
+    "asgi": "asgi",
+    "overload": "overload",
     "report": "report",
 }
 
