@@ -27,6 +27,7 @@ SUBCOMMANDS = {
     "admin": "admin",
     "asgi": "asgi",
     "overload": "overload",
+    "reshard": "reshard",
     "report": "report",
 }
 
