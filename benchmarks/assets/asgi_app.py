@@ -1,5 +1,5 @@
-"""The Django project ``bench_asgi.py`` and ``bench_overload.py`` serve: one
-pooled view, async and sync.
+"""The Django project the ``asgi`` and ``overload`` benchmarks serve (``web.py``):
+one pooled view, async and sync.
 
 ``/async/`` (``async def``, for an ASGI server) and ``/sync/`` (``def``, for a
 WSGI server) each hold a resource of the pool ``printers`` (``POOL_SIZE``

