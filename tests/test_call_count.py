@@ -10,7 +10,7 @@ On 2026-11-26 ours added 31-56 calls a cycle on redis-py 5.3 and 8.1, Python
 operations run by the driver without generator layers, deadlines armed only
 where something reads them, validators' and holders' common cases taken at
 once, fewer and packed arguments, a grant answered as one string);
-``benchmarks/bench_calls.py`` prints the whole table. The budget keeps a later
+``python -m benchmarks calls`` prints the whole table. The budget keeps a later
 change from bringing calls back unnoticed.
 """
 

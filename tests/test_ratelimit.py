@@ -511,7 +511,7 @@ def test_no_window_of_per_seconds_passes_more_than_rate_plus_burst_under_8_proce
 
 #: Most Python calls ours may add to one Script call per decision (acquire):
 #: 9 on 2026-11-26 (redis-py 8.1), the reply being one string. The timing
-#: beside the peers is ``benchmarks/bench_ratelimit.py``'s (``--quick``: a smoke run).
+#: beside the peers is ``python -m benchmarks ratelimit``'s (``--quick``: a smoke run).
 DECISION_BUDGET = 20
 
 

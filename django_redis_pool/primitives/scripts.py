@@ -27,7 +27,7 @@ On both paths the code is written out from ``engine.lua`` as Redis should
 run it: its constants (``local NAME = <string or integer>``) as literals in
 place (a local that a helper names would be an upvalue, made anew on every
 EVALSHA run), and after ``begin`` only the keys an operation's code names
-(its ``-- @key`` lines). ``benchmarks/bench_redis_cost.py`` counts what each
+(its ``-- @key`` lines). ``python -m benchmarks redis-cost`` counts what each
 costs Redis.
 
 Which path a client takes is found out on its first call and remembered per
