@@ -436,7 +436,7 @@ def _test(pytest_args: list[str]) -> int:
     env = dict(os.environ)
     env.pop("DJANGO_SETTINGS_MODULE", None)  # the tests use tests.settings (pyproject)
     if selects_browser_tests(pytest_args):
-        env["CHROMIUM"] = ensure_chromium()  # read by tests/browser.py
+        env["CHROMIUM"] = ensure_chromium()  # read by tests/support/browser.py
     env["PROMTOOL"] = ensure_promtool()  # read by tests/test_alert_rules.py
     redis7 = {**env, **ensure_redis7()}
     say("ruff check .")

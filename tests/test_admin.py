@@ -41,8 +41,7 @@ from django_redis_pool.primitives.semaphore import Semaphore
 from django_redis_pool.primitives.validators import MAX_SECONDS
 from django_redis_pool.registry import get_resource
 from django_redis_pool.signals import lease_lost, lease_reclaimed
-
-from .admin_helpers import (
+from tests.support.admin_helpers import (
     commands_run_by,
     confirm,
     dashboard_row,
@@ -59,7 +58,7 @@ from .admin_helpers import (
     table,
     text_of,
 )
-from .waiting import wait_for
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.django_db
 

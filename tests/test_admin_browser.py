@@ -1,6 +1,6 @@
 """The admin in a real browser: headless Chromium (Debian's), driven by Playwright.
 
-One module, so one browser (see ``tests/browser.py``). ``DRP_SCREENSHOTS=docs/img``
+One module, so one browser (see ``tests/support/browser.py``). ``DRP_SCREENSHOTS=docs/img``
 saves the dashboard's screenshots for the documentation; otherwise they go to a
 temporary folder (and are still taken, so the pages are fully rendered).
 """
@@ -20,10 +20,10 @@ from playwright.sync_api import Page, Response, expect
 
 import django_redis_pool
 from django_redis_pool.primitives import counts
-from tests.browser import admin_login, screenshot
-from tests.waiting import wait_for
+from tests.support.browser import admin_login, screenshot
+from tests.support.waiting import wait_for
 
-pytest_plugins = ["tests.browser"]
+pytest_plugins = ["tests.support.browser"]
 
 ADMIN_CSS = "/static/admin/css/base.css"
 # The admin header's background (var(--header-bg), #417690); unstyled it is transparent.
@@ -224,7 +224,7 @@ def test_an_object_pool_page_lists_the_processes_using_it(
 ) -> None:
     settings.DJANGO_REDIS_POOL = {
         "CONNECTION": {"URL": redis_url},
-        "OBJECT_POOLS": {"clients": {"FACTORY": "tests.objects.make", "MAX": 2}},
+        "OBJECT_POOLS": {"clients": {"FACTORY": "tests.support.objects.make", "MAX": 2}},
     }
     pool = django_redis_pool.get_object_pool("clients")  # this process uses it
     held = pool.acquire(timeout=5)

@@ -14,9 +14,8 @@ import pytest
 
 from django_redis_pool import AllocatedKey, Allocator, AllocatorObject
 from django_redis_pool.primitives.allocator import MAX_KEY_PRIORITY
-
-from .primitive_helpers import assert_constructor_does_no_io, expire_now, redis_time
-from .waiting import wait_for
+from tests.support.primitive_helpers import assert_constructor_does_no_io, expire_now, redis_time
+from tests.support.waiting import wait_for
 
 #: Every test here runs on the blocking API and on the asyncio twins.
 pytestmark = pytest.mark.usefixtures("api")

@@ -18,10 +18,9 @@ from django.test import Client, RequestFactory
 from django_redis_pool import AllocatedKey, Allocator, get_allocator
 from django_redis_pool.checks import check_settings
 from django_redis_pool.decorators import with_resource
-
-from .admin_helpers import commands_run_by, script_calls, unload_scripts
-from .test_admin import action_url, detail_url, login, operator, viewer  # noqa: F401
-from .waiting import wait_for
+from tests.support.admin_helpers import commands_run_by, script_calls, unload_scripts
+from tests.support.waiting import wait_for
+from tests.test_admin import action_url, detail_url, login, operator, viewer  # noqa: F401
 
 #: Keys the health check below finds unhealthy.
 BROKEN = {"proxy-2"}

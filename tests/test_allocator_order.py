@@ -29,9 +29,8 @@ from hypothesis.stateful import (
 )
 
 from django_redis_pool import Allocator
-
-from .clockshift import ShiftedClockRedis, shifted_redis  # noqa: F401 (fixture)
-from .waiting import wait_for
+from tests.support.clockshift import ShiftedClockRedis, shifted_redis  # noqa: F401 (fixture)
+from tests.support.waiting import wait_for
 
 
 def drain(allocator: Allocator) -> list[str]:

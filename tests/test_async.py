@@ -1,5 +1,5 @@
 """The asyncio twins of the primitives, beyond the behaviour tests (which run
-on both paths, see ``tests/async_bridge.py``): one fair queue for blocking and
+on both paths, see ``tests/support/async_bridge.py``): one fair queue for blocking and
 async callers, cancellation at any await point, renewal on the loop, and the
 per-loop asyncio clients. Against the harness's real Redis."""
 
@@ -21,8 +21,7 @@ from hypothesis import strategies as st
 from django_redis_pool import Lease, Lock, ResourcePool, Semaphore
 from django_redis_pool.primitives.async_clients import aclose_async_clients, async_client_for
 from django_redis_pool.primitives.deadlines import Stopwatch
-
-from .waiting import await_for, wait_for
+from tests.support.waiting import await_for, wait_for
 
 
 def _leftovers(primitive: Any) -> dict[str, Any]:

@@ -14,11 +14,10 @@ from django.test import AsyncClient
 
 from django_redis_pool import get_pool, registry
 from django_redis_pool.primitives.async_clients import async_client_for
+from tests.support.waiting import wait_for
+from tests.urlconfs import request_views as views
 
-from . import request_views as views
-from .waiting import wait_for
-
-pytestmark = pytest.mark.urls("tests.request_views")
+pytestmark = pytest.mark.urls("tests.urlconfs.request_views")
 
 POOLS = {"printers": {"RESOURCES": ["p1"], "LEASE_TIMEOUT": 30}}
 

@@ -30,8 +30,7 @@ from django_redis_pool import BackendUnavailable, get_pool
 from django_redis_pool.guard import Guard, Refusal
 from django_redis_pool.kinds import Held
 from django_redis_pool.testing import EmbeddedRedis
-
-from .waiting import answers_ping, wait_for
+from tests.support.waiting import answers_ping, wait_for
 
 pytestmark = pytest.mark.django_db
 

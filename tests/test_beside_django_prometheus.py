@@ -11,7 +11,7 @@ import pytest
 from django.test import Client
 from prometheus_client import REGISTRY
 
-pytestmark = pytest.mark.urls("tests.middleware_views")
+pytestmark = pytest.mark.urls("tests.urlconfs.middleware_views")
 
 #: A project's MIDDLEWARE with django-prometheus, as its docs say.
 WITH_DJANGO_PROMETHEUS = [

@@ -23,8 +23,7 @@ from typing import Any
 import pytest
 
 from django_redis_pool import Allocator, Lock, ResourcePool, Semaphore
-
-from .primitive_helpers import awaited_calls_by_ours, calls_per_cycle
+from tests.support.primitive_helpers import awaited_calls_by_ours, calls_per_cycle
 
 #: Most calls ours may add to the floor per acquire + release.
 BUDGET = 70

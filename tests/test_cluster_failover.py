@@ -24,8 +24,7 @@ from django_redis_pool import Lock, PoolError, ResourcePool, get_pool
 from django_redis_pool.primitives.deadlines import Stopwatch
 from django_redis_pool.primitives.engine import DEADLINE_SLACK
 from django_redis_pool.testing import EmbeddedRedis, EmbeddedRedisCluster
-
-from .waiting import STALL, wait_for
+from tests.support.waiting import STALL, wait_for
 
 pytestmark = pytest.mark.cluster
 

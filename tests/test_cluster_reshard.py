@@ -38,8 +38,7 @@ from django_redis_pool import (
 )
 from django_redis_pool.testing import EmbeddedRedisCluster
 from django_redis_pool.testing.reshard import SlotMigration
-
-from .waiting import wait_for
+from tests.support.waiting import wait_for
 
 pytestmark = [pytest.mark.cluster, pytest.mark.reshard]
 

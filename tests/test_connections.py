@@ -14,8 +14,7 @@ import redis
 
 from django_redis_pool import get_pool, registry
 from django_redis_pool.checks import check_settings
-
-from .waiting import wait_for
+from tests.support.waiting import wait_for
 
 
 def setting(url: str, **connection: Any) -> dict[str, Any]:

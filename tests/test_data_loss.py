@@ -15,8 +15,7 @@ import pytest
 
 from django_redis_pool import Allocator, Lock, ResourcePool, Semaphore
 from django_redis_pool.primitives.base import LeasedPrimitive
-
-from .primitive_helpers import expire_now, pool_of
+from tests.support.primitive_helpers import expire_now, pool_of
 
 
 def lose(client: Any, primitive: LeasedPrimitive, suffix: str = "") -> None:

@@ -13,7 +13,7 @@ from types import ModuleType
 
 import pytest
 
-from .waiting import wait_for
+from tests.support.waiting import wait_for
 
 DEV_PY = Path(__file__).resolve().parent.parent / "scripts" / "dev.py"
 

@@ -42,7 +42,7 @@ from pathlib import Path
 
 import pytest
 
-from .waiting import STARTUP, wait_for
+from tests.support.waiting import STARTUP, wait_for
 
 pytestmark = pytest.mark.release
 

@@ -28,9 +28,8 @@ from django_redis_pool.primitives.scripts import (
     script_sha,
     script_source,
 )
-
-from .primitive_helpers import expire_now, finish, in_thread, pool_of
-from .waiting import wait_for
+from tests.support.primitive_helpers import expire_now, finish, in_thread, pool_of
+from tests.support.waiting import wait_for
 
 # -- raw state, with what moves with the clock blanked out ----------------------------
 

@@ -29,10 +29,10 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Browser, Page, expect
 
-from tests.browser import admin_login, screenshot
-from tests.waiting import wait_for
+from tests.support.browser import admin_login, screenshot
+from tests.support.waiting import wait_for
 
-pytest_plugins = ["tests.browser"]
+pytest_plugins = ["tests.support.browser"]
 pytestmark = pytest.mark.release
 
 ROOT = Path(__file__).resolve().parent.parent

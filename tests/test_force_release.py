@@ -23,9 +23,8 @@ import pytest
 
 from django_redis_pool import Lease, Lock, NotOwned, ResourcePool, Semaphore
 from django_redis_pool.primitives.base import LeasedPrimitive
-
-from .primitive_helpers import expire_now, finish, in_thread, pool_of
-from .waiting import wait_for
+from tests.support.primitive_helpers import expire_now, finish, in_thread, pool_of
+from tests.support.waiting import wait_for
 
 # ----------------------------------------------------------------------- helpers
 

@@ -1,5 +1,5 @@
 """The kinds: the Django layer's core names none of them, and a kind added as
-one module (``tests/gate_kind.py``) works in the settings, the checks, the
+one module (``tests/support/gate_kind.py``) works in the settings, the checks, the
 registry, the decorator, the commands and the admin without touching the core."""
 
 from __future__ import annotations
@@ -23,8 +23,7 @@ from django_redis_pool.dashboard import panels
 from django_redis_pool.decorators import with_resource
 from django_redis_pool.kinds import Kind
 from django_redis_pool.kinds.leased import LeaseKind
-
-from . import gate_kind
+from tests.support import gate_kind
 
 PACKAGE = Path(__file__).resolve().parent.parent / "django_redis_pool"
 #: English that happens to contain a kind's word: the package's own name, the
@@ -137,7 +136,7 @@ def gates(settings: Any, redis_url: str, monkeypatch: pytest.MonkeyPatch) -> Ite
     registries = (dashboard.SUMMARIES, dashboard.SECTIONS, dashboard.ACTIONS, panels.PANELS)
     saved = [dict(r) for r in registries]
     importlib.reload(gate_kind)  # a fresh KIND, whose panels are registered again
-    monkeypatch.setattr(kinds, "BUILTIN", (*kinds.BUILTIN, "tests.gate_kind.KIND"))
+    monkeypatch.setattr(kinds, "BUILTIN", (*kinds.BUILTIN, "tests.support.gate_kind.KIND"))
     monkeypatch.setattr(kinds, "_loaded", None)
     # What the app config does when Django starts, for the kinds loaded later.
     panels.register_panels(kinds.all_kinds())
@@ -162,7 +161,7 @@ def run(command: str, *args: str) -> str:
 
 @pytest.mark.django_db  # closing a response closes old database connections
 def test_a_kind_added_as_one_module_is_checked_built_and_held(gates: None) -> None:
-    from tests.gate_kind import Gate, get_gate
+    from tests.support.gate_kind import Gate, get_gate
 
     assert [m for m in check_settings() if m.is_serious()] == []
     gate = get_gate("front-door")
@@ -190,7 +189,7 @@ def test_a_kind_added_as_one_module_has_its_options_checked(gates: None, setting
 
 
 def test_a_kind_added_as_one_module_is_run_by_the_commands(gates: None) -> None:
-    from tests.gate_kind import get_gate
+    from tests.support.gate_kind import get_gate
 
     assert "front-door: a gate, nothing to sync" in run("pool_sync")
     get_gate("front-door").for_holder("night-shift").acquire()
@@ -206,7 +205,7 @@ def test_a_kind_added_as_one_module_is_run_by_the_commands(gates: None) -> None:
 
 
 def test_a_kind_added_as_one_module_has_its_admin_panels(gates: None) -> None:
-    from tests.gate_kind import get_gate
+    from tests.support.gate_kind import get_gate
 
     gate = get_gate("front-door")
     assert dashboard.SUMMARIES["gate"](gate).size == 1

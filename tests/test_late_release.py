@@ -30,7 +30,7 @@ from django_redis_pool.decorators import with_resource
 from django_redis_pool.primitives import pending_releases, releases
 from django_redis_pool.primitives.deadlines import DeadlineConnection, Stopwatch
 from django_redis_pool.primitives.engine import DEADLINE_SLACK
-from tests.waiting import STALL, await_for, floor_of, wait_for
+from tests.support.waiting import STALL, await_for, floor_of, wait_for
 
 pytestmark = pytest.mark.urls(__name__)
 

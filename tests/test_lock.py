@@ -32,16 +32,15 @@ from django_redis_pool import (
 )
 from django_redis_pool.primitives import pending_releases
 from django_redis_pool.testing import EmbeddedRedis
-
-from .clients import client_from, spec_of
-from .primitive_helpers import (
+from tests.support.clients import client_from, spec_of
+from tests.support.primitive_helpers import (
     LONG_CHUNK,
     LONG_READ_TIMEOUT,
     assert_constructor_does_no_io,
     expire,
     redis_time,
 )
-from .waiting import STALL, floor_of, wait_blocked, wait_for
+from tests.support.waiting import STALL, floor_of, wait_blocked, wait_for
 
 mp = multiprocessing.get_context("fork")
 

@@ -26,8 +26,7 @@ from hypothesis.stateful import (
 
 from django_redis_pool import Lock
 from django_redis_pool.primitives.protocol import Reply
-
-from .queue_model import FATES, INF, LONG_MS, SLOT_STEPS, QueueModel
+from tests.support.queue_model import FATES, INF, LONG_MS, SLOT_STEPS, QueueModel
 
 HOLDERS = st.sampled_from(["a", "b"])
 PRIORITIES = st.integers(min_value=0, max_value=1)

@@ -6,7 +6,7 @@ process and host in the step that would queue one; one more is refused at
 once, as a timeout refuses it. Every test runs against a real redis-server
 and the real local 3-master Redis Cluster (the ``client`` fixture is
 parametrized); the behaviour tests also run on the asyncio twins (``api``).
-Durations are bounded by floors (:func:`tests.waiting.floor_of`): a refusal
+Durations are bounded by floors (:func:`tests.support.waiting.floor_of`): a refusal
 "at once" takes about as long as a refused ``timeout=0`` acquire, never its
 timeout.
 """
@@ -27,10 +27,9 @@ import pytest
 
 from django_redis_pool import Lock, ObjectPool, ResourcePool, ResourceUnavailable, Semaphore
 from django_redis_pool.primitives.protocol import Reply
-
-from .clients import client_from, spec_of
-from .primitive_helpers import redis_time
-from .waiting import STALL, floor_of, wait_blocked, wait_for
+from tests.support.clients import client_from, spec_of
+from tests.support.primitive_helpers import redis_time
+from tests.support.waiting import STALL, floor_of, wait_blocked, wait_for
 
 mp = multiprocessing.get_context("fork")
 

@@ -1,7 +1,7 @@
 """``ResourceMiddleware`` through Django's test clients, against the harness's Redis.
 
 Both ``django.test.Client`` (a sync middleware chain) and ``AsyncClient`` (an async
-chain) are used; the views in ``tests/middleware_views.py`` are plain, so every
+chain) are used; the views in ``tests/urlconfs/middleware_views.py`` are plain, so every
 hold seen here is the middleware's.
 """
 
@@ -23,10 +23,10 @@ from django.test import AsyncClient, Client
 from django_redis_pool import ResourcePool, get_lock, get_pool, get_semaphore, registry
 from django_redis_pool.guard import request_of
 from tests import settings as base_settings
-from tests.middleware_views import PROBE
-from tests.waiting import STALL, cancel, floor_of, wait_for
+from tests.support.waiting import STALL, cancel, floor_of, wait_for
+from tests.urlconfs.middleware_views import PROBE
 
-pytestmark = pytest.mark.urls("tests.middleware_views")
+pytestmark = pytest.mark.urls("tests.urlconfs.middleware_views")
 
 RESOURCE_MIDDLEWARE = "django_redis_pool.middleware.ResourceMiddleware"
 PRINT_POST = {"PATH": r"^/print/", "METHODS": ["POST"], "RESOURCE": "printers", "TIMEOUT": 0}
@@ -221,7 +221,7 @@ def test_first_matching_rule_wins(settings: Any, redis_url: str) -> None:
 
 def test_rule_lease_timeout_and_identity_shape_the_lease(settings: Any, redis_url: str) -> None:
     rules = [
-        {**PRINT_POST, "LEASE_TIMEOUT": 5, "IDENTITY": "tests.middleware_views.user_of"},
+        {**PRINT_POST, "LEASE_TIMEOUT": 5, "IDENTITY": "tests.urlconfs.middleware_views.user_of"},
         {"PATH": r"^/scan/", "RESOURCE": "scanners", "TIMEOUT": 0},
     ]
     configure(settings, redis_url, rules)
@@ -341,7 +341,7 @@ def test_semaphore_rule_with_identity_shares_a_slot_per_user_and_limits_users(
         "PATH": r"^/gate/",
         "RESOURCE": "per_user",
         "TIMEOUT": 0,
-        "IDENTITY": "tests.middleware_views.user_of",
+        "IDENTITY": "tests.urlconfs.middleware_views.user_of",
     }
     configure(settings, redis_url, [rule], SEMAPHORES={"per_user": {"MAX_SIZE": 2}})
     semaphore = get_semaphore("per_user")

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from .waiting import STARTUP, wait_for
+from tests.support.waiting import STARTUP, wait_for
 
 # (the build and the venv, made in the first test's setup, fetch from the index)
 pytestmark = [pytest.mark.release, pytest.mark.timeout(600)]

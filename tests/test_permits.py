@@ -31,11 +31,10 @@ from hypothesis.stateful import (
 from django_redis_pool import NotConfigured, ResourceUnavailable, Semaphore
 from django_redis_pool.primitives.base import lease_as_dict
 from django_redis_pool.primitives.protocol import Reply
-
-from .clients import client_from, spec_of
-from .primitive_helpers import LONG_CHUNK, expire_now, redis_time
-from .queue_model import FATES, INF, SLOT_STEPS, QueueModel
-from .waiting import wait_blocked, wait_for
+from tests.support.clients import client_from, spec_of
+from tests.support.primitive_helpers import LONG_CHUNK, expire_now, redis_time
+from tests.support.queue_model import FATES, INF, SLOT_STEPS, QueueModel
+from tests.support.waiting import wait_blocked, wait_for
 
 mp = multiprocessing.get_context("fork")
 

@@ -21,11 +21,10 @@ from django.urls import reverse
 from django_redis_pool import NotConfigured, get_pool, get_semaphore, kinds
 from django_redis_pool.checks import TAG
 from django_redis_pool.decorators import with_resource
-
-from . import permit_views
-from . import settings as base_settings
-from .admin_helpers import page_text, table
-from .waiting import wait_for
+from tests import settings as base_settings
+from tests.support.admin_helpers import page_text, table
+from tests.support.waiting import wait_for
+from tests.urlconfs import permit_views
 
 RESOURCE_MIDDLEWARE = "django_redis_pool.middleware.ResourceMiddleware"
 
@@ -58,7 +57,7 @@ def message(settings: Any, value: Any, check_id: str) -> Any:
 # ---------------------------------------------------------------- @with_resource
 
 
-@pytest.mark.urls("tests.permit_views")
+@pytest.mark.urls("tests.urlconfs.permit_views")
 def test_a_view_holds_the_permits_its_decorator_asks_for(settings: Any, redis_url: str) -> None:
     settings.DJANGO_REDIS_POOL = setting(redis_url)
     response = Client().get("/three/")
@@ -67,7 +66,7 @@ def test_a_view_holds_the_permits_its_decorator_asks_for(settings: Any, redis_ur
     assert get_semaphore("jobs").get_held_permits() == 0, "all given back after the response"
 
 
-@pytest.mark.urls("tests.permit_views")
+@pytest.mark.urls("tests.urlconfs.permit_views")
 def test_a_second_request_is_refused_when_its_permits_are_not_free(
     settings: Any, redis_url: str
 ) -> None:
@@ -89,7 +88,7 @@ def test_a_second_request_is_refused_when_its_permits_are_not_free(
     assert Client().get("/three/").status_code == 200
 
 
-@pytest.mark.urls("tests.permit_views")
+@pytest.mark.urls("tests.urlconfs.permit_views")
 def test_an_async_view_holds_its_permits_on_the_event_loop(settings: Any, redis_url: str) -> None:
     settings.DJANGO_REDIS_POOL = setting(redis_url)
     response = async_to_sync(AsyncClient().get)("/two-async/")
@@ -98,7 +97,7 @@ def test_an_async_view_holds_its_permits_on_the_event_loop(settings: Any, redis_
     assert get_semaphore("jobs").get_held_permits() == 0
 
 
-@pytest.mark.urls("tests.permit_views")
+@pytest.mark.urls("tests.urlconfs.permit_views")
 def test_a_semaphores_permits_setting_is_what_its_requests_take_by_default(
     settings: Any, redis_url: str
 ) -> None:
@@ -111,7 +110,7 @@ def test_a_semaphores_permits_setting_is_what_its_requests_take_by_default(
     assert get_semaphore("jobs").get_held_permits() == 1
 
 
-@pytest.mark.urls("tests.permit_views")
+@pytest.mark.urls("tests.urlconfs.permit_views")
 def test_permits_on_a_view_of_a_pool_fail_naming_the_mistake(settings: Any, redis_url: str) -> None:
     settings.DJANGO_REDIS_POOL = setting(redis_url)
     get_pool("printers").associate("p1")
@@ -129,7 +128,7 @@ def test_with_resource_refuses_bad_permits_at_once(bad: Any) -> None:
 # ------------------------------------------------------------------- middleware
 
 
-@pytest.mark.urls("tests.permit_views")
+@pytest.mark.urls("tests.urlconfs.permit_views")
 @pytest.mark.parametrize("client_class", [Client, AsyncClient])
 def test_a_middleware_rules_permits_are_held_for_its_requests(
     settings: Any, redis_url: str, client_class: Any
@@ -205,7 +204,7 @@ def test_a_semaphore_without_max_size_takes_any_permits_in_its_rules(settings: A
     assert ids(settings, value) == ["django_redis_pool.W006"]  # (no MAX_SIZE at all)
 
 
-@pytest.mark.urls("tests.permit_check_urls")
+@pytest.mark.urls("tests.urlconfs.permit_check_urls")
 def test_views_asking_permits_of_a_pool_or_above_the_max_size_are_e038_and_e039(
     settings: Any,
 ) -> None:
@@ -216,12 +215,14 @@ def test_views_asking_permits_of_a_pool_or_above_the_max_size_are_e038_and_e039(
         if m.id in ("django_redis_pool.E038", "django_redis_pool.E039")
     }
     assert set(found) == {
-        "tests.permit_check_urls.pool_with_permits",
-        "tests.permit_check_urls.too_many",
+        "tests.urlconfs.permit_check_urls.pool_with_permits",
+        "tests.urlconfs.permit_check_urls.too_many",
     }
-    assert found["tests.permit_check_urls.pool_with_permits"].id == "django_redis_pool.E038"
-    assert found["tests.permit_check_urls.too_many"].id == "django_redis_pool.E039"
-    assert "@with_resource('jobs')" in found["tests.permit_check_urls.too_many"].msg
+    assert (
+        found["tests.urlconfs.permit_check_urls.pool_with_permits"].id == "django_redis_pool.E038"
+    )
+    assert found["tests.urlconfs.permit_check_urls.too_many"].id == "django_redis_pool.E039"
+    assert "@with_resource('jobs')" in found["tests.urlconfs.permit_check_urls.too_many"].msg
 
 
 # ------------------------------------------- what the admin, pool_status and metrics show
@@ -251,7 +252,7 @@ def test_a_semaphores_held_gauge_counts_permits(settings: Any, redis_url: str) -
 
 
 @pytest.mark.django_db
-@pytest.mark.urls("tests.urls")
+@pytest.mark.urls("tests.urlconfs.urls")
 def test_the_admin_shows_the_permits_of_each_holder_and_waiter(
     settings: Any, redis_url: str, admin_client: Client
 ) -> None:

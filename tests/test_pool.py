@@ -13,9 +13,8 @@ import pytest
 
 from django_redis_pool import Lease, ResourcePool, ResourceUnavailable
 from django_redis_pool.exceptions import PoolError
-
-from .primitive_helpers import assert_constructor_does_no_io, expire, expire_now
-from .waiting import wait_for
+from tests.support.primitive_helpers import assert_constructor_does_no_io, expire, expire_now
+from tests.support.waiting import wait_for
 
 #: Every test here runs on the blocking API and on the asyncio twins.
 pytestmark = pytest.mark.usefixtures("api")

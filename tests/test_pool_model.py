@@ -27,8 +27,7 @@ from hypothesis.stateful import (
 
 from django_redis_pool import ResourcePool
 from django_redis_pool.primitives.protocol import Reply
-
-from .queue_model import FATES, LONG_MS, PUMP_LIMIT, QueueModel
+from tests.support.queue_model import FATES, LONG_MS, PUMP_LIMIT, QueueModel
 
 RESOURCES = st.sampled_from(["a", "b", "c", "d"])
 PRIORITIES = st.integers(min_value=0, max_value=1)

@@ -13,8 +13,7 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from django_redis_pool import Semaphore, conf, get_pool, registry
-
-from .waiting import STALL, floor_of
+from tests.support.waiting import STALL, floor_of
 
 
 @pytest.fixture
@@ -268,7 +267,7 @@ def test_name_selects_a_semaphore(semaphores: None) -> None:
 def test_many_resources_are_added_in_one_round_trip_per_thousand(
     settings: Any, redis_url: str, redis_client: Any
 ) -> None:
-    from .admin_helpers import commands_run_by, script_calls, unload_scripts
+    from tests.support.admin_helpers import commands_run_by, script_calls, unload_scripts
 
     settings.DJANGO_REDIS_POOL = {
         "CONNECTION": {"URL": redis_url},

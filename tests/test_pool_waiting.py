@@ -16,16 +16,15 @@ import uuid
 from django_redis_pool import ResourcePool
 from django_redis_pool.primitives.engine import LeaseEngine
 from django_redis_pool.primitives.scripts import _constants
-
-from .clients import client_from, spec_of
-from .primitive_helpers import (
+from tests.support.clients import client_from, spec_of
+from tests.support.primitive_helpers import (
     LONG_CHUNK,
     LONG_READ_TIMEOUT,
     pool_of,
     queue_dead_waiter,
     redis_time,
 )
-from .waiting import wait_blocked, wait_for
+from tests.support.waiting import wait_blocked, wait_for
 
 mp = multiprocessing.get_context("fork")
 

@@ -29,10 +29,9 @@ from django_redis_pool.primitives.queue import (
     TaskQueue,
     WorkerLost,
 )
-
-from .clients import client_from, spec_of
-from .primitive_helpers import LONG_CHUNK, assert_constructor_does_no_io, redis_time
-from .waiting import STALL, floor_of, wait_blocked, wait_for
+from tests.support.clients import client_from, spec_of
+from tests.support.primitive_helpers import LONG_CHUNK, assert_constructor_does_no_io, redis_time
+from tests.support.waiting import STALL, floor_of, wait_blocked, wait_for
 
 Policy = TaskExecutePolicy
 mp = multiprocessing.get_context("fork")

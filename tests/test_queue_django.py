@@ -21,11 +21,10 @@ from django.test import Client
 from django_redis_pool import TaskQueue, get_queue
 from django_redis_pool.checks import check_settings
 from django_redis_pool.kinds.queue import handlers_of
-
-from .primitive_helpers import redis_time
-from .servers import closed_port
-from .test_admin import action_url, detail_url, login, operator  # noqa: F401
-from .waiting import STARTUP, wait_blocked, wait_for
+from tests.support.primitive_helpers import redis_time
+from tests.support.servers import closed_port
+from tests.support.waiting import STARTUP, wait_blocked, wait_for
+from tests.test_admin import action_url, detail_url, login, operator  # noqa: F401
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -53,7 +52,7 @@ def test_the_setting_builds_a_queue_running_the_registered_handlers(configured: 
     assert isinstance(jobs, TaskQueue) and jobs.visibility_timeout == 30
     assert jobs.max_attempts == 3 and jobs.result_ttl == 3600
     names = set(handlers_of("jobs"))
-    assert {"add", "slow", "pid", "users", "tests.queue_app.tasks.unnamed"} <= names
+    assert {"add", "slow", "pid", "users", "tests.support.queue_app.tasks.unnamed"} <= names
     assert jobs.query("q1", "add", {"a": 2, "b": 2}) == 4, "Auto, no worker: run here"
 
 

@@ -4,7 +4,7 @@ W009), ``@with_resource`` and middleware rules answering 429 with
 ``pool_status``, the metrics' gauges and the admin's page and reset action.
 
 Every request goes through Django's test clients against the harness's real
-Redis; the views are in :mod:`tests.ratelimit_views`.
+Redis; the views are in :mod:`tests.urlconfs.ratelimit_views`.
 """
 
 from __future__ import annotations
@@ -29,12 +29,18 @@ from django_redis_pool.checks import check_settings
 from django_redis_pool.client_address import client_ip
 from django_redis_pool.kinds import ratelimit as kind
 from django_redis_pool.kinds.ratelimit import hashed, parse_rate
+from tests.support.admin_helpers import (
+    confirm,
+    dashboard_row,
+    form_inputs,
+    messages_of,
+    page_text,
+    redis_state,
+)
+from tests.support.servers import closed_port
+from tests.test_admin import action_url, detail_url, login, operator, viewer  # noqa: F401
 
-from .admin_helpers import confirm, dashboard_row, form_inputs, messages_of, page_text, redis_state
-from .servers import closed_port
-from .test_admin import action_url, detail_url, login, operator, viewer  # noqa: F401
-
-pytestmark = pytest.mark.urls("tests.ratelimit_views")
+pytestmark = pytest.mark.urls("tests.urlconfs.ratelimit_views")
 
 RESOURCE_MIDDLEWARE = "django_redis_pool.middleware.ResourceMiddleware"
 BASE_MIDDLEWARE = [
@@ -136,7 +142,7 @@ def test_e035_a_header_source_must_name_a_header(settings: Any, key: Any) -> Non
 
 
 def test_e036_a_key_function_that_does_not_import(settings: Any) -> None:
-    [message] = errors(settings, RATE="1/s", KEY="tests.ratelimit_views.no_such_function")
+    [message] = errors(settings, RATE="1/s", KEY="tests.urlconfs.ratelimit_views.no_such_function")
     assert message.id == "django_redis_pool.E036"
     assert "cannot be imported" in message.msg and "dotted path" in message.hint
 
@@ -243,7 +249,7 @@ def test_an_ipv6_client_is_counted_as_its_network(
 def test_w009_is_not_reported_with_an_ip_header_or_a_key_function(settings: Any) -> None:
     settings.USE_X_FORWARDED_HOST = True
     assert errors(settings, RATE="1/s", KEY="ip", IP_HEADER="X-Forwarded-For") == []
-    assert errors(settings, RATE="1/s", KEY="tests.ratelimit_views.tenant_of") == []
+    assert errors(settings, RATE="1/s", KEY="tests.urlconfs.ratelimit_views.tenant_of") == []
 
 
 def test_w009_is_not_reported_without_a_proxy(settings: Any) -> None:
@@ -364,7 +370,7 @@ def test_the_unavailable_view_gets_the_refusal_and_its_headers_are_added(
     configure(settings, redis_url, RATE="1/m")
     settings.DJANGO_REDIS_POOL = {
         **settings.DJANGO_REDIS_POOL,
-        "UNAVAILABLE_VIEW": "tests.ratelimit_views.unavailable",
+        "UNAVAILABLE_VIEW": "tests.urlconfs.ratelimit_views.unavailable",
     }
     client = Client()
     assert client.get("/limited/").status_code == 200
@@ -487,7 +493,7 @@ def test_header_key_falls_back_to_the_address_without_the_header(
 def test_a_key_function_names_the_key_and_none_exempts_the_request(
     settings: Any, redis_url: str
 ) -> None:
-    configure(settings, redis_url, RATE="1/m", KEY="tests.ratelimit_views.tenant_of")
+    configure(settings, redis_url, RATE="1/m", KEY="tests.urlconfs.ratelimit_views.tenant_of")
     client = Client()
     assert client.get("/limited/", HTTP_X_TENANT="acme").status_code == 200
     assert client.get("/limited/", HTTP_X_TENANT="acme").status_code == 429
@@ -501,14 +507,14 @@ def test_a_key_function_names_the_key_and_none_exempts_the_request(
 
 
 def test_a_key_over_1000_characters_is_counted_as_its_hash(settings: Any, redis_url: str) -> None:
-    configure(settings, redis_url, KEY="tests.ratelimit_views.huge_key")
+    configure(settings, redis_url, KEY="tests.urlconfs.ratelimit_views.huge_key")
     assert Client().get("/limited/").status_code == 200
     [state] = get_ratelimit("api").busiest()
     assert state.key == f"sha256:{hashed('k' * 5000)}"
 
 
 def test_a_key_function_returning_no_str_is_a_server_error(settings: Any, redis_url: str) -> None:
-    configure(settings, redis_url, KEY="tests.ratelimit_views.not_a_str")
+    configure(settings, redis_url, KEY="tests.urlconfs.ratelimit_views.not_a_str")
     with pytest.raises(TypeError, match="returned 42, not a str or None"):
         Client().get("/limited/")
 
@@ -590,7 +596,7 @@ def test_a_middleware_rule_status_and_identity_override_the_kinds(
             "PATH": r"^/plain/",
             "RESOURCE": "api",
             "STATUS": 503,
-            "IDENTITY": "tests.ratelimit_views.tenant_of",
+            "IDENTITY": "tests.urlconfs.ratelimit_views.tenant_of",
         },
         RATE="1/m",
     )
@@ -705,7 +711,7 @@ def test_the_dashboard_row_shows_the_burst_and_the_active_keys(
     redis_url: str,
     viewer: Client,  # noqa: F811
 ) -> None:
-    from .test_admin import dashboard_url
+    from tests.test_admin import dashboard_url
 
     configure(settings, redis_url, RATE="10/m", BURST=4)
     get_ratelimit("api").acquire("ip:10.0.0.1", cost=3)

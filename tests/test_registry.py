@@ -24,9 +24,8 @@ from django_redis_pool import (
     registry,
 )
 from django_redis_pool.checks import validate
-
-from .servers import closed_port
-from .waiting import STALL, floor_of
+from tests.support.servers import closed_port
+from tests.support.waiting import STALL, floor_of
 
 
 def configure(settings: Any, url: str, **extra: Any) -> None:

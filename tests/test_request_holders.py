@@ -1,7 +1,7 @@
 """The holder name of a request (``django_redis_pool.holders``): a view held by
 ``@with_resource`` without an identity shows its request's method, path and
 user in ``manage.py pool_status --json`` and in the admin's holders table,
-while the view runs (it waits at a gate meanwhile: ``tests/holder_views.py``).
+while the view runs (it waits at a gate meanwhile: ``tests/urlconfs/holder_views.py``).
 
 The requests run in threads, with their own database connections: the tests
 are transactional, so that those connections see the users and sessions.
@@ -26,12 +26,14 @@ from django.urls import reverse
 from django_redis_pool import get_pool
 from django_redis_pool.guard import request_of
 from django_redis_pool.holders import request_holder
+from tests.support.admin_helpers import table
+from tests.support.waiting import wait_for
+from tests.urlconfs.holder_views import GATE
 
-from .admin_helpers import table
-from .holder_views import GATE
-from .waiting import wait_for
-
-pytestmark = [pytest.mark.urls("tests.holder_views"), pytest.mark.django_db(transaction=True)]
+pytestmark = [
+    pytest.mark.urls("tests.urlconfs.holder_views"),
+    pytest.mark.django_db(transaction=True),
+]
 
 NA = "\N{EN DASH}"
 ELLIPSIS = "\N{HORIZONTAL ELLIPSIS}"

@@ -20,8 +20,7 @@ from django.test import RequestFactory
 
 from django_redis_pool import get_lock, get_pool, get_semaphore
 from django_redis_pool.guard import Guard
-
-from .waiting import wait_for
+from tests.support.waiting import wait_for
 
 NAMES = ["printers", "reports", "imports"]
 

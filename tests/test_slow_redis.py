@@ -35,7 +35,7 @@ from django_redis_pool.primitives.deadlines import (
 )
 from django_redis_pool.primitives.engine import DEADLINE_SLACK, LATE_GRANT
 from django_redis_pool.testing import EmbeddedRedis
-from tests.waiting import STALL, wait_for
+from tests.support.waiting import STALL, wait_for
 
 
 @pytest.mark.parametrize("timeout", [0, 0.2])

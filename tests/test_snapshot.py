@@ -21,9 +21,8 @@ from django_redis_pool import Lease, Lock, NotOwned, ResourcePool, Semaphore
 from django_redis_pool.primitives import lease as lease_module
 from django_redis_pool.primitives.base import Collected, LeasedPrimitive, Snapshot
 from django_redis_pool.primitives.engine import LeaseEngine, Waiter
-
-from .clients import client_from, spec_of
-from .primitive_helpers import (
+from tests.support.clients import client_from, spec_of
+from tests.support.primitive_helpers import (
     expire,
     expire_now,
     finish,
@@ -32,7 +31,7 @@ from .primitive_helpers import (
     queue_dead_waiter,
     redis_time,
 )
-from .waiting import wait_for
+from tests.support.waiting import wait_for
 
 mp = multiprocessing.get_context("fork")
 

@@ -26,9 +26,8 @@ from hypothesis import HealthCheck, given, settings
 
 from django_redis_pool import Lease, Lock, ResourcePool, Semaphore
 from django_redis_pool.primitives.base import LeasedPrimitive, Snapshot
-
-from .primitive_helpers import expire_now, pool_of, queue_dead_waiter, redis_time
-from .waiting import wait_for
+from tests.support.primitive_helpers import expire_now, pool_of, queue_dead_waiter, redis_time
+from tests.support.waiting import wait_for
 
 LISTS = ("available", "holders", "waiters")
 OFFSET_ARG = {

@@ -1,4 +1,4 @@
-"""A short chaos soak (``tests/soak.py``) in every test run: workers SIGKILLed,
+"""A short chaos soak (``tests/support/soak.py``) in every test run: workers SIGKILLed,
 Redis restarted from its AOF and then with its data lost, and flushed under the
 workers' feet: zero violations."""
 
@@ -9,8 +9,7 @@ import os
 import pytest
 
 from django_redis_pool.testing import find_redis_binary
-
-from . import soak
+from tests.support import soak
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="the soak forks its workers")

@@ -39,9 +39,8 @@ from hypothesis.stateful import (
 
 from django_redis_pool.primitives.queue import Task, TaskQueue
 from django_redis_pool.primitives.queue_task import task_from_fields, task_from_flat
-
-from .queue_model import QueueModel
-from .waiting import wait_for
+from tests.support.queue_model import QueueModel
+from tests.support.waiting import wait_for
 
 IDS = ["t0", "t1", "t2", "t3"]
 NAMES = ["a", "b"]

@@ -31,9 +31,9 @@ except ImportError:
     from django_tasks import signals
     from django_tasks.exceptions import InvalidTaskError as InvalidTask
 
-from .primitive_helpers import redis_time
-from .queue_app import framework_tasks as jobs
-from .waiting import floor_of, wait_for
+from tests.support.primitive_helpers import redis_time
+from tests.support.queue_app import framework_tasks as jobs
+from tests.support.waiting import floor_of, wait_for
 
 Status = framework.TaskResultStatus
 

@@ -1,6 +1,6 @@
 /*
  * clockshift: an LD_PRELOAD library that moves a process's wall clock by an
- * offset the test sets while the process runs (tests/clockshift.py).
+ * offset the test sets while the process runs (tests/support/clockshift.py).
  *
  * The offset, in microseconds, is the first 8 bytes (a native int64) of the
  * file named by $CLOCKSHIFT_FILE, mapped shared, so a write to the file moves

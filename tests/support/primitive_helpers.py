@@ -12,8 +12,7 @@ from typing import Any
 
 from django_redis_pool import Lease, ResourcePool
 from django_redis_pool.primitives.base import LeasedPrimitive
-
-from .waiting import wait_for
+from tests.support.waiting import wait_for
 
 #: The chunk (the longest blocking read) of the primitives of a test that uses
 #: the ``long_client`` fixture: long, so that a wake within half of one is a

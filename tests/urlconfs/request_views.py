@@ -22,8 +22,7 @@ from django.views import View
 
 from django_redis_pool import get_lock, get_pool, get_semaphore
 from django_redis_pool.decorators import with_resource
-
-from .waiting import wait_for
+from tests.support.waiting import wait_for
 
 
 class Record:
@@ -162,7 +161,7 @@ def semaphore_number_identity_view(request: HttpRequest) -> HttpResponse:
     return HttpResponse("never reached")
 
 
-@with_resource("reports", timeout=0, identity="tests.request_views.user_identity")
+@with_resource("reports", timeout=0, identity="tests.urlconfs.request_views.user_identity")
 def semaphore_dotted_identity_view(request: HttpRequest) -> HttpResponse:
     RECORD.note(request)
     return HttpResponse("ok")

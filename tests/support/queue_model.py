@@ -27,9 +27,8 @@ from hypothesis.stateful import RuleBasedStateMachine, precondition, rule
 
 from django_redis_pool.primitives.protocol import Reply
 from django_redis_pool.primitives.scripts import _constants
-
-from .primitive_helpers import redis_time
-from .waiting import wait_for
+from tests.support.primitive_helpers import redis_time
+from tests.support.waiting import wait_for
 
 #: The lease engine's bounds (``engine.lua``).
 GRACE_MS, SKIP_LIMIT, PRUNE_LIMIT, PUMP_LIMIT, PROVISIONAL_MS = (

@@ -2,7 +2,7 @@
 
 :class:`ShiftedClockRedis` starts the harness's redis-server binary (the
 embedded 6.2, or ``DJANGO_REDIS_POOL_REDIS_SERVER``'s) with
-``tests/clockshift.c`` preloaded, compiled here with the machine's C compiler.
+``tests/support/clockshift.c`` preloaded, compiled here with the machine's C compiler.
 ``place(us)`` sets the server's clock (``TIME``, and so every script's clock)
 to ``us`` microseconds since the epoch from now on; it keeps running from
 there. Monotonic clocks are not moved. Without a C compiler the fixture
@@ -42,7 +42,7 @@ class ShiftedClockRedis:
         if compiler is None:
             pytest.fail(
                 "moving the Redis clock needs a C compiler (cc or gcc; Debian: apt-get "
-                "install gcc) to build tests/clockshift.c",
+                "install gcc) to build tests/support/clockshift.c",
                 pytrace=False,
             )
         library = workdir / "clockshift.so"

@@ -17,8 +17,7 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from django_redis_pool.testing import EmbeddedRedis, find_redis_binary
-
-from .waiting import wait_for
+from tests.support.waiting import wait_for
 
 __all__ = ["hung_server", "sentinel"]
 

@@ -4,8 +4,8 @@ then with its data lost) and flushes it under their feet; an independent
 checker then verifies, from the workers' own logs, that no guarantee was
 broken.
 
-    .venv/bin/python -m tests.soak --seconds 120 --workers 6     # the long run
-    .venv/bin/python -m tests.soak --redis-server /usr/bin/redis-server
+    .venv/bin/python -m tests.support.soak --seconds 120 --workers 6     # the long run
+    .venv/bin/python -m tests.support.soak --redis-server /usr/bin/redis-server
 
 ``tests/test_soak.py`` runs a short one in the test command. What is checked:
 
@@ -46,7 +46,7 @@ from typing import Any
 
 import redis
 
-from .waiting import answers_ping, wait_for
+from tests.support.waiting import answers_ping, wait_for
 
 LEASE = 2.0  #: every lease, in seconds (holds last at most ~30 ms)
 POOL = ["r0", "r1", "r2"]

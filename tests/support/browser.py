@@ -1,6 +1,6 @@
 """Real headless-browser tests: Playwright driving Debian's Chromium.
 
-Use it from a test module of browser tests with ``pytest_plugins = ["tests.browser"]``
+Use it from a test module of browser tests with ``pytest_plugins = ["tests.support.browser"]``
 and pytest-django's ``live_server`` (which needs ``transactional_db``).
 
 Fixtures:
@@ -113,7 +113,7 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         pytest.fail(
             f"{item.nodeid} runs while this module's Playwright is started, i.e. inside its "
             "asyncio loop (ORM, asyncio.run and async_to_sync would misbehave): keep browser "
-            "tests in modules of their own (see tests/browser.py)",
+            "tests in modules of their own (see tests/support/browser.py)",
             pytrace=False,
         )
 
