@@ -184,7 +184,7 @@ def _counts_flushed_only_when_asked(monkeypatch: pytest.MonkeyPatch) -> Iterator
     production, but added into Redis only by an explicit ``counts.flush()``
     (or a scrape), never by the background thread: a test comparing a
     primitive's keys before and after a read sees no write it did not make.
-    ``tests/test_metrics.py`` turns the thread on where it tests it. What a
+    ``tests/django/test_metrics.py`` turns the thread on where it tests it. What a
     test left unflushed is dropped after it."""
     monkeypatch.setattr(counts, "background", False)
     yield

@@ -7,7 +7,7 @@ broken.
     .venv/bin/python -m tests.support.soak --seconds 120 --workers 6     # the long run
     .venv/bin/python -m tests.support.soak --redis-server /usr/bin/redis-server
 
-``tests/test_soak.py`` runs a short one in the test command. What is checked:
+``tests/reliability/test_soak.py`` runs a short one in the test command. What is checked:
 
 * two holds of one exclusive resource (a pool's resource, the lock, an
   allocator's key) never overlap, unless the earlier one was lost (its holder

@@ -1,4 +1,4 @@
-"""URLconf of ``tests/test_request_holders.py``: the admin, and views that hold a
+"""URLconf of ``tests/django/test_request_holders.py``: the admin, and views that hold a
 primitive under their request's holder name until the test opens
 :data:`GATE` (so that the test can look at the holders meanwhile)."""
 

@@ -1,4 +1,4 @@
-"""URLconf of ``tests/test_middleware.py``: plain views, none of them decorated.
+"""URLconf of ``tests/django/test_middleware.py``: plain views, none of them decorated.
 
 ``ResourceMiddleware`` does all the holding; the views only report what they saw
 (``request.resources``, the pool's free count from inside the view) and record

@@ -1,4 +1,4 @@
-"""URLconf of ``tests/test_permits_django.py``: views holding a semaphore's
+"""URLconf of ``tests/django/test_permits_django.py``: views holding a semaphore's
 permits through ``@with_resource(permits=)``, a semaphore's default ``PERMITS``
 and ``MIDDLEWARE`` rules' ``PERMITS`` (the plain view, which no decorator holds).
 

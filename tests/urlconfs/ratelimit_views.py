@@ -1,4 +1,4 @@
-"""URLconf of ``tests/test_ratelimit_django.py``: views limited by
+"""URLconf of ``tests/django/test_ratelimit_django.py``: views limited by
 ``@with_resource`` (sync and async), plain ones for the middleware rules, the
 admin and the metrics.
 

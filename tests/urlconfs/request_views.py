@@ -1,4 +1,4 @@
-"""URLconf with views decorated by ``@with_resource``, for tests/test_decorators.py.
+"""URLconf with views decorated by ``@with_resource``, for tests/django/test_decorators.py.
 
 Views note what they saw in :data:`RECORD` (reset by the tests before each one).
 Async views never call Redis themselves on the event loop: whatever they check

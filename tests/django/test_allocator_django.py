@@ -18,9 +18,9 @@ from django.test import Client, RequestFactory
 from django_redis_pool import AllocatedKey, Allocator, get_allocator
 from django_redis_pool.checks import check_settings
 from django_redis_pool.decorators import with_resource
+from tests.admin.test_admin import action_url, detail_url, login, operator, viewer  # noqa: F401
 from tests.support.admin_helpers import commands_run_by, script_calls, unload_scripts
 from tests.support.waiting import wait_for
-from tests.test_admin import action_url, detail_url, login, operator, viewer  # noqa: F401
 
 #: Keys the health check below finds unhealthy.
 BROKEN = {"proxy-2"}
@@ -181,7 +181,7 @@ def test_pool_status_lists_keys_holders_and_counts(configured: None) -> None:
 
 def test_pool_gc_runs_the_health_check(settings: Any, redis_url: str) -> None:
     settings.DJANGO_REDIS_POOL = setting(
-        redis_url, HEALTH_CHECK="tests.test_allocator_django.probe", HEALTH_COOLDOWN=60
+        redis_url, HEALTH_CHECK="tests.django.test_allocator_django.probe", HEALTH_COOLDOWN=60
     )
     call_command("pool_sync", verbosity=0)
     dry = run("pool_gc", "--name", "proxies", "--dry-run")

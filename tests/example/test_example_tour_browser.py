@@ -35,7 +35,7 @@ from tests.support.waiting import wait_for
 pytest_plugins = ["tests.support.browser"]
 pytestmark = pytest.mark.release
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 #: The example's primitives (example_project/settings.py): each one has a stop
 #: of the tour or is linked from one, and opens in the admin.
 PRIMITIVES = {

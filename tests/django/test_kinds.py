@@ -25,7 +25,7 @@ from django_redis_pool.kinds import Kind
 from django_redis_pool.kinds.leased import LeaseKind
 from tests.support import gate_kind
 
-PACKAGE = Path(__file__).resolve().parent.parent / "django_redis_pool"
+PACKAGE = Path(__file__).resolve().parents[2] / "django_redis_pool"
 #: English that happens to contain a kind's word: the package's own name, the
 #: app's label ("Redis pools") and the package of the kinds.
 ALLOWED = re.compile(r"django[-_]redis[-_]pool|Redis pools|\.kinds\b|\bkinds\b")

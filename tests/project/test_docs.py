@@ -27,7 +27,7 @@ from django_redis_pool import conf, kinds
 
 pytestmark = pytest.mark.release
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
 PACKAGE = ROOT / "django_redis_pool"
 

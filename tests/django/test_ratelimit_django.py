@@ -29,6 +29,7 @@ from django_redis_pool.checks import check_settings
 from django_redis_pool.client_address import client_ip
 from django_redis_pool.kinds import ratelimit as kind
 from django_redis_pool.kinds.ratelimit import hashed, parse_rate
+from tests.admin.test_admin import action_url, detail_url, login, operator, viewer  # noqa: F401
 from tests.support.admin_helpers import (
     confirm,
     dashboard_row,
@@ -38,7 +39,6 @@ from tests.support.admin_helpers import (
     redis_state,
 )
 from tests.support.servers import closed_port
-from tests.test_admin import action_url, detail_url, login, operator, viewer  # noqa: F401
 
 pytestmark = pytest.mark.urls("tests.urlconfs.ratelimit_views")
 
@@ -711,7 +711,7 @@ def test_the_dashboard_row_shows_the_burst_and_the_active_keys(
     redis_url: str,
     viewer: Client,  # noqa: F811
 ) -> None:
-    from tests.test_admin import dashboard_url
+    from tests.admin.test_admin import dashboard_url
 
     configure(settings, redis_url, RATE="10/m", BURST=4)
     get_ratelimit("api").acquire("ip:10.0.0.1", cost=3)

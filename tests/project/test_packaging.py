@@ -28,7 +28,7 @@ from tests.support.waiting import STARTUP, wait_for
 # (the build and the venv, made in the first test's setup, fetch from the index)
 pytestmark = [pytest.mark.release, pytest.mark.timeout(600)]
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "django_redis_pool"
 PIP_TIMEOUT = 600
 #: What of the checkout is not the project's sources (tools' environments,

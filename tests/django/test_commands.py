@@ -29,12 +29,12 @@ from django.core.management.base import CommandError
 from django_redis_pool import Lease, ResourcePool, get_lock, get_pool, get_semaphore
 from django_redis_pool.primitives.base import LeasedPrimitive
 from django_redis_pool.signals import lease_reclaimed
+from tests.primitives.test_snapshot import HOLDER_KEYS, WAITER_KEYS, contents_of
+from tests.primitives.test_snapshot import SNAPSHOT_KEYS as PRIMITIVE_KEYS
 from tests.support.servers import closed_port
 from tests.support.waiting import STARTUP, wait_for
-from tests.test_snapshot import HOLDER_KEYS, WAITER_KEYS, contents_of
-from tests.test_snapshot import SNAPSHOT_KEYS as PRIMITIVE_KEYS
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def setting(url: str) -> dict[str, Any]:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-PACKAGE = Path(__file__).resolve().parent.parent / "django_redis_pool"
+PACKAGE = Path(__file__).resolve().parents[2] / "django_redis_pool"
 
 #: The layers, lowest first, by module name (a package's name covers its
 #: modules unless one of them is named itself). A module imports at load time

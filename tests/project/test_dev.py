@@ -15,7 +15,7 @@ import pytest
 
 from tests.support.waiting import wait_for
 
-DEV_PY = Path(__file__).resolve().parent.parent / "scripts" / "dev.py"
+DEV_PY = Path(__file__).resolve().parents[2] / "scripts" / "dev.py"
 
 
 @pytest.fixture(scope="module")
@@ -36,7 +36,10 @@ def dev() -> ModuleType:
         (["--busy", "3"], (3, [])),
         (["--busy=1", "-k", "waiting"], (1, ["-k", "waiting"])),
         (["--busy", "-k", "waiting"], (2, ["-k", "waiting"])),
-        (["tests/test_pool.py", "--busy", "4", "-x"], (4, ["tests/test_pool.py", "-x"])),
+        (
+            ["tests/primitives/test_pool.py", "--busy", "4", "-x"],
+            (4, ["tests/primitives/test_pool.py", "-x"]),
+        ),
     ],
 )
 def test_busy_takes_an_optional_count_and_leaves_pytest_its_arguments(

@@ -39,7 +39,7 @@ mp = multiprocessing.get_context("fork")
 #: Every test here runs on the blocking API and on the asyncio twins.
 pytestmark = pytest.mark.usefixtures("api")
 
-PACKAGE = Path(__file__).resolve().parent.parent / "django_redis_pool"
+PACKAGE = Path(__file__).resolve().parents[2] / "django_redis_pool"
 
 
 def handler(task: Task) -> Any:

@@ -377,7 +377,7 @@ def test_valid_middleware_rules_pass(settings: Any) -> None:
             "RESOURCE": "printers",
             "TIMEOUT": 2.5,
             "LEASE_TIMEOUT": 30,
-            "IDENTITY": "tests.test_checks.identity_of",
+            "IDENTITY": "tests.django.test_checks.identity_of",
             "STATUS": 429,
             "RETRY_AFTER": 3,
         },

@@ -46,7 +46,7 @@ from tests.support.waiting import STARTUP, wait_for
 
 pytestmark = pytest.mark.release
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SAMPLE_URL = "redis://127.0.0.1:6379/0"
 PROJECT = "mysite"
 
@@ -54,7 +54,7 @@ PROJECT = "mysite"
 NOT_RUN = {
     "pip install": "installs from PyPI; the test runs the working tree's package",
     "python3 scripts/dev.py": "starts the example project or the whole suite "
-    "(tests/test_example_tour_browser.py runs the example that way)",
+    "(tests/example/test_example_tour_browser.py runs the example that way)",
     "python manage.py createsuperuser": "interactive",
     "python manage.py runserver": "a server until stopped; the views are requested "
     "with the test client instead",
