@@ -51,7 +51,7 @@ nox.options.error_on_missing_interpreters = False
 
 #: The Django layer's tests (the primitives themselves import no Django).
 DJANGO_TESTS = [
-    "tests/admin/test_admin.py",
+    "tests/admin/test_admin_actions.py",
     "tests/django/test_allocator_django.py",
     "tests/django/test_async_requests.py",
     "tests/django/test_checks.py",

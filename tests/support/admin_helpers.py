@@ -1,4 +1,4 @@
-"""Helpers of ``tests/admin/test_admin.py``: reading the dashboard's HTML, Redis's own
+"""Helpers of ``tests/admin/test_admin_actions.py``: reading the dashboard's HTML, Redis's own
 view of what changed and how many commands it ran, and bulk-filling a pool.
 
 The HTML helpers rely on the dashboard templates' structure: each table lives in
