@@ -52,6 +52,12 @@ nox.options.error_on_missing_interpreters = False
 #: The Django layer's tests (the primitives themselves import no Django).
 DJANGO_TESTS = [
     "tests/admin/test_admin_actions.py",
+    "tests/admin/test_admin_extension_point.py",
+    "tests/admin/test_admin_odd_input.py",
+    "tests/admin/test_admin_pages.py",
+    "tests/admin/test_admin_paging_and_find.py",
+    "tests/admin/test_admin_permissions.py",
+    "tests/admin/test_admin_redis_connection.py",
     "tests/django/test_allocator_django.py",
     "tests/django/test_async_requests.py",
     "tests/django/test_checks.py",

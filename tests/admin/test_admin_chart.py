@@ -23,7 +23,7 @@ from django_redis_pool.exceptions import BackendUnavailable, PoolError
 from django_redis_pool.primitives import counts
 from django_redis_pool.primitives.base import LeasedPrimitive
 from django_redis_pool.primitives.counts import Activity
-from tests.admin.test_admin_actions import dashboard_url, detail_url, lease_setting
+from tests.support.admin_fixtures import dashboard_url, detail_url, lease_setting
 from tests.support.admin_helpers import dashboard_row, page_text, sparkline, table, text_of
 
 pytestmark = pytest.mark.django_db
@@ -37,7 +37,7 @@ WAIT = r"mean wait \d+(\.\d)? (ms|s)(, p95 \d+(\.\d)? (ms|s))?" + PEAKS
 
 @pytest.fixture
 def configured(settings: Any, redis_url: str) -> None:
-    """Two pools, two semaphores, two locks (``tests/admin/test_admin_actions.py``'s), synced."""
+    """Two pools, two semaphores, two locks (the admin tests' ``lease_setting``), synced."""
     settings.DJANGO_REDIS_POOL = lease_setting(redis_url)
     call_command("pool_sync", verbosity=0)
 

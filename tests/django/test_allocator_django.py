@@ -18,7 +18,7 @@ from django.test import Client, RequestFactory
 from django_redis_pool import AllocatedKey, Allocator, get_allocator
 from django_redis_pool.checks import check_settings
 from django_redis_pool.decorators import with_resource
-from tests.admin.test_admin_actions import action_url, detail_url, login, operator, viewer  # noqa: F401
+from tests.support.admin_fixtures import action_url, detail_url, login, operator, viewer  # noqa: F401
 from tests.support.admin_helpers import commands_run_by, script_calls, unload_scripts
 from tests.support.waiting import wait_for
 

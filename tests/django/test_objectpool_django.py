@@ -17,7 +17,7 @@ from django.test import Client, RequestFactory
 from django_redis_pool import ObjectPool, get_object_pool, get_semaphore, signals
 from django_redis_pool.checks import check_settings
 from django_redis_pool.decorators import with_resource
-from tests.admin.test_admin_actions import detail_url, login, viewer  # noqa: F401
+from tests.support.admin_fixtures import detail_url, login, viewer  # noqa: F401
 from tests.support.objects import Client as Made
 
 #: A request's wait that it must never wait out here.

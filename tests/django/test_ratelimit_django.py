@@ -29,7 +29,7 @@ from django_redis_pool.checks import check_settings
 from django_redis_pool.client_address import client_ip
 from django_redis_pool.kinds import ratelimit as kind
 from django_redis_pool.kinds.ratelimit import hashed, parse_rate
-from tests.admin.test_admin_actions import action_url, detail_url, login, operator, viewer  # noqa: F401
+from tests.support.admin_fixtures import action_url, detail_url, login, operator, viewer  # noqa: F401
 from tests.support.admin_helpers import (
     confirm,
     dashboard_row,
@@ -711,7 +711,7 @@ def test_the_dashboard_row_shows_the_burst_and_the_active_keys(
     redis_url: str,
     viewer: Client,  # noqa: F811
 ) -> None:
-    from tests.admin.test_admin_actions import dashboard_url
+    from tests.support.admin_fixtures import dashboard_url
 
     configure(settings, redis_url, RATE="10/m", BURST=4)
     get_ratelimit("api").acquire("ip:10.0.0.1", cost=3)

@@ -1,4 +1,4 @@
-"""Helpers of ``tests/admin/test_admin_actions.py``: reading the dashboard's HTML, Redis's own
+"""Helpers of the admin tests (``tests/admin/``): reading the dashboard's HTML, Redis's own
 view of what changed and how many commands it ran, and bulk-filling a pool.
 
 The HTML helpers rely on the dashboard templates' structure: each table lives in
@@ -99,6 +99,18 @@ def sparkline(response: Any, name: str) -> str:
     found = _SPARK_CELL.search(_overview_row(response, name))
     assert found is not None, f"no last hour cell in the row of {name!r}"
     return found.group(1)
+
+
+def health_icons(response: Any) -> dict[str, str]:
+    """Primitive name -> the alt text of its health icon."""
+    return dict(
+        re.findall(
+            r'<tr class="drp-row" data-name="([^"]+)">.*?'
+            r'<td class="drp-health">\s*<img [^>]*alt="(\w+)"',
+            response.content.decode(),
+            re.S,
+        )
+    )
 
 
 def pager(response: Any, table_name: str) -> str | None:
@@ -219,6 +231,7 @@ __all__ = [
     "fill_pool",
     "form_inputs",
     "has_module",
+    "health_icons",
     "messages_of",
     "module",
     "page_text",
