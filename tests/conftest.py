@@ -17,7 +17,7 @@ Fixtures:
                             reads last 30 s (:data:`tests.support.primitive_helpers.LONG_CHUNK`).
 ``redis_version`` (session) the server's version as a tuple, e.g. ``(6, 2, 14)``.
 ``hung_server``, ``sentinel`` a redis-server a test may stop, and a real Sentinel
-                            watching it (:mod:`tests.support.servers`).
+                            watching it (:mod:`tests.support.stoppable_servers`).
 ``api``                     parametrized: ``sync``, then ``async`` (marked
                             ``async_path``): the primitives' blocking methods
                             run as their asyncio twins (:mod:`tests.support.async_bridge`).
@@ -41,9 +41,9 @@ from django_redis_pool.primitives import counts
 from django_redis_pool.primitives.engine import LeaseEngine
 from django_redis_pool.testing import EmbeddedRedis, EmbeddedRedisCluster, find_redis_binary
 from tests.support.async_bridge import async_path
-from tests.support.clients import client_from, spec_of
+from tests.support.client_specs import client_from, spec_of
 from tests.support.primitive_helpers import LONG_CHUNK, LONG_READ_TIMEOUT
-from tests.support.servers import hung_server, sentinel  # noqa: F401 (fixtures for every module)
+from tests.support.stoppable_servers import hung_server, sentinel  # noqa: F401 (fixtures for every module)
 
 # Browser test modules import their helpers from it (and load it as a plugin).
 pytest.register_assert_rewrite("tests.support.browser")

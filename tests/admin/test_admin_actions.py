@@ -32,7 +32,7 @@ from tests.support.admin_fixtures import (
     expired_hold,
     lease_setting,
 )
-from tests.support.admin_helpers import (
+from tests.support.admin_pages import (
     confirm,
     dashboard_row,
     data_rows,

@@ -224,7 +224,7 @@ def test_an_object_pool_page_lists_the_processes_using_it(
 ) -> None:
     settings.DJANGO_REDIS_POOL = {
         "CONNECTION": {"URL": redis_url},
-        "OBJECT_POOLS": {"clients": {"FACTORY": "tests.support.objects.make", "MAX": 2}},
+        "OBJECT_POOLS": {"clients": {"FACTORY": "tests.support.pooled_objects.make", "MAX": 2}},
     }
     pool = django_redis_pool.get_object_pool("clients")  # this process uses it
     held = pool.acquire(timeout=5)

@@ -24,7 +24,7 @@ from django_redis_pool.primitives import counts
 from django_redis_pool.primitives.base import LeasedPrimitive
 from django_redis_pool.primitives.counts import Activity
 from tests.support.admin_fixtures import dashboard_url, detail_url, lease_setting
-from tests.support.admin_helpers import dashboard_row, page_text, sparkline, table, text_of
+from tests.support.admin_pages import dashboard_row, page_text, sparkline, table, text_of
 
 pytestmark = pytest.mark.django_db
 
@@ -202,7 +202,7 @@ def test_a_queue_charts_its_completed_and_failed_tasks(
 def test_an_object_pool_has_no_chart(settings: Any, redis_url: str, viewer: Client) -> None:
     settings.DJANGO_REDIS_POOL = {
         "CONNECTION": {"URL": redis_url},
-        "OBJECT_POOLS": {"clients": {"FACTORY": "tests.support.objects.make", "MAX": 2}},
+        "OBJECT_POOLS": {"clients": {"FACTORY": "tests.support.pooled_objects.make", "MAX": 2}},
     }
 
     page = viewer.get(detail_url("clients"))

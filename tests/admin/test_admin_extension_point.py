@@ -25,7 +25,7 @@ from django_redis_pool.primitives.lock import Lock
 from django_redis_pool.primitives.pool import ResourcePool
 from django_redis_pool.primitives.semaphore import Semaphore
 from tests.support.admin_fixtures import NA, World, action_url, dashboard_url, detail_url
-from tests.support.admin_helpers import (
+from tests.support.admin_pages import (
     confirm,
     dashboard_row,
     data_rows,

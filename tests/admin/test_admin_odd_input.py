@@ -18,12 +18,7 @@ from django.test import Client
 from django_redis_pool import dashboard as panels
 from django_redis_pool.primitives.validators import MAX_SECONDS
 from tests.support.admin_fixtures import World, action_url, dashboard_url, detail_url
-from tests.support.admin_helpers import (
-    confirm,
-    data_rows,
-    messages_of,
-    page_text,
-)
+from tests.support.admin_pages import confirm, data_rows, messages_of, page_text
 
 pytestmark = pytest.mark.django_db
 

@@ -21,7 +21,7 @@ from django.test import Client
 
 from django_redis_pool import get_lock
 from tests.support.admin_fixtures import NA, World, dashboard_url, detail_url, expired_hold
-from tests.support.admin_helpers import (
+from tests.support.admin_pages import (
     dashboard_row,
     data_rows,
     has_module,

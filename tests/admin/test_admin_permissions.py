@@ -27,10 +27,7 @@ from tests.support.admin_fixtures import (
     dashboard_url,
     detail_url,
 )
-from tests.support.admin_helpers import (
-    form_inputs,
-    page_text,
-)
+from tests.support.admin_pages import form_inputs, page_text
 
 pytestmark = pytest.mark.django_db
 

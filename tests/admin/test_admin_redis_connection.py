@@ -20,12 +20,7 @@ from django_redis_pool.admin import connection_label
 from django_redis_pool.conf.masking import MASK, masked_url
 from django_redis_pool.exceptions import BackendUnavailable
 from tests.support.admin_fixtures import NA, action_url, dashboard_url, detail_url, lease_setting
-from tests.support.admin_helpers import (
-    dashboard_row,
-    health_icons,
-    messages_of,
-    page_text,
-)
+from tests.support.admin_pages import dashboard_row, health_icons, messages_of, page_text
 
 pytestmark = pytest.mark.django_db
 

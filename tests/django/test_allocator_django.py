@@ -19,7 +19,7 @@ from django_redis_pool import AllocatedKey, Allocator, get_allocator
 from django_redis_pool.checks import check_settings
 from django_redis_pool.decorators import with_resource
 from tests.support.admin_fixtures import action_url, detail_url, login, operator, viewer  # noqa: F401
-from tests.support.admin_helpers import commands_run_by, script_calls, unload_scripts
+from tests.support.redis_inspect import commands_run_by, script_calls, unload_scripts
 from tests.support.waiting import wait_for
 
 #: Keys the health check below finds unhealthy.

@@ -15,9 +15,9 @@ from django.test import AsyncClient
 from django_redis_pool import get_pool, registry
 from django_redis_pool.primitives.async_clients import async_client_for
 from tests.support.waiting import wait_for
-from tests.urlconfs import request_views as views
+from tests.urlconfs import decorated_views as views
 
-pytestmark = pytest.mark.urls("tests.urlconfs.request_views")
+pytestmark = pytest.mark.urls("tests.urlconfs.decorated_views")
 
 POOLS = {"printers": {"RESOURCES": ["p1"], "LEASE_TIMEOUT": 30}}
 

@@ -561,7 +561,7 @@ def test_checks_never_touch_redis(
     assert connects == []
 
 
-@pytest.mark.urls("tests.urlconfs.check_urls")
+@pytest.mark.urls("tests.urlconfs.url_check_views")
 def test_e023_with_resource_on_a_routed_view_names_an_unconfigured_primitive(
     settings: Any,
 ) -> None:
@@ -569,13 +569,13 @@ def test_e023_with_resource_on_a_routed_view_names_an_unconfigured_primitive(
     messages = [m for m in run_checks(tags=[TAG]) if m.id == "django_redis_pool.E023"]
     named = sorted((m.msg.split(" is decorated")[0], m.msg.split("'")[1]) for m in messages)
     assert named == [
-        ("tests.urlconfs.check_urls.PlotView", "plotters"),
-        ("tests.urlconfs.check_urls.misspelt", "scanners"),
+        ("tests.urlconfs.url_check_views.PlotView", "plotters"),
+        ("tests.urlconfs.url_check_views.misspelt", "scanners"),
     ], "each misnamed view once, the configured one not at all"
     assert all("'printers'" in m.hint for m in messages)
 
 
-@pytest.mark.urls("tests.urlconfs.check_urls")
+@pytest.mark.urls("tests.urlconfs.url_check_views")
 def test_e023_with_resource_naming_a_primitive_a_request_cannot_hold(settings: Any) -> None:
     settings.DJANGO_REDIS_POOL = {**PRINTERS, "QUEUES": {"scanners": {}}}
     messages = [m for m in run_checks(tags=[TAG]) if m.id == "django_redis_pool.E023"]
@@ -594,7 +594,7 @@ def test_e020_middleware_rule_naming_a_primitive_a_request_cannot_hold(settings:
     assert "'printers'" in message.msg
 
 
-@pytest.mark.urls("tests.urlconfs.check_urls")
+@pytest.mark.urls("tests.urlconfs.url_check_views")
 def test_e023_is_not_reported_while_the_setting_itself_is_invalid(settings: Any) -> None:
     settings.DJANGO_REDIS_POOL = {"POOLS": "nope"}
     ids = [m.id for m in run_checks(tags=[TAG])]

@@ -31,7 +31,7 @@ from django_redis_pool.primitives.base import LeasedPrimitive
 from django_redis_pool.signals import lease_reclaimed
 from tests.primitives.test_snapshot import HOLDER_KEYS, WAITER_KEYS, contents_of
 from tests.primitives.test_snapshot import SNAPSHOT_KEYS as PRIMITIVE_KEYS
-from tests.support.servers import closed_port
+from tests.support.stoppable_servers import closed_port
 from tests.support.waiting import STARTUP, wait_for
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -2,7 +2,7 @@
 
 Every request goes through Django's test clients (or, for cancellation, the
 decorated view is called directly) against the harness's real Redis. The views
-live in :mod:`tests.urlconfs.request_views`.
+live in :mod:`tests.urlconfs.decorated_views`.
 """
 
 from __future__ import annotations
@@ -37,11 +37,11 @@ from django_redis_pool.decorators import with_resource
 from django_redis_pool.guard import request_of
 from django_redis_pool.primitives.engine import LeaseEngine
 from django_redis_pool.testing import EmbeddedRedis
-from tests.support.servers import closed_port
+from tests.support.stoppable_servers import closed_port
 from tests.support.waiting import STALL, cancel, floor_of, wait_for
-from tests.urlconfs import request_views as views
+from tests.urlconfs import decorated_views as views
 
-pytestmark = pytest.mark.urls("tests.urlconfs.request_views")
+pytestmark = pytest.mark.urls("tests.urlconfs.decorated_views")
 
 T = TypeVar("T")
 
@@ -345,7 +345,9 @@ def test_max_waiting_zero_answers_the_refusal_at_once_instead_of_waiting(
 def test_unavailable_view_body_is_used_and_retry_after_added(
     settings: Any, redis_url: str, pool: ResourcePool
 ) -> None:
-    configure(settings, redis_url, UNAVAILABLE_VIEW="tests.urlconfs.request_views.unavailable_sync")
+    configure(
+        settings, redis_url, UNAVAILABLE_VIEW="tests.urlconfs.decorated_views.unavailable_sync"
+    )
     held = pool.acquire(timeout=0)
     response = Client().get("/pool/")
     assert response.status_code == 503
@@ -362,7 +364,9 @@ def test_unavailable_view_retry_after_header_is_kept(
     settings: Any, redis_url: str, pool: ResourcePool
 ) -> None:
     configure(
-        settings, redis_url, UNAVAILABLE_VIEW="tests.urlconfs.request_views.unavailable_with_header"
+        settings,
+        redis_url,
+        UNAVAILABLE_VIEW="tests.urlconfs.decorated_views.unavailable_with_header",
     )
     held = pool.acquire(timeout=0)
     response = Client().get("/pool-custom-status/")
@@ -376,7 +380,7 @@ def test_unavailable_view_retry_after_header_is_kept(
 def test_a_failing_unavailable_view_falls_back_to_the_default_503(
     settings: Any, redis_url: str, pool: ResourcePool, broken: str, caplog: Any
 ) -> None:
-    configure(settings, redis_url, UNAVAILABLE_VIEW=f"tests.urlconfs.request_views.{broken}")
+    configure(settings, redis_url, UNAVAILABLE_VIEW=f"tests.urlconfs.decorated_views.{broken}")
     held = pool.acquire(timeout=0)
     try:
         with caplog.at_level(logging.ERROR, logger="django_redis_pool"):
@@ -391,8 +395,8 @@ def test_a_failing_unavailable_view_falls_back_to_the_default_503(
 @pytest.mark.parametrize(
     ("unavailable_view", "body"),
     [
-        ("tests.urlconfs.request_views.unavailable_async", b"async busy: printers 503 1"),
-        ("tests.urlconfs.request_views.unavailable_sync", b"sync busy: printers 503 1"),
+        ("tests.urlconfs.decorated_views.unavailable_async", b"async busy: printers 503 1"),
+        ("tests.urlconfs.decorated_views.unavailable_sync", b"sync busy: printers 503 1"),
     ],
 )
 def test_unavailable_view_answers_an_async_view(
@@ -412,7 +416,7 @@ def test_async_unavailable_view_answers_a_sync_view(
 ) -> None:
     # A sync request runs an async UNAVAILABLE_VIEW to completion (async_to_sync).
     configure(
-        settings, redis_url, UNAVAILABLE_VIEW="tests.urlconfs.request_views.unavailable_async"
+        settings, redis_url, UNAVAILABLE_VIEW="tests.urlconfs.decorated_views.unavailable_async"
     )
     held = pool.acquire(timeout=0)
     try:

@@ -25,7 +25,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from django_redis_pool import Allocator, Lock, ResourcePool, ResourceUnavailable, Semaphore
 from django_redis_pool.primitives import counts
 from tests.support.primitive_helpers import redis_time
-from tests.support.servers import closed_port, hung_server  # noqa: F401
+from tests.support.stoppable_servers import closed_port, hung_server  # noqa: F401
 from tests.support.waiting import wait_blocked, wait_for
 
 mp = multiprocessing.get_context("fork")
@@ -236,7 +236,7 @@ def value(samples: dict[Any, float], metric: str, **labels: str) -> float:
     return samples[(metric, tuple(sorted(labels.items())))]
 
 
-@pytest.mark.urls("tests.urlconfs.urls")
+@pytest.mark.urls("tests.urlconfs.admin_and_metrics")
 def test_the_metrics_view_exports_state_counters_and_histograms(
     settings: Any, redis_url: str
 ) -> None:
@@ -270,7 +270,7 @@ def test_the_metrics_view_exports_state_counters_and_histograms(
     assert ("django_redis_pool_acquired_total", tuple(sorted(jobs.items()))) not in samples
 
 
-@pytest.mark.urls("tests.urlconfs.urls")
+@pytest.mark.urls("tests.urlconfs.admin_and_metrics")
 def test_a_primitive_that_cannot_be_read_is_exported_as_down(settings: Any) -> None:
     configure(settings, f"redis://127.0.0.1:{closed_port()}/0")
     samples = scrape()
@@ -310,7 +310,7 @@ def test_the_collector_is_registered_once_and_never_doubled(settings: Any, redis
     assert text.count('django_redis_pool_up{kind="pool",name="printers"}') == 1
 
 
-@pytest.mark.urls("tests.urlconfs.urls")
+@pytest.mark.urls("tests.urlconfs.admin_and_metrics")
 @pytest.mark.parametrize("form", ["URL", "CACHE"])
 def test_a_scrape_of_a_hung_redis_answers_within_its_deadline_with_up_0(
     settings: Any,

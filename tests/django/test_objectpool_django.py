@@ -18,7 +18,7 @@ from django_redis_pool import ObjectPool, get_object_pool, get_semaphore, signal
 from django_redis_pool.checks import check_settings
 from django_redis_pool.decorators import with_resource
 from tests.support.admin_fixtures import detail_url, login, viewer  # noqa: F401
-from tests.support.objects import Client as Made
+from tests.support.pooled_objects import Client as Made
 
 #: A request's wait that it must never wait out here.
 LONG = 60.0
@@ -30,9 +30,9 @@ def setting(url: str, **options: Any) -> dict[str, Any]:
         "SEMAPHORES": {"clients-everywhere": {"MAX_SIZE": 3}},
         "OBJECT_POOLS": {
             "clients": {
-                "FACTORY": "tests.support.objects.make",
-                "DESTROY": "tests.support.objects.close",
-                "VALIDATE": "tests.support.objects.is_alive",
+                "FACTORY": "tests.support.pooled_objects.make",
+                "DESTROY": "tests.support.pooled_objects.close",
+                "VALIDATE": "tests.support.pooled_objects.is_alive",
                 "MAX": 2,
                 "TEST_ON_BORROW": True,
                 "GLOBAL_LIMIT": "clients-everywhere",
@@ -71,7 +71,7 @@ def test_factory_is_required_and_paths_must_import(settings: Any, redis_url: str
     messages = [m for m in check_settings() if m.is_serious()]
     assert [m.id for m in messages] == ["django_redis_pool.E024"]
     assert "has no FACTORY" in messages[0].msg
-    settings.DJANGO_REDIS_POOL = setting(redis_url, VALIDATE="tests.support.objects.nope")
+    settings.DJANGO_REDIS_POOL = setting(redis_url, VALIDATE="tests.support.pooled_objects.nope")
     messages = [m for m in check_settings() if m.is_serious()]
     assert [m.id for m in messages] == ["django_redis_pool.E018"]
     assert "cannot be imported" in messages[0].msg

@@ -22,7 +22,7 @@ from django_redis_pool import NotConfigured, get_pool, get_semaphore, kinds
 from django_redis_pool.checks import TAG
 from django_redis_pool.decorators import with_resource
 from tests import settings as base_settings
-from tests.support.admin_helpers import page_text, table
+from tests.support.admin_pages import page_text, table
 from tests.support.waiting import wait_for
 from tests.urlconfs import permit_views
 
@@ -204,7 +204,7 @@ def test_a_semaphore_without_max_size_takes_any_permits_in_its_rules(settings: A
     assert ids(settings, value) == ["django_redis_pool.W006"]  # (no MAX_SIZE at all)
 
 
-@pytest.mark.urls("tests.urlconfs.permit_check_urls")
+@pytest.mark.urls("tests.urlconfs.permit_check_views")
 def test_views_asking_permits_of_a_pool_or_above_the_max_size_are_e038_and_e039(
     settings: Any,
 ) -> None:
@@ -215,14 +215,14 @@ def test_views_asking_permits_of_a_pool_or_above_the_max_size_are_e038_and_e039(
         if m.id in ("django_redis_pool.E038", "django_redis_pool.E039")
     }
     assert set(found) == {
-        "tests.urlconfs.permit_check_urls.pool_with_permits",
-        "tests.urlconfs.permit_check_urls.too_many",
+        "tests.urlconfs.permit_check_views.pool_with_permits",
+        "tests.urlconfs.permit_check_views.too_many",
     }
     assert (
-        found["tests.urlconfs.permit_check_urls.pool_with_permits"].id == "django_redis_pool.E038"
+        found["tests.urlconfs.permit_check_views.pool_with_permits"].id == "django_redis_pool.E038"
     )
-    assert found["tests.urlconfs.permit_check_urls.too_many"].id == "django_redis_pool.E039"
-    assert "@with_resource('jobs')" in found["tests.urlconfs.permit_check_urls.too_many"].msg
+    assert found["tests.urlconfs.permit_check_views.too_many"].id == "django_redis_pool.E039"
+    assert "@with_resource('jobs')" in found["tests.urlconfs.permit_check_views.too_many"].msg
 
 
 # ------------------------------------------- what the admin, pool_status and metrics show
@@ -252,7 +252,7 @@ def test_a_semaphores_held_gauge_counts_permits(settings: Any, redis_url: str) -
 
 
 @pytest.mark.django_db
-@pytest.mark.urls("tests.urlconfs.urls")
+@pytest.mark.urls("tests.urlconfs.admin_and_metrics")
 def test_the_admin_shows_the_permits_of_each_holder_and_waiter(
     settings: Any, redis_url: str, admin_client: Client
 ) -> None:

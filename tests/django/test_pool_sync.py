@@ -267,7 +267,7 @@ def test_name_selects_a_semaphore(semaphores: None) -> None:
 def test_many_resources_are_added_in_one_round_trip_per_thousand(
     settings: Any, redis_url: str, redis_client: Any
 ) -> None:
-    from tests.support.admin_helpers import commands_run_by, script_calls, unload_scripts
+    from tests.support.redis_inspect import commands_run_by, script_calls, unload_scripts
 
     settings.DJANGO_REDIS_POOL = {
         "CONNECTION": {"URL": redis_url},

@@ -23,7 +23,7 @@ from django_redis_pool.checks import check_settings
 from django_redis_pool.kinds.queue import handlers_of
 from tests.support.admin_fixtures import action_url, detail_url, login, operator  # noqa: F401
 from tests.support.primitive_helpers import redis_time
-from tests.support.servers import closed_port
+from tests.support.stoppable_servers import closed_port
 from tests.support.waiting import STARTUP, wait_blocked, wait_for
 
 ROOT = Path(__file__).resolve().parents[2]

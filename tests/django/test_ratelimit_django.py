@@ -30,15 +30,9 @@ from django_redis_pool.client_address import client_ip
 from django_redis_pool.kinds import ratelimit as kind
 from django_redis_pool.kinds.ratelimit import hashed, parse_rate
 from tests.support.admin_fixtures import action_url, detail_url, login, operator, viewer  # noqa: F401
-from tests.support.admin_helpers import (
-    confirm,
-    dashboard_row,
-    form_inputs,
-    messages_of,
-    page_text,
-    redis_state,
-)
-from tests.support.servers import closed_port
+from tests.support.admin_pages import confirm, dashboard_row, form_inputs, messages_of, page_text
+from tests.support.redis_inspect import redis_state
+from tests.support.stoppable_servers import closed_port
 
 pytestmark = pytest.mark.urls("tests.urlconfs.ratelimit_views")
 

@@ -24,7 +24,7 @@ from django_redis_pool import (
     registry,
 )
 from django_redis_pool.checks import validate
-from tests.support.servers import closed_port
+from tests.support.stoppable_servers import closed_port
 from tests.support.waiting import STALL, floor_of
 
 

@@ -26,7 +26,7 @@ from django.urls import reverse
 from django_redis_pool import get_pool
 from django_redis_pool.guard import request_of
 from django_redis_pool.holders import request_holder
-from tests.support.admin_helpers import table
+from tests.support.admin_pages import table
 from tests.support.waiting import wait_for
 from tests.urlconfs.holder_views import GATE
 

@@ -26,14 +26,14 @@ from hypothesis.stateful import (
 
 from django_redis_pool import Lock
 from django_redis_pool.primitives.protocol import Reply
-from tests.support.queue_model import FATES, INF, LONG_MS, SLOT_STEPS, QueueModel
+from tests.support.waiter_model import FATES, INF, LONG_MS, SLOT_STEPS, WaiterModel
 
 HOLDERS = st.sampled_from(["a", "b"])
 PRIORITIES = st.integers(min_value=0, max_value=1)
 _names = itertools.count()
 
 
-class LockModel(QueueModel):
+class LockModel(WaiterModel):
     """One lock; ``reentrant`` is set by the test."""
 
     client: Any = None
@@ -307,5 +307,5 @@ def run(client: Any, *, reentrant: bool) -> None:
     LockModel.client, LockModel.reentrant = client, reentrant
     run_state_machine_as_test(
         LockModel,
-        settings=QueueModel.SETTINGS,
+        settings=WaiterModel.SETTINGS,
     )

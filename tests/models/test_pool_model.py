@@ -27,7 +27,7 @@ from hypothesis.stateful import (
 
 from django_redis_pool import ResourcePool
 from django_redis_pool.primitives.protocol import Reply
-from tests.support.queue_model import FATES, LONG_MS, PUMP_LIMIT, QueueModel
+from tests.support.waiter_model import FATES, LONG_MS, PUMP_LIMIT, WaiterModel
 
 RESOURCES = st.sampled_from(["a", "b", "c", "d"])
 PRIORITIES = st.integers(min_value=0, max_value=1)
@@ -120,12 +120,12 @@ def test_pool_matches_model(client):
     )
 
 
-class PoolQueueModel(QueueModel):
+class PoolQueueModel(WaiterModel):
     """A fifo pool with callers queued in Redis (as a blocking acquire queues
     them: by priority, then arrival; refused past ``max_waiting``, counting
     live callers), expiries, releases, withdrawals, gc, members added and
     removed while they wait, check-ins, callers giving up what was handed to
-    them, and callers dying (see QueueModel).
+    them, and callers dying (see WaiterModel).
     Each step's hand-offs are the model's; after every step, the available
     resources in order, the live holds, the queue, its dead callers and fences
     that only grow."""
@@ -344,5 +344,5 @@ def test_a_pool_with_waiters_matches_the_model(redis_client):
     PoolQueueModel.client = redis_client
     run_state_machine_as_test(
         PoolQueueModel,
-        settings=QueueModel.SETTINGS,
+        settings=WaiterModel.SETTINGS,
     )

@@ -39,7 +39,7 @@ from hypothesis.stateful import (
 
 from django_redis_pool.primitives.queue import Task, TaskQueue
 from django_redis_pool.primitives.queue_task import task_from_fields, task_from_flat
-from tests.support.queue_model import QueueModel
+from tests.support.waiter_model import WaiterModel
 from tests.support.waiting import wait_for
 
 IDS = ["t0", "t1", "t2", "t3"]
@@ -624,4 +624,4 @@ class TaskQueueModel(RuleBasedStateMachine):
 
 def test_a_task_queue_matches_the_model(redis_client: Any) -> None:
     TaskQueueModel.client = redis_client
-    run_state_machine_as_test(TaskQueueModel, settings=QueueModel.SETTINGS)
+    run_state_machine_as_test(TaskQueueModel, settings=WaiterModel.SETTINGS)

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from django_redis_pool import Allocator
-from tests.support.clients import client_from, spec_of
+from tests.support.client_specs import client_from, spec_of
 
 mp = multiprocessing.get_context("fork")
 KEYS = ["k1", "k2", "k3", "k4"]

@@ -32,7 +32,7 @@ from django_redis_pool import (
 )
 from django_redis_pool.primitives import pending_releases
 from django_redis_pool.testing import EmbeddedRedis
-from tests.support.clients import client_from, spec_of
+from tests.support.client_specs import client_from, spec_of
 from tests.support.primitive_helpers import (
     LONG_CHUNK,
     LONG_READ_TIMEOUT,

@@ -27,7 +27,7 @@ import pytest
 
 from django_redis_pool import Lock, ObjectPool, ResourcePool, ResourceUnavailable, Semaphore
 from django_redis_pool.primitives.protocol import Reply
-from tests.support.clients import client_from, spec_of
+from tests.support.client_specs import client_from, spec_of
 from tests.support.primitive_helpers import redis_time
 from tests.support.waiting import STALL, floor_of, wait_blocked, wait_for
 

@@ -16,7 +16,7 @@ import pytest
 from django_redis_pool import NotConfigured, NotOwned, ResourceUnavailable, Semaphore
 from django_redis_pool.primitives import global_limit
 from django_redis_pool.primitives.object_pool import ObjectPool
-from tests.support.clients import client_from, spec_of
+from tests.support.client_specs import client_from, spec_of
 from tests.support.waiting import STALL, floor_of, wait_for
 
 mp = multiprocessing.get_context("fork")
@@ -439,7 +439,7 @@ def test_four_processes_of_max_5_never_hold_more_than_the_global_limit_of_6(clie
 
 
 def test_borrowing_an_idle_object_makes_no_redis_call(redis_client: Any) -> None:
-    from tests.support.admin_helpers import commands_run_by
+    from tests.support.redis_inspect import commands_run_by
 
     semaphore = Semaphore(redis_client, "conns", lease_timeout=30)
     semaphore.set_max_size(2)

@@ -31,9 +31,9 @@ from hypothesis.stateful import (
 from django_redis_pool import NotConfigured, ResourceUnavailable, Semaphore
 from django_redis_pool.primitives.base import lease_as_dict
 from django_redis_pool.primitives.protocol import Reply
-from tests.support.clients import client_from, spec_of
+from tests.support.client_specs import client_from, spec_of
 from tests.support.primitive_helpers import LONG_CHUNK, expire_now, redis_time
-from tests.support.queue_model import FATES, INF, SLOT_STEPS, QueueModel
+from tests.support.waiter_model import FATES, INF, SLOT_STEPS, WaiterModel
 from tests.support.waiting import wait_blocked, wait_for
 
 mp = multiprocessing.get_context("fork")
@@ -507,12 +507,12 @@ PRIORITIES = st.integers(min_value=0, max_value=1)
 _names = itertools.count()
 
 
-class PermitsModel(QueueModel):
+class PermitsModel(WaiterModel):
     """A semaphore of weighted permits against a Python model of it: grants at
     once (``timeout=0``), callers queued in Redis as a blocking acquire queues
     them (served by the releases, expiries, gc and larger maxes that follow,
     each grant confirmed as the waiter's own would be), releases, expiries,
-    changes of the max and callers dying (see QueueModel). After every step:
+    changes of the max and callers dying (see WaiterModel). After every step:
     the holds, their permits, the queue, its dead callers, the count of extra
     permits in Redis, and the max never exceeded."""
 
@@ -749,5 +749,5 @@ def test_weighted_permits_match_the_model(redis_client):
     PermitsModel.client = redis_client
     run_state_machine_as_test(
         PermitsModel,
-        settings=QueueModel.SETTINGS,
+        settings=WaiterModel.SETTINGS,
     )

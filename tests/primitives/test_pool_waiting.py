@@ -16,7 +16,7 @@ import uuid
 from django_redis_pool import ResourcePool
 from django_redis_pool.primitives.engine import LeaseEngine
 from django_redis_pool.primitives.scripts import _constants
-from tests.support.clients import client_from, spec_of
+from tests.support.client_specs import client_from, spec_of
 from tests.support.primitive_helpers import (
     LONG_CHUNK,
     LONG_READ_TIMEOUT,

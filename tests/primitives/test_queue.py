@@ -29,7 +29,7 @@ from django_redis_pool.primitives.queue import (
     TaskQueue,
     WorkerLost,
 )
-from tests.support.clients import client_from, spec_of
+from tests.support.client_specs import client_from, spec_of
 from tests.support.primitive_helpers import LONG_CHUNK, assert_constructor_does_no_io, redis_time
 from tests.support.waiting import STALL, floor_of, wait_blocked, wait_for
 

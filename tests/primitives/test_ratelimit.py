@@ -26,13 +26,13 @@ from django_redis_pool import Decision, KeyState, RateLimiter
 from django_redis_pool.metrics import COUNTERS
 from django_redis_pool.primitives import counts, ratelimit
 from django_redis_pool.primitives.ratelimit import INDEX_LIMIT, MAX_KEY_LENGTH
-from tests.support.admin_helpers import command_calls, commands_run_by
-from tests.support.clients import client_from, spec_of
+from tests.support.client_specs import client_from, spec_of
 from tests.support.primitive_helpers import (
     assert_constructor_does_no_io,
     calls_per_cycle,
     redis_time,
 )
+from tests.support.redis_inspect import command_calls, commands_run_by
 from tests.support.waiting import STALL, await_for, floor_of, wait_for
 
 mp = multiprocessing.get_context("fork")

@@ -35,7 +35,7 @@ from django_redis_pool import (
     ResourceUnavailable,
     Semaphore,
 )
-from tests.support.clients import client_from, spec_of
+from tests.support.client_specs import client_from, spec_of
 from tests.support.primitive_helpers import LONG_CHUNK, assert_constructor_does_no_io, expire_now
 from tests.support.waiting import wait_blocked, wait_for
 

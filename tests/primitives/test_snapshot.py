@@ -21,7 +21,7 @@ from django_redis_pool import Lease, Lock, NotOwned, ResourcePool, Semaphore
 from django_redis_pool.primitives import lease as lease_module
 from django_redis_pool.primitives.base import Collected, LeasedPrimitive, Snapshot
 from django_redis_pool.primitives.engine import LeaseEngine, Waiter
-from tests.support.clients import client_from, spec_of
+from tests.support.client_specs import client_from, spec_of
 from tests.support.primitive_helpers import (
     expire,
     expire_now,

@@ -23,7 +23,7 @@ from django_redis_pool import Lease, get_lock, get_pool, get_semaphore
 from django_redis_pool.primitives.lock import Lock
 from django_redis_pool.primitives.pool import ResourcePool
 from django_redis_pool.primitives.semaphore import Semaphore
-from tests.support.admin_helpers import redis_state
+from tests.support.redis_inspect import redis_state
 from tests.support.waiting import wait_for
 
 #: What the pages show for a count that does not apply.

@@ -1,8 +1,9 @@
-"""Helpers of the admin tests (``tests/admin/``): reading the dashboard's HTML, Redis's own
-view of what changed and how many commands it ran, and bulk-filling a pool.
+"""Reading the admin dashboard's pages (their HTML, as Django's test client gets
+it): text, tables, rows, sparklines, pagers, forms, messages, health icons,
+and an operator's confirmation of an action.
 
-The HTML helpers rely on the dashboard templates' structure: each table lives in
-a ``<div class="module drp-module" id="...">`` with no nested ``div``.
+They rely on the dashboard templates' structure: each table lives in a
+``<div class="module drp-module" id="...">`` with no nested ``div``.
 """
 
 from __future__ import annotations
@@ -11,16 +12,10 @@ import html
 import re
 from typing import Any
 
-import redis
 from django.test import Client
-
-from django_redis_pool import ResourcePool
 
 _TAG = re.compile(r"<[^>]+>")
 _SPACE = re.compile(r"\s+")
-
-
-# ------------------------------------------------------------------ HTML
 
 
 def text_of(fragment: str) -> str:
@@ -154,81 +149,12 @@ def confirm(client: Client, url: str, params: dict[str, Any] | None = None) -> A
     return client.post(url, form_inputs(page, "confirm-form"), follow=True)
 
 
-# ------------------------------------------------------------------ Redis
-
-
-def redis_state(client: redis.Redis) -> dict[bytes, Any]:
-    """Every key of the (private, flushed) Redis with its contents."""
-    state: dict[bytes, Any] = {}
-    for key in sorted(client.scan_iter()):
-        kind = client.type(key)
-        if kind == b"string":
-            value: Any = client.get(key)
-        elif kind == b"hash":
-            value = client.hgetall(key)
-        elif kind == b"zset":
-            value = client.zrange(key, 0, -1, withscores=True)
-        elif kind == b"list":
-            value = client.lrange(key, 0, -1)
-        elif kind == b"set":
-            value = sorted(client.smembers(key))
-        else:
-            value = kind
-        state[key] = value
-    return state
-
-
-def command_calls(client: redis.Redis) -> dict[str, int]:
-    """Calls per command that Redis ran without an error since it started
-    (``INFO commandstats``). A call that failed is not counted: an EVALSHA
-    refused with NOSCRIPT (the script is then loaded and run by a second
-    EVALSHA, which is), or an FCALL before the function library was loaded."""
-    return {
-        name.removeprefix("cmdstat_"): int(stats["calls"]) - int(stats.get("failed_calls", 0))
-        for name, stats in client.info("commandstats").items()
-    }
-
-
-def commands_run_by(client: redis.Redis, work: Any) -> dict[str, int]:
-    """The commands Redis ran while ``work()`` ran, by name (those called from
-    Lua scripts included; failed ones not: see :func:`command_calls`), without
-    the INFO calls that measure them."""
-    before = command_calls(client)
-    work()
-    after = command_calls(client)
-    ran = {name: calls - before.get(name, 0) for name, calls in after.items()}
-    ran.pop("info", None)
-    return {name: calls for name, calls in ran.items() if calls}
-
-
-def fill_pool(pool: ResourcePool, client: redis.Redis, ids: list[str]) -> None:
-    """Associate ``ids`` with ``pool`` quickly (1,000 a step)."""
-    assert pool.associate_many(ids) == len(ids)
-
-
-def unload_scripts(client: redis.Redis) -> None:
-    """Drop the scripts and functions Redis holds (FLUSHALL keeps them): the
-    next call of each is refused once, then loads it."""
-    client.script_flush()
-    if int(str(client.info("server")["redis_version"]).split(".")[0]) >= 7:
-        client.function_flush()
-
-
-def script_calls(commands: dict[str, int]) -> int:
-    """Lease-engine operations among ``commands`` (counts by command name):
-    FCALL on Redis >= 7, EVALSHA where the function library is not used."""
-    return commands.get("evalsha", 0) + commands.get("fcall", 0)
-
-
 __all__ = [
     "body_rows",
     "cells",
-    "command_calls",
-    "commands_run_by",
     "confirm",
     "dashboard_row",
     "data_rows",
-    "fill_pool",
     "form_inputs",
     "has_module",
     "health_icons",
@@ -236,10 +162,7 @@ __all__ = [
     "module",
     "page_text",
     "pager",
-    "redis_state",
-    "script_calls",
     "sparkline",
     "table",
     "text_of",
-    "unload_scripts",
 ]

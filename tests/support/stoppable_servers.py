@@ -1,5 +1,6 @@
 """Servers some tests start beside the harness's own: a Redis they may stop
-(SIGSTOP) and a real Redis Sentinel watching it."""
+(SIGSTOP) and a real Redis Sentinel watching it; and a port where no server is
+(:func:`closed_port`)."""
 
 from __future__ import annotations
 

@@ -161,7 +161,7 @@ def semaphore_number_identity_view(request: HttpRequest) -> HttpResponse:
     return HttpResponse("never reached")
 
 
-@with_resource("reports", timeout=0, identity="tests.urlconfs.request_views.user_identity")
+@with_resource("reports", timeout=0, identity="tests.urlconfs.decorated_views.user_identity")
 def semaphore_dotted_identity_view(request: HttpRequest) -> HttpResponse:
     RECORD.note(request)
     return HttpResponse("ok")

@@ -53,7 +53,7 @@ FATES = st.sampled_from(["lives", "lives", "handed", "handed", "window", "deadli
 CROWDS = st.sampled_from([SKIP_LIMIT + 1, PRUNE_LIMIT + 1])
 
 
-class QueueModel(RuleBasedStateMachine):
+class WaiterModel(RuleBasedStateMachine):
     """Its ``queue``: the callers queued in Redis (token, priority, seq: the
     order they are served in; dead: None, "window" or "deadline"; died: the
     order they died in); ``served``: what was handed to them in a step;
