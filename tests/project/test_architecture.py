@@ -1,7 +1,8 @@
 """Pin the package's shape as docs/architecture.md draws it: its layers, no
 import circle, the imports that run back up (named, at most two), no module
 over 600 lines (Lua files included), no Django in the primitives and kind modules free of
-presentation.
+presentation. And the test suite's, as docs/testing.md draws it ("The layout
+of tests/"): its folders, each test module in a group, none over 1,000 lines.
 
 Read from the source (the ``import`` statements), so a test run imports nothing
 it checks. An import under ``if TYPE_CHECKING:`` is a type's name, not a
@@ -239,3 +240,55 @@ def test_a_kind_module_holds_no_forms_templates_or_html(module):
     found = [word for word in PRESENTATION if word in source]
     found += ["an HTML tag"] if "</" in source or "<br" in source else []
     assert found == [], f"{module} holds presentation ({found}): it belongs in dashboard/"
+
+
+# ---------------------------------------------------------------- tests/
+
+TESTS = Path(__file__).resolve().parents[1]
+#: The folders of tests/ that hold test modules, each named for what they test.
+TEST_GROUPS = {
+    "admin",
+    "conformance",
+    "django",
+    "example",
+    "models",
+    "primitives",
+    "project",
+    "reliability",
+}
+#: The folders of tests/ that hold no test module: what the tests share, and
+#: the Django tests' URLconfs.
+TEST_HELPERS = {"support", "urlconfs"}
+
+
+def test_the_top_of_tests_holds_at_most_15_modules_and_only_the_named_folders():
+    modules = sorted(path.name for path in TESTS.glob("*.py"))
+    assert len(modules) <= 15, f"{len(modules)} modules at the top of tests/: {modules}"
+    folders = {
+        path.name
+        for path in TESTS.iterdir()
+        if path.is_dir() and not path.name.startswith((".", "__"))
+    }
+    assert folders == TEST_GROUPS | TEST_HELPERS
+    assert [name for name in sorted(folders) if not (TESTS / name / "__init__.py").exists()] == []
+
+
+def test_every_test_module_is_in_a_group_folder():
+    tests = [*TESTS.rglob("test_*.py"), *TESTS.rglob("*_test.py")]
+    assert tests
+    misplaced = sorted(
+        path.relative_to(TESTS).as_posix()
+        for path in tests
+        if len(path.relative_to(TESTS).parts) == 1
+        or path.relative_to(TESTS).parts[0] not in TEST_GROUPS
+    )
+    assert misplaced == [], f"test modules outside {sorted(TEST_GROUPS)}: {misplaced}"
+
+
+def test_no_module_of_tests_is_over_1000_lines():
+    long = {
+        path.relative_to(TESTS).as_posix(): lines
+        for path in TESTS.rglob("*.py")
+        if (lines := path.read_text(encoding="utf-8").count("\n")) > 1000
+    }
+    assert long == {}, f"split them by what their parts pin: {long}"
