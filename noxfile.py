@@ -51,36 +51,43 @@ nox.options.error_on_missing_interpreters = False
 
 #: The Django layer's tests (the primitives themselves import no Django).
 DJANGO_TESTS = [
-    "tests/test_admin.py",
-    "tests/test_allocator_django.py",
-    "tests/test_async_requests.py",
-    "tests/test_auth_tls.py",
-    "tests/test_checks.py",
-    "tests/test_commands.py",
-    "tests/test_connections.py",
-    "tests/test_decorators.py",
-    "tests/test_example_project.py",
-    "tests/test_fuzz.py",
-    "tests/test_kinds.py",
-    "tests/test_middleware.py",
-    "tests/test_objectpool_django.py",
-    "tests/test_pool_sync.py",
-    "tests/test_queue_django.py",
-    "tests/test_registry.py",
-    "tests/test_request_lease.py",
-    "tests/test_slow_redis.py",
-    "tests/test_tasks_backend.py",
+    "tests/admin/test_admin_actions.py",
+    "tests/admin/test_admin_extension_point.py",
+    "tests/admin/test_admin_odd_input.py",
+    "tests/admin/test_admin_pages.py",
+    "tests/admin/test_admin_paging_and_find.py",
+    "tests/admin/test_admin_permissions.py",
+    "tests/admin/test_admin_redis_connection.py",
+    "tests/django/test_allocator_django.py",
+    "tests/django/test_async_requests.py",
+    "tests/django/test_checks.py",
+    "tests/django/test_commands.py",
+    "tests/django/test_connections.py",
+    "tests/django/test_decorators.py",
+    "tests/django/test_kinds.py",
+    "tests/django/test_middleware.py",
+    "tests/django/test_objectpool_django.py",
+    "tests/django/test_pool_sync.py",
+    "tests/django/test_queue_django.py",
+    "tests/django/test_registry.py",
+    "tests/django/test_request_lease.py",
+    "tests/django/test_tasks_backend.py",
+    "tests/example/test_example_project.py",
+    "tests/reliability/test_auth_tls.py",
+    "tests/reliability/test_fuzz.py",
+    "tests/reliability/test_slow_redis.py",
 ]
 #: Enough of the primitives to prove a redis-py line: the engine's scripts or
 #: functions through the pool, semaphore and lock, sync and asyncio clients.
 PRIMITIVE_TESTS = [
-    "tests/test_pool.py",
-    "tests/test_lock.py",
-    "tests/test_semaphore.py",
-    "tests/test_async.py",
+    "tests/primitives/test_pool.py",
+    "tests/primitives/test_lock.py",
+    "tests/primitives/test_semaphore.py",
+    "tests/primitives/test_async.py",
 ]
-#: In the default leg's (alphabetical) order: the timing-sensitive tests of
-#: tests/test_async.py and tests/test_semaphore.py then run where they run there.
+#: In the default leg's order (pytest's: the paths alphabetically):
+#: the timing-sensitive tests of tests/primitives/test_async.py and
+#: tests/primitives/test_semaphore.py then run where they run there.
 LEG_TESTS = sorted(DJANGO_TESTS + PRIMITIVE_TESTS)
 #: The peers' Django Tasks suites (tests/conformance/), run by the Django 6 leg
 #: on Redis 6.2 on ``django.tasks`` itself (the default leg runs them on the

@@ -291,7 +291,7 @@ def ensure_redis7() -> dict[str, str]:
 
 def selects_browser_tests(pytest_args: list[str]) -> bool:
     """False only when the arguments name test files or folders and none of them
-    can hold the browser tests (``tests/test_*browser*.py``)."""
+    can hold the browser tests (``tests/*/test_*browser*.py``)."""
     paths = [arg.split("::")[0] for arg in pytest_args if not arg.startswith("-")]
     paths = [path for path in paths if path.endswith(".py") or (ROOT / path).is_dir()]
     return not paths or any("browser" in path or (ROOT / path).is_dir() for path in paths)
@@ -436,8 +436,8 @@ def _test(pytest_args: list[str]) -> int:
     env = dict(os.environ)
     env.pop("DJANGO_SETTINGS_MODULE", None)  # the tests use tests.settings (pyproject)
     if selects_browser_tests(pytest_args):
-        env["CHROMIUM"] = ensure_chromium()  # read by tests/browser.py
-    env["PROMTOOL"] = ensure_promtool()  # read by tests/test_alert_rules.py
+        env["CHROMIUM"] = ensure_chromium()  # read by tests/support/browser.py
+    env["PROMTOOL"] = ensure_promtool()  # read by tests/project/test_alert_rules.py
     redis7 = {**env, **ensure_redis7()}
     say("ruff check .")
     ruff_rc = run([str(VENV_PYTHON), "-m", "ruff", "check", "."], env)
@@ -447,7 +447,8 @@ def _test(pytest_args: list[str]) -> int:
     for label, run_env, own_expr in (
         ("Redis 6.2 (embedded) and Cluster", env, None),
         # (the asyncio twins' rerun of the behaviour tests, marked async_path,
-        # runs on 6.2 and Cluster; on Redis 7, tests/test_async*.py cover them)
+        # runs on 6.2 and Cluster; on Redis 7, tests/primitives/test_async.py and
+        # tests/django/test_async_requests.py cover them)
         (f"Redis 7 ({redis7['DJANGO_REDIS_POOL_REDIS_SERVER']})", redis7, REDIS7_RUN_MARKERS),
     ):
         args = [*worker_args(other_args), *marker_args(user_expr, own_expr), *other_args]

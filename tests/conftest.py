@@ -14,13 +14,13 @@ Fixtures:
 ``client``                  parametrized: ``redis_client``, then ``cluster_client``
                             (marked ``cluster``; ``-m "not cluster"`` skips it).
 ``long_client``             a new client of ``client``'s Redis whose primitives' blocking
-                            reads last 30 s (:data:`tests.primitive_helpers.LONG_CHUNK`).
+                            reads last 30 s (:data:`tests.support.primitive_helpers.LONG_CHUNK`).
 ``redis_version`` (session) the server's version as a tuple, e.g. ``(6, 2, 14)``.
 ``hung_server``, ``sentinel`` a redis-server a test may stop, and a real Sentinel
-                            watching it (:mod:`tests.servers`).
+                            watching it (:mod:`tests.support.stoppable_servers`).
 ``api``                     parametrized: ``sync``, then ``async`` (marked
                             ``async_path``): the primitives' blocking methods
-                            run as their asyncio twins (:mod:`tests.async_bridge`).
+                            run as their asyncio twins (:mod:`tests.support.async_bridge`).
 
 The server binary is the embedded Redis 6.2 unless ``DJANGO_REDIS_POOL_REDIS_SERVER``
 names another (``scripts/dev.py test`` runs the suite again on Redis 7 that way);
@@ -40,14 +40,13 @@ from redis.cluster import RedisCluster
 from django_redis_pool.primitives import counts
 from django_redis_pool.primitives.channel import Channel
 from django_redis_pool.testing import EmbeddedRedis, EmbeddedRedisCluster, find_redis_binary
-
-from .async_bridge import async_path
-from .clients import client_from, spec_of
-from .primitive_helpers import LONG_CHUNK, LONG_READ_TIMEOUT
-from .servers import hung_server, sentinel  # noqa: F401 (fixtures for every module)
+from tests.support.async_bridge import async_path
+from tests.support.client_specs import client_from, spec_of
+from tests.support.primitive_helpers import LONG_CHUNK, LONG_READ_TIMEOUT
+from tests.support.stoppable_servers import hung_server, sentinel  # noqa: F401 (fixtures for every module)
 
 # Browser test modules import their helpers from it (and load it as a plugin).
-pytest.register_assert_rewrite("tests.browser")
+pytest.register_assert_rewrite("tests.support.browser")
 
 
 def _assert_ours(conn: redis.Redis, expected_run_id: str, where: str) -> None:
@@ -185,7 +184,7 @@ def _counts_flushed_only_when_asked(monkeypatch: pytest.MonkeyPatch) -> Iterator
     production, but added into Redis only by an explicit ``counts.flush()``
     (or a scrape), never by the background thread: a test comparing a
     primitive's keys before and after a read sees no write it did not make.
-    ``tests/test_metrics.py`` turns the thread on where it tests it. What a
+    ``tests/django/test_metrics.py`` turns the thread on where it tests it. What a
     test left unflushed is dropped after it."""
     monkeypatch.setattr(counts, "background", False)
     yield

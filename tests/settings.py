@@ -18,7 +18,7 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "django_redis_pool",
-    "tests.queue_app",
+    "tests.support.queue_app",
 ]
 
 MIDDLEWARE = [
@@ -47,7 +47,7 @@ TEMPLATES = [
 DATABASES = {"default": {"ENGINE": "django.db.backends.sqlite3", "NAME": ":memory:"}}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
-ROOT_URLCONF = "tests.urls"
+ROOT_URLCONF = "tests.urlconfs.admin_and_metrics"
 STATIC_URL = "/static/"
 USE_TZ = True
 

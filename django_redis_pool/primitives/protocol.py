@@ -3,7 +3,7 @@
 Every constant here has a twin of the same value among the local constants
 at the top of ``lua/engine.lua``, which every script carries: ``Mode.SEM``
 is ``MODE_SEM`` there, ``Reply.SLOW`` is ``REPLY_SLOW``, ``Restore.HEAL`` is
-``RESTORE_HEAL``, ``TaskStatus.DONE`` is ``TASK_DONE`` (``tests/test_engine.py``
+``RESTORE_HEAL``, ``TaskStatus.DONE`` is ``TASK_DONE`` (``tests/primitives/test_engine.py``
 checks that they agree). Both sides use the names,
 never the bare strings. Nothing here imports Django.
 """

@@ -36,8 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django_redis_pool.primitives.allocator import Allocator, AllocatorObject
-
-from ..primitive_helpers import ops
+from tests.support.primitive_helpers import ops
 
 __all__ = [
     "ALLOCATED_SENTINEL",

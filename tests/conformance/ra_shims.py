@@ -3,7 +3,7 @@
 
 * ``fakeredis``: every ``FakeRedis`` (and ``FakeServer``) is a real client to
   a real redis-server (:func:`use_server`: one whose clock the tests move,
-  :mod:`tests.clockshift`, flushed per test), seen through
+  :mod:`tests.support.clockshift`, flushed per test), seen through
   :class:`~tests.conformance.allocator_adapter.ViewClient`.
 * ``freeze_time``: our scripts read the Redis server's clock, which runs on.
   Inside the block Python's ``time.time()`` stands still (what the adapter
@@ -24,7 +24,7 @@ from typing import Any
 
 import redis
 
-from ..clockshift import ShiftedClockRedis
+from tests.support.clockshift import ShiftedClockRedis
 
 __all__ = ["MockFixture", "fakeredis", "freeze_time", "use_server"]
 

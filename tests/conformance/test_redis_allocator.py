@@ -3,7 +3,7 @@
 
 The peer's tests use fakeredis and freezegun; here ``FakeRedis`` is a client
 of a real redis-server whose clock ``freeze_time``'s ``tick`` moves
-(``ra_shims.py``, :mod:`tests.clockshift`), the peer's API is mapped onto ours
+(``ra_shims.py``, :mod:`tests.support.clockshift`), the peer's API is mapped onto ours
 (``allocator_adapter.py``, ``task_queue_adapter.py``), and its reads of its
 own data in Redis see a projection of ours. Run: ``test_allocator``,
 ``test_allocator_bughunt``, ``test_allocator_fuzz``,
@@ -25,8 +25,9 @@ from unittest import mock
 import pytest
 import redis
 
-from ..clockshift import ShiftedClockRedis
-from ..clockshift import shifted_redis as shifted_redis  # (the fixture)
+from tests.support.clockshift import ShiftedClockRedis
+from tests.support.clockshift import shifted_redis as shifted_redis  # (the fixture)
+
 from . import allocator_adapter, ra_shims
 from .peers import REDIS_ALLOCATOR, PeerPackage, PeerUnavailable, Rewrite, fetch
 

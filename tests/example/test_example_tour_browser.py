@@ -1,0 +1,266 @@
+"""The example project's guided tour in a real browser, started as README command (a).
+
+``python3 scripts/dev.py example 127.0.0.1:PORT`` runs exactly as a new user runs
+it (an embedded Redis because ``REDIS_URL`` is unset, ``migrate``, ``pool_sync``,
+the demo superuser, a ``pool_worker``, ``runserver``), except that its SQLite file
+goes to a temporary folder (``EXAMPLE_DB``). Headless Chromium then walks every
+demo page of the home page, exhausts the printers to see the 503 page, opens every
+primitive in the admin as the printed user, and Ctrl-C stops everything.
+
+The tests of this module run in order and share the one example (and browser).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import Browser, Page, expect
+
+from tests.support.browser import admin_login, screenshot
+from tests.support.waiting import wait_for
+
+pytest_plugins = ["tests.support.browser"]
+pytestmark = pytest.mark.release
+
+ROOT = Path(__file__).resolve().parents[2]
+#: The example's primitives (example_project/settings.py): each one has a stop
+#: of the tour or is linked from one, and opens in the admin.
+PRIMITIVES = {
+    "printers",
+    "reports",
+    "import",
+    "proxies",
+    "default",
+    "http-clients",
+    "http-clients-everywhere",
+    "search",
+}
+#: What each demo page shows once it has done its work.
+DEMOS = {
+    "printers": "available: 3, leased: 0, total: 3",
+    "reports": "slots were in use",
+    "import": "Imported with fence",
+    "proxies": "Fetched for ann through proxy-fast",
+    "http-clients": "client #1 fetched /status",
+    "search": "searches left now",
+}
+START_TIMEOUT = 180.0  # a first run installs the embedded extra into .venv
+STOP_TIMEOUT = 30.0
+
+
+@dataclass
+class Example:
+    """The running ``scripts/dev.py example``: its process and what it printed."""
+
+    process: subprocess.Popen[str]
+    url: str
+    output: list[str] = field(default_factory=list)
+
+    def printed(self) -> str:
+        return "".join(self.output)
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _answers(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=2) as response:
+            return bool(response.status == 200)
+    except (OSError, urllib.error.URLError):
+        return False
+
+
+def _descendants(pid: int) -> set[int]:
+    """Every live process below ``pid`` (from /proc)."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    found, todo = set(), [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.add(child)
+            todo.append(child)
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def _interrupt_signal_default() -> None:
+    # As in a terminal: a test run started as a background job ignores SIGINT,
+    # which its children would inherit.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+@pytest.fixture(scope="module")
+def example(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Example]:
+    """README command (a), on a free port, until the module ends."""
+    port = _free_port()
+    env = {k: v for k, v in os.environ.items() if k not in {"REDIS_URL", "DJANGO_SETTINGS_MODULE"}}
+    env["EXAMPLE_DB"] = str(tmp_path_factory.mktemp("example") / "db.sqlite3")
+    env["PYTHONUNBUFFERED"] = "1"
+    process = subprocess.Popen(
+        [sys.executable, "scripts/dev.py", "example", f"127.0.0.1:{port}"],
+        cwd=ROOT,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,  # its own process group, as a terminal's job
+        preexec_fn=_interrupt_signal_default,
+    )
+    example = Example(process, f"http://127.0.0.1:{port}")
+    assert process.stdout is not None
+    reader = threading.Thread(target=lambda: example.output.extend(process.stdout), daemon=True)
+    reader.start()
+    try:
+        wait_for(
+            lambda: _answers(example.url + "/") or process.poll() is not None,
+            timeout=START_TIMEOUT,
+            what="the example to serve its home page",
+        )
+        assert process.poll() is None, f"the example exited:\n{example.printed()}"
+        yield example
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGTERM)
+            try:
+                process.wait(STOP_TIMEOUT)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
+        reader.join(5)
+
+
+@pytest.fixture(scope="module")
+def tab(browser: Browser) -> Iterator[Page]:
+    """One browser tab for the whole tour (its admin login carries over)."""
+    context = browser.new_context(viewport={"width": 1280, "height": 800})
+    context.set_default_timeout(20_000)
+    try:
+        yield context.new_page()
+    finally:
+        context.close()
+
+
+def test_the_example_prints_how_to_reach_it_and_its_admin_user(
+    example: Example, browser: Browser
+) -> None:
+    printed = example.printed()
+    assert "started an embedded redis-server" in printed
+    assert "manage.py migrate" in printed and "manage.py pool_sync" in printed
+    assert "printers: 3 added" in printed
+    assert "user admin, password admin" in printed
+    assert "manage.py pool_worker" in printed, "the example has a queue: a worker runs"
+    assert f"serving the example project at {example.url}/" in printed
+
+
+def test_the_home_page_explains_every_primitive_and_links_its_demo_and_admin_page(
+    example: Example, tab: Page, tmp_path: Path
+) -> None:
+    tab.goto(example.url + "/")
+    expect(tab.locator("h1")).to_have_text("django-redis-pool: a guided tour")
+    stops = tab.locator("section[id^=tour-]")
+    names = {section.get_attribute("id").removeprefix("tour-") for section in stops.all()}
+    linked = {
+        re.sub(r"^.*/dashboard/([^/]+)/$", r"\1", link.get_attribute("href"))
+        for link in tab.locator("section a.admin").all()
+    }
+    assert names | linked == PRIMITIVES
+    assert linked == PRIMITIVES, "every primitive has a link to its admin page"
+    for section in stops.all():
+        assert section.locator("a.demo").count() == 1
+        assert len(section.locator("p").first.inner_text()) > 80, "each stop explains"
+    screenshot(tab, Path(os.environ.get("DRP_SCREENSHOTS") or tmp_path) / "example-tour.png")
+
+
+def test_every_demo_page_of_the_tour_works(example: Example, tab: Page) -> None:
+    for name, shows in DEMOS.items():
+        tab.goto(example.url + "/")
+        with tab.expect_navigation():
+            tab.click(f"#tour-{name} a.demo")
+        expect(tab.locator("body")).to_contain_text(shows)
+    # The task: its page refreshes itself until the example's pool_worker ran it.
+    tab.goto(example.url + "/")
+    with tab.expect_navigation():
+        tab.click("#tour-default a.demo")
+    assert re.search(r"/task/[0-9a-f-]+/$", tab.url), tab.url
+    expect(tab.locator("#status")).to_have_text("done", timeout=30_000)
+    expect(tab.locator("#result")).to_have_text("result: {'counted': 10}")
+
+
+def test_exhausting_the_printers_shows_the_503_page(example: Example, tab: Page) -> None:
+    tab.goto(example.url + "/printers/")
+    tab.click("#occupy")
+    expect(tab.locator("#print-now")).to_be_visible()
+
+    def all_printers_held() -> bool:
+        with urllib.request.urlopen(example.url + "/printers/", timeout=5) as response:
+            return b"available: 0, leased: 3" in response.read()
+
+    wait_for(all_printers_held, timeout=10, what="the three long print jobs to hold")
+    started = time.monotonic()
+    with tab.expect_navigation() as navigation:
+        tab.click("#print-now")
+    response = navigation.value
+    assert response is not None and response.status == 503
+    assert response.headers.get("retry-after", "").isdigit()
+    expect(tab.locator("h1")).to_have_text("All printers are busy")
+    assert time.monotonic() - started >= 2, "it waited the view's timeout=2 first"
+
+
+def test_every_primitive_opens_in_the_admin_as_the_printed_user(
+    example: Example, tab: Page
+) -> None:
+    admin_login(tab, example.url, "admin", "admin")
+    tab.goto(example.url + "/admin/django_redis_pool/dashboard/")
+    for name in sorted(PRIMITIVES):
+        expect(tab.locator("#content-main")).to_contain_text(name)
+    for name in sorted(PRIMITIVES):
+        tab.goto(example.url + "/")
+        with tab.expect_navigation() as navigation:
+            tab.click(f"section a.admin[href$='/dashboard/{name}/']")
+        assert navigation.value is not None and navigation.value.status == 200
+        expect(tab.locator("#content h1")).to_contain_text(name)
+        assert tab.locator(".errornote").count() == 0, tab.locator(".errornote").all_inner_texts()
+
+
+def test_ctrl_c_stops_the_server_the_worker_and_the_embedded_redis(
+    example: Example, browser: Browser
+) -> None:
+    processes = _descendants(example.process.pid)
+    commands = [Path(f"/proc/{pid}/cmdline").read_bytes() for pid in processes]
+    for part in (b"runserver", b"pool_worker", b"redis-server"):
+        assert sum(part in command for command in commands) == 1, (part, commands)
+    os.killpg(example.process.pid, signal.SIGINT)  # what Ctrl-C sends to the job
+    example.process.wait(STOP_TIMEOUT)
+    wait_for(lambda: not any(map(_alive, processes)), timeout=5, what="every child to end")
+    assert "embedded redis-server stopped" in example.printed()
+    assert not _answers(example.url + "/")

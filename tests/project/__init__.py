@@ -1,0 +1,3 @@
+"""The repository around the package: its architecture, the docs and their
+samples, the release artifacts, the alerting rules, the dev script and the
+test harness itself."""

@@ -1,0 +1,300 @@
+"""Pin the package's shape as docs/architecture.md draws it: its layers, no
+import circle, the imports that run back up (named, at most two), no module
+over 600 lines (Lua files included), no Django in the primitives and kind modules free of
+presentation. And the test suite's, as docs/testing.md draws it ("The layout
+of tests/"): its folders, each test module in a group, none over 1,000 lines.
+
+Read from the source (the ``import`` statements), so a test run imports nothing
+it checks. An import under ``if TYPE_CHECKING:`` is a type's name, not a
+dependency at load time: the layers leave it out, but no circle may run
+through one either (a module that names a type of a module above it is tied
+to it all the same).
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[2] / "django_redis_pool"
+
+#: The layers, lowest first, by module name (a package's name covers its
+#: modules unless one of them is named itself). A module imports at load time
+#: only from its own layer or lower ones (docs/architecture.md).
+LAYERS: dict[str, int] = {
+    # 0: usable without Django
+    "primitives": 0,
+    "exceptions": 0,
+    "testing": 0,
+    # 1: what every kind of the Django layer is, the signals it sends, and the
+    # holder names of requests
+    "signals": 1,
+    "kinds": 1,
+    "kinds.base": 1,
+    "holders": 1,
+    "client_address": 1,
+    # 2: the setting, read and validated once
+    "conf": 2,
+    # 3: configured primitives by name
+    "registry": 3,
+    # 4: the kinds, and what serves one request or one task
+    "kinds.allocator": 4,
+    "kinds.leased": 4,
+    "kinds.lock": 4,
+    "kinds.object_pool": 4,
+    "kinds.pool": 4,
+    "kinds.queue": 4,
+    "kinds.ratelimit": 4,
+    "kinds.semaphore": 4,
+    "refusals": 4,
+    # 5: what uses the kinds: holding one for a request, the Django Tasks
+    # backend and the worker, the checks, the admin's panels
+    "guard": 5,
+    "tasks": 5,
+    "worker": 5,
+    "checks": 5,
+    "deploy_checks": 5,
+    "url_checks": 5,
+    "dashboard": 5,
+    # 6: Django's entry points
+    "decorators": 6,
+    "middleware": 6,
+    "metrics": 6,
+    "admin": 6,
+    "models": 6,
+    "migrations": 6,
+    "management": 6,
+    "apps": 6,
+    "": 6,  # django_redis_pool/__init__.py: the public names
+}
+
+#: The imports that run back up the layers, each made inside the function that
+#: needs it (so that loading stays one-way), and why. No more than two.
+UPWARD = {
+    # A pool's or a semaphore's "fill" hint names the admin action that the
+    # dashboard registered for it.
+    ("kinds.leased", "dashboard"),
+    # The queue kind runs the Django Tasks backend's tasks by their handler.
+    ("kinds.queue", "tasks"),
+}
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(PACKAGE).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+MODULES = {module_name(path): path for path in PACKAGE.rglob("*.py")}
+
+
+def layer_key(module: str) -> str:
+    """The name in :data:`LAYERS` that covers ``module``."""
+    while module not in LAYERS:
+        module = module.rpartition(".")[0]
+    return module
+
+
+def layer_of(module: str) -> int:
+    return LAYERS[layer_key(module)]
+
+
+def imports_of(module: str, *, type_only: bool = False) -> list[tuple[str, bool]]:
+    """``(imported module, made at load time)`` for each of the package's
+    modules that ``module`` imports (type-only imports left out, unless
+    ``type_only``: then they count, as made at load time)."""
+    path = MODULES[module]
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    checking = [
+        node
+        for node in ast.walk(tree)
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
+    ]
+    skipped = set() if type_only else {id(inner) for node in checking for inner in ast.walk(node)}
+    at_load = {id(node) for node in tree.body}
+    at_load |= {id(inner) for node in checking for inner in node.body}
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    found = []
+    for node in ast.walk(tree):
+        if id(node) in skipped:
+            continue
+        targets: list[str] = []
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".") if package else []
+                base = base[: len(base) - (node.level - 1)]
+                target = ".".join([*base, *([node.module] if node.module else [])])
+            elif node.module and node.module.startswith("django_redis_pool"):
+                target = node.module.removeprefix("django_redis_pool").lstrip(".")
+            else:
+                continue
+            for alias in node.names:
+                candidate = f"{target}.{alias.name}".lstrip(".")
+                targets.append(candidate if candidate in MODULES else target)
+        elif isinstance(node, ast.Import):
+            targets = [
+                alias.name.removeprefix("django_redis_pool").lstrip(".")
+                for alias in node.names
+                if alias.name.startswith("django_redis_pool")
+            ]
+        for target in targets:
+            while target not in MODULES:
+                target = target.rpartition(".")[0]
+            if target != module:
+                found.append((target, id(node) in at_load))
+    return found
+
+
+GRAPH = {module: imports_of(module) for module in MODULES}
+#: With the type-only imports: what the circle test reads.
+GRAPH_WITH_TYPES = {module: imports_of(module, type_only=True) for module in MODULES}
+
+
+def test_every_module_has_a_layer():
+    for module in MODULES:
+        layer_of(module)  # raises KeyError for a module no layer covers
+
+
+def test_a_module_imports_at_load_time_only_from_its_layer_or_lower_ones():
+    upward = [
+        f"{module} (layer {layer_of(module)}) imports {target} (layer {layer_of(target)})"
+        for module, imports in GRAPH.items()
+        for target, at_load in imports
+        if at_load and layer_of(target) > layer_of(module)
+    ]
+    assert upward == []
+
+
+def test_the_imports_back_up_the_layers_are_the_two_named_ones():
+    assert len(UPWARD) <= 2
+    upward = {
+        (layer_key(module), layer_key(target))
+        for module, imports in GRAPH.items()
+        for target, _ in imports
+        if layer_of(target) > layer_of(module)
+    }
+    assert upward == UPWARD
+
+
+def test_no_two_modules_import_each_other_even_through_others_or_for_types():
+    def reaches(start: str, goal: str) -> bool:
+        seen, todo = set(), [start]
+        while todo:
+            module = todo.pop()
+            for target, _ in GRAPH_WITH_TYPES[module]:
+                if target == goal:
+                    return True
+                if target not in seen:
+                    seen.add(target)
+                    todo.append(target)
+        return False
+
+    circles = sorted(
+        f"{module} -> {target} -> ... -> {module}"
+        for module, imports in GRAPH_WITH_TYPES.items()
+        for target, _ in imports
+        if reaches(target, module)
+    )
+    assert circles == []
+
+
+def test_the_primitives_and_the_test_servers_import_no_django():
+    offenders = []
+    for module, path in MODULES.items():
+        if layer_of(module) != 0:
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            names = (
+                [node.module or ""]
+                if isinstance(node, ast.ImportFrom) and not node.level
+                else [alias.name for alias in node.names]
+                if isinstance(node, ast.Import)
+                else []
+            )
+            offenders += [f"{module}: {name}" for name in names if name.split(".")[0] == "django"]
+        offenders += [f"{module}: {target}" for target, _ in GRAPH[module] if layer_of(target) != 0]
+    assert offenders == []
+
+
+@pytest.mark.parametrize("module", sorted(MODULES))
+def test_no_module_is_over_600_lines(module):
+    lines = MODULES[module].read_text(encoding="utf-8").count("\n")
+    assert lines <= 600, f"{module} has {lines} lines: split it along a seam"
+
+
+LUA = sorted((PACKAGE / "primitives" / "lua").glob("*.lua"))
+
+
+@pytest.mark.parametrize("script", LUA, ids=[path.name for path in LUA])
+def test_no_lua_file_is_over_600_lines(script):
+    lines = script.read_text(encoding="utf-8").count("\n")
+    assert lines <= 600, f"{script.name} has {lines} lines: split it by family"
+
+
+PRESENTATION = ("django.forms", "django.template", "django.utils.html", "format_html", "mark_safe")
+
+
+@pytest.mark.parametrize(
+    "module", sorted(m for m in MODULES if m.startswith("kinds.") and m != "kinds.base")
+)
+def test_a_kind_module_holds_no_forms_templates_or_html(module):
+    source = MODULES[module].read_text(encoding="utf-8")
+    found = [word for word in PRESENTATION if word in source]
+    found += ["an HTML tag"] if "</" in source or "<br" in source else []
+    assert found == [], f"{module} holds presentation ({found}): it belongs in dashboard/"
+
+
+# ---------------------------------------------------------------- tests/
+
+TESTS = Path(__file__).resolve().parents[1]
+#: The folders of tests/ that hold test modules, each named for what they test.
+TEST_GROUPS = {
+    "admin",
+    "conformance",
+    "django",
+    "example",
+    "models",
+    "primitives",
+    "project",
+    "reliability",
+}
+#: The folders of tests/ that hold no test module: what the tests share, and
+#: the Django tests' URLconfs.
+TEST_HELPERS = {"support", "urlconfs"}
+
+
+def test_the_top_of_tests_holds_at_most_15_modules_and_only_the_named_folders():
+    modules = sorted(path.name for path in TESTS.glob("*.py"))
+    assert len(modules) <= 15, f"{len(modules)} modules at the top of tests/: {modules}"
+    folders = {
+        path.name
+        for path in TESTS.iterdir()
+        if path.is_dir() and not path.name.startswith((".", "__"))
+    }
+    assert folders == TEST_GROUPS | TEST_HELPERS
+    assert [name for name in sorted(folders) if not (TESTS / name / "__init__.py").exists()] == []
+
+
+def test_every_test_module_is_in_a_group_folder():
+    tests = [*TESTS.rglob("test_*.py"), *TESTS.rglob("*_test.py")]
+    assert tests
+    misplaced = sorted(
+        path.relative_to(TESTS).as_posix()
+        for path in tests
+        if len(path.relative_to(TESTS).parts) == 1
+        or path.relative_to(TESTS).parts[0] not in TEST_GROUPS
+    )
+    assert misplaced == [], f"test modules outside {sorted(TEST_GROUPS)}: {misplaced}"
+
+
+def test_no_module_of_tests_is_over_1000_lines():
+    long = {
+        path.relative_to(TESTS).as_posix(): lines
+        for path in TESTS.rglob("*.py")
+        if (lines := path.read_text(encoding="utf-8").count("\n")) > 1000
+    }
+    assert long == {}, f"split them by what their parts pin: {long}"

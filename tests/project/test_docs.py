@@ -1,0 +1,256 @@
+"""The documentation site: it builds without a warning, and its reference pages
+say what the code does.
+
+* ``mkdocs build --strict`` of ``mkdocs.yml`` (every link, anchor and
+  ``::: django_redis_pool...`` API block resolves; a warning fails the build);
+* ``docs/settings.md`` lists every top-level key, every per-kind option, every
+  ``CONNECTION`` key and every ``MIDDLEWARE`` rule key, with the code's default;
+* ``docs/checks.md`` lists every check id the package can emit;
+* ``docs/commands.md`` lists every option of every management command;
+* no page (nor the README) names the internal design documents ("seed 000").
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from django_redis_pool import conf, kinds
+
+pytestmark = pytest.mark.release
+
+ROOT = Path(__file__).resolve().parents[2]
+DOCS = ROOT / "docs"
+PACKAGE = ROOT / "django_redis_pool"
+
+
+def test_mkdocs_build_strict(tmp_path: Path) -> None:
+    env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
+    started = time.monotonic()
+    result = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    elapsed = time.monotonic() - started
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, f"mkdocs build --strict failed:\n{output}"
+    warnings = [line for line in output.splitlines() if re.match(r"\s*(WARNING|ERROR)\b", line)]
+    assert not warnings, "\n".join(warnings)
+    assert (tmp_path / "index.html").is_file()
+    assert (tmp_path / "api" / "index.html").is_file()
+    print(f"mkdocs build --strict: {elapsed:.1f} s")
+
+
+# ------------------------------------------------------------------ settings page
+
+
+def _sections(text: str) -> dict[str, str]:
+    """The page's ``## `` sections by heading."""
+    parts = re.split(r"^## (.+)$", text, flags=re.M)
+    return {parts[i].strip(): parts[i + 1] for i in range(1, len(parts), 2)}
+
+
+def _section(text: str, key: str) -> str:
+    """The section whose heading names ``key`` in backticks (or says it)."""
+    for heading, body in _sections(text).items():
+        if f"`{key}`" in heading or heading == key:
+            return body
+    raise AssertionError(f"docs/settings.md has no section for {key}")
+
+
+def _rows(body: str) -> dict[str, str]:
+    """``{key: default cell}`` of the tables in a section (first column a key)."""
+    rows = {}
+    for line in body.splitlines():
+        m = re.match(r"\|\s*`([A-Z][A-Z0-9_]*)`\s*\|\s*(.+?)\s*\|", line)
+        if m:
+            rows[m.group(1)] = m.group(2)
+    return rows
+
+
+def _normalise(value: Any) -> Any:
+    if isinstance(value, (list, tuple)):
+        return [_normalise(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _normalise(v) for k, v in value.items()}
+    return value
+
+
+def _assert_default(where: str, cell: str, expected: Any, required: bool = False) -> None:
+    text = cell.strip().strip("`")
+    if required:
+        assert text == "required", f"{where}: the page says {cell}, the code requires it"
+        return
+    try:
+        stated = ast.literal_eval(text)
+    except (ValueError, SyntaxError) as exc:
+        raise AssertionError(f"{where}: default {cell} is not a Python literal") from exc
+    assert _normalise(stated) == _normalise(expected), (
+        f"{where}: the page says the default is {cell}, the code's is {expected!r}"
+    )
+
+
+SETTINGS = (DOCS / "settings.md").read_text()
+
+
+def test_settings_page_lists_every_top_level_key_with_its_default() -> None:
+    rows = _rows(_section(SETTINGS, "Top-level keys"))
+    defaults = conf.parse({})
+    by_setting_key = kinds.by_setting_key()
+    for key in conf.top_level_keys():
+        assert key in rows, f"docs/settings.md lacks the top-level key {key}"
+        if key in by_setting_key:
+            expected: Any = {}
+        else:
+            expected = getattr(defaults, key.lower())
+            if key == "MIDDLEWARE":
+                expected = list(expected)
+        _assert_default(f"top-level {key}", rows[key], expected)
+
+
+def test_settings_page_lists_every_option_of_every_kind_with_its_default() -> None:
+    for kind in kinds.supported():
+        rows = _rows(_section(SETTINGS, kind.setting_key))
+        for key, option in kind.options.items():
+            assert key in rows, f"docs/settings.md lacks {kind.setting_key} option {key}"
+            _assert_default(
+                f"{kind.setting_key}[...][{key!r}]",
+                rows[key],
+                option.default,
+                required=key in kind.required,
+            )
+        extra = set(rows) - set(kind.options)
+        assert not extra, f"docs/settings.md lists unknown {kind.setting_key} options: {extra}"
+
+
+def test_settings_page_lists_every_connection_and_rule_key() -> None:
+    connection = _rows(_section(SETTINGS, "CONNECTION"))
+    for key in conf.CONNECTION_KEYS:
+        assert key in connection, f"docs/settings.md lacks CONNECTION key {key}"
+    assert connection["POOL_TIMEOUT"].strip("`") == f"{conf.DEFAULT_POOL_TIMEOUT:g}"
+    _assert_default("CONNECTION URL", connection["URL"], conf.DEFAULT_CONNECTION["URL"])
+    rules = _rows(_section(SETTINGS, "MIDDLEWARE"))
+    for key in conf.RULE_KEYS:
+        assert key in rules, f"docs/settings.md lacks MIDDLEWARE rule key {key}"
+    assert set(rules) == set(conf.RULE_KEYS)
+    _assert_default("rule PATH", rules["PATH"], None, required=True)
+    _assert_default("rule RESOURCE", rules["RESOURCE"], None, required=True)
+    _assert_default("rule STATUS", rules["STATUS"], None)
+
+
+# -------------------------------------------------------------------- checks page
+
+
+def _emitted_check_ids() -> set[str]:
+    """Every check id the package's code can emit, read from the code alone (no
+    docstring or comment counts): the ids in ``id=...`` arguments
+    (``id=f"{conf.CHECK_PREFIX}.E099"``, ``id="django_redis_pool.E030"``) and the
+    codes that findings are made with (``found.add("E018", ...)``,
+    ``Finding("E099", ...)``; an ``OptionError``'s ``id="E039"``)."""
+    ids: set[str] = set()
+    for path in PACKAGE.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if not isinstance(node, ast.Call):
+                continue
+            for keyword in node.keywords:
+                if keyword.arg == "id":
+                    for part in ast.walk(keyword.value):
+                        if isinstance(part, ast.Constant) and isinstance(part.value, str):
+                            ids.update(re.findall(r"\b([EW]\d\d\d)$", part.value))
+            func, args = node.func, node.args
+            name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
+            if (
+                name in ("add", "Finding")
+                and args
+                and isinstance(args[0], ast.Constant)
+                and isinstance(args[0].value, str)
+                and re.fullmatch(r"[EW]\d\d\d", args[0].value)
+            ):
+                ids.add(args[0].value)
+    return ids
+
+
+def _listed_on_checks_page() -> set[str]:
+    page = (DOCS / "checks.md").read_text()
+    return set(re.findall(r"^\|\s*`([EW]\d\d\d)`\s*\|", page, flags=re.M))
+
+
+def test_checks_page_lists_every_check_id() -> None:
+    """docs/checks.md is the one table of check ids: it lists every id the code
+    can emit, and no other."""
+    ids = _emitted_check_ids()
+    # each form of emission is read: found.add, Finding(...), OptionError(id=...),
+    # id=f"...", id="..."
+    assert {"E001", "W001", "W002", "E099", "E030", "E023", "W003", "E039"} <= ids, sorted(ids)
+    listed = _listed_on_checks_page()
+    missing = sorted(ids - listed)
+    assert not missing, f"docs/checks.md lacks the check ids {missing}"
+    unknown = sorted(listed - ids)
+    assert not unknown, f"docs/checks.md lists ids the code never emits: {unknown}"
+
+
+def test_checks_page_gives_each_id_its_trigger_and_fix() -> None:
+    page = (DOCS / "checks.md").read_text()
+    rows = re.findall(r"^\|\s*`([EW]\d\d\d)`\s*\|(.*)\|\s*$", page, flags=re.M)
+    assert len(rows) == len({check_id for check_id, _ in rows}), "each id has one row"
+    for check_id, rest in rows:
+        cells = [cell.strip() for cell in rest.split(" | ")]
+        assert len(cells) == 2 and all(cells), f"{check_id}: its trigger and its fix"
+
+
+# ------------------------------------------------------------------ commands page
+
+
+def test_commands_page_lists_every_option_of_every_command() -> None:
+    from django.core.management import load_command_class
+    from django.core.management.base import BaseCommand
+
+    common = {
+        opt
+        for action in BaseCommand().create_parser("manage.py", "x")._actions
+        for opt in action.option_strings
+    }
+    page = (DOCS / "commands.md").read_text()
+    commands = sorted(
+        p.stem
+        for p in (PACKAGE / "management" / "commands").glob("*.py")
+        if not p.stem.startswith("_")
+    )
+    assert commands == ["pool_gc", "pool_status", "pool_sync", "pool_worker"]
+    for name in commands:
+        parser = load_command_class("django_redis_pool", name).create_parser("manage.py", name)
+        options = {
+            opt
+            for action in parser._actions
+            for opt in action.option_strings
+            if opt.startswith("--")
+        } - common
+        assert options, name
+        for option in sorted(options):
+            assert re.search(rf"\|\s*(`{name}`)?\s*\|\s*`{re.escape(option)}\b", page), (
+                f"docs/commands.md lacks {name}'s option {option}"
+            )
+
+
+# ------------------------------------------------------------ internal references
+
+
+def test_no_page_names_the_internal_design_documents() -> None:
+    pages = [*DOCS.glob("*.md"), ROOT / "README.md"]
+    sources = list(PACKAGE.rglob("*.py"))
+    for path in pages + sources:
+        text = path.read_text()
+        found = re.findall(r"\bseeds?\b[^\n]{0,20}", text, flags=re.I)
+        assert not found, f"{path.relative_to(ROOT)} names internal design documents: {found}"

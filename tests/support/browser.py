@@ -1,0 +1,140 @@
+"""Real headless-browser tests: Playwright driving Debian's Chromium.
+
+Use it from a test module of browser tests with ``pytest_plugins = ["tests.support.browser"]``
+and pytest-django's ``live_server`` (which needs ``transactional_db``).
+
+Fixtures:
+
+``chromium_path`` (session)  ``$CHROMIUM`` (``scripts/dev.py test`` sets it), else
+                             ``/usr/bin/chromium``; fails (never skips) if missing.
+``browser`` (module)         a headless Chromium, one per test module.
+``page``                     a fresh context (1280x800) and page; 15 s default timeout.
+
+Helpers: :func:`admin_login` and :func:`screenshot`.
+
+Playwright's own browser download (``playwright install``) is never used: the
+browser is Debian's ``chromium`` launched through ``executable_path``, with the
+flags that keep it from dialing out (the network is closed here and in CI).
+
+The event-loop gotcha. Playwright's sync API keeps an asyncio loop running in the
+test thread for as long as Playwright is started (it runs the loop in a greenlet
+and switches back to the test). While it is, the test thread counts as "inside an
+event loop": Django's ORM raises ``SynchronousOnlyOperation`` ("You cannot call
+this from an async context - use a thread or sync_to_async."), ``asyncio.run()``
+and ``async_to_sync`` refuse to run. Hence:
+
+* ``browser`` sets ``DJANGO_ALLOW_ASYNC_UNSAFE=true`` exactly while Playwright is
+  started and restores the previous value after it has stopped, so browser tests
+  can use the ORM in the test thread (safe: nothing else runs on that loop but
+  Playwright's own I/O, and the live server has its own thread).
+* ``browser`` is module-scoped, not session-scoped: a session-long Playwright
+  would leave its loop running under every later test in the run. Keep browser
+  tests in modules of their own; a non-browser test that runs while a browser
+  module's Playwright is still started fails at setup with an explanation.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import Browser, Page, sync_playwright
+
+DEFAULT_CHROMIUM = "/usr/bin/chromium"
+DEFAULT_TIMEOUT_MS = 15_000
+VIEWPORT = {"width": 1280, "height": 800}
+CHROMIUM_ARGS = [
+    "--no-sandbox",  # root in CI, and containers lack the user namespaces it needs
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    # Without these Chromium dials out at start-up, and the closed network refuses it.
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+_started = {"playwright": False}  # set while a ``browser`` fixture has Playwright started
+
+
+@pytest.fixture(scope="session")
+def chromium_path() -> str:
+    """The Chromium executable: ``$CHROMIUM`` or ``/usr/bin/chromium``."""
+    configured = os.environ.get("CHROMIUM") or DEFAULT_CHROMIUM
+    found = shutil.which(configured)
+    if found is None:
+        pytest.fail(
+            f"the browser tests need Chromium: {configured!r} is not an executable file. "
+            "Run them with `python3 scripts/dev.py test` (it installs Debian's chromium "
+            "when run as root), or `apt-get install chromium`, or set CHROMIUM=/path/to/it.",
+            pytrace=False,
+        )
+    return found
+
+
+@pytest.fixture(scope="module")
+def browser(chromium_path: str) -> Iterator[Browser]:
+    """A headless Chromium for one test module (see the module docstring for why not longer)."""
+    with pytest.MonkeyPatch.context() as patch:
+        # Playwright's loop runs in this thread from here until it stops (module
+        # docstring): let the ORM run here meanwhile, and only meanwhile.
+        patch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+        with sync_playwright() as playwright:
+            _started["playwright"] = True
+            try:
+                launched = playwright.chromium.launch(
+                    executable_path=chromium_path, headless=True, args=CHROMIUM_ARGS
+                )
+                try:
+                    yield launched
+                finally:
+                    launched.close()
+            finally:
+                _started["playwright"] = False
+
+
+@pytest.fixture
+def page(browser: Browser) -> Iterator[Page]:
+    """A page in a fresh browser context (no cookies shared between tests)."""
+    context = browser.new_context(viewport=VIEWPORT)
+    context.set_default_timeout(DEFAULT_TIMEOUT_MS)
+    try:
+        yield context.new_page()
+    finally:
+        context.close()
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Refuse to run a non-browser test under a still-started Playwright's event loop."""
+    if _started["playwright"] and "browser" not in getattr(item, "fixturenames", ()):
+        pytest.fail(
+            f"{item.nodeid} runs while this module's Playwright is started, i.e. inside its "
+            "asyncio loop (ORM, asyncio.run and async_to_sync would misbehave): keep browser "
+            "tests in modules of their own (see tests/support/browser.py)",
+            pytrace=False,
+        )
+
+
+def admin_login(page: Page, live_server_url: str, username: str, password: str) -> None:
+    """Log in through the Django admin's login form and wait for the admin index."""
+    base = str(live_server_url).rstrip("/")
+    page.goto(f"{base}/admin/login/?next=/admin/")
+    page.fill("#id_username", username)
+    page.fill("#id_password", password)
+    with page.expect_navigation():
+        page.click("#login-form [type=submit]")
+    if page.url != f"{base}/admin/":
+        error = page.locator(".errornote, .errorlist").all_inner_texts()
+        raise AssertionError(f"admin login as {username!r} failed at {page.url}: {error}")
+    page.wait_for_selector("body.dashboard")
+
+
+def screenshot(page: Page, path: str | os.PathLike[str]) -> Path:
+    """Save a full-page PNG of ``page`` at ``path`` (parent folders created); return it."""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(target), full_page=True)
+    return target
