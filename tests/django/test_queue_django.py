@@ -22,7 +22,7 @@ from django_redis_pool import TaskQueue, get_queue
 from django_redis_pool.checks import check_settings
 from django_redis_pool.kinds.queue import handlers_of
 from tests.support.admin_fixtures import action_url, detail_url, login, operator  # noqa: F401
-from tests.support.primitive_helpers import redis_time
+from tests.support.primitive_helpers import ops, redis_time
 from tests.support.stoppable_servers import closed_port
 from tests.support.waiting import STARTUP, wait_blocked, wait_for
 
@@ -224,7 +224,7 @@ def test_pool_status_and_pool_gc_know_the_queue(configured: None, redis_client: 
     assert "0 failed" in run("pool_status")
     # a worker that took it and vanished: its deadline passes, gc requeues it
     dead = TaskQueue(redis_client, "jobs", visibility_timeout=0.1)
-    assert isinstance(dead._run("queue_take", "ghost", 100, "add"), list)
+    assert isinstance(ops(dead).run("queue_take", "ghost", 100, "add"), list)
     start = redis_time(redis_client)
     wait_for(lambda: redis_time(redis_client) > start + 0.15)
     assert "jobs: 1 tasks of dead workers requeued" in run("pool_gc", "--name", "jobs")

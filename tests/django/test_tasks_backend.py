@@ -31,7 +31,7 @@ except ImportError:
     from django_tasks import signals
     from django_tasks.exceptions import InvalidTaskError as InvalidTask
 
-from tests.support.primitive_helpers import redis_time
+from tests.support.primitive_helpers import ops, redis_time
 from tests.support.queue_app import framework_tasks as jobs
 from tests.support.waiting import floor_of, wait_for
 
@@ -82,7 +82,7 @@ def die_mid_task(queue_name: str, worker: str = "ghost") -> float:
     """A worker ``worker`` takes the ready task of ``queue_name`` and dies at
     once (no heartbeat); returns the Redis time just after its take."""
     queue = get_queue(queue_name)
-    taken = queue._run("queue_take", worker, 200, TASK_NAME)
+    taken = ops(queue).run("queue_take", worker, 200, TASK_NAME)
     assert isinstance(taken, list), "a task was ready"
     return redis_time(queue.client)
 

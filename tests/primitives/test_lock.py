@@ -855,14 +855,14 @@ def test_a_sigkilled_holders_lock_goes_to_a_blocked_waiter_at_lease_expiry(long_
     assert lease.holder == "crasher"
     expires_at = lease.expires_at  # Redis clock; the server runs on this machine
 
-    runs: list[str] = []
-    engine_run = ops(waiter).run
+    runs: list[str] = []  # the operations its wait made besides its acquire
+    make_op = ops(waiter).channel.op
 
-    def counting_run(script, *args):
-        runs.append(script)
-        return engine_run(script, *args)
+    def counting_op(op, *args):
+        runs.append(op)
+        return make_op(op, *args)
 
-    ops(waiter).run = counting_run
+    ops(waiter).channel.op = counting_op
     assert waiter.acquire(timeout=2 * chunk) is True
     got_at = time.time()
     assert waiter.owned() and waiter.holder() != "crasher"

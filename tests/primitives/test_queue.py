@@ -163,7 +163,7 @@ def test_a_started_task_waiting_for_redelivery_is_not_withdrawn_by_a_timed_out_q
 ) -> None:
     queue = TaskQueue(client, "jobs", task_fn=handler, visibility_timeout=0.2)
     task_id = queue.enqueue("add", {"a": 1, "b": 2})
-    taken = queue._run("queue_take", "dead-worker", 200, "add")  # (and the worker dies)
+    taken = ops(queue).run("queue_take", "dead-worker", 200, "add")  # (and the worker dies)
     assert taken[0] == task_id
     started = queue.get_task(task_id).started_at
     wait_for(lambda: redis_time(client) > started + 0.3, what="its deadline to pass")
@@ -240,12 +240,12 @@ def test_a_retried_task_is_ready_at_once_and_its_run_at_is_gone(client: Any) -> 
 def test_a_task_delivered_again_starts_without_its_dead_workers_progress(client: Any) -> None:
     queue = TaskQueue(client, "jobs", visibility_timeout=0.2)
     task_id = queue.enqueue("add", {"a": 1, "b": 2})
-    queue._run("queue_take", "dead-worker", 200, "add")
-    assert queue._run("queue_progress", task_id, "dead-worker", 1, "3", "10") == 1
+    ops(queue).run("queue_take", "dead-worker", 200, "add")
+    assert ops(queue).run("queue_progress", task_id, "dead-worker", 1, "3", "10") == 1
     assert queue.get_task(task_id).progress == (3, 10)
     started = queue.get_task(task_id).started_at
     wait_for(lambda: redis_time(client) > started + 0.3, what="its deadline to pass")
-    assert queue._run("queue_take", "next-worker", 60000, "add")[0] == task_id
+    assert ops(queue).run("queue_take", "next-worker", 60000, "add")[0] == task_id
     assert queue.get_task(task_id).progress is None
 
 
@@ -301,8 +301,8 @@ def test_remote_first_runs_here_when_no_worker_takes_it_in_time(
 
 def test_remote_first_leaves_a_task_it_cannot_withdraw_and_says_so(queue: TaskQueue) -> None:
     queue.enqueue("where", id="t0")
-    assert queue._run("queue_take", "busy-worker", 60_000, "where")[0] == "t0"
-    queue._run("queue_beat", "busy-worker", 60_000, 60_000, "where", "t0")
+    assert ops(queue).run("queue_take", "busy-worker", 60_000, "where")[0] == "t0"
+    ops(queue).run("queue_beat", "busy-worker", 60_000, 60_000, "where", "t0")
     assert queue.has_worker("where"), "a live worker, busy with t0"
     queue.enqueue("where", id="t1")
     with pytest.raises(ResourceUnavailable):
@@ -414,7 +414,7 @@ def test_submit_returns_the_task_as_get_task_reads_it(queue: TaskQueue, client: 
 def test_a_task_delivered_again_keeps_its_first_and_latest_start(client: Any) -> None:
     queue = TaskQueue(client, "jobs", task_fn=handler, visibility_timeout=30)
     task_id = queue.enqueue("add", {"a": 1, "b": 1})
-    assert isinstance(queue._run("queue_take", "ghost", 200, "add"), list)
+    assert isinstance(ops(queue).run("queue_take", "ghost", 200, "add"), list)
     first = queue.get_task(task_id)
     assert first.first_started_at == first.started_at is not None
     start = redis_time(client)
@@ -606,13 +606,13 @@ def test_a_task_whose_workers_keep_dying_ends_in_the_dead_letter(client: Any) ->
 def test_a_worker_presumed_dead_cannot_finish_a_redelivered_task(client: Any) -> None:
     queue = TaskQueue(client, "jobs", task_fn=handler, visibility_timeout=0.2)
     task_id = queue.enqueue("add", {"a": 1, "b": 1})
-    first = queue._run("queue_take", "w1", 200, "add")
+    first = ops(queue).run("queue_take", "w1", 200, "add")
     start = redis_time(client)
     wait_for(lambda: redis_time(client) > start + 0.25)
-    second = queue._run("queue_take", "w2", 10_000, "add")
+    second = ops(queue).run("queue_take", "w2", 10_000, "add")
     assert second[0] == first[0] and int(second[3]) == 2
-    assert queue._run("queue_finish", task_id, "w1", "1", "done", "1", "") == 0
-    assert queue._run("queue_finish", task_id, "w2", "2", "done", "2", "") > 0, "its end time"
+    assert ops(queue).run("queue_finish", task_id, "w1", "1", "done", "1", "") == 0
+    assert ops(queue).run("queue_finish", task_id, "w2", "2", "done", "2", "") > 0, "its end time"
     assert queue.get_task(task_id).result == 2
 
 
