@@ -110,8 +110,9 @@ class _Managed:
 class EmbeddedRedis(_Managed):
     """A private ``redis-server`` process in a fresh temporary directory.
 
-    By default it listens on a free loopback TCP port; with ``unix_socket=True``
-    it listens only on a unix socket inside its temporary directory. Persistence
+    By default it listens on a free loopback TCP port (``port`` names one);
+    with ``unix_socket=True`` it listens only on a unix socket inside its
+    temporary directory. Persistence
     is disabled (``--save ''``, ``--appendonly no``).
 
     :meth:`start` blocks until the server answers ``PING`` (bounded by
@@ -136,8 +137,12 @@ class EmbeddedRedis(_Managed):
         executable: str | None = None,
         die_with_parent: bool = True,
         password: str | None = None,
+        port: int | None = None,
     ) -> None:
+        if port is not None and not (isinstance(port, int) and 0 < port <= _MAX_PORT):
+            raise ValueError(f"port must be an int from 1 to {_MAX_PORT}, got {port!r}")
         self.unix_socket = unix_socket
+        self.fixed_port = port
         #: Required of every client (``--requirepass``); :attr:`url` and
         #: :meth:`client` carry it.
         self.password = password
@@ -164,7 +169,7 @@ class EmbeddedRedis(_Managed):
         self._dir = Path(tempfile.mkdtemp(prefix="django-redis-pool-"))
         atexit.register(self.stop)
         try:
-            attempts = 1 if self.unix_socket else self.port_attempts
+            attempts = 1 if self.unix_socket or self.fixed_port else self.port_attempts
             for attempt in range(1, attempts + 1):
                 self._port = 0 if self.unix_socket else self._choose_port()
                 self._spawn(executable)
@@ -284,6 +289,10 @@ class EmbeddedRedis(_Managed):
     # -- internals -------------------------------------------------------------------
 
     def _choose_port(self) -> int:
+        if self.fixed_port is not None:
+            if not _port_is_free(self.fixed_port):
+                raise RuntimeError(f"port {self.fixed_port} of {LOOPBACK} is already in use")
+            return self.fixed_port
         return _free_loopback_port()
 
     def _probe_client(self, timeout: float = 2, **kwargs: Any) -> redis.Redis:

@@ -151,3 +151,29 @@ def test_stop_in_a_forked_child_leaves_the_parents_server_alone():
             assert conn.ping()
         finally:
             conn.close()
+
+
+def test_the_dev_server_command_serves_on_its_port_until_interrupted():
+    import signal
+    import socket
+    import subprocess
+    import sys
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    command = [sys.executable, "-m", "django_redis_pool.testing", "--port", str(port)]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
+    try:
+        first = process.stdout.readline()
+        assert f"at redis://127.0.0.1:{port}/0" in first, first
+        assert redis.Redis(port=port).ping()
+        taken = subprocess.run(command, capture_output=True, text=True, timeout=30)
+        assert taken.returncode == 1 and f"port {port}" in taken.stderr, taken
+        process.send_signal(signal.SIGINT)
+        assert process.wait(timeout=30) == 0
+    finally:
+        process.kill()
+        process.wait()
+    with pytest.raises(redis.ConnectionError):
+        redis.Redis(port=port, socket_connect_timeout=1).ping()
