@@ -56,6 +56,10 @@ NOT_RUN = {
     "python3 scripts/dev.py": "starts the example project or the whole suite "
     "(tests/example/test_example_tour_browser.py runs the example that way)",
     "python manage.py createsuperuser": "interactive",
+    "sudo apt-get": "installs a system package; the harness starts its own Redis",
+    "docker run": "needs a container runtime; the harness starts its own Redis",
+    "python -m django_redis_pool.testing": "a Redis until stopped "
+    "(tests/project/test_harness.py runs it); the harness starts its own Redis",
     "python manage.py runserver": "a server until stopped; the views are requested "
     "with the test client instead",
 }
@@ -75,6 +79,10 @@ class Run:
     tmp: Path
     url: str
     cwd: Path
+    #: The Python that runs everything: the suite's own, with the working
+    #: tree's package first; or a fresh venv's, with only what it installed.
+    python: str = sys.executable
+    fresh: bool = False
     executed: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
     paths: list[str] = field(default_factory=list)
@@ -84,9 +92,11 @@ class Run:
         return self.tmp / PROJECT
 
     def env(self) -> dict[str, str]:
-        env = dict(os.environ)
-        # The working tree's package first (the venv may hold another checkout's).
-        env["PYTHONPATH"] = os.pathsep.join([str(ROOT), str(self.project)])
+        env = {k: v for k, v in os.environ.items() if not (self.fresh and k.startswith("PYTHON"))}
+        # The working tree's package first (the venv may hold another checkout's);
+        # in a fresh venv, the installed one.
+        path = [str(self.project)] if self.fresh else [str(ROOT), str(self.project)]
+        env["PYTHONPATH"] = os.pathsep.join(path)
         env["DJANGO_SETTINGS_MODULE"] = f"{PROJECT}.settings"
         env.pop("DJANGO_REDIS_POOL_SETTINGS", None)
         return env
@@ -166,9 +176,9 @@ def run_shell(run: Run, code: str) -> None:
             assert run.cwd.is_dir(), line
             run.executed.append(line)
         elif argv[0] == "django-admin":
-            _run(run, [sys.executable, "-m", "django", *argv[1:]], line)
+            _run(run, [run.python, "-m", "django", *argv[1:]], line)
         elif argv[:2] == ["python", "manage.py"]:
-            command = [sys.executable, "manage.py", *argv[2:]]
+            command = [run.python, "manage.py", *argv[2:]]
             if line in SERVICES:
                 _service(run, command, line, SERVICES[line])
                 continue
@@ -202,7 +212,7 @@ SCRIPT_PRELUDE = "import django\ndjango.setup()\n"
 def run_script(run: Run, code: str, what: str) -> str:
     script = run.tmp / "sample.py"
     script.write_text(SCRIPT_PRELUDE + code.replace(SAMPLE_URL, run.url))
-    return _run(run, [sys.executable, str(script)], what)
+    return _run(run, [run.python, str(script)], what)
 
 
 def request_paths(run: Run) -> None:
@@ -226,9 +236,11 @@ def request_paths(run: Run) -> None:
     print(out)
 
 
-def run_page(page: Path, tmp_path: Path, redis_url: str) -> Run:
+def run_page(page: Path, tmp_path: Path, redis_url: str, python: str | None = None) -> Run:
     text = page.read_text()
     run = Run(tmp=tmp_path, url=redis_url, cwd=tmp_path)
+    if python is not None:
+        run.python, run.fresh = python, True
     shell = "\n".join(code for language, code in blocks(text) if language == "sh")
     if not re.search(r"^\s*django-admin startproject", shell, flags=re.M):
         run_shell(run, f"django-admin startproject {PROJECT}\ncd {PROJECT}")
@@ -262,3 +274,44 @@ def test_every_sample_of_the_page_runs(page: str, tmp_path: Path, redis_url: str
     ran = "\n".join(run.executed)
     for command in ("migrate", "check", "pool_sync", "pool_status --json"):
         assert f"python manage.py {command}" in ran, f"{page} never runs manage.py {command}"
+
+
+@pytest.mark.timeout(900)
+def test_a_new_user_follows_the_readme_in_a_fresh_venv(tmp_path: Path, redis_url: str) -> None:
+    """Install from the checkout into a fresh venv, as the README says (pip
+    pulls Django and redis-py from PyPI), then do what its Usage section does:
+    startproject, its settings and views, check, migrate, pool_sync; one
+    request is held, and one refused with Retry-After while the pool is taken."""
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
+    python = str(venv / "bin" / "python")
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "DJANGO_"))}
+    install = [python, "-m", "pip", "install", "-q", "--disable-pip-version-check", str(ROOT)]
+    result = subprocess.run(install, env=clean, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stdout + result.stderr
+    work = tmp_path / "work"
+    work.mkdir()
+    run = run_page(ROOT / "README.md", work, redis_url, python=python)
+    where = run_script(run, "import django_redis_pool\nprint(django_redis_pool.__file__)", "where")
+    assert str(venv) in where, f"the sample ran {where.strip()}, not the installed package"
+    refused = textwrap.dedent(
+        """
+        from django.test import Client
+        from django.test.utils import setup_test_environment
+
+        from django_redis_pool import get_pool
+
+        setup_test_environment()
+        pool = get_pool("printers")
+        held = [pool.acquire(holder=f"other-{i}") for i in range(2)]
+        assert all(held), held
+        response = Client().get("/print/")
+        print(response.status_code, response.headers.get("Retry-After"))
+        assert response.status_code == 503, response.status_code
+        assert int(response.headers["Retry-After"]) >= 1
+        for lease in held:
+            lease.release()
+        assert Client().get("/print/").status_code == 200
+        """
+    )
+    print(run_script(run, refused, "a request refused while the printers are taken"))
