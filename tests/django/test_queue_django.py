@@ -78,7 +78,7 @@ def test_burst_runs_what_is_ready_and_stops(configured: None) -> None:
     ids = [jobs.enqueue("add", {"a": i, "b": 1}) for i in range(3)]
     users = jobs.enqueue("users")
     output = run("pool_worker", "--queue", "jobs", "--burst")
-    assert "Stopped after 4 task(s)." in output
+    assert "Stopped after 4 tasks." in output
     assert [jobs.get_task(i).result for i in ids] == [1, 2, 3]
     assert jobs.get_task(users).result == 0, "the ORM works inside a task"
 
@@ -88,7 +88,7 @@ def test_a_worker_run_by_call_command_puts_the_signal_handlers_back(configured: 
     the command's own: after it, Ctrl-C interrupts the caller again."""
     before = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
     get_queue("jobs").enqueue("add", {"a": 1, "b": 1})
-    assert "Stopped after 1 task(s)." in run("pool_worker", "--queue", "jobs", "--burst")
+    assert "Stopped after 1 task." in run("pool_worker", "--queue", "jobs", "--burst")
     assert (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)) == before
 
 
@@ -96,7 +96,7 @@ def test_max_jobs_stops_after_that_many(configured: None) -> None:
     jobs = get_queue("jobs")
     for i in range(4):
         jobs.enqueue("add", {"a": i, "b": 0})
-    assert "Stopped after 2 task(s)." in run("pool_worker", "--queue", "jobs", "--max-jobs", "2")
+    assert "Stopped after 2 tasks." in run("pool_worker", "--queue", "jobs", "--max-jobs", "2")
     assert jobs.counts()["pending"] == 2
 
 

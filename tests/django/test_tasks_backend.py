@@ -136,7 +136,7 @@ def test_an_enqueued_task_is_run_by_pool_worker_and_read_back() -> None:
     result = jobs.add.enqueue(2, 3)
     assert result.status == Status.READY and result.args == [2, 3]
     assert get_queue("default").get_task(result.id).name == TASK_NAME
-    assert "Stopped after 1 task(s)." in work()
+    assert "Stopped after 1 task." in work()
     result.refresh()
     assert result.status == Status.SUCCESSFUL and result.return_value == 5
     assert result.attempts == 1 and len(result.worker_ids) == 1
@@ -187,10 +187,10 @@ def test_run_after_defers_a_task_until_then() -> None:
     result = jobs.add.using(run_after=datetime.fromtimestamp(due, timezone.utc)).enqueue(1, 2)
     out = work()
     if redis_time(client) < due:  # the whole burst ran before the task was due
-        assert "Stopped after 0 task(s)." in out, "not ready yet"
-    if "Stopped after 0 task(s)." in out:
+        assert "Stopped after 0 tasks." in out, "not ready yet"
+    if "Stopped after 0 tasks." in out:
         wait_for(lambda: redis_time(client) >= due, what="the task to be due")
-        assert "Stopped after 1 task(s)." in work()
+        assert "Stopped after 1 task." in work()
     result.refresh()
     assert result.return_value == 3
     assert result.started_at is not None
@@ -296,7 +296,7 @@ def test_a_task_that_exits_or_is_interrupted_fails_and_the_worker_goes_on() -> N
     after = jobs.add.enqueue(2, 2)
     with Signals() as seen:
         output = work()
-    assert "Stopped after 3 task(s)." in output, "one worker thread ran all three"
+    assert "Stopped after 3 tasks." in output, "one worker thread ran all three"
     after.refresh()
     assert after.status == Status.SUCCESSFUL and after.return_value == 4
     for result, cls, line in (
@@ -329,7 +329,7 @@ def test_empty_queues_means_any_configured_queue(settings: Any, redis_url: str) 
     here = jobs.add.enqueue(1, 1)
     there = jobs.add.using(queue_name="other").enqueue(2, 2)
     assert backend.get_result(there.id).status == Status.READY
-    assert "Stopped after 2 task(s)." in work("*")
+    assert "Stopped after 2 tasks." in work("*")
     assert backend.get_result(here.id).return_value == 2
     assert backend.get_result(there.id).return_value == 4
     with pytest.raises(InvalidTask, match=r"'nowhere'.*DJANGO_REDIS_POOL\[\"QUEUES\"\]"):
@@ -395,7 +395,7 @@ def test_a_result_id_fits_in_64_characters_whatever_the_queue_name(
     configure(settings, redis_url, {name: {}, "default": {}}, default=[name, "default"])
     result = jobs.add.using(queue_name=name).enqueue(3, 4)
     assert len(result.id) <= 64
-    assert "Stopped after 1 task(s)." in work(name)
+    assert "Stopped after 1 task." in work(name)
     assert framework.task_backends["default"].get_result(result.id).return_value == 7
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.core.management.base import CommandError, CommandParser
+from django.template.defaultfilters import pluralize
 
 from ... import conf, registry, worker
 from ...kinds.queue import KIND, handlers_of
@@ -78,11 +79,14 @@ class Command(PoolCommand):
             with self.command_errors():  # (a worker that failed: never exit 0)
                 ran = worker.work(plan, options["burst"], max_jobs)
             if options["verbosity"] >= 1:
-                self.stdout.write(f"Stopped after {ran} task(s).")
+                self.stdout.write(f"Stopped after {ran} task{pluralize(ran)}.")
             return
         failed = worker.work_in_processes(plan, options["burst"], max_jobs, workers)
         if failed:
-            raise CommandError(f"{len(failed)} worker process(es) failed: exit codes {failed}")
+            raise CommandError(
+                f"{len(failed)} worker process{pluralize(len(failed), 'es')} failed: "
+                f"exit codes {failed}"
+            )
 
     def _queues(self, names: list[str] | None) -> list[str]:
         """The names of the queues to work on (built: a bad setting or an
