@@ -46,6 +46,7 @@ from django_redis_pool import (
     Semaphore,
     TaskQueue,
 )
+from django_redis_pool.primitives.keys import key_prefix
 from django_redis_pool.testing import EmbeddedRedisCluster
 from django_redis_pool.testing.reshard import SlotMigration
 
@@ -97,7 +98,9 @@ def base_of(primitive: Any) -> str:
     decisions run in their limited key's own slot)."""
     if isinstance(primitive, RateLimiter):
         return primitive.key_base("k")
-    return getattr(primitive, "base", None) or primitive._engine.base
+    return getattr(primitive, "base", None) or key_prefix(
+        primitive.key_prefix, primitive.kind, primitive.name
+    )
 
 
 def longest_gap(cluster: EmbeddedRedisCluster, kind: str, name: str, move: bool) -> float:
