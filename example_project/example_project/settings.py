@@ -67,6 +67,9 @@ DATABASES = {
 }
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+# Times (the admin's, the printers page's) in UTC; Django's default TIME_ZONE
+# is "America/Chicago".
+TIME_ZONE = "UTC"
 USE_TZ = True
 STATIC_URL = "static/"
 

@@ -15,9 +15,12 @@ nothing is granted in time, or Redis is down, ``busy`` answers (it is the
 import math
 import time
 from dataclasses import dataclass
+from datetime import datetime
+from datetime import timezone as dt_timezone
 
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.urls import reverse
+from django.utils import dateformat, timezone
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import mark_safe
 
@@ -177,25 +180,29 @@ def index(request: HttpRequest) -> HttpResponse:
     return _page("django-redis-pool: a guided tour", intro + stops)
 
 
+def _expiry(expires_at: float | None, now: float) -> str:
+    """When a hold expires (``expires_at`` and ``now``: unix seconds on the Redis
+    clock), as a time of ``TIME_ZONE`` and how far off ("2026-11-28 09:48:27 UTC,
+    in 12 s")."""
+    if expires_at is None:
+        return "never"
+    at = timezone.localtime(datetime.fromtimestamp(expires_at, tz=dt_timezone.utc))
+    return f"{dateformat.format(at, 'Y-m-d H:i:s T')}, in {max(0, math.ceil(expires_at - now))} s"
+
+
 def printers(request: HttpRequest) -> HttpResponse:
     """Counts of the printers pool and who holds which printer."""
-    pool = get_pool(POOL)
     try:
-        counts = (pool.available_count(), pool.occupied_count(), pool.total_count())
-        leases = pool.leases()
+        snapshot = get_pool(POOL).snapshot()  # (one read, with the Redis clock's time)
     except BackendUnavailable as exc:
         return _redis_down(exc)
+    counts = (snapshot.available_count, snapshot.held_count, snapshot.size or 0)
     rows = format_html_join(
         "",
         "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
         (
-            (
-                lease.resource,
-                lease.holder,
-                lease.fence,
-                "never" if lease.expires_at is None else f"{lease.expires_at:.3f}",
-            )
-            for lease in leases
+            (lease.resource, lease.holder, lease.fence, _expiry(lease.expires_at, snapshot.now))
+            for lease in snapshot.leases
         ),
     )
     hint = (
@@ -206,7 +213,7 @@ def printers(request: HttpRequest) -> HttpResponse:
     body = format_html(
         "<p id='counts'>available: {}, leased: {}, total: {}</p>{}"
         "<table border='1'><tr><th>printer</th><th>holder</th><th>fence</th>"
-        "<th>expires at (unix s, Redis clock)</th></tr>{}</table>"
+        "<th>expires (Redis clock)</th></tr>{}</table>"
         "<p><a href='/print/'>Print</a> (holds a printer for a second).</p>"
         "<p><button id='occupy' type='button' data-printers='{}' data-seconds='{}'>"
         "Occupy every printer for {} s</button> <span id='occupied'></span></p>"

@@ -13,6 +13,8 @@ ROOT = Path(__file__).resolve().parents[2]
 MANAGE = ROOT / "example_project" / "manage.py"
 
 VIEWS_SCRIPT = """
+import re
+from django.conf import settings
 from django.test import Client
 client = Client(HTTP_HOST="localhost")
 index = client.get("/")
@@ -21,6 +23,15 @@ assert b"a guided tour" in index.content, index.content
 printers = client.get("/printers/")
 assert printers.status_code == 200, printers.status_code
 assert b"available: 3" in printers.content, printers.content
+# A hold's expiry reads as a time of TIME_ZONE (UTC), and how far off it is.
+assert settings.TIME_ZONE == "UTC" and settings.USE_TZ
+from django_redis_pool import get_pool
+held = get_pool("printers").acquire(timeout=0)
+printers = client.get("/printers/")
+expiry = rb"<td>\\d{4}-\\d\\d-\\d\\d \\d\\d:\\d\\d:\\d\\d UTC, in (29|30) s</td>"
+assert re.search(expiry, printers.content), printers.content
+assert b"available: 2, leased: 1, total: 3" in printers.content, printers.content
+get_pool("printers").release(held)
 printed = client.get("/print/")
 assert printed.status_code == 200, printed.status_code
 assert b"Printed on <b>printer-" in printed.content, printed.content
@@ -63,18 +74,30 @@ assert searched[0]["RateLimit-Policy"] == "5;w=60;burst=2", searched[0].headers
 assert searched[1]["RateLimit-Remaining"] == "0", searched[1].headers
 assert searched[2]["Retry-After"] in ("11", "12"), searched[2].headers
 assert b"Too many searches: slow down" in searched[2].content, searched[2].content
+# The admin shows its times in TIME_ZONE: UTC.
+from django.contrib.auth.models import User
+from django.urls import reverse
+client.force_login(User.objects.create_superuser("tz", "tz@example.com", "tz"))
+admin_page = client.get(reverse("admin:django_redis_pool_primitive", args=["printers"]))
+assert admin_page.status_code == 200, admin_page.status_code
+assert re.search(rb"\\d\\d:\\d\\d:\\d\\d UTC", admin_page.content), admin_page.content
 metrics = client.get("/metrics/")
 assert metrics.status_code == 200, metrics.status_code
 text = metrics.content.decode()
-assert 'django_redis_pool_acquired_total{kind="pool",name="printers"} 1.0' in text, text
+# (the print job's, and the printer held above to read its expiry)
+assert 'django_redis_pool_acquired_total{kind="pool",name="printers"} 2.0' in text, text
 assert 'django_redis_pool_tasks_completed_total{kind="queue",name="default"} 1.0' in text, text
 print("views ok")
 """
 
 
-def manage(redis_url: str, *args: str) -> subprocess.CompletedProcess[str]:
+def manage(redis_url: str, *args: str, db: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """``manage.py *args`` of the example on ``redis_url`` (and its SQLite file
+    ``db``, if given: else the example's own, which the check does not open)."""
     env = {k: v for k, v in os.environ.items() if k != "DJANGO_SETTINGS_MODULE"}
     env["REDIS_URL"] = redis_url
+    if db is not None:
+        env["EXAMPLE_DB"] = str(db)
     # The repository root first, so the checkout's package is imported.
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
     return subprocess.run(
@@ -94,14 +117,17 @@ def test_example_project_passes_manage_py_check(redis_url: str) -> None:
     assert "no issues" in result.stdout
 
 
-def test_example_project_views_work(redis_url: str) -> None:
-    synced = manage(redis_url, "pool_sync")
+def test_example_project_views_work(redis_url: str, tmp_path: Path) -> None:
+    db = tmp_path / "db.sqlite3"  # (sessions keep the task page's list; the admin's user)
+    migrated = manage(redis_url, "migrate", "--noinput", db=db)
+    assert migrated.returncode == 0, migrated.stderr
+    synced = manage(redis_url, "pool_sync", db=db)
     assert synced.returncode == 0, synced.stderr
     assert "printers: 3 added" in synced.stdout
     assert "reports: max size set to 2" in synced.stdout
     assert "proxies: 3 added" in synced.stdout
     assert "http-clients: an object pool, nothing to sync" in synced.stdout
     assert "search: a rate limit, nothing to sync" in synced.stdout
-    result = manage(redis_url, "shell", "-c", VIEWS_SCRIPT)
+    result = manage(redis_url, "shell", "-c", VIEWS_SCRIPT, db=db)
     assert result.returncode == 0, result.stderr
     assert "views ok" in result.stdout

@@ -234,6 +234,13 @@ def test_exhausting_the_printers_shows_the_503_page(example: Example, tab: Page)
     assert response.headers.get("retry-after", "").isdigit()
     expect(tab.locator("h1")).to_have_text("All printers are busy")
     assert time.monotonic() - started >= 2, "it waited the view's timeout=2 first"
+    # Each hold's expiry: a time of TIME_ZONE (UTC), and how far off it is.
+    tab.goto(example.url + "/printers/")
+    expiry = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC, in \d{1,2} s$")
+    cells = tab.locator("table tr td:nth-child(4)")
+    expect(cells).to_have_count(3)
+    for cell in cells.all():
+        expect(cell).to_have_text(expiry)
 
 
 def test_every_primitive_opens_in_the_admin_as_the_printed_user(
@@ -250,6 +257,8 @@ def test_every_primitive_opens_in_the_admin_as_the_printed_user(
         assert navigation.value is not None and navigation.value.status == 200
         expect(tab.locator("#content h1")).to_contain_text(name)
         assert tab.locator(".errornote").count() == 0, tab.locator(".errornote").all_inner_texts()
+        if name == "printers":  # (TIME_ZONE: UTC, not Django's default America/Chicago)
+            expect(tab.locator("#content-main")).to_contain_text(re.compile(r"\d\d:\d\d:\d\d UTC"))
 
 
 def test_ctrl_c_stops_the_server_the_worker_and_the_embedded_redis(
