@@ -94,7 +94,8 @@ DJANGO_REDIS_POOL = {
     "ALLOCATORS": {
         "proxies": {"KEYS": {"proxy-fast": 10, "proxy-a": 0, "proxy-b": 0}, "LEASE_TIMEOUT": 30},
     },
-    # Tasks run by `manage.py pool_worker` (example_project/tasks.py); /task/ shows one.
+    # Tasks run by `manage.py pool_worker` (example_project/tasks.py); /task/'s
+    # form starts one, and each result is kept 10 minutes.
     "QUEUES": {"default": {"RESULT_TTL": 600}},
     # Up to 3 HTTP clients per process, kept alive between requests (/client/).
     "OBJECT_POOLS": {

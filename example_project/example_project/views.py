@@ -5,13 +5,14 @@ page in the admin. The demos: a print job (a pool of printers, held by
 ``@with_resource``; :func:`printers` shows the pool and can occupy every printer
 to show the 503 page), a report (a semaphore of 2 slots, held by
 ``ResourceMiddleware``: see the settings), an import (a lock, one at a time), a
-fetch through an outbound proxy (an allocator, bound per visitor), a task whose
-page shows its progress (a task queue; ``tasks.py`` holds it, ``pool_worker``
-runs it), a kept-alive HTTP client (an object pool of this process, capped
+fetch through an outbound proxy (an allocator, bound per visitor), a task started
+by a form, whose page shows its progress (a task queue; ``tasks.py`` holds it,
+``pool_worker`` runs it), a kept-alive HTTP client (an object pool of this process, capped
 across processes by a semaphore) and a search (a rate limit per visitor). When
 nothing is granted in time, or Redis is down, ``busy`` answers (it is the
 ``UNAVAILABLE_VIEW`` setting)."""
 
+import json
 import math
 import time
 from dataclasses import dataclass
@@ -19,17 +20,30 @@ from datetime import datetime
 from datetime import timezone as dt_timezone
 
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.middleware.csrf import get_token
 from django.urls import reverse
 from django.utils import dateformat, timezone
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import mark_safe
+from django.views.decorators.http import require_http_methods
 
-from django_redis_pool import BackendUnavailable, PoolError, get_pool, get_queue, get_semaphore
+from django_redis_pool import (
+    BackendUnavailable,
+    PoolError,
+    Task,
+    get_pool,
+    get_queue,
+    get_semaphore,
+)
 from django_redis_pool.decorators import with_resource
 
 POOL = "printers"
 #: The longest a print job may be asked to take (``/print/?seconds=``).
 MAX_PRINT_SECONDS = 15
+#: How many of the tasks a visitor started ``/task/`` lists (kept in its session).
+RECENT_TASKS = 10
+#: The most a task may be asked to count to (``/task/``'s form).
+MAX_COUNT = 50
 
 NAV = (
     ("/", "tour"),
@@ -135,7 +149,7 @@ TOUR = (
         "Tasks with JSON payloads run by manage.py pool_worker (scripts/dev.py example "
         "starts one); a task reports its progress, and is redelivered if its worker dies.",
         "/task/",
-        "Start a task and watch its progress bar.",
+        "Start a task with the form and watch its progress bar.",
     ),
     Stop(
         "http-clients",
@@ -332,10 +346,56 @@ def search(request: HttpRequest) -> HttpResponse:
     )
 
 
-def start_task(request: HttpRequest) -> HttpResponse:
-    """Enqueue a "count" task and go to its page."""
-    task_id = get_queue("default").enqueue("count", {"to": 10})
-    return HttpResponseRedirect(f"/task/{task_id}/")
+@require_http_methods(["GET", "POST"])
+def tasks(request: HttpRequest) -> HttpResponse:
+    """GET: the form that starts a "count" task, and the tasks this visitor
+    started (kept in its session) as they are now. POST: enqueue one, and go to
+    its page."""
+    queue = get_queue("default")
+    started: list[str] = request.session.get("tasks", [])
+    if request.method == "POST":
+        try:
+            to = min(max(int(request.POST.get("to", 10)), 1), MAX_COUNT)
+        except ValueError:
+            to = 10
+        try:
+            task_id = queue.enqueue("count", {"to": to})
+        except BackendUnavailable as exc:
+            return _redis_down(exc)
+        request.session["tasks"] = [task_id, *started][:RECENT_TASKS]
+        return HttpResponseRedirect(f"/task/{task_id}/", status=303)
+    try:
+        recent = [task for task in map(queue.get_task, started) if task is not None]
+    except BackendUnavailable as exc:
+        return _redis_down(exc)
+    rows = format_html_join(
+        "",
+        "<tr><td><a href='/task/{}/'>{}</a></td><td>{}</td><td>{}</td></tr>",
+        ((task.id, task.id, task.status, _outcome(task)) for task in recent),
+    )
+    body = format_html(
+        "<form method='post' action='/task/'><input type='hidden' name='csrfmiddlewaretoken' "
+        "value='{}'><label>Count to <input type='number' name='to' value='10' min='1' "
+        "max='{}'></label> (a step every 0.2 s) <button id='start' type='submit'>Start a "
+        "task</button></form><h2>Your recent tasks</h2>{}",
+        get_token(request),
+        MAX_COUNT,
+        format_html(
+            "<table id='recent' border='1'><tr><th>task</th><th>status</th><th>result</th>"
+            "</tr>{}</table>",
+            rows,
+        )
+        if recent
+        else mark_safe("<p id='recent'>None yet (a task is kept 10 minutes after it ends).</p>"),
+    )
+    return _page("Tasks", body)
+
+
+def _outcome(task: Task) -> str:
+    """A task's result as JSON, or its error; empty while it has neither."""
+    if task.status == "done":
+        return json.dumps(task.result)
+    return task.error or ""
 
 
 def task_status(request: HttpRequest, task_id: str) -> HttpResponse:
@@ -353,7 +413,7 @@ def task_status(request: HttpRequest, task_id: str) -> HttpResponse:
         total or 1,
         current,
         total,
-        "" if running else f"result: {task.result}" if task.status == "done" else task.error,
+        "" if running else f"result: {_outcome(task)}" if task.status == "done" else task.error,
         mark_safe(
             "<p>Queued until a worker runs it: <code>python manage.py pool_worker</code> "
             "(<code>scripts/dev.py example</code> starts one).</p>"

@@ -54,15 +54,33 @@ assert fetched.status_code == 200, fetched.status_code
 assert b"Fetched for ann through <b>proxy-fast</b>" in fetched.content, fetched.content
 from django_redis_pool import get_allocator
 assert get_allocator("proxies").get_soft_bind("ann") == "proxy-fast"
-started = client.get("/task/")
-assert started.status_code == 302, started.status_code
-page = client.get(started["Location"])
+# The task page: GET shows the form (and starts nothing), POST (with the CSRF
+# token) starts a task.
+from django_redis_pool import get_queue
+strict = Client(HTTP_HOST="localhost", enforce_csrf_checks=True)
+form = strict.get("/task/")
+assert form.status_code == 200, form.status_code
+assert b"<form method='post' action='/task/'>" in form.content, form.content
+assert b"None yet" in form.content, form.content
+assert get_queue("default").counts()["pending"] == 0, "a GET started a task"
+assert strict.post("/task/", {"to": "10"}).status_code == 403, "no CSRF token"
+token = re.search(rb"name='csrfmiddlewaretoken' value='([^']+)'", form.content).group(1)
+started = strict.post("/task/", {"to": "10", "csrfmiddlewaretoken": token.decode()})
+assert started.status_code == 303, started.status_code
+assert re.fullmatch(r"/task/[0-9a-f-]+/", started["Location"]), started["Location"]
+assert get_queue("default").counts()["pending"] == 1
+page = strict.get(started["Location"])
 assert page.status_code == 200 and b"queued" in page.content and page["Refresh"] == "1"
+listed = strict.get("/task/")
+task_id = started["Location"].split("/")[2]
+assert f"<a href='/task/{task_id}/'>{task_id}</a></td><td>queued</td>".encode() in listed.content
 from django.core.management import call_command
 call_command("pool_worker", "--burst", verbosity=0)
-done = client.get(started["Location"])
-assert b"result: {&#x27;counted&#x27;: 10}" in done.content, done.content
+done = strict.get(started["Location"])
+assert b"result: {&quot;counted&quot;: 10}" in done.content, done.content
 assert b"10 of 10" in done.content and not done.has_header("Refresh")
+listed = strict.get("/task/")
+assert b"<td>done</td><td>{&quot;counted&quot;: 10}</td>" in listed.content, listed.content
 first = client.get("/client/")
 again = client.get("/client/")
 assert b"client #1 fetched /status (its request #1)" in first.content, first.content

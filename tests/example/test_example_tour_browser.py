@@ -4,8 +4,9 @@
 it (an embedded Redis because ``REDIS_URL`` is unset, ``migrate``, ``pool_sync``,
 the demo superuser, a ``pool_worker``, ``runserver``), except that its SQLite file
 goes to a temporary folder (``EXAMPLE_DB``). Headless Chromium then walks every
-demo page of the home page, exhausts the printers to see the 503 page, opens every
-primitive in the admin as the printed user, and Ctrl-C stops everything.
+demo page of the home page, starts a task with its form, exhausts the printers
+to see the 503 page, opens every primitive in the admin as the printed user, and
+Ctrl-C stops everything.
 
 The tests of this module run in order and share the one example (and browser).
 """
@@ -207,13 +208,27 @@ def test_every_demo_page_of_the_tour_works(example: Example, tab: Page) -> None:
         with tab.expect_navigation():
             tab.click(f"#tour-{name} a.demo")
         expect(tab.locator("body")).to_contain_text(shows)
-    # The task: its page refreshes itself until the example's pool_worker ran it.
+    # The task: a form starts it (a POST), and its page refreshes itself until
+    # the example's pool_worker ran it; the form's page lists it then.
     tab.goto(example.url + "/")
     with tab.expect_navigation():
         tab.click("#tour-default a.demo")
+    assert tab.url == example.url + "/task/", "a GET shows the form, and starts nothing"
+    expect(tab.locator("#recent")).to_contain_text("None yet")
+    with tab.expect_navigation() as navigation:
+        tab.click("#start")
+    assert navigation.value is not None and navigation.value.request.method == "GET"
+    assert navigation.value.request.redirected_from is not None
+    assert navigation.value.request.redirected_from.method == "POST"
     assert re.search(r"/task/[0-9a-f-]+/$", tab.url), tab.url
+    task_url = tab.url
     expect(tab.locator("#status")).to_have_text("done", timeout=30_000)
-    expect(tab.locator("#result")).to_have_text("result: {'counted': 10}")
+    expect(tab.locator("#result")).to_have_text('result: {"counted": 10}')
+    tab.goto(example.url + "/task/")
+    link = tab.locator(f"a[href='{task_url.removeprefix(example.url)}']")
+    cells = tab.locator("#recent tr", has=link).locator("td")
+    expect(cells.nth(1)).to_have_text("done")
+    expect(cells.nth(2)).to_have_text('{"counted": 10}')
 
 
 def test_exhausting_the_printers_shows_the_503_page(example: Example, tab: Page) -> None:
