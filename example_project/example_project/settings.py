@@ -89,8 +89,9 @@ DJANGO_REDIS_POOL = {
     },
     # One import at a time; the lease renews itself while the import runs.
     "LOCKS": {"import": {"LEASE_TIMEOUT": 10, "AUTO_RENEW": True, "TIMEOUT": 0}},
-    # Outbound proxies, one per fetch; a visitor keeps the same proxy while it
-    # is free (soft binding), and the fast one is handed out first.
+    # Outbound proxies, one per fetch, the fast one handed out first; a visitor
+    # is bound to the proxy it got last (soft binding, for an hour) and gets it
+    # again while it is free: fetch as ann and bob at once on /fetch/.
     "ALLOCATORS": {
         "proxies": {"KEYS": {"proxy-fast": 10, "proxy-a": 0, "proxy-b": 0}, "LEASE_TIMEOUT": 30},
     },

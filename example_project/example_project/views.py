@@ -5,10 +5,12 @@ page in the admin. The demos: a print job (a pool of printers, held by
 ``@with_resource``; :func:`printers` shows the pool and can occupy every printer
 to show the 503 page), a report (a semaphore of 2 slots, held by
 ``ResourceMiddleware``: see the settings), an import (a lock, one at a time), a
-fetch through an outbound proxy (an allocator, bound per visitor), a task started
-by a form, whose page shows its progress (a task queue; ``tasks.py`` holds it,
-``pool_worker`` runs it), a kept-alive HTTP client (an object pool of this process, capped
-across processes by a semaphore) and a search (a rate limit per visitor). When
+fetch through an outbound proxy (an allocator, soft-bound per visitor: fetch as
+two visitors at once and each keeps its own proxy), a task started by a form,
+whose page shows its progress (a task queue; ``tasks.py`` holds it,
+``pool_worker`` runs it), a kept-alive HTTP client (an object pool of this
+process, capped across processes by a semaphore) and a search (a rate limit per
+visitor). When
 nothing is granted in time, or Redis is down, ``busy`` answers (it is the
 ``UNAVAILABLE_VIEW`` setting)."""
 
@@ -31,6 +33,7 @@ from django_redis_pool import (
     BackendUnavailable,
     PoolError,
     Task,
+    get_allocator,
     get_pool,
     get_queue,
     get_semaphore,
@@ -40,6 +43,10 @@ from django_redis_pool.decorators import with_resource
 POOL = "printers"
 #: The longest a print job may be asked to take (``/print/?seconds=``).
 MAX_PRINT_SECONDS = 15
+#: The longest a fetch may be asked to hold its proxy (``/fetch/?seconds=``).
+MAX_FETCH_SECONDS = 5
+#: The visitors of the fetch demo.
+VISITORS = ("ann", "bob")
 #: How many of the tasks a visitor started ``/task/`` lists (kept in its session).
 RECENT_TASKS = 10
 #: The most a task may be asked to count to (``/task/``'s form).
@@ -138,10 +145,13 @@ TOUR = (
     Stop(
         "proxies",
         "Allocator",
-        "Outbound proxies handed out by priority (proxy-fast first). A visitor keeps "
-        "the same proxy while it is free (soft binding).",
+        "Outbound proxies, one per fetch, handed out by priority (proxy-fast first "
+        "when no binding says otherwise). A visitor is bound to the proxy it got last "
+        "(soft binding) and gets that one again while it is free, even when "
+        "proxy-fast is free too.",
         "/fetch/?visitor=ann",
-        "Fetch as ann, then as bob: each keeps their proxy.",
+        "Fetch as ann and bob at once: while ann's fetch holds its proxy, bob's gets "
+        "another one. Then fetch as each alone: each gets its own proxy again.",
     ),
     Stop(
         "default",
@@ -259,18 +269,21 @@ document.getElementById("occupy").addEventListener("click", (event) => {
 )
 
 
+def _seconds(request: HttpRequest, default: float, most: float) -> float:
+    """``?seconds=`` as a number from 0 to ``most`` (``default`` if not a number)."""
+    try:
+        seconds = float(request.GET.get("seconds", default))
+    except ValueError:
+        return default
+    return min(max(seconds, 0.0), most) if math.isfinite(seconds) else default
+
+
 @with_resource("printers", timeout=2)
 def print_job(request: HttpRequest) -> HttpResponse:
     """Hold a printer for a second, or ``?seconds=`` (at most ``MAX_PRINT_SECONDS``);
     it is released once the response is sent."""
     lease = request.resources["printers"]
-    try:
-        seconds = float(request.GET.get("seconds", 1))
-    except ValueError:
-        seconds = 1.0
-    if not math.isfinite(seconds):
-        seconds = 1.0
-    time.sleep(min(max(seconds, 0.0), MAX_PRINT_SECONDS))  # "printing"
+    time.sleep(_seconds(request, 1.0, MAX_PRINT_SECONDS))  # "printing"
     return _page(
         "Printed",
         format_html("<p>Printed on <b>{}</b> with fence {}.</p>", lease.resource, lease.fence),
@@ -309,19 +322,64 @@ def _visitor(request: HttpRequest) -> str:
 
 @with_resource("proxies", identity=_visitor)
 def fetch(request: HttpRequest) -> HttpResponse:
-    """ "Fetch" a page through an outbound proxy; the same visitor gets the same
-    proxy again while it is free."""
+    """ "Fetch" a page through an outbound proxy, held for ``?seconds=`` (0 by
+    default, at most ``MAX_FETCH_SECONDS``) and freed once the response is sent;
+    the visitor is bound to that proxy, and gets it again while it is free."""
     proxy = request.resources["proxies"]
-    return _page(
-        "Fetched",
-        format_html(
-            "<p>Fetched for {} through <b>{}</b> (fence {}).</p><p>Fetch again as "
-            "<a href='?visitor=ann'>ann</a> or <a href='?visitor=bob'>bob</a>.</p>",
-            proxy.holder,
-            proxy,
-            proxy.fence,
-        ),
+    time.sleep(_seconds(request, 0.0, MAX_FETCH_SECONDS))  # "fetching"
+    allocator = get_allocator("proxies")
+    bindings = format_html_join(
+        ", ",
+        "{} → <b>{}</b>",
+        ((name, allocator.get_soft_bind(name) or "none yet") for name in VISITORS),
     )
+    body = format_html(
+        "<p id='fetched'>Fetched for {} through <b>{}</b> (fence {}).</p>"
+        "<p id='bindings'>Soft bindings now: {}.</p>"
+        "<p id='alone'>Fetch alone as <a href='?visitor=ann'>ann</a> or "
+        "<a href='?visitor=bob'>bob</a>: each gets the proxy it is bound to while that "
+        "one is free.</p>"
+        "<p><button id='together' type='button' data-seconds='2'>Fetch as ann and bob at "
+        "once</button>: ann's fetch holds its proxy for 2 s, and bob's, started half a "
+        "second later, finds it taken and gets another one; each is then bound to its "
+        "own.</p><ul id='together-results'></ul><script>{}</script>",
+        proxy.holder,
+        proxy,
+        proxy.fence,
+        bindings,
+        TOGETHER_SCRIPT,
+    )
+    return _page("Fetched", body)
+
+
+#: Fetches as ann, and half a second later as bob, while ann's fetch holds its
+#: proxy (``?seconds=``), then shows what each got and the links to fetch again.
+TOGETHER_SCRIPT = mark_safe(
+    """
+document.getElementById("together").addEventListener("click", async (event) => {
+  const seconds = event.target.dataset.seconds;
+  const results = document.getElementById("together-results");
+  results.textContent = "";
+  const fetchAs = async (visitor) => {
+    const response = await fetch(`/fetch/?visitor=${visitor}&seconds=${seconds}`);
+    const page = new DOMParser().parseFromString(await response.text(), "text/html");
+    const fetched = page.getElementById("fetched") || page.querySelector("h1");
+    const item = document.createElement("li");
+    item.className = "together-result";
+    item.textContent = fetched.textContent;
+    results.append(item);
+  };
+  const ann = fetchAs("ann");
+  await new Promise((resolve) => setTimeout(resolve, 500));
+  await Promise.all([ann, fetchAs("bob")]);
+  const again = document.createElement("li");
+  again.id = "fetch-alone";
+  again.innerHTML = "Now fetch alone as <a href='?visitor=ann'>ann</a> or " +
+    "<a href='?visitor=bob'>bob</a>: each gets its own proxy again.";
+  results.append(again);
+});
+"""
+)
 
 
 @with_resource("http-clients", timeout=2)

@@ -13,7 +13,7 @@ ROOT = Path(__file__).resolve().parents[2]
 MANAGE = ROOT / "example_project" / "manage.py"
 
 VIEWS_SCRIPT = """
-import re
+import re, threading
 from django.conf import settings
 from django.test import Client
 client = Client(HTTP_HOST="localhost")
@@ -53,7 +53,36 @@ fetched = client.get("/fetch/?visitor=ann")
 assert fetched.status_code == 200, fetched.status_code
 assert b"Fetched for ann through <b>proxy-fast</b>" in fetched.content, fetched.content
 from django_redis_pool import get_allocator
-assert get_allocator("proxies").get_soft_bind("ann") == "proxy-fast"
+proxies = get_allocator("proxies")
+assert proxies.get_soft_bind("ann") == "proxy-fast"
+assert "ann → <b>proxy-fast</b>, bob → <b>none yet</b>".encode() in fetched.content
+# Soft binding: bob fetches while ann's fetch holds proxy-fast, so he gets
+# another proxy; then, alone, each gets their own again (bob too, though
+# proxy-fast is free by then).
+def proxy_of(response):
+    return re.search(rb"through <b>([^<]+)</b>", response.content).group(1).decode()
+ann_alone = []
+ann_client = Client(HTTP_HOST="localhost")
+holding = threading.Thread(
+    target=lambda: ann_alone.append(ann_client.get("/fetch/?visitor=ann&seconds=1"))
+)
+holding.start()
+import time
+deadline = time.monotonic() + 10
+while proxies.state("proxy-fast") != "held":
+    assert time.monotonic() < deadline, "ann's fetch never held proxy-fast"
+    time.sleep(0.01)
+bob = client.get("/fetch/?visitor=bob")
+holding.join()
+assert proxy_of(ann_alone[0]) == "proxy-fast", ann_alone[0].content
+bobs = proxy_of(bob)
+assert bobs in ("proxy-a", "proxy-b"), bob.content
+assert proxies.state("proxy-fast") == "free"
+assert proxy_of(client.get("/fetch/?visitor=bob")) == bobs, "bob kept his proxy"
+assert proxy_of(client.get("/fetch/?visitor=ann")) == "proxy-fast", "ann kept hers"
+again = client.get("/fetch/?visitor=bob&seconds=x")
+assert proxy_of(again) == bobs, again.content
+assert f"ann → <b>proxy-fast</b>, bob → <b>{bobs}</b>".encode() in again.content
 # The task page: GET shows the form (and starts nothing), POST (with the CSRF
 # token) starts a task.
 from django_redis_pool import get_queue

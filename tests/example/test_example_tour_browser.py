@@ -4,9 +4,10 @@
 it (an embedded Redis because ``REDIS_URL`` is unset, ``migrate``, ``pool_sync``,
 the demo superuser, a ``pool_worker``, ``runserver``), except that its SQLite file
 goes to a temporary folder (``EXAMPLE_DB``). Headless Chromium then walks every
-demo page of the home page, starts a task with its form, exhausts the printers
-to see the 503 page, opens every primitive in the admin as the printed user, and
-Ctrl-C stops everything.
+demo page of the home page, starts a task with its form, fetches as two visitors
+at once to see each keep its proxy, exhausts the printers to see the 503 page
+(and the holds' expiry), opens every primitive in the admin as the printed user
+(its times in UTC), and Ctrl-C stops everything.
 
 The tests of this module run in order and share the one example (and browser).
 """
@@ -229,6 +230,32 @@ def test_every_demo_page_of_the_tour_works(example: Example, tab: Page) -> None:
     cells = tab.locator("#recent tr", has=link).locator("td")
     expect(cells.nth(1)).to_have_text("done")
     expect(cells.nth(2)).to_have_text('{"counted": 10}')
+
+
+def _proxy_of(fetched: str) -> str:
+    """The proxy in "Fetched for ann through proxy-fast (fence ...)"."""
+    match = re.search(r"Fetched for (\w+) through (proxy-\w+)", fetched)
+    assert match is not None, fetched
+    return match.group(2)
+
+
+def test_two_visitors_fetching_at_once_each_keep_their_proxy(example: Example, tab: Page) -> None:
+    tab.goto(example.url + "/fetch/?visitor=ann")
+    tab.click("#together")
+    expect(tab.locator("#fetch-alone")).to_be_visible()
+    got = {}
+    for text in tab.locator(".together-result").all_inner_texts():
+        got[text.split()[2]] = _proxy_of(text)
+    assert set(got) == {"ann", "bob"} and got["ann"] != got["bob"], got
+    expect(tab.locator("#fetched")).to_contain_text("Fetched for ann")  # (the page stayed)
+    # Alone now, each gets the proxy it is bound to, though another is free.
+    for visitor in ("bob", "ann", "bob"):
+        with tab.expect_navigation():
+            tab.click(f"#alone a[href='?visitor={visitor}']")
+        assert _proxy_of(tab.locator("#fetched").inner_text()) == got[visitor], (visitor, got)
+        expect(tab.locator("#bindings")).to_have_text(
+            f"Soft bindings now: ann → {got['ann']}, bob → {got['bob']}."
+        )
 
 
 def test_exhausting_the_printers_shows_the_503_page(example: Example, tab: Page) -> None:
