@@ -106,8 +106,10 @@ DJANGO_REDIS_POOL = {
             "GLOBAL_LIMIT": "http-clients-everywhere",
         },
     },
-    # At most 5 searches a minute per visitor (its user, else its address), 2 at
-    # once: the 6th within the minute gets the 429 page (/search/).
+    # Searches per visitor (its user, else its address), /search/: 5 a minute
+    # (a spent search comes back every 12 s), with a burst of 2 (a visitor who has
+    # not searched for 24 s has 2): 2 searches in quick succession pass, the third
+    # gets the 429 page (Retry-After: 12 s), and then one passes every 12 s.
     "RATE_LIMITS": {"search": {"RATE": "5/m", "BURST": 2, "KEY": "user"}},
     # Every request under /report/ holds a slot of "reports" (waiting up to 2 s).
     "MIDDLEWARE": [{"PATH": r"^/report/", "RESOURCE": "reports", "TIMEOUT": 2}],

@@ -10,9 +10,9 @@ two visitors at once and each keeps its own proxy), a task started by a form,
 whose page shows its progress (a task queue; ``tasks.py`` holds it,
 ``pool_worker`` runs it), a kept-alive HTTP client (an object pool of this
 process, capped across processes by a semaphore) and a search (a rate limit per
-visitor). When
-nothing is granted in time, or Redis is down, ``busy`` answers (it is the
-``UNAVAILABLE_VIEW`` setting)."""
+visitor: 2 in quick succession, then one every 12 s). When nothing is granted in
+time, or Redis is down, ``busy`` answers (it is the ``UNAVAILABLE_VIEW``
+setting)."""
 
 import json
 import math
@@ -36,6 +36,7 @@ from django_redis_pool import (
     get_allocator,
     get_pool,
     get_queue,
+    get_ratelimit,
     get_semaphore,
 )
 from django_redis_pool.decorators import with_resource
@@ -174,13 +175,16 @@ TOUR = (
     Stop(
         "search",
         "Rate limit",
-        'At most 5 searches a minute per visitor, 2 at once: @with_resource("search") '
-        "counts each one against the visitor (the user, else the address), decided in "
-        "one Redis script. A search over the limit is answered 429 with Retry-After, and "
-        "every answer says what is left in its RateLimit-* headers.",
+        "5 searches a minute per visitor, with a burst of 2: a visitor who has not "
+        "searched for 24 s may search twice in quick succession, and then once every "
+        '12 s, as each spent search comes back. @with_resource("search") counts each '
+        "one against the visitor (the user, else the address), decided in one Redis "
+        "script. A search over the limit is answered 429 with Retry-After, and every "
+        "answer says what is left in its RateLimit-* headers.",
         "/search/",
-        "Search, then reload: the third search in a row gets the 429 page, which says "
-        "when to retry; see the search's row in the admin, and reset it there.",
+        "Search, then reload at once: the third search in quick succession gets the "
+        "429 page, which says to retry in 12 s; see the search's row in the admin, and "
+        "reset it there.",
     ),
 )
 
@@ -393,12 +397,20 @@ def use_client(request: HttpRequest) -> HttpResponse:
 def search(request: HttpRequest) -> HttpResponse:
     """A "search", limited per visitor: the decision says what is left."""
     decision = request.resources["search"]
+    limiter = get_ratelimit("search")
     return _page(
         "Searched",
         format_html(
-            "<p id='left'>{} searches left now; full again in {} s.</p><p>See the "
-            "<code>RateLimit-*</code> headers of this page, and reload it.</p>",
+            "<p id='left'>{} search{} left now.</p><p>A visitor who has not searched "
+            "for a while has {} (the burst: searches that may follow in quick "
+            "succession); a spent one comes back every {} s, and all {} are back in "
+            "{} s.</p><p>See the <code>RateLimit-*</code> headers of this page, and "
+            "reload it at once: a search with none left gets the 429 page.</p>",
             decision.remaining,
+            "" if decision.remaining == 1 else "es",
+            decision.limit,
+            f"{limiter.per / limiter.rate:g}",
+            decision.limit,
             math.ceil(decision.reset_after),
         ),
     )
@@ -496,9 +508,11 @@ def busy(request: HttpRequest, exception: PoolError) -> HttpResponse:
         "proxies": "Every outbound proxy is in use",
         "search": "Too many searches: slow down",
     }
-    title = titles.get(exception.name, "Busy")  # type: ignore[attr-defined]
-    return _page(
-        title,
-        format_html("<p>Try again in {} s.</p>", exception.retry_after),  # type: ignore[attr-defined]
-        status=exception.status,  # type: ignore[attr-defined]
-    )
+    name = exception.name  # type: ignore[attr-defined]
+    retry_after = exception.retry_after  # type: ignore[attr-defined]
+    body = format_html("<p>Try again in {} s.</p>", retry_after)
+    if name == "search":
+        body = format_html(
+            "<p>No search is left: try again in {} s, when a spent one is back.</p>", retry_after
+        )
+    return _page(titles.get(name, "Busy"), body, status=exception.status)  # type: ignore[attr-defined]

@@ -114,13 +114,24 @@ first = client.get("/client/")
 again = client.get("/client/")
 assert b"client #1 fetched /status (its request #1)" in first.content, first.content
 assert b"client #1 fetched /status (its request #2)" in again.content, "the client was kept"
+# What the tour says of the rate limit: a burst of 2 in quick succession, then
+# one every 12 s; the third in quick succession gets the 429 page.
+tour = index.content.decode()
+assert "may search twice in quick succession, and then once every 12 s" in tour, tour
+assert "the third search in quick succession gets the 429 page" in tour, tour
+assert "says to retry in 12 s" in tour, tour
 searched = [client.get("/search/") for _ in range(3)]
 assert [r.status_code for r in searched] == [200, 200, 429], searched
-assert b"1 searches left now" in searched[0].content, searched[0].content
+assert b"<p id='left'>1 search left now.</p>" in searched[0].content, searched[0].content
+assert b"comes back every 12 s, and all 2 are back in 12 s" in searched[0].content
+assert b"<p id='left'>0 searches left now.</p>" in searched[1].content, searched[1].content
+assert b"all 2 are back in 24 s" in searched[1].content, searched[1].content
 assert searched[0]["RateLimit-Policy"] == "5;w=60;burst=2", searched[0].headers
 assert searched[1]["RateLimit-Remaining"] == "0", searched[1].headers
 assert searched[2]["Retry-After"] in ("11", "12"), searched[2].headers
 assert b"Too many searches: slow down" in searched[2].content, searched[2].content
+retry = searched[2]["Retry-After"]
+assert f"try again in {retry} s, when a spent one is back".encode() in searched[2].content
 # The admin shows its times in TIME_ZONE: UTC.
 from django.contrib.auth.models import User
 from django.urls import reverse

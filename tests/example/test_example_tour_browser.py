@@ -7,7 +7,8 @@ goes to a temporary folder (``EXAMPLE_DB``). Headless Chromium then walks every
 demo page of the home page, starts a task with its form, fetches as two visitors
 at once to see each keep its proxy, exhausts the printers to see the 503 page
 (and the holds' expiry), opens every primitive in the admin as the printed user
-(its times in UTC), and Ctrl-C stops everything.
+(its times in UTC), spends that user's burst of searches, and Ctrl-C stops
+everything.
 
 The tests of this module run in order and share the one example (and browser).
 """
@@ -57,7 +58,7 @@ DEMOS = {
     "import": "Imported with fence",
     "proxies": "Fetched for ann through proxy-fast",
     "http-clients": "client #1 fetched /status",
-    "search": "searches left now",
+    "search": "1 search left now",
 }
 START_TIMEOUT = 180.0  # a first run installs the embedded extra into .venv
 STOP_TIMEOUT = 30.0
@@ -301,6 +302,31 @@ def test_every_primitive_opens_in_the_admin_as_the_printed_user(
         assert tab.locator(".errornote").count() == 0, tab.locator(".errornote").all_inner_texts()
         if name == "printers":  # (TIME_ZONE: UTC, not Django's default America/Chicago)
             expect(tab.locator("#content-main")).to_contain_text(re.compile(r"\d\d:\d\d:\d\d UTC"))
+
+
+def test_the_third_search_in_quick_succession_gets_the_429_page(
+    example: Example, browser: Browser
+) -> None:
+    """As the tour says: a burst of 2, then the 429 page until a spent search is
+    back. (As the admin user, in a tab of its own: a key that nothing spent.)"""
+    context = browser.new_context()
+    context.set_default_timeout(20_000)
+    try:
+        tab = context.new_page()
+        admin_login(tab, example.url, "admin", "admin")
+        statuses = []
+        for _ in range(3):
+            response = tab.goto(example.url + "/search/")
+            assert response is not None
+            statuses.append(response.status)
+        assert statuses == [200, 200, 429], statuses
+        assert response.headers["retry-after"] in ("11", "12"), response.headers
+        expect(tab.locator("h1")).to_have_text("Too many searches: slow down")
+        expect(tab.locator("body")).to_contain_text(
+            f"try again in {response.headers['retry-after']} s, when a spent one is back"
+        )
+    finally:
+        context.close()
 
 
 def test_ctrl_c_stops_the_server_the_worker_and_the_embedded_redis(
