@@ -8,7 +8,8 @@
 Both create ``.venv`` in the repository root on first use and install the
 package into it (editable) with the extras they need; the install is skipped
 while ``pyproject.toml`` is unchanged. ``example`` starts a private Redis on a
-unix socket unless ``REDIS_URL`` is set.
+unix socket unless ``REDIS_URL`` is set; it first checks that it can listen on
+its address (runserver's, default 127.0.0.1:8000), and starts nothing if not.
 
 ``test`` also needs a Chromium for the browser tests (Playwright drives it; its
 own browser download is not used): ``$CHROMIUM`` if set, else ``/usr/bin/chromium``,
@@ -38,6 +39,7 @@ machine that is not idle, as a CI machine never is.
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import importlib
 import itertools
@@ -47,6 +49,7 @@ import re
 import shlex
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -476,8 +479,72 @@ def _test(pytest_args: list[str]) -> int:
     return 0
 
 
+#: runserver's ``addrport`` argument (Django's ``naiveip_re``): a port, or an
+#: address (IPv4, [IPv6] or a host name) and a port.
+ADDRPORT = re.compile(
+    r"^(?:(?P<addr>(?P<ipv4>\d{1,3}(?:\.\d{1,3}){3})|\[(?P<ipv6>[a-fA-F0-9:]+)\]"
+    r"|(?P<fqdn>[a-zA-Z0-9-]+(?:\.[a-zA-Z0-9-]+)*)):)?(?P<port>\d+)$"
+)
+
+
+def example_address(runserver_args: list[str]) -> tuple[str, int, bool]:
+    """Where runserver listens with ``runserver_args``, as it reads them:
+    (host, port, whether over IPv6). Exits with runserver's message when the
+    address is not a port or an address:port pair."""
+    ipv6 = any(arg in {"-6", "--ipv6"} for arg in runserver_args)
+    default_port = DEFAULT_ADDR.rpartition(":")[2]
+    addrport = next((a for a in runserver_args if not a.startswith("-")), default_port)
+    match = ADDRPORT.match(addrport)
+    if match is None:
+        sys.exit(f"[dev] {addrport!r} is not a valid port number or address:port pair")
+    if match["ipv6"]:
+        host, ipv6 = match["ipv6"], True
+    else:
+        host = match["ipv4"] or match["fqdn"] or ("::1" if ipv6 else "127.0.0.1")
+    return host, int(match["port"]), ipv6
+
+
+def example_url(host: str, port: int, ipv6: bool) -> str:
+    """The example's address as a URL (``http://127.0.0.1:8000``, ``http://[::1]:8000``)."""
+    return f"http://[{host}]:{port}" if ipv6 and ":" in host else f"http://{host}:{port}"
+
+
+def cannot_listen(host: str, port: int, ipv6: bool) -> str | None:
+    """Why runserver could not listen on ``host:port`` now ("that port is already
+    in use"...), or None if it could: binds a socket there as runserver does
+    (``SO_REUSEADDR``: a port that a stopped server left in TIME_WAIT is free)
+    and closes it at once."""
+    family = socket.AF_INET6 if ipv6 else socket.AF_INET
+    try:
+        with socket.socket(family, socket.SOCK_STREAM) as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind((host, port))
+    except OSError as exc:
+        if exc.errno == errno.EADDRINUSE:
+            return "that port is already in use"
+        return exc.strerror or str(exc)
+    return None
+
+
+def check_example_address(runserver_args: list[str]) -> str:
+    """The example's URL; exits with one message, before anything is started,
+    when runserver could not listen there."""
+    host, port, ipv6 = example_address(runserver_args)
+    url = example_url(host, port, ipv6)
+    problem = cannot_listen(host, port, ipv6)
+    if problem is not None:
+        other = example_url(host, port + 1 if port < 65535 else port - 1, ipv6)
+        sys.exit(
+            f"[dev] cannot serve the example at {url}/: {problem}. Nothing was started. "
+            f"Stop what listens there, or give another address: "
+            f"python3 scripts/dev.py example {other.removeprefix('http://')}"
+        )
+    return url
+
+
 def cmd_example(runserver_args: list[str]) -> int:
-    """Prepare the venv, then continue inside it (``_example_inner``)."""
+    """Check the address, prepare the venv, then continue inside it (``_example_inner``)."""
+    check_example_address(runserver_args)
     ensure_venv("embedded,prometheus")
     cmd = [str(VENV_PYTHON), str(Path(__file__).resolve()), "_example_inner", *runserver_args]
     if os.name == "nt":  # no real exec on Windows
@@ -507,7 +574,7 @@ def _raise_keyboard_interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
 
-def _ensure_example_admin(python: str, env: dict[str, str], addr: str) -> None:
+def _ensure_example_admin(python: str, env: dict[str, str], url: str) -> None:
     """Create the example's ``admin`` superuser (password ``admin``) on the first
     run, so that the admin dashboard can be opened at once. Local example only."""
     created = subprocess.run(
@@ -529,7 +596,7 @@ def _ensure_example_admin(python: str, env: dict[str, str], addr: str) -> None:
     )
     if created.returncode == 0:
         say("created the example's admin user")
-    say(f"admin: http://{addr}/admin/django_redis_pool/dashboard/ (user admin, password admin)")
+    say(f"admin: {url}/admin/django_redis_pool/dashboard/ (user admin, password admin)")
 
 
 def _example_queues() -> list[str]:
@@ -553,9 +620,8 @@ def cmd_example_inner(runserver_args: list[str]) -> int:
     env = dict(os.environ)
     env.pop("DJANGO_SETTINGS_MODULE", None)  # manage.py sets the example's settings
     args = runserver_args or [DEFAULT_ADDR]
-    addr = next((a for a in args if not a.startswith("-")), DEFAULT_ADDR)
-    if ":" not in addr:
-        addr = f"127.0.0.1:{addr}"
+    # (again: the port may have been taken while the venv was being installed)
+    url = check_example_address(args)
     server: EmbeddedRedis | None = None
     try:
         if env.get("REDIS_URL"):
@@ -571,14 +637,14 @@ def cmd_example_inner(runserver_args: list[str]) -> int:
             if rc != 0:
                 say(f"manage.py {step[0]} failed ({rc})")
                 return rc
-        _ensure_example_admin(python, env, addr)
+        _ensure_example_admin(python, env, url)
         queues = _example_queues()
         worker: subprocess.Popen[bytes] | None = None
         try:  # (started inside it, so that a Ctrl-C right after the start stops it too)
             if queues:
                 say(f"manage.py pool_worker (in the background: it runs the tasks of {queues})")
                 worker = subprocess.Popen([python, str(MANAGE), "pool_worker"], cwd=ROOT, env=env)
-            say(f"serving the example project at http://{addr}/  (Ctrl-C to stop)")
+            say(f"serving the example project at {url}/  (Ctrl-C to stop)")
             return _run_child([python, str(MANAGE), "runserver", "--noreload", *args], env)
         finally:
             if worker is not None:

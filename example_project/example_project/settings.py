@@ -67,6 +67,9 @@ DATABASES = {
 }
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+# Times (the admin's, the printers page's) in UTC; Django's default TIME_ZONE
+# is "America/Chicago".
+TIME_ZONE = "UTC"
 USE_TZ = True
 STATIC_URL = "static/"
 
@@ -86,12 +89,14 @@ DJANGO_REDIS_POOL = {
     },
     # One import at a time; the lease renews itself while the import runs.
     "LOCKS": {"import": {"LEASE_TIMEOUT": 10, "AUTO_RENEW": True, "TIMEOUT": 0}},
-    # Outbound proxies, one per fetch; a visitor keeps the same proxy while it
-    # is free (soft binding), and the fast one is handed out first.
+    # Outbound proxies, one per fetch, the fast one handed out first; a visitor
+    # is bound to the proxy it got last (soft binding, for an hour) and gets it
+    # again while it is free: fetch as ann and bob at once on /fetch/.
     "ALLOCATORS": {
         "proxies": {"KEYS": {"proxy-fast": 10, "proxy-a": 0, "proxy-b": 0}, "LEASE_TIMEOUT": 30},
     },
-    # Tasks run by `manage.py pool_worker` (example_project/tasks.py); /task/ shows one.
+    # Tasks run by `manage.py pool_worker` (example_project/tasks.py); /task/'s
+    # form starts one, and each result is kept 10 minutes.
     "QUEUES": {"default": {"RESULT_TTL": 600}},
     # Up to 3 HTTP clients per process, kept alive between requests (/client/).
     "OBJECT_POOLS": {
@@ -101,8 +106,10 @@ DJANGO_REDIS_POOL = {
             "GLOBAL_LIMIT": "http-clients-everywhere",
         },
     },
-    # At most 5 searches a minute per visitor (its user, else its address), 2 at
-    # once: the 6th within the minute gets the 429 page (/search/).
+    # Searches per visitor (its user, else its address), /search/: 5 a minute
+    # (a spent search comes back every 12 s), with a burst of 2 (a visitor who has
+    # not searched for 24 s has 2): 2 searches in quick succession pass, the third
+    # gets the 429 page (Retry-After: 12 s), and then one passes every 12 s.
     "RATE_LIMITS": {"search": {"RATE": "5/m", "BURST": 2, "KEY": "user"}},
     # Every request under /report/ holds a slot of "reports" (waiting up to 2 s).
     "MIDDLEWARE": [{"PATH": r"^/report/", "RESOURCE": "reports", "TIMEOUT": 2}],

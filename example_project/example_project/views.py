@@ -5,28 +5,53 @@ page in the admin. The demos: a print job (a pool of printers, held by
 ``@with_resource``; :func:`printers` shows the pool and can occupy every printer
 to show the 503 page), a report (a semaphore of 2 slots, held by
 ``ResourceMiddleware``: see the settings), an import (a lock, one at a time), a
-fetch through an outbound proxy (an allocator, bound per visitor), a task whose
-page shows its progress (a task queue; ``tasks.py`` holds it, ``pool_worker``
-runs it), a kept-alive HTTP client (an object pool of this process, capped
-across processes by a semaphore) and a search (a rate limit per visitor). When
-nothing is granted in time, or Redis is down, ``busy`` answers (it is the
-``UNAVAILABLE_VIEW`` setting)."""
+fetch through an outbound proxy (an allocator, soft-bound per visitor: fetch as
+two visitors at once and each keeps its own proxy), a task started by a form,
+whose page shows its progress (a task queue; ``tasks.py`` holds it,
+``pool_worker`` runs it), a kept-alive HTTP client (an object pool of this
+process, capped across processes by a semaphore) and a search (a rate limit per
+visitor: 2 in quick succession, then one every 12 s). When nothing is granted in
+time, or Redis is down, ``busy`` answers (it is the ``UNAVAILABLE_VIEW``
+setting)."""
 
+import json
 import math
 import time
 from dataclasses import dataclass
+from datetime import datetime
+from datetime import timezone as dt_timezone
 
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.middleware.csrf import get_token
 from django.urls import reverse
+from django.utils import dateformat, timezone
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import mark_safe
+from django.views.decorators.http import require_http_methods
 
-from django_redis_pool import BackendUnavailable, PoolError, get_pool, get_queue, get_semaphore
+from django_redis_pool import (
+    BackendUnavailable,
+    PoolError,
+    Task,
+    get_allocator,
+    get_pool,
+    get_queue,
+    get_ratelimit,
+    get_semaphore,
+)
 from django_redis_pool.decorators import with_resource
 
 POOL = "printers"
 #: The longest a print job may be asked to take (``/print/?seconds=``).
 MAX_PRINT_SECONDS = 15
+#: The longest a fetch may be asked to hold its proxy (``/fetch/?seconds=``).
+MAX_FETCH_SECONDS = 5
+#: The visitors of the fetch demo.
+VISITORS = ("ann", "bob")
+#: How many of the tasks a visitor started ``/task/`` lists (kept in its session).
+RECENT_TASKS = 10
+#: The most a task may be asked to count to (``/task/``'s form).
+MAX_COUNT = 50
 
 NAV = (
     ("/", "tour"),
@@ -121,10 +146,13 @@ TOUR = (
     Stop(
         "proxies",
         "Allocator",
-        "Outbound proxies handed out by priority (proxy-fast first). A visitor keeps "
-        "the same proxy while it is free (soft binding).",
+        "Outbound proxies, one per fetch, handed out by priority (proxy-fast first "
+        "when no binding says otherwise). A visitor is bound to the proxy it got last "
+        "(soft binding) and gets that one again while it is free, even when "
+        "proxy-fast is free too.",
         "/fetch/?visitor=ann",
-        "Fetch as ann, then as bob: each keeps their proxy.",
+        "Fetch as ann and bob at once: while ann's fetch holds its proxy, bob's gets "
+        "another one. Then fetch as each alone: each gets its own proxy again.",
     ),
     Stop(
         "default",
@@ -132,7 +160,7 @@ TOUR = (
         "Tasks with JSON payloads run by manage.py pool_worker (scripts/dev.py example "
         "starts one); a task reports its progress, and is redelivered if its worker dies.",
         "/task/",
-        "Start a task and watch its progress bar.",
+        "Start a task with the form and watch its progress bar.",
     ),
     Stop(
         "http-clients",
@@ -147,13 +175,16 @@ TOUR = (
     Stop(
         "search",
         "Rate limit",
-        'At most 5 searches a minute per visitor, 2 at once: @with_resource("search") '
-        "counts each one against the visitor (the user, else the address), decided in "
-        "one Redis script. A search over the limit is answered 429 with Retry-After, and "
-        "every answer says what is left in its RateLimit-* headers.",
+        "5 searches a minute per visitor, with a burst of 2: a visitor who has not "
+        "searched for 24 s may search twice in quick succession, and then once every "
+        '12 s, as each spent search comes back. @with_resource("search") counts each '
+        "one against the visitor (the user, else the address), decided in one Redis "
+        "script. A search over the limit is answered 429 with Retry-After, and every "
+        "answer says what is left in its RateLimit-* headers.",
         "/search/",
-        "Search, then reload: the third search in a row gets the 429 page, which says "
-        "when to retry; see the search's row in the admin, and reset it there.",
+        "Search, then reload at once: the third search in quick succession gets the "
+        "429 page, which says to retry in 12 s; see the search's row in the admin, and "
+        "reset it there.",
     ),
 )
 
@@ -177,25 +208,29 @@ def index(request: HttpRequest) -> HttpResponse:
     return _page("django-redis-pool: a guided tour", intro + stops)
 
 
+def _expiry(expires_at: float | None, now: float) -> str:
+    """When a hold expires (``expires_at`` and ``now``: unix seconds on the Redis
+    clock), as a time of ``TIME_ZONE`` and how far off ("2026-11-28 09:48:27 UTC,
+    in 12 s")."""
+    if expires_at is None:
+        return "never"
+    at = timezone.localtime(datetime.fromtimestamp(expires_at, tz=dt_timezone.utc))
+    return f"{dateformat.format(at, 'Y-m-d H:i:s T')}, in {max(0, math.ceil(expires_at - now))} s"
+
+
 def printers(request: HttpRequest) -> HttpResponse:
     """Counts of the printers pool and who holds which printer."""
-    pool = get_pool(POOL)
     try:
-        counts = (pool.available_count(), pool.occupied_count(), pool.total_count())
-        leases = pool.leases()
+        snapshot = get_pool(POOL).snapshot()  # (one read, with the Redis clock's time)
     except BackendUnavailable as exc:
         return _redis_down(exc)
+    counts = (snapshot.available_count, snapshot.held_count, snapshot.size or 0)
     rows = format_html_join(
         "",
         "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
         (
-            (
-                lease.resource,
-                lease.holder,
-                lease.fence,
-                "never" if lease.expires_at is None else f"{lease.expires_at:.3f}",
-            )
-            for lease in leases
+            (lease.resource, lease.holder, lease.fence, _expiry(lease.expires_at, snapshot.now))
+            for lease in snapshot.leases
         ),
     )
     hint = (
@@ -206,7 +241,7 @@ def printers(request: HttpRequest) -> HttpResponse:
     body = format_html(
         "<p id='counts'>available: {}, leased: {}, total: {}</p>{}"
         "<table border='1'><tr><th>printer</th><th>holder</th><th>fence</th>"
-        "<th>expires at (unix s, Redis clock)</th></tr>{}</table>"
+        "<th>expires (Redis clock)</th></tr>{}</table>"
         "<p><a href='/print/'>Print</a> (holds a printer for a second).</p>"
         "<p><button id='occupy' type='button' data-printers='{}' data-seconds='{}'>"
         "Occupy every printer for {} s</button> <span id='occupied'></span></p>"
@@ -238,18 +273,21 @@ document.getElementById("occupy").addEventListener("click", (event) => {
 )
 
 
+def _seconds(request: HttpRequest, default: float, most: float) -> float:
+    """``?seconds=`` as a number from 0 to ``most`` (``default`` if not a number)."""
+    try:
+        seconds = float(request.GET.get("seconds", default))
+    except ValueError:
+        return default
+    return min(max(seconds, 0.0), most) if math.isfinite(seconds) else default
+
+
 @with_resource("printers", timeout=2)
 def print_job(request: HttpRequest) -> HttpResponse:
     """Hold a printer for a second, or ``?seconds=`` (at most ``MAX_PRINT_SECONDS``);
     it is released once the response is sent."""
     lease = request.resources["printers"]
-    try:
-        seconds = float(request.GET.get("seconds", 1))
-    except ValueError:
-        seconds = 1.0
-    if not math.isfinite(seconds):
-        seconds = 1.0
-    time.sleep(min(max(seconds, 0.0), MAX_PRINT_SECONDS))  # "printing"
+    time.sleep(_seconds(request, 1.0, MAX_PRINT_SECONDS))  # "printing"
     return _page(
         "Printed",
         format_html("<p>Printed on <b>{}</b> with fence {}.</p>", lease.resource, lease.fence),
@@ -288,19 +326,64 @@ def _visitor(request: HttpRequest) -> str:
 
 @with_resource("proxies", identity=_visitor)
 def fetch(request: HttpRequest) -> HttpResponse:
-    """ "Fetch" a page through an outbound proxy; the same visitor gets the same
-    proxy again while it is free."""
+    """ "Fetch" a page through an outbound proxy, held for ``?seconds=`` (0 by
+    default, at most ``MAX_FETCH_SECONDS``) and freed once the response is sent;
+    the visitor is bound to that proxy, and gets it again while it is free."""
     proxy = request.resources["proxies"]
-    return _page(
-        "Fetched",
-        format_html(
-            "<p>Fetched for {} through <b>{}</b> (fence {}).</p><p>Fetch again as "
-            "<a href='?visitor=ann'>ann</a> or <a href='?visitor=bob'>bob</a>.</p>",
-            proxy.holder,
-            proxy,
-            proxy.fence,
-        ),
+    time.sleep(_seconds(request, 0.0, MAX_FETCH_SECONDS))  # "fetching"
+    allocator = get_allocator("proxies")
+    bindings = format_html_join(
+        ", ",
+        "{} → <b>{}</b>",
+        ((name, allocator.get_soft_bind(name) or "none yet") for name in VISITORS),
     )
+    body = format_html(
+        "<p id='fetched'>Fetched for {} through <b>{}</b> (fence {}).</p>"
+        "<p id='bindings'>Soft bindings now: {}.</p>"
+        "<p id='alone'>Fetch alone as <a href='?visitor=ann'>ann</a> or "
+        "<a href='?visitor=bob'>bob</a>: each gets the proxy it is bound to while that "
+        "one is free.</p>"
+        "<p><button id='together' type='button' data-seconds='2'>Fetch as ann and bob at "
+        "once</button>: ann's fetch holds its proxy for 2 s, and bob's, started half a "
+        "second later, finds it taken and gets another one; each is then bound to its "
+        "own.</p><ul id='together-results'></ul><script>{}</script>",
+        proxy.holder,
+        proxy,
+        proxy.fence,
+        bindings,
+        TOGETHER_SCRIPT,
+    )
+    return _page("Fetched", body)
+
+
+#: Fetches as ann, and half a second later as bob, while ann's fetch holds its
+#: proxy (``?seconds=``), then shows what each got and the links to fetch again.
+TOGETHER_SCRIPT = mark_safe(
+    """
+document.getElementById("together").addEventListener("click", async (event) => {
+  const seconds = event.target.dataset.seconds;
+  const results = document.getElementById("together-results");
+  results.textContent = "";
+  const fetchAs = async (visitor) => {
+    const response = await fetch(`/fetch/?visitor=${visitor}&seconds=${seconds}`);
+    const page = new DOMParser().parseFromString(await response.text(), "text/html");
+    const fetched = page.getElementById("fetched") || page.querySelector("h1");
+    const item = document.createElement("li");
+    item.className = "together-result";
+    item.textContent = fetched.textContent;
+    results.append(item);
+  };
+  const ann = fetchAs("ann");
+  await new Promise((resolve) => setTimeout(resolve, 500));
+  await Promise.all([ann, fetchAs("bob")]);
+  const again = document.createElement("li");
+  again.id = "fetch-alone";
+  again.innerHTML = "Now fetch alone as <a href='?visitor=ann'>ann</a> or " +
+    "<a href='?visitor=bob'>bob</a>: each gets its own proxy again.";
+  results.append(again);
+});
+"""
+)
 
 
 @with_resource("http-clients", timeout=2)
@@ -314,21 +397,75 @@ def use_client(request: HttpRequest) -> HttpResponse:
 def search(request: HttpRequest) -> HttpResponse:
     """A "search", limited per visitor: the decision says what is left."""
     decision = request.resources["search"]
+    limiter = get_ratelimit("search")
     return _page(
         "Searched",
         format_html(
-            "<p id='left'>{} searches left now; full again in {} s.</p><p>See the "
-            "<code>RateLimit-*</code> headers of this page, and reload it.</p>",
+            "<p id='left'>{} search{} left now.</p><p>A visitor who has not searched "
+            "for a while has {} (the burst: searches that may follow in quick "
+            "succession); a spent one comes back every {} s, and all {} are back in "
+            "{} s.</p><p>See the <code>RateLimit-*</code> headers of this page, and "
+            "reload it at once: a search with none left gets the 429 page.</p>",
             decision.remaining,
+            "" if decision.remaining == 1 else "es",
+            decision.limit,
+            f"{limiter.per / limiter.rate:g}",
+            decision.limit,
             math.ceil(decision.reset_after),
         ),
     )
 
 
-def start_task(request: HttpRequest) -> HttpResponse:
-    """Enqueue a "count" task and go to its page."""
-    task_id = get_queue("default").enqueue("count", {"to": 10})
-    return HttpResponseRedirect(f"/task/{task_id}/")
+@require_http_methods(["GET", "POST"])
+def tasks(request: HttpRequest) -> HttpResponse:
+    """GET: the form that starts a "count" task, and the tasks this visitor
+    started (kept in its session) as they are now. POST: enqueue one, and go to
+    its page."""
+    queue = get_queue("default")
+    started: list[str] = request.session.get("tasks", [])
+    if request.method == "POST":
+        try:
+            to = min(max(int(request.POST.get("to", 10)), 1), MAX_COUNT)
+        except ValueError:
+            to = 10
+        try:
+            task_id = queue.enqueue("count", {"to": to})
+        except BackendUnavailable as exc:
+            return _redis_down(exc)
+        request.session["tasks"] = [task_id, *started][:RECENT_TASKS]
+        return HttpResponseRedirect(f"/task/{task_id}/", status=303)
+    try:
+        recent = [task for task in map(queue.get_task, started) if task is not None]
+    except BackendUnavailable as exc:
+        return _redis_down(exc)
+    rows = format_html_join(
+        "",
+        "<tr><td><a href='/task/{}/'>{}</a></td><td>{}</td><td>{}</td></tr>",
+        ((task.id, task.id, task.status, _outcome(task)) for task in recent),
+    )
+    body = format_html(
+        "<form method='post' action='/task/'><input type='hidden' name='csrfmiddlewaretoken' "
+        "value='{}'><label>Count to <input type='number' name='to' value='10' min='1' "
+        "max='{}'></label> (a step every 0.2 s) <button id='start' type='submit'>Start a "
+        "task</button></form><h2>Your recent tasks</h2>{}",
+        get_token(request),
+        MAX_COUNT,
+        format_html(
+            "<table id='recent' border='1'><tr><th>task</th><th>status</th><th>result</th>"
+            "</tr>{}</table>",
+            rows,
+        )
+        if recent
+        else mark_safe("<p id='recent'>None yet (a task is kept 10 minutes after it ends).</p>"),
+    )
+    return _page("Tasks", body)
+
+
+def _outcome(task: Task) -> str:
+    """A task's result as JSON, or its error; empty while it has neither."""
+    if task.status == "done":
+        return json.dumps(task.result)
+    return task.error or ""
 
 
 def task_status(request: HttpRequest, task_id: str) -> HttpResponse:
@@ -346,7 +483,7 @@ def task_status(request: HttpRequest, task_id: str) -> HttpResponse:
         total or 1,
         current,
         total,
-        "" if running else f"result: {task.result}" if task.status == "done" else task.error,
+        "" if running else f"result: {_outcome(task)}" if task.status == "done" else task.error,
         mark_safe(
             "<p>Queued until a worker runs it: <code>python manage.py pool_worker</code> "
             "(<code>scripts/dev.py example</code> starts one).</p>"
@@ -371,9 +508,11 @@ def busy(request: HttpRequest, exception: PoolError) -> HttpResponse:
         "proxies": "Every outbound proxy is in use",
         "search": "Too many searches: slow down",
     }
-    title = titles.get(exception.name, "Busy")  # type: ignore[attr-defined]
-    return _page(
-        title,
-        format_html("<p>Try again in {} s.</p>", exception.retry_after),  # type: ignore[attr-defined]
-        status=exception.status,  # type: ignore[attr-defined]
-    )
+    name = exception.name  # type: ignore[attr-defined]
+    retry_after = exception.retry_after  # type: ignore[attr-defined]
+    body = format_html("<p>Try again in {} s.</p>", retry_after)
+    if name == "search":
+        body = format_html(
+            "<p>No search is left: try again in {} s, when a spent one is back.</p>", retry_after
+        )
+    return _page(titles.get(name, "Busy"), body, status=exception.status)  # type: ignore[attr-defined]

@@ -4,8 +4,11 @@
 it (an embedded Redis because ``REDIS_URL`` is unset, ``migrate``, ``pool_sync``,
 the demo superuser, a ``pool_worker``, ``runserver``), except that its SQLite file
 goes to a temporary folder (``EXAMPLE_DB``). Headless Chromium then walks every
-demo page of the home page, exhausts the printers to see the 503 page, opens every
-primitive in the admin as the printed user, and Ctrl-C stops everything.
+demo page of the home page, starts a task with its form, fetches as two visitors
+at once to see each keep its proxy, exhausts the printers to see the 503 page
+(and the holds' expiry), opens every primitive in the admin as the printed user
+(its times in UTC), spends that user's burst of searches, and Ctrl-C stops
+everything.
 
 The tests of this module run in order and share the one example (and browser).
 """
@@ -55,7 +58,7 @@ DEMOS = {
     "import": "Imported with fence",
     "proxies": "Fetched for ann through proxy-fast",
     "http-clients": "client #1 fetched /status",
-    "search": "searches left now",
+    "search": "1 search left now",
 }
 START_TIMEOUT = 180.0  # a first run installs the embedded extra into .venv
 STOP_TIMEOUT = 30.0
@@ -207,13 +210,53 @@ def test_every_demo_page_of_the_tour_works(example: Example, tab: Page) -> None:
         with tab.expect_navigation():
             tab.click(f"#tour-{name} a.demo")
         expect(tab.locator("body")).to_contain_text(shows)
-    # The task: its page refreshes itself until the example's pool_worker ran it.
+    # The task: a form starts it (a POST), and its page refreshes itself until
+    # the example's pool_worker ran it; the form's page lists it then.
     tab.goto(example.url + "/")
     with tab.expect_navigation():
         tab.click("#tour-default a.demo")
+    assert tab.url == example.url + "/task/", "a GET shows the form, and starts nothing"
+    expect(tab.locator("#recent")).to_contain_text("None yet")
+    with tab.expect_navigation() as navigation:
+        tab.click("#start")
+    assert navigation.value is not None and navigation.value.request.method == "GET"
+    assert navigation.value.request.redirected_from is not None
+    assert navigation.value.request.redirected_from.method == "POST"
     assert re.search(r"/task/[0-9a-f-]+/$", tab.url), tab.url
+    task_url = tab.url
     expect(tab.locator("#status")).to_have_text("done", timeout=30_000)
-    expect(tab.locator("#result")).to_have_text("result: {'counted': 10}")
+    expect(tab.locator("#result")).to_have_text('result: {"counted": 10}')
+    tab.goto(example.url + "/task/")
+    link = tab.locator(f"a[href='{task_url.removeprefix(example.url)}']")
+    cells = tab.locator("#recent tr", has=link).locator("td")
+    expect(cells.nth(1)).to_have_text("done")
+    expect(cells.nth(2)).to_have_text('{"counted": 10}')
+
+
+def _proxy_of(fetched: str) -> str:
+    """The proxy in "Fetched for ann through proxy-fast (fence ...)"."""
+    match = re.search(r"Fetched for (\w+) through (proxy-\w+)", fetched)
+    assert match is not None, fetched
+    return match.group(2)
+
+
+def test_two_visitors_fetching_at_once_each_keep_their_proxy(example: Example, tab: Page) -> None:
+    tab.goto(example.url + "/fetch/?visitor=ann")
+    tab.click("#together")
+    expect(tab.locator("#fetch-alone")).to_be_visible()
+    got = {}
+    for text in tab.locator(".together-result").all_inner_texts():
+        got[text.split()[2]] = _proxy_of(text)
+    assert set(got) == {"ann", "bob"} and got["ann"] != got["bob"], got
+    expect(tab.locator("#fetched")).to_contain_text("Fetched for ann")  # (the page stayed)
+    # Alone now, each gets the proxy it is bound to, though another is free.
+    for visitor in ("bob", "ann", "bob"):
+        with tab.expect_navigation():
+            tab.click(f"#alone a[href='?visitor={visitor}']")
+        assert _proxy_of(tab.locator("#fetched").inner_text()) == got[visitor], (visitor, got)
+        expect(tab.locator("#bindings")).to_have_text(
+            f"Soft bindings now: ann → {got['ann']}, bob → {got['bob']}."
+        )
 
 
 def test_exhausting_the_printers_shows_the_503_page(example: Example, tab: Page) -> None:
@@ -234,6 +277,13 @@ def test_exhausting_the_printers_shows_the_503_page(example: Example, tab: Page)
     assert response.headers.get("retry-after", "").isdigit()
     expect(tab.locator("h1")).to_have_text("All printers are busy")
     assert time.monotonic() - started >= 2, "it waited the view's timeout=2 first"
+    # Each hold's expiry: a time of TIME_ZONE (UTC), and how far off it is.
+    tab.goto(example.url + "/printers/")
+    expiry = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC, in \d{1,2} s$")
+    cells = tab.locator("table tr td:nth-child(4)")
+    expect(cells).to_have_count(3)
+    for cell in cells.all():
+        expect(cell).to_have_text(expiry)
 
 
 def test_every_primitive_opens_in_the_admin_as_the_printed_user(
@@ -250,6 +300,33 @@ def test_every_primitive_opens_in_the_admin_as_the_printed_user(
         assert navigation.value is not None and navigation.value.status == 200
         expect(tab.locator("#content h1")).to_contain_text(name)
         assert tab.locator(".errornote").count() == 0, tab.locator(".errornote").all_inner_texts()
+        if name == "printers":  # (TIME_ZONE: UTC, not Django's default America/Chicago)
+            expect(tab.locator("#content-main")).to_contain_text(re.compile(r"\d\d:\d\d:\d\d UTC"))
+
+
+def test_the_third_search_in_quick_succession_gets_the_429_page(
+    example: Example, browser: Browser
+) -> None:
+    """As the tour says: a burst of 2, then the 429 page until a spent search is
+    back. (As the admin user, in a tab of its own: a key that nothing spent.)"""
+    context = browser.new_context()
+    context.set_default_timeout(20_000)
+    try:
+        tab = context.new_page()
+        admin_login(tab, example.url, "admin", "admin")
+        statuses = []
+        for _ in range(3):
+            response = tab.goto(example.url + "/search/")
+            assert response is not None
+            statuses.append(response.status)
+        assert statuses == [200, 200, 429], statuses
+        assert response.headers["retry-after"] in ("11", "12"), response.headers
+        expect(tab.locator("h1")).to_have_text("Too many searches: slow down")
+        expect(tab.locator("body")).to_contain_text(
+            f"try again in {response.headers['retry-after']} s, when a spent one is back"
+        )
+    finally:
+        context.close()
 
 
 def test_ctrl_c_stops_the_server_the_worker_and_the_embedded_redis(

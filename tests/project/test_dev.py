@@ -1,13 +1,16 @@
 """``scripts/dev.py test --busy [N]``: the suite beside N CPU-bound processes,
-which are stopped at the end of the run, however it ends."""
+which are stopped at the end of the run, however it ends. ``scripts/dev.py
+example`` on an address it cannot listen on: one message, and nothing started."""
 
 from __future__ import annotations
 
 import importlib.util
 import os
 import signal
+import socket
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 
@@ -105,3 +108,83 @@ def _alive(pid: int) -> bool:
     except FileNotFoundError:
         return False
     return state != "Z"
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        ([], ("127.0.0.1", 8000, False)),
+        (["8123"], ("127.0.0.1", 8123, False)),
+        (["127.0.0.1:8123"], ("127.0.0.1", 8123, False)),
+        (["--nothreading", "0.0.0.0:9000"], ("0.0.0.0", 9000, False)),
+        (["localhost:9000"], ("localhost", 9000, False)),
+        (["[::1]:8001"], ("::1", 8001, True)),
+        (["-6"], ("::1", 8000, True)),
+        (["--ipv6", "8002"], ("::1", 8002, True)),
+    ],
+)
+def test_the_example_listens_where_runserver_would(
+    dev: ModuleType, args: list[str], expected: tuple[str, int, bool]
+) -> None:
+    assert dev.example_address(args) == expected
+
+
+def test_the_example_refuses_an_address_runserver_would_refuse(dev: ModuleType) -> None:
+    with pytest.raises(SystemExit, match="'80x' is not a valid port number or address:port"):
+        dev.example_address(["80x"])
+
+
+@pytest.fixture
+def busy_port() -> Iterator[int]:
+    """A port of 127.0.0.1 that a socket listens on."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen()
+        yield int(sock.getsockname()[1])
+
+
+def test_a_free_port_can_be_listened_on_and_a_busy_one_not(dev: ModuleType, busy_port: int) -> None:
+    assert dev.cannot_listen("127.0.0.1", busy_port, False) == "that port is already in use"
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        free = int(sock.getsockname()[1])
+    assert dev.cannot_listen("127.0.0.1", free, False) is None
+
+
+def test_the_example_on_a_busy_port_says_so_and_starts_nothing(busy_port: int) -> None:
+    """Before the venv, Redis, migrate, the worker or runserver: one message."""
+    env = {k: v for k, v in os.environ.items() if k != "REDIS_URL"}
+    result = subprocess.run(
+        [sys.executable, str(DEV_PY), "example", f"127.0.0.1:{busy_port}"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 1, result
+    assert result.stdout == "", "nothing was started (no [dev] line)"
+    assert result.stderr == (
+        f"[dev] cannot serve the example at http://127.0.0.1:{busy_port}/: that port is "
+        "already in use. Nothing was started. Stop what listens there, or give another "
+        f"address: python3 scripts/dev.py example 127.0.0.1:{busy_port + 1}\n"
+    )
+
+
+def test_the_example_checks_the_port_again_before_it_starts_redis(
+    dev: ModuleType, busy_port: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The port may be taken while the venv is installed: the inner step checks
+    it again, before the embedded Redis (or anything else) is started."""
+    started = []
+
+    class EmbeddedRedis:
+        def __init__(self, **kwargs: object) -> None:
+            started.append(kwargs)
+
+    monkeypatch.setattr("django_redis_pool.testing.EmbeddedRedis", EmbeddedRedis)
+    monkeypatch.setattr(dev.signal, "signal", lambda *args: None)  # (pytest's, kept)
+    monkeypatch.delenv("REDIS_URL", raising=False)
+    with pytest.raises(SystemExit, match="that port is already in use"):
+        dev.cmd_example_inner([f"127.0.0.1:{busy_port}"])
+    assert started == []
