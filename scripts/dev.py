@@ -350,13 +350,15 @@ PYTEST_WORKERS = "4"
 
 
 def worker_args(pytest_args: list[str]) -> list[str]:
-    """``-n PYTEST_WORKERS`` unless the user's arguments choose (``-n``,
-    ``--numprocesses``, ``-p no:xdist``)."""
+    """``-n PYTEST_WORKERS --dist loadgroup`` unless the user's arguments choose
+    (``-n``, ``--numprocesses``, ``-p no:xdist``). ``loadgroup``: the tests of
+    one ``xdist_group`` (a module sharing one example project) run in one
+    process; the others are spread as by default."""
     if any(arg.startswith(("-n", "--numprocesses", "-pno:xdist")) for arg in pytest_args) or (
         ("-p", "no:xdist") in itertools.pairwise(pytest_args)
     ):
         return []
-    return ["-n", PYTEST_WORKERS]
+    return ["-n", PYTEST_WORKERS, "--dist", "loadgroup"]
 
 
 #: How many CPU-bound processes ``test --busy`` starts when it is given no number.

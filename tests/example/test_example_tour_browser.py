@@ -36,7 +36,8 @@ from tests.support.browser import admin_login, screenshot
 from tests.support.waiting import wait_for
 
 pytest_plugins = ["tests.support.browser"]
-pytestmark = pytest.mark.release
+# (one process runs them all: they share one example project)
+pytestmark = [pytest.mark.release, pytest.mark.xdist_group("example-tour")]
 
 ROOT = Path(__file__).resolve().parents[2]
 #: The example's primitives (example_project/settings.py): each one has a stop
