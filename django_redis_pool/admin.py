@@ -108,10 +108,10 @@ class DashboardAdmin(admin.ModelAdmin):
             entry = config.entries[name]
             summarize = dashboard.SUMMARIES.get(entry.kind.name)
             row: dict[str, Any] = {"name": name, "kind": entry.kind.label, "sparkline": None}
-            row["supported"] = entry.kind.supported and summarize is not None
-            if row["supported"] and down is not None:
+            row["summarized"] = summarize is not None
+            if summarize is not None and down is not None:
                 row["summary"] = dashboard.Summary(health="error", note=UNREAD)
-            elif row["supported"]:
+            elif summarize is not None:
                 try:
                     primitive = registry.get_resource(name)
                     row["summary"] = summarize(primitive)
@@ -237,7 +237,7 @@ class DashboardAdmin(admin.ModelAdmin):
 
     def _entry(self, name: str) -> conf.Entry:
         entry = registry.get_config().entries.get(name)
-        if entry is None or not entry.kind.supported:
+        if entry is None:
             raise Http404(f"No primitive named {name!r} is configured.")
         return entry
 

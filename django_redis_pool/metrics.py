@@ -124,9 +124,7 @@ class RedisPoolCollector:
             if entry is None:
                 logger.warning("metrics: %r is not a configured primitive", name)
                 continue
-            kind = entry.kind
-            if kind.supported:
-                yield name, kind, registry.get_resource(name)
+            yield name, entry.kind, registry.get_resource(name)
 
 
 class _Families:

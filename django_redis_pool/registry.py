@@ -243,11 +243,6 @@ def _entry(name: str) -> conf.Entry:
             f"{name!r} is not configured in {conf.SETTING_NAME} (configured names: "
             f"{configured}). Add it, e.g. to {conf.setting_path(kinds.example_key())}."
         )
-    if not entry.kind.supported:
-        raise NotConfigured(
-            f"{name!r} is configured in {conf.setting_path(entry.kind.setting_key)}, but "
-            f"{entry.kind.plural} are not supported by this version yet."
-        )
     return entry
 
 
@@ -279,7 +274,7 @@ def get(kind: Kind, name: str) -> Any:
                 f"No {kind.label} named {name!r} in {conf.setting_path(kind.setting_key)}"
                 f"{found}; configured {kind.plural}: {configured}. Add it there."
             )
-        return _build(entry)  # (a kind with an accessor is supported)
+        return _build(entry)
 
 
 def cached(name: str) -> Any:
@@ -291,8 +286,8 @@ def cached(name: str) -> Any:
 def get_resource(name: str) -> Any:
     """The configured primitive called ``name``, whatever its kind.
 
-    Raises :class:`NotConfigured` if no kind has that name (or its kind is not
-    supported yet) and ``ImproperlyConfigured`` if the setting is invalid.
+    Raises :class:`NotConfigured` if no entry has that name and
+    ``ImproperlyConfigured`` if the setting is invalid.
     """
     built = _resources.get(name) if isinstance(name, str) else None  # fast path, unsynchronised
     if built is not None:

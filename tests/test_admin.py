@@ -969,20 +969,6 @@ def test_an_unknown_primitive_or_action_is_not_found(
     assert world.state() == before
 
 
-def test_a_kind_this_version_does_not_support_is_listed_but_has_no_pages(
-    settings: Any, redis_url: str, operator: Client, reserved_kind: str
-) -> None:
-    settings.DJANGO_REDIS_POOL = {**lease_setting(redis_url), reserved_kind: {"jobs": {}}}
-
-    dashboard = operator.get(dashboard_url())
-
-    row = dashboard_row(dashboard, "jobs")
-    assert (row[:2], row[-1]) == (["jobs", "gadget"], "not supported by this version yet")
-    assert detail_url("jobs") not in dashboard.content.decode()
-    assert operator.get(detail_url("jobs")).status_code == 404
-    assert operator.post(action_url("jobs", "gc")).status_code == 404
-
-
 # ====================================================================== dashboard contents
 
 

@@ -80,10 +80,10 @@ def test_the_core_of_the_django_layer_names_no_kind() -> None:
     assert found == []
 
 
-def test_every_supported_kind_is_whole() -> None:
+def test_every_kind_is_whole() -> None:
     import django_redis_pool
 
-    for kind in kinds.supported():
+    for kind in kinds.all_kinds():
         module = type(kind).__module__
         assert module == f"django_redis_pool.kinds.{kind.name}"
         assert kind.options and kind.primitive is not None
@@ -119,16 +119,10 @@ def test_a_kind_module_holds_what_the_kind_is_and_nothing_of_the_admin() -> None
         assert ".html" not in text and "</" not in text, path.name
 
 
-def test_every_kind_of_this_release_is_supported() -> None:
-    assert kinds.RESERVED == () and all(kind.supported for kind in kinds.all_kinds())
+def test_every_kind_of_this_release_is_listed() -> None:
     assert kinds.plurals() == (
         "pools, semaphores, locks, allocators, queues, object pools or rate limits"
     )
-
-
-def test_a_reserved_kind_is_accepted_but_not_supported(reserved_kind: str) -> None:
-    reserved = [kind for kind in kinds.all_kinds() if not kind.supported]
-    assert [kind.setting_key for kind in reserved] == [reserved_kind]
 
 
 @pytest.fixture
@@ -221,7 +215,7 @@ def test_every_option_of_every_kind_is_documented() -> None:
     text = "\n".join(page.read_text() for page in pages)
     missing = [
         f"{kind.setting_key}.{key}"
-        for kind in kinds.supported()
+        for kind in kinds.all_kinds()
         for key in kind.options
         if f'"{key}"' not in text and f"`{key}`" not in text
     ]

@@ -5,7 +5,6 @@ builder, request hold, and what the management commands read and change) as a
 :class:`~.base.Kind` named ``KIND``, plus its typed accessor (``get_pool``).
 What the admin shows and does for it is the dashboard's
 (:mod:`django_redis_pool.dashboard`), registered by the app config.
-The kinds of :data:`RESERVED` are accepted in the setting for a later version.
 The modules are imported on first use, so that importing this package needs
 no configured settings and makes no import cycle.
 """
@@ -18,26 +17,23 @@ from collections.abc import Mapping
 
 from django.utils.module_loading import import_string
 
-from .base import Ask, Held, Kind, Option, Report, ReservedKind
+from .base import Ask, Held, Kind, Option, Report
 
 __all__ = [
     "BUILTIN",
-    "RESERVED",
     "Ask",
     "Held",
     "Kind",
     "Option",
     "Report",
-    "ReservedKind",
     "all_kinds",
     "by_name",
     "by_setting_key",
     "example_key",
     "plurals",
-    "supported",
 ]
 
-#: Dotted paths of the supported kinds, in the order settings and pages list them.
+#: Dotted paths of the kinds, in the order settings and pages list them.
 BUILTIN = (
     "django_redis_pool.kinds.pool.KIND",
     "django_redis_pool.kinds.semaphore.KIND",
@@ -47,20 +43,18 @@ BUILTIN = (
     "django_redis_pool.kinds.object_pool.KIND",
     "django_redis_pool.kinds.ratelimit.KIND",
 )
-#: Kinds of a later version: turning one into a module of BUILTIN enables it.
-RESERVED: tuple[ReservedKind, ...] = ()
 
 _loaded: tuple[Kind, ...] | None = None
 _loading = threading.Lock()
 
 
 def all_kinds() -> tuple[Kind, ...]:
-    """Every kind, supported ones first (imports their modules once)."""
+    """Every kind (imports their modules once)."""
     global _loaded
     if _loaded is None:
         with _loading:
             if _loaded is None:
-                _loaded = (*(import_string(path) for path in BUILTIN), *RESERVED)
+                _loaded = tuple(import_string(path) for path in BUILTIN)
     return _loaded
 
 
@@ -79,17 +73,12 @@ def _index(loaded: tuple[Kind, ...]) -> tuple[Mapping[str, Kind], Mapping[str, K
     return {k.name: k for k in loaded}, {k.setting_key: k for k in loaded}
 
 
-def supported() -> tuple[Kind, ...]:
-    """The kinds this version can build."""
-    return tuple(kind for kind in all_kinds() if kind.supported)
-
-
 def example_key() -> str:
-    """The setting key of the first supported kind, for examples in messages."""
-    return supported()[0].setting_key
+    """The setting key of the first kind, for examples in messages."""
+    return all_kinds()[0].setting_key
 
 
 def plurals() -> str:
-    """The supported kinds for messages: "pools, semaphores or locks"."""
-    names = [kind.plural for kind in supported()]
+    """Every kind for messages: "pools, semaphores or locks"."""
+    names = [kind.plural for kind in all_kinds()]
     return ", ".join(names[:-1]) + f" or {names[-1]}" if len(names) > 1 else "".join(names)

@@ -30,7 +30,6 @@ __all__ = [
     "Option",
     "OptionError",
     "Report",
-    "ReservedKind",
     "Validator",
     "validate_bool",
 ]
@@ -148,7 +147,6 @@ class Kind:
     #: Its per-entry options, by setting key (parsing, checks and docs use them).
     options: ClassVar[Mapping[str, Option]] = {}
     primitive: ClassVar[type | None] = None  #: the class :meth:`build` makes (signals' sender)
-    supported: ClassVar[bool] = True  #: False: reserved for a later version
     #: Options an entry must set (the system checks report a missing one).
     required: ClassVar[tuple[str, ...]] = ()
     #: The metric families its primitive's counts feed (``primitive.activity()``;
@@ -261,14 +259,3 @@ class Kind:
         they do not apply), read cheaply: scraped every few seconds."""
         data = self.status(primitive).data
         return {key: data.get(key) for key in ("size", "free", "held", "waiting")}
-
-
-class ReservedKind(Kind):
-    """A kind a later version supports: its setting key is accepted and its entry
-    names are checked, but its entries cannot be used yet."""
-
-    supported = False
-
-    def __init__(self, name: str, setting_key: str) -> None:
-        self.name = name  # type: ignore[misc]
-        self.setting_key = setting_key  # type: ignore[misc]
