@@ -16,7 +16,7 @@ from typing import Any
 
 from .. import kinds
 from ..kinds import Kind
-from ..kinds.base import OptionError, validate_bool
+from ..kinds.contract import OptionError, validate_bool
 from ..primitives.validators import (
     check_duration,
     check_lease_timeout,

@@ -2,7 +2,7 @@
 
 Each module of :data:`BUILTIN` holds what one kind is to Django (its options,
 builder, request hold, and what the management commands read and change) as a
-:class:`~.base.Kind` named ``KIND``, plus its typed accessor (``get_pool``).
+:class:`~.contract.Kind` named ``KIND``, plus its typed accessor (``get_pool``).
 What the admin shows and does for it is the dashboard's
 (:mod:`django_redis_pool.dashboard`), registered by the app config.
 The modules are imported on first use, so that importing this package needs
@@ -14,10 +14,11 @@ from __future__ import annotations
 import functools
 import threading
 from collections.abc import Mapping
+from typing import Any
 
 from django.utils.module_loading import import_string
 
-from .base import Ask, Held, Kind, Option, Report
+from .contract import Ask, Held, Kind, Option, Report
 
 __all__ = [
     "BUILTIN",
@@ -44,11 +45,11 @@ BUILTIN = (
     "django_redis_pool.kinds.ratelimit.KIND",
 )
 
-_loaded: tuple[Kind, ...] | None = None
+_loaded: tuple[Kind[Any], ...] | None = None
 _loading = threading.Lock()
 
 
-def all_kinds() -> tuple[Kind, ...]:
+def all_kinds() -> tuple[Kind[Any], ...]:
     """Every kind (imports their modules once)."""
     global _loaded
     if _loaded is None:
@@ -58,18 +59,20 @@ def all_kinds() -> tuple[Kind, ...]:
     return _loaded
 
 
-def by_name() -> Mapping[str, Kind]:
+def by_name() -> Mapping[str, Kind[Any]]:
     """Every kind by its name ("pool"): looked up on every request."""
     return _index(all_kinds())[0]
 
 
-def by_setting_key() -> Mapping[str, Kind]:
+def by_setting_key() -> Mapping[str, Kind[Any]]:
     """Every kind by the key of its mapping in the setting ("POOLS")."""
     return _index(all_kinds())[1]
 
 
 @functools.lru_cache(maxsize=4)
-def _index(loaded: tuple[Kind, ...]) -> tuple[Mapping[str, Kind], Mapping[str, Kind]]:
+def _index(
+    loaded: tuple[Kind[Any], ...],
+) -> tuple[Mapping[str, Kind[Any]], Mapping[str, Kind[Any]]]:
     return {k.name: k for k in loaded}, {k.setting_key: k for k in loaded}
 
 

@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from .. import conf, registry, signals
 from ..holders import request_of
-from ..primitives.base import Snapshot
+from ..primitives.base import LeasedPrimitive, Snapshot
 from ..primitives.lease import Lease
 from ..primitives.validators import check_lease_timeout
-from .base import Held, Kind, Option, Report
+from .contract import Held, Kind, Option, Report
 
 __all__ = ["LEASE_TIMEOUT", "LeaseKind", "lease_timeout_option", "long_hold_note", "status_data"]
 
@@ -35,6 +35,9 @@ def lease_timeout_option(default: float | None) -> Option:
 
 LEASE_TIMEOUT = lease_timeout_option(None)
 
+#: The primitive of a kind on the lease engine.
+L = TypeVar("L", bound=LeasedPrimitive)
+
 
 def long_hold_note(snap: Snapshot) -> str:
     """A note when the oldest live hold of ``snap`` is older than ``LONG_HOLD``
@@ -46,8 +49,9 @@ def long_hold_note(snap: Snapshot) -> str:
     return f"a hold began {hours:.1f} h ago (over LONG_HOLD, {limit:g} s): stuck?"
 
 
-class LeaseKind(Kind):
-    """A kind whose primitive stands on the lease engine (a ``LeasedPrimitive``).
+class LeaseKind(Kind[L]):
+    """A kind whose primitive ``L`` stands on the lease engine (a
+    :class:`LeasedPrimitive`).
 
     Its subclasses say how a request holds one and what Redis must hold for it
     (``pool_sync``); the rest is shared.
@@ -166,7 +170,7 @@ class LeaseKind(Kind):
 
     def members_synced(
         self,
-        primitive: Any,
+        primitive: L,
         added: list[str],
         present: list[str],
         removed: list[str],
@@ -210,7 +214,7 @@ class LeaseKind(Kind):
             details=tuple(details),
         )
 
-    def collect(self, primitive: Any, *, dry_run: bool) -> Report:
+    def collect(self, primitive: L, *, dry_run: bool) -> Report:
         """Reclaim the expired holds and dead waiters now; sends
         ``lease_reclaimed`` for each hold. ``dry_run`` only reports them."""
         collected = primitive.collect(dry_run=dry_run)
@@ -269,7 +273,7 @@ class LeaseKind(Kind):
             counts={"reclaimed": reclaimed, "dropped": dropped, "long_holds": int(bool(long_hold))},
         )
 
-    def gauges(self, primitive: Any) -> dict[str, float | None]:
+    def gauges(self, primitive: L) -> dict[str, float | None]:
         """The counts and the oldest hold's age, in one round trip (no holder
         read). A semaphore's ``held`` is its permits in use (``size - free``
         when below the max)."""
@@ -283,7 +287,7 @@ class LeaseKind(Kind):
             "oldest_hold_seconds": oldest,
         }
 
-    def status(self, primitive: Any) -> Report:
+    def status(self, primitive: L) -> Report:
         """Counts, holders (fence, time left) and waiters, in one round trip."""
         snap: Snapshot = primitive.snapshot()
         details = []

@@ -9,7 +9,7 @@ from typing import Any
 from .. import registry
 from ..primitives.pool import ORDERS, ResourcePool
 from ..primitives.validators import check_name
-from .base import MAX_WAITING, Ask, Held, Option, Report
+from .contract import MAX_WAITING, Ask, Held, Option, Report
 from .leased import LEASE_TIMEOUT, LeaseKind
 
 __all__ = ["KIND", "PoolKind", "get_pool"]
@@ -37,7 +37,7 @@ def _validate_order(value: Any, path: str) -> str:
     return str(value)
 
 
-class PoolKind(LeaseKind):
+class PoolKind(LeaseKind[ResourcePool]):
     """A :class:`ResourcePool` of the resource ids in ``RESOURCES``."""
 
     name = "pool"
@@ -76,16 +76,16 @@ class PoolKind(LeaseKind):
             max_waiting=options["MAX_WAITING"],
         )
 
-    def hold(self, primitive: Any, ask: Ask) -> Held | None:
+    def hold(self, primitive: ResourcePool, ask: Ask) -> Held | None:
         """A lease on one resource (refused at once past ``MAX_WAITING``)."""
         return self.held(primitive.take(ask.timeout, ask.lease_timeout, ask.holder))
 
-    async def ahold(self, primitive: Any, ask: Ask) -> Held | None:
+    async def ahold(self, primitive: ResourcePool, ask: Ask) -> Held | None:
         """:meth:`hold` on the event loop."""
         return self.held(await primitive.atake(ask.timeout, ask.lease_timeout, ask.holder))
 
     def sync(
-        self, primitive: Any, options: Mapping[str, Any], *, prune: bool, dry_run: bool
+        self, primitive: ResourcePool, options: Mapping[str, Any], *, prune: bool, dry_run: bool
     ) -> Report:
         """Associate each configured id (ids already there, available or leased,
         are left alone); ``prune`` also removes the ids no longer configured,
@@ -116,5 +116,4 @@ KIND = PoolKind()
 
 def get_pool(name: str) -> ResourcePool:
     """The :class:`ResourcePool` configured in ``DJANGO_REDIS_POOL["POOLS"][name]``."""
-    pool: ResourcePool = registry.get(KIND, name)
-    return pool
+    return registry.get(KIND, name)

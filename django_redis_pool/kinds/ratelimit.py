@@ -27,7 +27,7 @@ from ..client_address import check_ipv6_prefix, client_ip
 from ..exceptions import ResourceUnavailable
 from ..primitives.ratelimit import MAX_KEY_LENGTH, Decision, RateLimiter, check_limits
 from ..primitives.validators import check_count, check_timeout
-from .base import Ask, EntryWarning, Held, Kind, Option, OptionError, Report
+from .contract import Ask, EntryWarning, Held, Kind, Option, OptionError, Report
 
 __all__ = [
     "KEY_SOURCES",
@@ -306,7 +306,7 @@ async def _agiven_back() -> bool:
     return True
 
 
-class RateLimitKind(Kind):
+class RateLimitKind(Kind[RateLimiter]):
     """A :class:`RateLimiter`: at most ``RATE`` per key, ``BURST`` at once."""
 
     name = "ratelimit"
@@ -462,11 +462,11 @@ class RateLimitKind(Kind):
 
     # -- requests --------------------------------------------------------------
 
-    def request_timeout(self, primitive: Any) -> float | None:
+    def request_timeout(self, primitive: RateLimiter) -> float | None:
         """The entry's ``TIMEOUT`` (0 by default: not waiting)."""
         return policy_of(primitive).timeout
 
-    def hold(self, primitive: Any, ask: Ask) -> Held | None:
+    def hold(self, primitive: RateLimiter, ask: Ask) -> Held | None:
         """The :class:`Decision` for the request's key (``identity(request)`` if
         the view names one, else its ``KEY``); refused (429) when limited."""
         policy = policy_of(primitive)
@@ -477,7 +477,7 @@ class RateLimitKind(Kind):
         decision = primitive.decide(key, cost=cost, timeout=ask.timeout)
         return self._held(primitive, policy, key, decision)
 
-    async def ahold(self, primitive: Any, ask: Ask) -> Held | None:
+    async def ahold(self, primitive: RateLimiter, ask: Ask) -> Held | None:
         """:meth:`hold` on the event loop."""
         policy = policy_of(primitive)
         key = ask.identity if ask.identity is not None else await policy.akey_of(ask.request)
@@ -488,7 +488,7 @@ class RateLimitKind(Kind):
         return self._held(primitive, policy, key, decision)
 
     @staticmethod
-    def _held(primitive: Any, policy: Policy, key: str, decision: Decision) -> Held:
+    def _held(primitive: RateLimiter, policy: Policy, key: str, decision: Decision) -> Held:
         headers = headers_of(policy, decision)
         if not decision.allowed:
             retry_after = decision.retry_after
@@ -506,11 +506,11 @@ class RateLimitKind(Kind):
 
     # -- management commands ---------------------------------------------------
 
-    def status(self, primitive: Any) -> Report:
+    def status(self, primitive: RateLimiter) -> Report:
         """The rate, the active keys and the busiest few (two reads)."""
         active = primitive.active_count()
         busiest = primitive.busiest(STATUS_BUSIEST)
-        rows = [
+        rows: list[dict[str, Any]] = [
             {
                 "key": state.key,
                 "remaining": state.remaining,
@@ -548,7 +548,7 @@ class RateLimitKind(Kind):
             },
         )
 
-    def gauges(self, primitive: Any) -> dict[str, float | None]:
+    def gauges(self, primitive: RateLimiter) -> dict[str, float | None]:
         """``size``: the burst; ``held``: the active keys (one read)."""
         return {"size": primitive.burst, "held": primitive.active_count()}
 
@@ -558,5 +558,4 @@ KIND = RateLimitKind()
 
 def get_ratelimit(name: str) -> RateLimiter:
     """The :class:`RateLimiter` configured in ``DJANGO_REDIS_POOL["RATE_LIMITS"][name]``."""
-    limiter: RateLimiter = registry.get(KIND, name)
-    return limiter
+    return registry.get(KIND, name)
