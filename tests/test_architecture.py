@@ -70,9 +70,6 @@ LAYERS: dict[str, int] = {
 #: The imports that run back up the layers, each made inside the function that
 #: needs it (so that loading stays one-way), and why. No more than two.
 UPWARD = {
-    # A pool's or a semaphore's "fill" hint names the admin action that the
-    # dashboard registered for it.
-    ("kinds.leased", "dashboard"),
     # The queue kind runs the Django Tasks backend's tasks by their handler.
     ("kinds.queue", "tasks"),
 }

@@ -98,8 +98,9 @@ def test_every_kind_is_whole() -> None:
 def test_a_kind_module_holds_what_the_kind_is_and_nothing_of_the_admin() -> None:
     """No forms, requests, templates or HTML in a kind's module, and no import
     of the dashboard when it is loaded: the admin's panels are the dashboard's,
-    registered by the app config (a kind may still read the dashboard's labels
-    when it runs, as ``LeaseKind.fill_label`` does)."""
+    registered by the app config (the label of a kind's fill action, which
+    ``LeaseKind.fill_label`` reads, is registered by the dashboard for the
+    kind's class)."""
     for path in sorted((PACKAGE / "kinds").glob("*.py")):
         text = path.read_text()
         loaded = set()
@@ -254,8 +255,8 @@ def test_size_option_defaults_to_the_members_option() -> None:
 
 
 def test_w006_names_the_kinds_own_fill_action(own_panels: None) -> None:
-    """The hints name the action from ``fill_action`` (``fill_label()``), not a
-    label written into the message."""
+    """The hints name the action registered as filling the kind's class
+    (``fill_label()``), not a label written into the message."""
     from django_redis_pool.dashboard import action
     from django_redis_pool.dashboard.lease_panels import set_max_size
     from django_redis_pool.kinds.pool import PoolKind
@@ -264,15 +265,13 @@ def test_w006_names_the_kinds_own_fill_action(own_panels: None) -> None:
     class Turnstile(SemaphoreKind):
         name = "turnstile"
         setting_key = "TURNSTILES"
-        fill_action = "resize"
 
     class Shelf(PoolKind):
         name = "shelf"
         setting_key = "SHELVES"
-        fill_action = "stock"
 
-    action("turnstile", "resize", label="Resize")(set_max_size)
-    action("shelf", "stock", label="Stock a shelf")(lambda primitive, data: "")
+    action("turnstile", "resize", fills=Turnstile, label="Resize")(set_max_size)
+    action("shelf", "stock", fills=Shelf, label="Stock a shelf")(lambda primitive, data: "")
 
     [(_, hint)] = Turnstile().entry_warnings("t", {"MAX_SIZE": None})
     assert "from the admin ('Resize' on its page) or with set_max_size()" in hint

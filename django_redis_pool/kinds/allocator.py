@@ -13,7 +13,7 @@ from .. import conf, registry
 from ..primitives.allocator import MAX_KEY_PRIORITY, AllocatedKey, Allocator
 from ..primitives.validators import check_duration, check_name
 from .contract import Ask, Held, Option, Report, validate_bool
-from .leased import LeaseKind, lease_timeout_option
+from .leased import LeaseKind, Members, lease_timeout_option
 
 __all__ = ["KIND", "AllocatorKind", "get_allocator"]
 
@@ -87,8 +87,7 @@ class AllocatorKind(LeaseKind[Allocator]):
         ),
     }
     size_word = "keys"
-    members = ("KEYS", "keys", "extend()")
-    fill_action = "add"
+    members = Members("KEYS", "keys", "extend()")
 
     def __init__(self) -> None:
         self._next_probe: dict[str, int] = {}  # allocator name -> first key of the next pass

@@ -10,7 +10,7 @@ from .. import registry
 from ..primitives.pool import ORDERS, ResourcePool
 from ..primitives.validators import check_name
 from .contract import MAX_WAITING, Ask, Held, Option, Report
-from .leased import LEASE_TIMEOUT, LeaseKind
+from .leased import LEASE_TIMEOUT, LeaseKind, Members
 
 __all__ = ["KIND", "PoolKind", "get_pool"]
 
@@ -60,8 +60,7 @@ class PoolKind(LeaseKind[ResourcePool]):
         "MAX_WAITING": MAX_WAITING,
     }
     size_word = "resources"
-    members = ("RESOURCES", "resource ids", "associate()")
-    fill_action = "add"
+    members = Members("RESOURCES", "resource ids", "associate()")
 
     def build(
         self, client: Any, name: str, key_prefix: str, options: Mapping[str, Any]

@@ -44,7 +44,6 @@ class SemaphoreKind(LeaseKind[Semaphore]):
         "PERMITS": Option(check_permits, 1, PERMITS_HINT),
     }
     size_option = "MAX_SIZE"
-    fill_action = "max-size"
     takes_permits = True
 
     def max_permits(self, options: Mapping[str, Any]) -> int | None:
