@@ -21,7 +21,7 @@ from django_redis_pool import dashboard, kinds, registry
 from django_redis_pool.checks import check_settings
 from django_redis_pool.dashboard import panels
 from django_redis_pool.decorators import with_resource
-from django_redis_pool.kinds import Kind
+from django_redis_pool.kinds import Kind, builtin
 from django_redis_pool.kinds.leased import LeaseKind
 
 from . import gate_kind
@@ -132,7 +132,7 @@ def gates(settings: Any, redis_url: str, monkeypatch: pytest.MonkeyPatch) -> Ite
     registries = (dashboard.SUMMARIES, dashboard.SECTIONS, dashboard.ACTIONS, panels.PANELS)
     saved = [dict(r) for r in registries]
     importlib.reload(gate_kind)  # a fresh KIND, whose panels are registered again
-    monkeypatch.setattr(kinds, "BUILTIN", (*kinds.BUILTIN, "tests.gate_kind.KIND"))
+    monkeypatch.setattr(builtin, "KINDS", (*builtin.KINDS, gate_kind.KIND))
     monkeypatch.setattr(kinds, "_loaded", None)
     # What the app config does when Django starts, for the kinds loaded later.
     panels.register_panels(kinds.all_kinds())

@@ -1,27 +1,25 @@
-"""The kinds of primitive the Django layer knows, one module each.
+"""The kinds of primitive the Django layer knows, one module each, and where
+to find them.
 
-Each module of :data:`BUILTIN` holds what one kind is to Django (its options,
-builder, request hold, and what the management commands read and change) as a
-:class:`~.contract.Kind` named ``KIND``, plus its typed accessor (``get_pool``).
-What the admin shows and does for it is the dashboard's
+Each kind module holds what one kind is to Django (its options, builder,
+request hold, and what the management commands read and change) as a
+:class:`~.contract.Kind` named ``KIND``, plus its typed accessor
+(``get_pool``). :mod:`.builtin` lists them; :func:`all_kinds` imports it on
+first use, so that importing this package needs no configured settings and
+the settings reader (which every kind module uses) can be loaded first. What
+the admin shows and does for a kind is the dashboard's
 (:mod:`django_redis_pool.dashboard`), registered by the app config.
-The modules are imported on first use, so that importing this package needs
-no configured settings and makes no import cycle.
 """
 
 from __future__ import annotations
 
 import functools
-import threading
 from collections.abc import Mapping
 from typing import Any
-
-from django.utils.module_loading import import_string
 
 from .contract import Ask, Held, Kind, Option, Report
 
 __all__ = [
-    "BUILTIN",
     "Ask",
     "Held",
     "Kind",
@@ -34,28 +32,19 @@ __all__ = [
     "plurals",
 ]
 
-#: Dotted paths of the kinds, in the order settings and pages list them.
-BUILTIN = (
-    "django_redis_pool.kinds.pool.KIND",
-    "django_redis_pool.kinds.semaphore.KIND",
-    "django_redis_pool.kinds.lock.KIND",
-    "django_redis_pool.kinds.allocator.KIND",
-    "django_redis_pool.kinds.queue.KIND",
-    "django_redis_pool.kinds.object_pool.KIND",
-    "django_redis_pool.kinds.ratelimit.KIND",
-)
-
 _loaded: tuple[Kind[Any], ...] | None = None
-_loading = threading.Lock()
 
 
 def all_kinds() -> tuple[Kind[Any], ...]:
-    """Every kind (imports their modules once)."""
+    """Every kind, in the order settings and pages list them (imports their
+    modules once)."""
     global _loaded
     if _loaded is None:
-        with _loading:
-            if _loaded is None:
-                _loaded = tuple(import_string(path) for path in BUILTIN)
+        # Up a layer, on purpose: the kind modules use the settings reader,
+        # which reads every kind's options.
+        from .builtin import KINDS
+
+        _loaded = KINDS
     return _loaded
 
 

@@ -12,7 +12,7 @@ request from ``@with_resource`` through :meth:`Kind.hold` to the primitive.
 The core of the Django layer (settings, checks, registry, request guard,
 commands, admin views, templates) only ever calls the methods below, so it
 names no kind: a new kind is a new module, listed in
-:data:`django_redis_pool.kinds.BUILTIN`. What the admin shows of it is the
+:mod:`django_redis_pool.kinds.builtin`. What the admin shows of it is the
 dashboard's (:mod:`django_redis_pool.dashboard`). See ``docs/adding-a-kind.md``.
 """
 
