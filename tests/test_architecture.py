@@ -26,10 +26,12 @@ LAYERS: dict[str, int] = {
     "exceptions": 0,
     "testing": 0,
     # 1: what every kind of the Django layer is and where to find it, the
-    # signals it sends, and the holder names of requests
+    # signals it sends, the holder names and client addresses of requests, and
+    # the rates the setting writes
     "signals": 1,
     "kinds": 1,
     "kinds.contract": 1,
+    "kinds.rates": 1,
     "holders": 1,
     "client_address": 1,
     # 2: the setting, read and validated once
@@ -45,7 +47,10 @@ LAYERS: dict[str, int] = {
     "kinds.object_pool": 4,
     "kinds.pool": 4,
     "kinds.queue": 4,
+    "kinds.quota_headers": 4,
     "kinds.ratelimit": 4,
+    "kinds.ratelimit_keys": 4,
+    "kinds.ratelimit_options": 4,
     "kinds.semaphore": 4,
     "refusals": 4,
     # 5: what uses the kinds: holding one for a request, the Django Tasks
