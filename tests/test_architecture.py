@@ -53,9 +53,12 @@ LAYERS: dict[str, int] = {
     "kinds.ratelimit_options": 4,
     "kinds.semaphore": 4,
     "refusals": 4,
-    # 5: what uses the kinds: holding one for a request, the Django Tasks
-    # backend and the worker, the checks, the admin's panels
+    # 5: what uses the kinds: holding one for a request (what its outcomes log
+    # and signal, its crossings between the event loop and threads), the Django
+    # Tasks backend and the worker, the checks, the admin's panels
     "guard": 5,
+    "outcomes": 5,
+    "event_loop": 5,
     "tasks": 5,
     "worker": 5,
     "checks": 5,
