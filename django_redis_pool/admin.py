@@ -192,7 +192,7 @@ class DashboardAdmin(admin.ModelAdmin):
         if request.method == "POST":
             form = chosen.form(request.POST)
             if form.is_valid():
-                self._run(request, chosen, primitive, form.cleaned_data)
+                self._run_action(request, chosen, primitive, form.cleaned_data)
                 return HttpResponseRedirect(detail)
         else:  # row links arrive with their parameters in the query string
             form = chosen.form(request.GET or None)
@@ -247,7 +247,7 @@ class DashboardAdmin(admin.ModelAdmin):
         label = kind.label if kind is not None else primitive.kind.replace("_", " ")
         return f"{label.capitalize()} {primitive.name}"
 
-    def _run(
+    def _run_action(
         self, request: HttpRequest, chosen: dashboard.Action, primitive: Any, data: dict[str, Any]
     ) -> None:
         where = f"{primitive.kind} {primitive.name!r}"
