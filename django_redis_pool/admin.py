@@ -108,10 +108,10 @@ class DashboardAdmin(admin.ModelAdmin):
             entry = config.entries[name]
             summarize = dashboard.SUMMARIES.get(entry.kind.name)
             row: dict[str, Any] = {"name": name, "kind": entry.kind.label, "sparkline": None}
-            row["supported"] = entry.kind.supported and summarize is not None
-            if row["supported"] and down is not None:
+            row["summarized"] = summarize is not None
+            if summarize is not None and down is not None:
                 row["summary"] = dashboard.Summary(health="error", note=UNREAD)
-            elif row["supported"]:
+            elif summarize is not None:
                 try:
                     primitive = registry.get_resource(name)
                     row["summary"] = summarize(primitive)
@@ -192,7 +192,7 @@ class DashboardAdmin(admin.ModelAdmin):
         if request.method == "POST":
             form = chosen.form(request.POST)
             if form.is_valid():
-                self._run(request, chosen, primitive, form.cleaned_data)
+                self._run_action(request, chosen, primitive, form.cleaned_data)
                 return HttpResponseRedirect(detail)
         else:  # row links arrive with their parameters in the query string
             form = chosen.form(request.GET or None)
@@ -237,7 +237,7 @@ class DashboardAdmin(admin.ModelAdmin):
 
     def _entry(self, name: str) -> conf.Entry:
         entry = registry.get_config().entries.get(name)
-        if entry is None or not entry.kind.supported:
+        if entry is None:
             raise Http404(f"No primitive named {name!r} is configured.")
         return entry
 
@@ -247,7 +247,7 @@ class DashboardAdmin(admin.ModelAdmin):
         label = kind.label if kind is not None else primitive.kind.replace("_", " ")
         return f"{label.capitalize()} {primitive.name}"
 
-    def _run(
+    def _run_action(
         self, request: HttpRequest, chosen: dashboard.Action, primitive: Any, data: dict[str, Any]
     ) -> None:
         where = f"{primitive.kind} {primitive.name!r}"

@@ -124,9 +124,7 @@ class RedisPoolCollector:
             if entry is None:
                 logger.warning("metrics: %r is not a configured primitive", name)
                 continue
-            kind = entry.kind
-            if kind.supported:
-                yield name, kind, registry.get_resource(name)
+            yield name, entry.kind, registry.get_resource(name)
 
 
 class _Families:
@@ -207,26 +205,27 @@ class _Families:
                 )
 
 
-_registry: Any = None
+#: The prometheus_client registry that :func:`metrics_view` serves (made on first use).
+_view_registry: Any = None
 
 
 def metrics_view(request: HttpRequest) -> HttpResponse:
     """Every configured primitive's metrics in Prometheus's text format, or in
     OpenMetrics when the scraper's ``Accept`` header asks for it (this
     process's counts are added into Redis first)."""
-    global _registry
+    global _view_registry
     _require_client()
     from prometheus_client import CollectorRegistry
     from prometheus_client.exposition import choose_encoder
 
-    if _registry is None:
+    if _view_registry is None:
         fresh = CollectorRegistry(auto_describe=False)
         fresh.register(RedisPoolCollector())  # type: ignore[arg-type]
-        _registry = fresh
+        _view_registry = fresh
     encode, content_type = choose_encoder(request.headers.get("Accept", ""))
     with deadline(registry.get_config().metrics_deadline):  # (the flush and the reads)
         flush()
-        body = encode(_registry)
+        body = encode(_view_registry)
     return HttpResponse(body, content_type=content_type)
 
 
@@ -241,16 +240,19 @@ def register_collector(target: Any = None) -> RedisPoolCollector:
     from prometheus_client import REGISTRY
 
     target = REGISTRY if target is None else target
-    with _registering:
-        collector = _registered.get(target)
+    with _registering_lock:
+        collector = _registered_collectors.get(target)
         if collector is None:
-            collector = _registered[target] = RedisPoolCollector()
+            collector = _registered_collectors[target] = RedisPoolCollector()
             target.register(collector)
         return collector
 
 
-_registering = threading.Lock()
-_registered: weakref.WeakKeyDictionary[Any, RedisPoolCollector] = weakref.WeakKeyDictionary()
+_registering_lock = threading.Lock()
+#: prometheus_client registry -> the collector :func:`register_collector` gave it.
+_registered_collectors: weakref.WeakKeyDictionary[Any, RedisPoolCollector] = (
+    weakref.WeakKeyDictionary()
+)
 
 
 def _require_client() -> None:

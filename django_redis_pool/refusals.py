@@ -79,7 +79,7 @@ def _finished(view: Any, response: Any, error: PoolError) -> HttpResponseBase:
         )
     if not response.has_header("Retry-After"):
         response["Retry-After"] = str(error.retry_after)  # type: ignore[attr-defined]
-    _add(response, getattr(error, "headers", None))
+    _add_headers(response, getattr(error, "headers", None))
     if isinstance(error, ResourceUnavailable):
         # A refusal by design (load shed, a quota spent), logged once by the
         # guard at INFO with its reason: not a server error for django.request
@@ -92,11 +92,11 @@ def with_headers(response: Any, held: Any) -> Any:
     """``response`` with the ``headers`` of ``held`` (a :class:`~.kinds.Held`,
     or None) that it does not set itself (e.g. what is left of a quota)."""
     if held is not None and held.headers and isinstance(response, HttpResponseBase):
-        _add(response, held.headers)
+        _add_headers(response, held.headers)
     return response
 
 
-def _add(response: HttpResponseBase, headers: Any) -> None:
+def _add_headers(response: HttpResponseBase, headers: Any) -> None:
     """Set ``headers`` that ``response`` does not set itself; a mapping with
     an ``add_to(response)`` method adds itself (e.g. combining with what an
     inner hold's headers already set)."""

@@ -16,13 +16,14 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 from django.core.exceptions import ImproperlyConfigured
 
 from . import conf, kinds
 from .exceptions import BackendUnavailable, NotConfigured, backend_errors
 from .kinds import Kind
+from .kinds.contract import Primitive
 from .primitives.connections import (
     CONNECTION_CLASSES,
     MAX_CONNECTIONS,
@@ -42,6 +43,9 @@ __all__ = [
     "get_connection",
     "get_resource",
 ]
+
+#: The primitive a kind's accessor asks for (:func:`get`).
+P = TypeVar("P", bound=Primitive)
 
 _lock = threading.RLock()
 _config: conf.Config | None = None
@@ -243,11 +247,6 @@ def _entry(name: str) -> conf.Entry:
             f"{name!r} is not configured in {conf.SETTING_NAME} (configured names: "
             f"{configured}). Add it, e.g. to {conf.setting_path(kinds.example_key())}."
         )
-    if not entry.kind.supported:
-        raise NotConfigured(
-            f"{name!r} is configured in {conf.setting_path(entry.kind.setting_key)}, but "
-            f"{entry.kind.plural} are not supported by this version yet."
-        )
     return entry
 
 
@@ -262,13 +261,13 @@ def _build(entry: conf.Entry) -> Any:
         return resource
 
 
-def get(kind: Kind, name: str) -> Any:
+def get(kind: Kind[P], name: str) -> P:
     """The configured primitive ``name``, which must be of ``kind``: what each
     kind's accessor (``get_pool``) returns. Raises :class:`NotConfigured`
     listing the names of that kind."""
     built = _resources.get(name)  # fast path, unsynchronised: a dict read is atomic
     if built is not None and built.kind == kind.name:
-        return built
+        return built  # type: ignore[no-any-return]
     with _lock:  # one consistent configuration for the lookup and the build
         config = get_config()
         entry = config.entries.get(name) if isinstance(name, str) else None
@@ -279,7 +278,7 @@ def get(kind: Kind, name: str) -> Any:
                 f"No {kind.label} named {name!r} in {conf.setting_path(kind.setting_key)}"
                 f"{found}; configured {kind.plural}: {configured}. Add it there."
             )
-        return _build(entry)  # (a kind with an accessor is supported)
+        return _build(entry)  # type: ignore[no-any-return]
 
 
 def cached(name: str) -> Any:
@@ -291,8 +290,8 @@ def cached(name: str) -> Any:
 def get_resource(name: str) -> Any:
     """The configured primitive called ``name``, whatever its kind.
 
-    Raises :class:`NotConfigured` if no kind has that name (or its kind is not
-    supported yet) and ``ImproperlyConfigured`` if the setting is invalid.
+    Raises :class:`NotConfigured` if no entry has that name and
+    ``ImproperlyConfigured`` if the setting is invalid.
     """
     built = _resources.get(name) if isinstance(name, str) else None  # fast path, unsynchronised
     if built is not None:

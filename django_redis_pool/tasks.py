@@ -43,8 +43,10 @@ from django.core import checks
 from django.core.exceptions import ImproperlyConfigured, SuspiciousOperation
 from django.utils.module_loading import import_string
 
-from . import kinds, registry
+from . import registry
 from .exceptions import NotConfigured
+from .kinds.queue import KIND as QUEUE_KIND
+from .kinds.queue import get_queue
 from .primitives.protocol import TaskStatus
 from .primitives.queue import Task as QueueTask
 from .primitives.queue import TaskFailed, TaskQueue
@@ -55,12 +57,6 @@ __all__ = ["TASK_NAME", "RedisBackend"]
 
 #: The queue task name under which Django Tasks are stored and run.
 TASK_NAME = "django.tasks"
-
-
-def _queues() -> kinds.Kind:
-    """The queue kind: looked up by name, not imported, because its module
-    imports this one to run the stored tasks (:func:`run_django_task`)."""
-    return kinds.by_name()["queue"]
 
 
 try:  # Django >= 6.0
@@ -170,7 +166,7 @@ def run_django_task(job: QueueTask) -> Any:
     def ended(stored: QueueTask) -> None:
         task_finished.send(sender=sender, task_result=backend.result_of(stored, framework_task))
 
-    job._ended = ended
+    job.on_end = ended
     task_started.send(sender=sender, task_result=result)
     args, kwargs = params["args"], params["kwargs"]
     if framework_task.takes_context:
@@ -231,7 +227,7 @@ else:
             """The configured queue of ``task``; ``InvalidTask`` naming the fix
             when there is none."""
             try:
-                queue: TaskQueue = registry.get(_queues(), task.queue_name)
+                queue = get_queue(task.queue_name)
             except NotConfigured as exc:
                 raise InvalidTask(
                     f"Task {task.module_path!r} is for queue {task.queue_name!r}, which is "
@@ -248,7 +244,7 @@ else:
             if self.queues:
                 return sorted(self.queues)
             try:
-                return list(registry.get_config().names(_queues()))
+                return list(registry.get_config().names(QUEUE_KIND))
             except ImproperlyConfigured:
                 return []
 
@@ -259,7 +255,7 @@ else:
                     if _queue_tag(name) != match[1]:
                         continue
                     try:
-                        queue: TaskQueue = registry.get(_queues(), name)
+                        queue = get_queue(name)
                     except NotConfigured:  # (reported by the check, E030)
                         continue
                     stored = queue.get_task(result_id)
@@ -315,7 +311,7 @@ else:
                     )
                 )
             try:
-                configured = set(registry.get_config().names(_queues()))
+                configured = set(registry.get_config().names(QUEUE_KIND))
             except ImproperlyConfigured:
                 return messages  # the app's own checks report the setting
             if not self.queues and not configured:

@@ -30,7 +30,7 @@ def findings(config: conf.Config) -> list[conf.Finding]:
         metrics_routes = sorted(_routed_metrics_views(patterns))
     except Exception:
         return []
-    usable = {name: entry.kind for name, entry in config.entries.items() if entry.kind.supported}
+    usable = {name: entry.kind for name, entry in config.entries.items()}
     result = conf.Findings()
     for view, guard in sorted(found, key=lambda item: (item[0], item[1].name)):
         if guard.name not in usable:

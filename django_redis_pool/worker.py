@@ -55,10 +55,12 @@ def work(plan: dict[str, list[str]], burst: bool, max_jobs: int | None) -> int:
         if not tasks:
             continue
         configured = registry.get(KIND, name)
+        handlers = configured.task_fn
+        assert handlers is not None  # (the queue kind builds each queue with its handlers)
         queue = TaskQueue(
             configured.client,
             name,
-            task_fn=closing_connections(configured.task_fn),
+            task_fn=closing_connections(handlers),
             result_ttl=configured.result_ttl,
             visibility_timeout=configured.visibility_timeout,
             max_attempts=configured.max_attempts,

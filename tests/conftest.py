@@ -156,18 +156,6 @@ def long_client(client: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
         conn.close()
 
 
-@pytest.fixture
-def reserved_kind(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    """A kind reserved for a later version ("GADGETS"): every kind of this
-    release is supported, so the tests of reserved kinds bring their own."""
-    from django_redis_pool import kinds
-
-    monkeypatch.setattr(kinds, "RESERVED", (kinds.ReservedKind("gadget", "GADGETS"),))
-    monkeypatch.setattr(kinds, "_loaded", None)
-    yield "GADGETS"
-    monkeypatch.setattr(kinds, "_loaded", None)
-
-
 @pytest.fixture(params=["sync", pytest.param("async", marks=pytest.mark.async_path)])
 def api(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     """Which API a behaviour test drives: the blocking one, or the asyncio twins."""

@@ -11,7 +11,7 @@ import math
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
-from ..kinds.base import validate_bool
+from ..kinds.contract import validate_bool
 from ..primitives.validators import check_seconds
 from .masking import masked_text, masked_url
 from .schema import (

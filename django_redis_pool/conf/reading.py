@@ -16,7 +16,7 @@ from typing import Any
 
 from .. import kinds
 from ..kinds import Kind
-from ..kinds.base import OptionError, validate_bool
+from ..kinds.contract import OptionError, validate_bool
 from ..primitives.validators import (
     check_duration,
     check_lease_timeout,
@@ -160,8 +160,8 @@ def _read(raw: Any, caches: Any, found: Findings) -> Config | None:
 
 def _read_kinds(raw: dict[str, Any], found: Findings) -> tuple[dict[str, Entry], dict[str, Kind]]:
     """Read every kind's mapping: the valid entries by name, and the kind of
-    every well-named entry of a supported kind (what a rule may name, even if
-    the entry's options are wrong: their own finding says so)."""
+    every well-named entry (what a rule may name, even if the entry's options
+    are wrong: their own finding says so)."""
     entries: dict[str, Entry] = {}
     kinds_of_name: dict[str, list[Kind]] = {}
     for kind in kinds.all_kinds():
@@ -178,14 +178,6 @@ def _read_kinds(raw: dict[str, Any], found: Findings) -> tuple[dict[str, Entry],
                 path,
             )
             continue
-        if mapping and not kind.supported:
-            found.add(
-                "W001",
-                f"{path} ({kind.plural}) is not supported by this version yet; its entries "
-                f"({', '.join(map(repr, mapping))}) cannot be used.",
-                f"Remove {path}, or upgrade django-redis-pool to a version with {kind.plural}.",
-                path,
-            )
         for name, entry in mapping.items():
             try:
                 check_name(name, f"{path} entry name")
@@ -209,7 +201,7 @@ def _read_kinds(raw: dict[str, Any], found: Findings) -> tuple[dict[str, Entry],
                     setting_path(kind.setting_key, name),
                 )
                 continue
-            options = _read_entry(kind, name, entry, found) if kind.supported else {}
+            options = _read_entry(kind, name, entry, found)
             if options is not None:
                 entries.setdefault(name, Entry(kind, name, options))
     for name, owners in kinds_of_name.items():
@@ -222,7 +214,7 @@ def _read_kinds(raw: dict[str, Any], found: Findings) -> tuple[dict[str, Entry],
                 "Rename all but one of them.",
                 paths[0],
             )
-    usable = {name: owners[0] for name, owners in kinds_of_name.items() if owners[0].supported}
+    usable = {name: owners[0] for name, owners in kinds_of_name.items()}
     return entries, usable
 
 

@@ -9,7 +9,9 @@ The dashboard's views (:mod:`django_redis_pool.admin`) know no kind: each kind h
   template that renders it;
 - **actions** (``@action(kind_name, "add", label=..., form=...)``): a function
   ``(primitive, data) -> message`` run by a POST from a confirmation page, for
-  operators with the change permission.
+  operators with the change permission. The action that gives a primitive its
+  size or members is registered with its kind's class (``fills=kind_class``):
+  the kind's hints and notes name it.
 
 The panels of the built-in kinds are this package's modules, one per family
 of kinds (``lease_panels`` for the kinds on the lease engine,
@@ -29,6 +31,9 @@ from typing import Any, Literal
 
 from django import forms
 from django.http import HttpRequest
+
+from ..kinds.contract import Kind
+from ..kinds.leased import FILL_LABELS
 
 __all__ = [
     "ACTIONS",
@@ -136,10 +141,17 @@ def section(
 
 
 def action(
-    kinds: str | Iterable[str], name: str, **options: Any
+    kinds: str | Iterable[str],
+    name: str,
+    *,
+    fills: type[Kind[Any]] | None = None,
+    **options: Any,
 ) -> Callable[[Callable[[Any, dict[str, Any]], str]], Callable[[Any, dict[str, Any]], str]]:
     """Register the decorated ``(primitive, data) -> message`` as action ``name``
-    of ``kinds``; ``options`` are the other fields of :class:`Action`."""
+    of ``kinds``; ``options`` are the other fields of :class:`Action`.
+    ``fills``: the kind class whose primitives this action gives their size or
+    members ("Add a resource"): the kind's hints and notes name its
+    label (:meth:`LeaseKind.fill_label <..kinds.leased.LeaseKind.fill_label>`)."""
     kinds = (kinds,) if isinstance(kinds, str) else tuple(kinds)
     if not re.fullmatch(r"[-\w]+", name, re.ASCII):
         raise ValueError(f"action name {name!r} must be a slug (letters, digits, - and _)")
@@ -153,6 +165,8 @@ def action(
     def register(function: Callable[[Any, dict[str, Any]], str]) -> Callable[..., str]:
         for kind in kinds:
             ACTIONS.setdefault(kind, {})[name] = Action(name=name, run=function, **options)
+        if fills is not None:
+            FILL_LABELS[fills] = options["label"]
         return function
 
     return register

@@ -40,6 +40,7 @@ def allocator_actions(kind: LeaseKind) -> None:
     action(
         kind.name,
         "add",
+        fills=type(kind),
         label="Add a key",
         form=KeyForm,
         question="Add key {resource!r} (priority {priority}) to allocator {primitive.name!r}?",

@@ -297,6 +297,7 @@ def pool_actions(kind: LeaseKind) -> None:
     action(
         kind.name,
         "add",
+        fills=type(kind),
         label="Add a resource",
         form=ResourceForm,
         question="Add {resource!r} to pool {primitive.name!r}?",
@@ -357,6 +358,7 @@ def semaphore_actions(kind: LeaseKind) -> None:
     action(
         kind.name,
         "max-size",
+        fills=type(kind),
         label="Set max size",
         form=MaxSizeForm,
         question="Set the max size of semaphore {primitive.name!r} to {max_size}?",

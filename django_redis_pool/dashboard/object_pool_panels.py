@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..kinds.base import Kind
+from ..kinds.contract import Kind
 from ..kinds.object_pool import published
 from . import Summary, section, summary
 

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from ..kinds.allocator import AllocatorKind
-from ..kinds.base import Kind
+from ..kinds.contract import Kind
 from ..kinds.leased import LeaseKind
 from ..kinds.lock import LockKind
 from ..kinds.object_pool import ObjectPoolKind

@@ -9,7 +9,7 @@ from typing import Any
 from django import forms
 
 from .. import kinds
-from ..kinds.base import Kind
+from ..kinds.contract import Kind
 from . import Summary, action, charts, message_or_fail, section, summary
 from .tables import PAGE_SIZE, as_datetime, page_number, paged_table
 

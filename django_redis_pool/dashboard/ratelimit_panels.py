@@ -10,7 +10,7 @@ from typing import Any
 from django import forms
 from django.http import HttpRequest
 
-from ..kinds.base import Kind
+from ..kinds.contract import Kind
 from ..kinds.ratelimit import MAX_KEY_LENGTH
 from . import Summary, action, charts, message_or_fail, section, summary
 

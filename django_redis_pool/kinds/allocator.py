@@ -12,8 +12,8 @@ from typing import Any
 from .. import conf, registry
 from ..primitives.allocator import MAX_KEY_PRIORITY, AllocatedKey, Allocator
 from ..primitives.validators import check_duration, check_name
-from .base import Ask, Held, Option, Report, validate_bool
-from .leased import LeaseKind, lease_timeout_option
+from .contract import Ask, Held, Option, Report, validate_bool
+from .leased import LeaseKind, Members, lease_timeout_option
 
 __all__ = ["KIND", "AllocatorKind", "get_allocator"]
 
@@ -54,7 +54,7 @@ def _validate_check(value: Any, path: str) -> Any:
     return value
 
 
-class AllocatorKind(LeaseKind):
+class AllocatorKind(LeaseKind[Allocator]):
     """An :class:`Allocator` of the keys in ``KEYS``."""
 
     name = "allocator"
@@ -87,8 +87,7 @@ class AllocatorKind(LeaseKind):
         ),
     }
     size_word = "keys"
-    members = ("KEYS", "keys", "extend()")
-    fill_action = "add"
+    members = Members("KEYS", "keys", "extend()")
 
     def __init__(self) -> None:
         self._next_probe: dict[str, int] = {}  # allocator name -> first key of the next pass
@@ -106,14 +105,14 @@ class AllocatorKind(LeaseKind):
             key_prefix=key_prefix,
         )
 
-    def hold(self, primitive: Any, ask: Ask) -> Held | None:
+    def hold(self, primitive: Allocator, ask: Ask) -> Held | None:
         """A key at once (an allocator never waits), bound to the request's
         identity if the view names one: the same user keeps the same key while
         it is free."""
         key = primitive.malloc_key(timeout=ask.lease_timeout, name=ask.identity, holder=ask.holder)
         return _held(primitive, key)
 
-    async def ahold(self, primitive: Any, ask: Ask) -> Held | None:
+    async def ahold(self, primitive: Allocator, ask: Ask) -> Held | None:
         """:meth:`hold` on the event loop."""
         key = await primitive.amalloc_key(
             timeout=ask.lease_timeout, name=ask.identity, holder=ask.holder
@@ -121,7 +120,7 @@ class AllocatorKind(LeaseKind):
         return _held(primitive, key)
 
     def sync(
-        self, primitive: Any, options: Mapping[str, Any], *, prune: bool, dry_run: bool
+        self, primitive: Allocator, options: Mapping[str, Any], *, prune: bool, dry_run: bool
     ) -> Report:
         """Add the configured keys with their priorities (one round trip per
         1,000 keys); ``prune`` removes the keys no longer configured, held ones
@@ -143,7 +142,7 @@ class AllocatorKind(LeaseKind):
             dry_run=dry_run,
         )
 
-    def collect(self, primitive: Any, *, dry_run: bool) -> Report:
+    def collect(self, primitive: Allocator, *, dry_run: bool) -> Report:
         """Reclaim expired locks and keys, then probe keys with ``HEALTH_CHECK``
         (for at most ``HEALTH_BUDGET`` seconds; the next pass goes on from there)."""
         reclaimed = super().collect(primitive, dry_run=dry_run)
@@ -197,8 +196,7 @@ KIND = AllocatorKind()
 
 def get_allocator(name: str) -> Allocator:
     """The :class:`Allocator` configured in ``DJANGO_REDIS_POOL["ALLOCATORS"][name]``."""
-    allocator: Allocator = registry.get(KIND, name)
-    return allocator
+    return registry.get(KIND, name)
 
 
 def _held(allocator: Allocator, key: AllocatedKey | None) -> Held | None:

@@ -1,25 +1,36 @@
 """What the kinds built on the lease engine share (resource pools, semaphores,
 locks, allocators): :class:`LeaseKind`. Its ``LEASE_TIMEOUT`` option, the
-``W006`` of an entry with no members or size, ``pool_sync``'s report of named
-members, and ``pool_gc`` and ``pool_status`` on a :class:`Snapshot` (reclaiming
-expired holds, flagging a hold older than ``LONG_HOLD``). The admin's panels of
-these kinds are in :mod:`django_redis_pool.dashboard.lease_panels`.
+``W006`` of an entry with no members or size (:class:`Members`), ``pool_sync``'s
+report of named members, and ``pool_gc`` and ``pool_status`` on a
+:class:`Snapshot` (reclaiming expired holds, flagging a hold older than
+``LONG_HOLD``). The admin's panels of these kinds are in
+:mod:`django_redis_pool.dashboard.lease_panels`; the admin action that fills a
+primitive of a kind (:data:`FILL_LABELS`) is registered there, by kind class.
 """
 
 from __future__ import annotations
 
 import logging
+import weakref
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, ClassVar, NamedTuple, TypeVar
 
 from .. import conf, registry, signals
 from ..holders import request_of
-from ..primitives.base import Snapshot
+from ..primitives.base import LeasedPrimitive, Snapshot
 from ..primitives.lease import Lease
 from ..primitives.validators import check_lease_timeout
-from .base import Held, Kind, Option, Report
+from .contract import Held, Kind, Option, Report
 
-__all__ = ["LEASE_TIMEOUT", "LeaseKind", "lease_timeout_option", "long_hold_note", "status_data"]
+__all__ = [
+    "FILL_LABELS",
+    "LEASE_TIMEOUT",
+    "LeaseKind",
+    "Members",
+    "lease_timeout_option",
+    "long_hold_note",
+    "status_data",
+]
 
 logger = logging.getLogger("django_redis_pool")
 
@@ -36,6 +47,25 @@ def lease_timeout_option(default: float | None) -> Option:
 LEASE_TIMEOUT = lease_timeout_option(None)
 
 
+class Members(NamedTuple):
+    """What an entry of a kind names as its members (a pool's resources, an
+    allocator's keys)."""
+
+    option: str  #: the option listing them, e.g. "RESOURCES"
+    what: str  #: what they are, in messages, e.g. "resource ids"
+    method: str  #: the primitive's method adding them at run time, e.g. "associate()"
+
+
+#: Kind class -> the label of the admin's action that gives a primitive of
+#: that kind its size or members ("Add a resource"), registered with the action
+#: (``dashboard.action(..., fills=kind_class)``): the hints and notes name it
+#: (:meth:`LeaseKind.fill_label`). Forgotten with the class.
+FILL_LABELS: weakref.WeakKeyDictionary[type[Kind[Any]], str] = weakref.WeakKeyDictionary()
+
+#: The primitive of a kind on the lease engine.
+L = TypeVar("L", bound=LeasedPrimitive)
+
+
 def long_hold_note(snap: Snapshot) -> str:
     """A note when the oldest live hold of ``snap`` is older than ``LONG_HOLD``
     (a stuck holder that keeps renewing?), else ''."""
@@ -46,8 +76,9 @@ def long_hold_note(snap: Snapshot) -> str:
     return f"a hold began {hours:.1f} h ago (over LONG_HOLD, {limit:g} s): stuck?"
 
 
-class LeaseKind(Kind):
-    """A kind whose primitive stands on the lease engine (a ``LeasedPrimitive``).
+class LeaseKind(Kind[L]):
+    """A kind whose primitive ``L`` stands on the lease engine (a
+    :class:`LeasedPrimitive`).
 
     Its subclasses say how a request holds one and what Redis must hold for it
     (``pool_sync``); the rest is shared.
@@ -57,28 +88,31 @@ class LeaseKind(Kind):
     #: What a primitive with no size lacks, in the notes of ``pool_status`` and
     #: the admin ("no resources", "no max size").
     size_word = "max size"
-    #: The option listing an entry's members, what they are, and the method
-    #: adding them at run time (None: its entries name no members). An entry
-    #: whose members option is empty or absent gets W006 (``entry_warnings``).
-    members: tuple[str, str, str] | None = None
+    #: What an entry's members are (None: its entries name no members); a
+    #: plain ``(option, what, method)`` tuple is read as its :class:`Members`.
+    #: An entry whose members option is empty or absent gets W006
+    #: (``entry_warnings``).
+    members: ClassVar[Members | None] = None
     #: The option giving an entry its size or members (None: none does; by
-    #: default the ``members`` option), and the slug of the admin's action that
-    #: sets them at run time (None: none). They name what fills an empty
-    #: primitive in its notes and in the hints; a kind sized by a number (no
-    #: ``members``) says in its own ``entry_warnings`` what a missing size does.
-    size_option: str | None = None
-    fill_action: str | None = None
+    #: default the ``members`` option). It names what fills an empty primitive
+    #: in its notes and in the hints, with the admin's action that fills it
+    #: (:meth:`fill_label`); a kind sized by a number (no ``members``) says in
+    #: its own ``entry_warnings`` what a missing size does.
+    size_option: ClassVar[str | None] = None
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        if "size_option" not in vars(cls) and "members" in vars(cls) and cls.members:
-            cls.size_option = cls.members[0]
+        members = vars(cls).get("members")
+        if members is not None and not isinstance(members, Members):
+            cls.members = members = Members(*members)
+        if "size_option" not in vars(cls) and members:
+            cls.size_option = members.option
 
     # -- settings --------------------------------------------------------------
 
     def entry_warnings(self, name: str, options: Mapping[str, Any]) -> list[tuple[str, str]]:
         """An entry whose ``members`` option is empty or absent (W006)."""
-        if self.members is None or options[self.members[0]]:
+        if self.members is None or options[self.members.option]:
             return []
         option, what, method = self.members
         return [
@@ -93,12 +127,9 @@ class LeaseKind(Kind):
 
     def fill_label(self) -> str | None:
         """The label of the admin's action that gives a primitive of this kind
-        its size or members (``fill_action``), as the dashboard registered it."""
-        # Up a layer, on purpose: the hints name the admin's button as it is.
-        from ..dashboard import ACTIONS
-
-        chosen = ACTIONS.get(self.name, {}).get(self.fill_action or "")
-        return chosen.label if chosen is not None else None
+        its size or members, as the dashboard registered it for this kind's
+        class (:data:`FILL_LABELS`); None: it has none."""
+        return FILL_LABELS.get(type(self))
 
     def from_the_admin(self) -> str:
         """How to fill a primitive of this kind from the admin, as the end of a
@@ -166,7 +197,7 @@ class LeaseKind(Kind):
 
     def members_synced(
         self,
-        primitive: Any,
+        primitive: L,
         added: list[str],
         present: list[str],
         removed: list[str],
@@ -210,7 +241,7 @@ class LeaseKind(Kind):
             details=tuple(details),
         )
 
-    def collect(self, primitive: Any, *, dry_run: bool) -> Report:
+    def collect(self, primitive: L, *, dry_run: bool) -> Report:
         """Reclaim the expired holds and dead waiters now; sends
         ``lease_reclaimed`` for each hold. ``dry_run`` only reports them."""
         collected = primitive.collect(dry_run=dry_run)
@@ -269,7 +300,7 @@ class LeaseKind(Kind):
             counts={"reclaimed": reclaimed, "dropped": dropped, "long_holds": int(bool(long_hold))},
         )
 
-    def gauges(self, primitive: Any) -> dict[str, float | None]:
+    def gauges(self, primitive: L) -> dict[str, float | None]:
         """The counts and the oldest hold's age, in one round trip (no holder
         read). A semaphore's ``held`` is its permits in use (``size - free``
         when below the max)."""
@@ -283,7 +314,7 @@ class LeaseKind(Kind):
             "oldest_hold_seconds": oldest,
         }
 
-    def status(self, primitive: Any) -> Report:
+    def status(self, primitive: L) -> Report:
         """Counts, holders (fence, time left) and waiters, in one round trip."""
         snap: Snapshot = primitive.snapshot()
         details = []

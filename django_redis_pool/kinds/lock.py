@@ -11,13 +11,13 @@ from .. import registry
 from ..exceptions import NotOwned
 from ..primitives.lock import Lock
 from ..primitives.validators import check_timeout
-from .base import MAX_WAITING, Ask, Held, Option, validate_bool
+from .contract import MAX_WAITING, Ask, Held, Option, validate_bool
 from .leased import LeaseKind, lease_timeout_option
 
 __all__ = ["KIND", "LockKind", "get_lock"]
 
 
-class LockKind(LeaseKind):
+class LockKind(LeaseKind[Lock]):
     """A :class:`Lock`: one holder at a time (reentrant if ``REENTRANT``)."""
 
     name = "lock"
@@ -47,27 +47,26 @@ class LockKind(LeaseKind):
             max_waiting=options["MAX_WAITING"],
         )
 
-    def hold(self, primitive: Any, ask: Ask) -> Held | None:
+    def hold(self, primitive: Lock, ask: Ask) -> Held | None:
         """A :class:`Lock` of the request's own, usable from any thread (refused
         at once past ``MAX_WAITING``)."""
         lock = self._lock_for(primitive, ask)
         return _held(lock) if lock.take(ask.timeout) else None
 
-    async def ahold(self, primitive: Any, ask: Ask) -> Held | None:
+    async def ahold(self, primitive: Lock, ask: Ask) -> Held | None:
         """:meth:`hold` on the event loop."""
         lock = self._lock_for(primitive, ask)
         return _held(lock) if await lock.atake(ask.timeout) else None
 
     @staticmethod
-    def _lock_for(primitive: Any, ask: Ask) -> Lock:
+    def _lock_for(primitive: Lock, ask: Ask) -> Lock:
         holder = ask.holder
         if not primitive.reentrant and ask.identity is not None:
             # Requests sharing an identity take turns on a plain lock, rather than
             # one of them failing as if it waited for itself. (A request's own
             # holder name is unique already, and is kept whole for pool_status.)
             holder = f"{holder[:187]}:{uuid.uuid4().hex[:12]}"
-        lock: Lock = primitive.for_holder(holder, lease_timeout=ask.lease_timeout)
-        return lock
+        return primitive.for_holder(holder, lease_timeout=ask.lease_timeout)
 
 
 def _held(lock: Lock) -> Held:
@@ -109,5 +108,4 @@ def get_lock(name: str) -> Lock:
 
     One Lock object per process: its default holder is still unique per thread.
     """
-    lock: Lock = registry.get(KIND, name)
-    return lock
+    return registry.get(KIND, name)

@@ -20,7 +20,7 @@ from ..exceptions import NotOwned, ResourceUnavailable
 from ..primitives import global_limit
 from ..primitives.object_pool import ObjectPool
 from ..primitives.validators import check_count, check_lease_timeout, check_name, check_timeout
-from .base import MAX_WAITING, Ask, Held, Kind, Option, Report, validate_bool
+from .contract import MAX_WAITING, Ask, Held, Kind, Option, Report, validate_bool
 from .semaphore import get_semaphore
 
 __all__ = ["KIND", "ObjectPoolKind", "get_object_pool", "published"]
@@ -42,7 +42,7 @@ def _semaphore_name(value: Any, path: str) -> str | None:
 _SECONDS = "Use a number of seconds >= 0, or None."
 
 
-class ObjectPoolKind(Kind):
+class ObjectPoolKind(Kind[ObjectPool[Any]]):
     """An :class:`ObjectPool` of the objects ``FACTORY`` makes, in each process."""
 
     name = "object_pool"
@@ -119,7 +119,7 @@ class ObjectPoolKind(Kind):
         if options["MIN"] > options["MAX"]:
             raise ValueError(f"{path} has MIN {options['MIN']} above MAX {options['MAX']}")
 
-    def hold(self, primitive: Any, ask: Ask) -> Held | None:
+    def hold(self, primitive: ObjectPool[Any], ask: Ask) -> Held | None:
         """The borrowed object itself; given back after the response."""
         try:
             obj = started(primitive).acquire(timeout=ask.timeout)
@@ -129,7 +129,7 @@ class ObjectPoolKind(Kind):
             return None
         return _held(primitive, obj)
 
-    async def ahold(self, primitive: Any, ask: Ask) -> Held | None:
+    async def ahold(self, primitive: ObjectPool[Any], ask: Ask) -> Held | None:
         """:meth:`hold` on the event loop (giving back runs in a thread: it may
         destroy the object, or free its global slot in Redis)."""
         try:
@@ -140,7 +140,7 @@ class ObjectPoolKind(Kind):
             return None
         return _held(primitive, obj)
 
-    def status(self, primitive: Any) -> Report:
+    def status(self, primitive: ObjectPool[Any]) -> Report:
         """Every process's counters, as published (this one's included)."""
         publisher = _PUBLISHERS.get(primitive)
         if publisher is not None and publisher.running:
@@ -248,8 +248,7 @@ global_limit.semaphore_by_name = get_semaphore
 def get_object_pool(name: str) -> ObjectPool[Any]:
     """This process's :class:`ObjectPool` configured in
     ``DJANGO_REDIS_POOL["OBJECT_POOLS"][name]``."""
-    pool: ObjectPool[Any] = registry.get(KIND, name)
-    return started(pool)
+    return started(registry.get(KIND, name))
 
 
 def _held(pool: ObjectPool[Any], obj: Any) -> Held:

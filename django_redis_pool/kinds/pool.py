@@ -9,8 +9,8 @@ from typing import Any
 from .. import registry
 from ..primitives.pool import ORDERS, ResourcePool
 from ..primitives.validators import check_name
-from .base import MAX_WAITING, Ask, Held, Option, Report
-from .leased import LEASE_TIMEOUT, LeaseKind
+from .contract import MAX_WAITING, Ask, Held, Option, Report
+from .leased import LEASE_TIMEOUT, LeaseKind, Members
 
 __all__ = ["KIND", "PoolKind", "get_pool"]
 
@@ -37,7 +37,7 @@ def _validate_order(value: Any, path: str) -> str:
     return str(value)
 
 
-class PoolKind(LeaseKind):
+class PoolKind(LeaseKind[ResourcePool]):
     """A :class:`ResourcePool` of the resource ids in ``RESOURCES``."""
 
     name = "pool"
@@ -60,8 +60,7 @@ class PoolKind(LeaseKind):
         "MAX_WAITING": MAX_WAITING,
     }
     size_word = "resources"
-    members = ("RESOURCES", "resource ids", "associate()")
-    fill_action = "add"
+    members = Members("RESOURCES", "resource ids", "associate()")
 
     def build(
         self, client: Any, name: str, key_prefix: str, options: Mapping[str, Any]
@@ -76,16 +75,16 @@ class PoolKind(LeaseKind):
             max_waiting=options["MAX_WAITING"],
         )
 
-    def hold(self, primitive: Any, ask: Ask) -> Held | None:
+    def hold(self, primitive: ResourcePool, ask: Ask) -> Held | None:
         """A lease on one resource (refused at once past ``MAX_WAITING``)."""
         return self.held(primitive.take(ask.timeout, ask.lease_timeout, ask.holder))
 
-    async def ahold(self, primitive: Any, ask: Ask) -> Held | None:
+    async def ahold(self, primitive: ResourcePool, ask: Ask) -> Held | None:
         """:meth:`hold` on the event loop."""
         return self.held(await primitive.atake(ask.timeout, ask.lease_timeout, ask.holder))
 
     def sync(
-        self, primitive: Any, options: Mapping[str, Any], *, prune: bool, dry_run: bool
+        self, primitive: ResourcePool, options: Mapping[str, Any], *, prune: bool, dry_run: bool
     ) -> Report:
         """Associate each configured id (ids already there, available or leased,
         are left alone); ``prune`` also removes the ids no longer configured,
@@ -116,5 +115,4 @@ KIND = PoolKind()
 
 def get_pool(name: str) -> ResourcePool:
     """The :class:`ResourcePool` configured in ``DJANGO_REDIS_POOL["POOLS"][name]``."""
-    pool: ResourcePool = registry.get(KIND, name)
-    return pool
+    return registry.get(KIND, name)

@@ -16,7 +16,7 @@ from .. import registry
 from ..primitives.queue import Task, TaskQueue
 from ..primitives.queue_task import MAX_PAYLOAD, check_payload_limit
 from ..primitives.validators import check_duration, check_name
-from .base import Kind, Option, Report
+from .contract import Kind, Option, Report
 
 __all__ = ["HANDLERS", "KIND", "QueueKind", "get_queue", "handlers_of", "task"]
 
@@ -85,7 +85,7 @@ def _validate_attempts(value: Any, path: str) -> int:
     return value
 
 
-class QueueKind(Kind):
+class QueueKind(Kind[TaskQueue]):
     """A :class:`TaskQueue` whose handlers are the ``@task`` functions of its name."""
 
     name = "queue"
@@ -112,7 +112,9 @@ class QueueKind(Kind):
         ),
     }
 
-    def build(self, client: Any, name: str, key_prefix: str, options: Mapping[str, Any]) -> Any:
+    def build(
+        self, client: Any, name: str, key_prefix: str, options: Mapping[str, Any]
+    ) -> TaskQueue:
         return TaskQueue(
             client,
             name,
@@ -124,7 +126,7 @@ class QueueKind(Kind):
             max_payload=options["MAX_PAYLOAD"],
         )
 
-    def collect(self, primitive: Any, *, dry_run: bool) -> Report:
+    def collect(self, primitive: TaskQueue, *, dry_run: bool) -> Report:
         """Deliver again the tasks whose worker died (deadline passed), fail
         those past their last attempt, and make due deferred tasks ready."""
         if dry_run:
@@ -155,7 +157,7 @@ class QueueKind(Kind):
             counts={"requeued": len(requeued), "failed": len(failed)},
         )
 
-    def gauges(self, primitive: Any) -> dict[str, float | None]:
+    def gauges(self, primitive: TaskQueue) -> dict[str, float | None]:
         """Tasks by state: ``tasks_<state>`` (pending, running, deferred, failed)."""
         counts = primitive.counts()
         return {
@@ -165,7 +167,7 @@ class QueueKind(Kind):
             "tasks_failed": counts["failed"],
         }
 
-    def status(self, primitive: Any) -> Report:
+    def status(self, primitive: TaskQueue) -> Report:
         counts = primitive.counts()
         busy = counts["pending"] > 0 and counts["workers"] == 0
         return Report(
@@ -193,5 +195,4 @@ KIND = QueueKind()
 def get_queue(name: str) -> TaskQueue:
     """The :class:`TaskQueue` configured in ``DJANGO_REDIS_POOL["QUEUES"][name]``;
     its ``task_fn`` runs the ``@task`` handlers registered for ``name``."""
-    queue: TaskQueue = registry.get(KIND, name)
-    return queue
+    return registry.get(KIND, name)

@@ -9,7 +9,7 @@ from typing import Any
 from .. import conf, registry
 from ..primitives.semaphore import Semaphore, check_max_size
 from ..primitives.validators import check_permits
-from .base import MAX_WAITING, Ask, Held, Option, OptionError, Report
+from .contract import MAX_WAITING, Ask, Held, Option, OptionError, Report
 from .leased import LEASE_TIMEOUT, LeaseKind
 
 __all__ = ["KIND", "PERMITS_HINT", "SemaphoreKind", "get_semaphore"]
@@ -25,7 +25,7 @@ def _validate_max_size(value: Any, path: str) -> int | None:
     return None if value is None else check_max_size(value, path)
 
 
-class SemaphoreKind(LeaseKind):
+class SemaphoreKind(LeaseKind[Semaphore]):
     """A :class:`Semaphore` of ``MAX_SIZE`` permits; a request's hold takes
     ``PERMITS`` of them (its rule's or view's, else the entry's)."""
 
@@ -44,7 +44,6 @@ class SemaphoreKind(LeaseKind):
         "PERMITS": Option(check_permits, 1, PERMITS_HINT),
     }
     size_option = "MAX_SIZE"
-    fill_action = "max-size"
     takes_permits = True
 
     def max_permits(self, options: Mapping[str, Any]) -> int | None:
@@ -92,7 +91,7 @@ class SemaphoreKind(LeaseKind):
             max_waiting=options["MAX_WAITING"],
         )
 
-    def hold(self, primitive: Any, ask: Ask) -> Held | None:
+    def hold(self, primitive: Semaphore, ask: Ask) -> Held | None:
         """``ask.permits`` (None: the entry's ``PERMITS``) for the identity
         ``holder`` (requests sharing it share its hold; refused at once past
         ``MAX_WAITING``)."""
@@ -101,14 +100,14 @@ class SemaphoreKind(LeaseKind):
             primitive.take(ask.holder, ask.timeout, ask.lease_timeout, permits=permits)
         )
 
-    async def ahold(self, primitive: Any, ask: Ask) -> Held | None:
+    async def ahold(self, primitive: Semaphore, ask: Ask) -> Held | None:
         """:meth:`hold` on the event loop."""
         permits = self.permits_of(primitive, ask)
         return self.held(
             await primitive.atake(ask.holder, ask.timeout, ask.lease_timeout, permits=permits)
         )
 
-    def permits_of(self, primitive: Any, ask: Ask) -> int:
+    def permits_of(self, primitive: Semaphore, ask: Ask) -> int:
         """The permits a request's hold takes: its own, else its entry's
         ``PERMITS`` (1 for a semaphore the setting does not configure)."""
         if ask.permits is not None:
@@ -117,7 +116,7 @@ class SemaphoreKind(LeaseKind):
         return entry.options.get("PERMITS", 1) if entry is not None else 1
 
     def sync(
-        self, primitive: Any, options: Mapping[str, Any], *, prune: bool, dry_run: bool
+        self, primitive: Semaphore, options: Mapping[str, Any], *, prune: bool, dry_run: bool
     ) -> Report:
         """Store ``MAX_SIZE`` (a smaller one evicts no holder; a larger one
         serves waiting callers at once)."""
@@ -152,5 +151,4 @@ def get_semaphore(name: str) -> Semaphore:
     Its ``MAX_SIZE`` is stored in Redis by the first acquire that finds no max
     size there (``manage.py pool_sync`` overwrites it). Building it does no I/O.
     """
-    semaphore: Semaphore = registry.get(KIND, name)
-    return semaphore
+    return registry.get(KIND, name)

@@ -315,7 +315,12 @@ def renew_steps(lease: Lease, lease_timeout: float | None) -> Steps[bool]:
 
 
 def release_lease_steps(
-    lease: Lease, *, ends: bool = False, bounded: bool = True, counted: bool = True
+    lease: Lease,
+    *,
+    ends: bool = False,
+    settles: bool = False,
+    bounded: bool = True,
+    counted: bool = True,
 ) -> Steps[int | None]:
     """End ``lease`` (by its token) as its owner's ``release_steps`` does,
     waiting at most ``DEADLINE_SLACK`` for Redis: 1 if it was ended, 2 if a
@@ -326,8 +331,11 @@ def release_lease_steps(
 
     ``ends``: the lease is let go of, whatever the answer (:meth:`Lease.release`):
     its renewal stops first, a lease already known ended is not sent (0),
-    one found gone is logged as lost, and ``released`` is set. ``bounded``:
-    arm the deadline (unbounded, the release waits as redis-py does).
+    one found gone is logged as lost, and ``released`` is set. ``settles``:
+    the same, but only once the answer says the hold ended (a reentrant
+    lock's count that went down leaves its hold, and its renewal, as they
+    are). ``bounded``: arm the deadline (unbounded, the release waits as
+    redis-py does).
     ``counted``: its hold time goes into the counts (not for a grant given
     back at once)."""
     if ends:
@@ -348,10 +356,13 @@ def release_lease_steps(
     except BackendUnavailable as exc:
         releases.continue_in_background(lease._owner, lease, request, exc, DEADLINE_SLACK)
         reply = None
+    if settles and reply != 2:
+        ends = True
+        lease._renewing = False
     if reply == 0:
         # (a semaphore's hold gone before its lease ran out was ended by a
         # release of another request sharing its identity: not a loss)
-        if ends and not (channel.mode == Mode.SEM and lease.unexpired()):
+        if ends and not lease.lost and not (channel.mode == Mode.SEM and lease.unexpired()):
             lease._mark_lost("it was already gone when released", call_on_lost=False)
     elif reply != 2 and counted and lease._granted is not None:
         channel.counts.released(time.monotonic() - lease._granted)

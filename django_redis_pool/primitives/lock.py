@@ -280,7 +280,7 @@ class Lock(LeasedPrimitive):
             if known is not None and not known.ended:
                 # (None: Redis did not answer in time; it goes on in the background)
                 bounded = not sync or self._channel.sync_bounded
-                result = yield from release_lease_steps(known, bounded=bounded)
+                result = yield from release_lease_steps(known, settles=True, bounded=bounded)
             else:
                 result = yield from self._engine.release_steps(name, "")
         except BaseException:
@@ -293,17 +293,13 @@ class Lock(LeasedPrimitive):
             result = 1
         if result == 2:  # a reentrant hold with acquisitions left
             return
-        # Forget the hold released, not one its holder took again meanwhile
-        # (another thread acting as the same holder): ``_forget``, written out
-        lease = known
-        if lease is not None:
+        # Forget the hold released (settled: its renewal stopped, ``released``
+        # set, lost if it was gone), not one its holder took again meanwhile
+        # (another thread acting as the same holder)
+        if known is not None:
             with self._mutex:
-                if self._leases.get(name) is lease:
+                if self._leases.get(name) is known:
                     del self._leases[name]
-            lease._renewing = False
-            if result == 0 and not lease.lost:
-                lease._mark_lost("it was already gone when released", call_on_lost=False)
-            lease.released = True
         if scope.holder == name:
             scope.holder = None
         if result == 0:
@@ -318,7 +314,7 @@ class Lock(LeasedPrimitive):
         with self._mutex:
             if self._leases.get(name) is lease:
                 del self._leases[name]
-        lease._renewing = False  # (its stop_auto_renew, without the call)
+        lease.stop_auto_renew()
 
     def extend(self, lease_timeout: float | None = None, *, holder: str | None = None) -> bool:
         """Restart the lease: ``lease_timeout`` seconds from now (None: the lock's

@@ -68,11 +68,15 @@ class Task:
     run_at: float | None = None  #: a deferred task's start (unix seconds)
     worker: str | None = None  #: the worker of the latest delivery
     workers: list[str] = field(default_factory=list)  #: every delivery's worker, in order
-    _report: Callable[[str, str], bool] | None = field(default=None, repr=False, compare=False)
-    #: Called by the worker once this delivery's end is stored, with the task
-    #: as stored (status, result, error, traceback, finished_at); inside the
-    #: ``except`` block when the handler raised.
-    _ended: Callable[[Task], None] | None = field(default=None, repr=False, compare=False)
+    #: Set by the worker running it: stores a progress report (:meth:`update`).
+    reporter: Callable[[str, str], bool] | None = field(
+        default=None, repr=False, compare=False
+    )
+    #: Set by the handler if it wants to know: called by the worker once this
+    #: delivery's end is stored, with the task as stored (status, result,
+    #: error, traceback, finished_at); inside the ``except`` block when the
+    #: handler raised.
+    on_end: Callable[[Task], None] | None = field(default=None, repr=False, compare=False)
 
     def update(self, current: float, total: float) -> bool:
         """Report progress: ``current`` out of ``total``, each a real number
@@ -83,7 +87,7 @@ class Task:
         that is not a number raises ``ValueError``."""
         texts = [_progress(current, "current"), _progress(total, "total")]
         self.progress = (current, total)
-        return self._report(*texts) if self._report is not None else True
+        return self.reporter(*texts) if self.reporter is not None else True
 
 
 def _progress(value: object, what: str) -> str:

@@ -262,7 +262,7 @@ class Worker:
         except CorruptRecord as exc:
             self._unreadable(task_id, attempt, exc)
             return
-        task._report = lambda current, total: (
+        task.reporter = lambda current, total: (
             int(
                 self.queue.channel.run(
                     self.queue.channel.op(
@@ -305,7 +305,7 @@ class Worker:
     def _finish(self, task: Task, attempt: str, status: str, outcome: str, trace: str) -> None:
         """Store the end of this delivery of ``task`` (``outcome``: its result
         as JSON text, or its error); then, if it was stored, tell the task's
-        ``_ended`` hook what was stored. A Redis Cluster moving the queue's
+        ``on_end`` hook what was stored. A Redis Cluster moving the queue's
         slot is waited out for up to the visibility timeout (the heartbeat
         keeps the task this worker's meanwhile): the task runs once."""
         try:
@@ -334,7 +334,7 @@ class Worker:
             return
         done = status == TaskStatus.DONE
         self.queue.channel.counts.add(counts.COMPLETED if done else counts.FAILED)
-        if task._ended is None:
+        if task.on_end is None:
             return
         task.status, task.finished_at = status, int(finished) / 1000
         if status == TaskStatus.DONE:
@@ -342,7 +342,7 @@ class Worker:
         else:
             task.error, task.traceback = outcome, trace or None
         try:
-            task._ended(task)
+            task.on_end(task)
         except Exception:
             logger.exception("the end hook of task %r (%s) failed", task.name, task.id)
 

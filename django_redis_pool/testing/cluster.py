@@ -18,12 +18,12 @@ from redis.cluster import ClusterNode, RedisCluster
 
 from .binaries import find_redis_binary
 from .server import (
-    _CLUSTER_BUS_OFFSET,
-    _MAX_PORT,
+    CLUSTER_BUS_OFFSET,
+    MAX_PORT,
     EmbeddedRedis,
-    _free_loopback_port,
-    _Managed,
-    _port_is_free,
+    Managed,
+    free_loopback_port,
+    port_is_free,
 )
 
 __all__ = ["EmbeddedRedisCluster"]
@@ -34,15 +34,13 @@ class _ClusterNode(EmbeddedRedis):
 
     def _choose_port(self) -> int:
         for _ in range(200):
-            port = _free_loopback_port()
-            if port + _CLUSTER_BUS_OFFSET <= _MAX_PORT and _port_is_free(
-                port + _CLUSTER_BUS_OFFSET
-            ):
+            port = free_loopback_port()
+            if port + CLUSTER_BUS_OFFSET <= MAX_PORT and port_is_free(port + CLUSTER_BUS_OFFSET):
                 return port
         raise RuntimeError("could not find a free port pair for a Redis Cluster node")
 
 
-class EmbeddedRedisCluster(_Managed):
+class EmbeddedRedisCluster(Managed):
     """A private Redis Cluster of ``masters`` loopback nodes, each with
     ``replicas`` replicas (default none).
 
@@ -179,7 +177,7 @@ class EmbeddedRedisCluster(_Managed):
             time.sleep(0.1)
 
     def _node_healthy(self, node: EmbeddedRedis, last: dict[int, str]) -> bool:
-        conn = node._probe_client(decode_responses=True)
+        conn = node.probe_client(decode_responses=True)
         try:
             info = conn.execute_command("CLUSTER", "INFO")
         except (redis.RedisError, OSError) as exc:
@@ -205,7 +203,7 @@ class EmbeddedRedisCluster(_Managed):
             # Every node knows every replica's master (a master ignores a manual
             # failover asked by a node it does not know as its replica), and a
             # replica has its master's data.
-            conn = node._probe_client(decode_responses=True)
+            conn = node.probe_client(decode_responses=True)
             try:
                 nodes = conn.execute_command("CLUSTER", "NODES")
                 replication = conn.info("replication")

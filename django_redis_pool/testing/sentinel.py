@@ -21,7 +21,7 @@ from typing import Any
 import redis
 
 from .binaries import find_redis_binary
-from .server import EmbeddedRedis, _free_loopback_port
+from .server import EmbeddedRedis, free_loopback_port
 
 __all__ = ["EmbeddedSentinelGroup"]
 
@@ -83,7 +83,7 @@ class EmbeddedSentinelGroup:
 
     def _start_sentinel(self, i: int, master_port: int) -> None:
         assert self._dir is not None
-        port = _free_loopback_port()
+        port = free_loopback_port()
         config = Path(self._dir.name) / f"sentinel-{i}.conf"
         quorum = self.sentinel_count // 2 + 1
         config.write_text(

@@ -29,25 +29,33 @@ from redis.retry import Retry
 
 from .binaries import find_redis_binary
 
-__all__ = ["EmbeddedRedis"]
+__all__ = [
+    "CLUSTER_BUS_OFFSET",
+    "MAX_PORT",
+    "EmbeddedRedis",
+    "Managed",
+    "free_loopback_port",
+    "port_is_free",
+]
 
 LOOPBACK = "127.0.0.1"
 
 # Redis 6.x puts the cluster bus on ``port + 10000``, so a cluster node's port
 # must leave room for it.
-_CLUSTER_BUS_OFFSET = 10000
-_MAX_PORT = 65535
+CLUSTER_BUS_OFFSET = 10000
+MAX_PORT = 65535
 _LOG_TAIL_LINES = 25
 
 
-def _free_loopback_port() -> int:
+def free_loopback_port() -> int:
     """Return a TCP port on 127.0.0.1 that was free a moment ago."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((LOOPBACK, 0))
         return int(sock.getsockname()[1])
 
 
-def _port_is_free(port: int) -> bool:
+def port_is_free(port: int) -> bool:
+    """Whether a TCP port on 127.0.0.1 can be bound now."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         try:
             sock.bind((LOOPBACK, port))
@@ -83,19 +91,19 @@ def _die_with_parent_hook() -> Callable[[], None] | None:
     return hook
 
 
-_M = TypeVar("_M", bound="_Managed")
+ManagedT = TypeVar("ManagedT", bound="Managed")
 
 
-class _Managed:
+class Managed:
     """``with server:`` starts it and stops it on exit."""
 
-    def start(self: _M) -> _M:
+    def start(self: ManagedT) -> ManagedT:
         raise NotImplementedError
 
     def stop(self) -> None:
         raise NotImplementedError
 
-    def __enter__(self: _M) -> _M:
+    def __enter__(self: ManagedT) -> ManagedT:
         return self.start()
 
     def __exit__(
@@ -107,7 +115,7 @@ class _Managed:
         self.stop()
 
 
-class EmbeddedRedis(_Managed):
+class EmbeddedRedis(Managed):
     """A private ``redis-server`` process in a fresh temporary directory.
 
     By default it listens on a free loopback TCP port (``port`` names one);
@@ -139,8 +147,8 @@ class EmbeddedRedis(_Managed):
         password: str | None = None,
         port: int | None = None,
     ) -> None:
-        if port is not None and not (isinstance(port, int) and 0 < port <= _MAX_PORT):
-            raise ValueError(f"port must be an int from 1 to {_MAX_PORT}, got {port!r}")
+        if port is not None and not (isinstance(port, int) and 0 < port <= MAX_PORT):
+            raise ValueError(f"port must be an int from 1 to {MAX_PORT}, got {port!r}")
         self.unix_socket = unix_socket
         self.fixed_port = port
         #: Required of every client (``--requirepass``); :attr:`url` and
@@ -201,7 +209,7 @@ class EmbeddedRedis(_Managed):
         process = self._process
         if process is not None and process.poll() is None:
             with contextlib.suppress(redis.RedisError, OSError):
-                conn = self._probe_client()
+                conn = self.probe_client()
                 try:
                     conn.execute_command("SHUTDOWN", "NOSAVE")
                 finally:
@@ -290,12 +298,12 @@ class EmbeddedRedis(_Managed):
 
     def _choose_port(self) -> int:
         if self.fixed_port is not None:
-            if not _port_is_free(self.fixed_port):
+            if not port_is_free(self.fixed_port):
                 raise RuntimeError(f"port {self.fixed_port} of {LOOPBACK} is already in use")
             return self.fixed_port
-        return _free_loopback_port()
+        return free_loopback_port()
 
-    def _probe_client(self, timeout: float = 2, **kwargs: Any) -> redis.Redis:
+    def probe_client(self, timeout: float = 2, **kwargs: Any) -> redis.Redis:
         """A client that fails fast: no retries (redis-py >= 6 retries by default)."""
         return self.client(
             socket_timeout=timeout,
@@ -351,7 +359,7 @@ class EmbeddedRedis(_Managed):
         while True:
             if process.poll() is not None:
                 return False
-            conn = self._probe_client(timeout=1)
+            conn = self.probe_client(timeout=1)
             try:
                 if conn.ping():
                     return True

@@ -30,11 +30,9 @@ from tests.support.admin_fixtures import (
     dashboard_url,
     detail_url,
     expired_hold,
-    lease_setting,
 )
 from tests.support.admin_pages import (
     confirm,
-    dashboard_row,
     data_rows,
     form_inputs,
     messages_of,
@@ -547,17 +545,3 @@ def test_an_unknown_primitive_or_action_is_not_found(
 
     assert response.status_code == 404
     assert world.state() == before
-
-
-def test_a_kind_this_version_does_not_support_is_listed_but_has_no_pages(
-    settings: Any, redis_url: str, operator: Client, reserved_kind: str
-) -> None:
-    settings.DJANGO_REDIS_POOL = {**lease_setting(redis_url), reserved_kind: {"jobs": {}}}
-
-    dashboard = operator.get(dashboard_url())
-
-    row = dashboard_row(dashboard, "jobs")
-    assert (row[:2], row[-1]) == (["jobs", "gadget"], "not supported by this version yet")
-    assert detail_url("jobs") not in dashboard.content.decode()
-    assert operator.get(detail_url("jobs")).status_code == 404
-    assert operator.post(action_url("jobs", "gc")).status_code == 404

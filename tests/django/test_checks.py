@@ -225,14 +225,6 @@ def test_e014_bad_entry_name(settings: Any, name: Any) -> None:
     assert 'DJANGO_REDIS_POOL["POOLS"] entry name' in message.msg
 
 
-def test_e014_applies_to_reserved_kinds_too(settings: Any, reserved_kind: str) -> None:
-    messages = ours(settings, {reserved_kind: {"a b": {}}})
-    assert sorted(m.id for m in messages) == [
-        "django_redis_pool.E014",
-        "django_redis_pool.W001",
-    ]
-
-
 def test_e015_entry_not_a_dict(settings: Any) -> None:
     message = only(ours(settings, {"POOLS": {"printers": ["p1", "p2"]}}), "E015")
     assert 'DJANGO_REDIS_POOL["POOLS"]["printers"] must be a dict' in message.msg
@@ -354,14 +346,6 @@ class _ExplodingDict(dict):
 def test_e099_unexpected_failure_is_reported_not_raised(settings: Any) -> None:
     message = only(ours(settings, _ExplodingDict(POOLS={})), "E099")
     assert "boom" in message.msg
-
-
-def test_w001_reserved_kind_is_not_supported_yet(settings: Any, reserved_kind: str) -> None:
-    key = reserved_kind
-    message = only(ours(settings, {key: {"thing": {"ANY": 1}}}), "W001")
-    assert message.level < 40  # a Warning, not an Error
-    assert f'DJANGO_REDIS_POOL["{key}"]' in message.msg
-    assert "not supported by this version yet" in message.msg
 
 
 PRINTERS = {"POOLS": {"printers": {"RESOURCES": ["p1"]}}}
@@ -518,11 +502,11 @@ def test_manage_py_check_reports_broken_settings_instead_of_crashing(
     assert f"django_redis_pool.{check_id}" in str(info.value)
 
 
-def test_manage_py_check_passes_with_warnings_only(settings: Any, reserved_kind: str) -> None:
-    settings.DJANGO_REDIS_POOL = {"LOCKS": {"nightly": {}}, reserved_kind: {"thing": {}}}
+def test_manage_py_check_passes_with_warnings_only(settings: Any) -> None:
+    settings.DJANGO_REDIS_POOL = {"LOCKS": {"nightly": {}}, "POOLS": {"printers": {}}}
     out = io.StringIO()
     call_command("check", tags=[TAG], stdout=out, stderr=out)  # a Warning is not a failure
-    assert "django_redis_pool.W001" in out.getvalue(), "the Warning is reported"
+    assert "django_redis_pool.W006" in out.getvalue(), "the Warning is reported"
 
 
 def _closed_port() -> int:

@@ -21,7 +21,7 @@ from django_redis_pool import dashboard, kinds, registry
 from django_redis_pool.checks import check_settings
 from django_redis_pool.dashboard import panels
 from django_redis_pool.decorators import with_resource
-from django_redis_pool.kinds import Kind
+from django_redis_pool.kinds import Kind, builtin
 from django_redis_pool.kinds.leased import LeaseKind
 from tests.support import gate_kind
 
@@ -79,10 +79,10 @@ def test_the_core_of_the_django_layer_names_no_kind() -> None:
     assert found == []
 
 
-def test_every_supported_kind_is_whole() -> None:
+def test_every_kind_is_whole() -> None:
     import django_redis_pool
 
-    for kind in kinds.supported():
+    for kind in kinds.all_kinds():
         module = type(kind).__module__
         assert module == f"django_redis_pool.kinds.{kind.name}"
         assert kind.options and kind.primitive is not None
@@ -97,8 +97,9 @@ def test_every_supported_kind_is_whole() -> None:
 def test_a_kind_module_holds_what_the_kind_is_and_nothing_of_the_admin() -> None:
     """No forms, requests, templates or HTML in a kind's module, and no import
     of the dashboard when it is loaded: the admin's panels are the dashboard's,
-    registered by the app config (a kind may still read the dashboard's labels
-    when it runs, as ``LeaseKind.fill_label`` does)."""
+    registered by the app config (the label of a kind's fill action, which
+    ``LeaseKind.fill_label`` reads, is registered by the dashboard for the
+    kind's class)."""
     for path in sorted((PACKAGE / "kinds").glob("*.py")):
         text = path.read_text()
         loaded = set()
@@ -118,16 +119,10 @@ def test_a_kind_module_holds_what_the_kind_is_and_nothing_of_the_admin() -> None
         assert ".html" not in text and "</" not in text, path.name
 
 
-def test_every_kind_of_this_release_is_supported() -> None:
-    assert kinds.RESERVED == () and all(kind.supported for kind in kinds.all_kinds())
+def test_every_kind_of_this_release_is_listed() -> None:
     assert kinds.plurals() == (
         "pools, semaphores, locks, allocators, queues, object pools or rate limits"
     )
-
-
-def test_a_reserved_kind_is_accepted_but_not_supported(reserved_kind: str) -> None:
-    reserved = [kind for kind in kinds.all_kinds() if not kind.supported]
-    assert [kind.setting_key for kind in reserved] == [reserved_kind]
 
 
 @pytest.fixture
@@ -136,7 +131,7 @@ def gates(settings: Any, redis_url: str, monkeypatch: pytest.MonkeyPatch) -> Ite
     registries = (dashboard.SUMMARIES, dashboard.SECTIONS, dashboard.ACTIONS, panels.PANELS)
     saved = [dict(r) for r in registries]
     importlib.reload(gate_kind)  # a fresh KIND, whose panels are registered again
-    monkeypatch.setattr(kinds, "BUILTIN", (*kinds.BUILTIN, "tests.support.gate_kind.KIND"))
+    monkeypatch.setattr(builtin, "KINDS", (*builtin.KINDS, gate_kind.KIND))
     monkeypatch.setattr(kinds, "_loaded", None)
     # What the app config does when Django starts, for the kinds loaded later.
     panels.register_panels(kinds.all_kinds())
@@ -220,7 +215,7 @@ def test_every_option_of_every_kind_is_documented() -> None:
     text = "\n".join(page.read_text() for page in pages)
     missing = [
         f"{kind.setting_key}.{key}"
-        for kind in kinds.supported()
+        for kind in kinds.all_kinds()
         for key in kind.options
         if f'"{key}"' not in text and f"`{key}`" not in text
     ]
@@ -259,8 +254,8 @@ def test_size_option_defaults_to_the_members_option() -> None:
 
 
 def test_w006_names_the_kinds_own_fill_action(own_panels: None) -> None:
-    """The hints name the action from ``fill_action`` (``fill_label()``), not a
-    label written into the message."""
+    """The hints name the action registered as filling the kind's class
+    (``fill_label()``), not a label written into the message."""
     from django_redis_pool.dashboard import action
     from django_redis_pool.dashboard.lease_panels import set_max_size
     from django_redis_pool.kinds.pool import PoolKind
@@ -269,15 +264,13 @@ def test_w006_names_the_kinds_own_fill_action(own_panels: None) -> None:
     class Turnstile(SemaphoreKind):
         name = "turnstile"
         setting_key = "TURNSTILES"
-        fill_action = "resize"
 
     class Shelf(PoolKind):
         name = "shelf"
         setting_key = "SHELVES"
-        fill_action = "stock"
 
-    action("turnstile", "resize", label="Resize")(set_max_size)
-    action("shelf", "stock", label="Stock a shelf")(lambda primitive, data: "")
+    action("turnstile", "resize", fills=Turnstile, label="Resize")(set_max_size)
+    action("shelf", "stock", fills=Shelf, label="Stock a shelf")(lambda primitive, data: "")
 
     [(_, hint)] = Turnstile().entry_warnings("t", {"MAX_SIZE": None})
     assert "from the admin ('Resize' on its page) or with set_max_size()" in hint

@@ -182,14 +182,6 @@ def test_get_semaphore_of_a_lock_name_raises_not_configured(settings: Any, redis
         get_semaphore("nightly")
 
 
-def test_reserved_kind_raises_not_configured_saying_so(
-    settings: Any, redis_url: str, reserved_kind: str
-) -> None:
-    configure(settings, redis_url, **{reserved_kind: {"api": {}}})
-    with pytest.raises(NotConfigured, match="not supported by this version yet"):
-        get_resource("api")
-
-
 def test_invalid_setting_raises_improperly_configured_with_the_check_message(
     settings: Any, redis_url: str
 ) -> None:

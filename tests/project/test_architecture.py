@@ -1,14 +1,16 @@
 """Pin the package's shape as docs/architecture.md draws it: its layers, no
 import circle, the imports that run back up (named, at most two), no module
-over 600 lines (Lua files included), no Django in the primitives and kind modules free of
-presentation. And the test suite's, as docs/testing.md draws it ("The layout
-of tests/"): its folders, each test module in a group, none over 1,000 lines.
+over 600 lines (Lua files included), no Django in the primitives, kind modules free of
+presentation, and no private name crossing a module boundary (none imported
+from another module; none of another module's objects used by the Django
+layer, but the few of Django's that are named below). And the test suite's,
+as docs/testing.md draws it ("The layout of tests/"): its folders, each test
+module in a group, none over 1,000 lines.
 
 Read from the source (the ``import`` statements), so a test run imports nothing
 it checks. An import under ``if TYPE_CHECKING:`` is a type's name, not a
 dependency at load time: the layers leave it out, but no circle may run
-through one either (a module that names a type of a module above it is tied
-to it all the same).
+through one either.
 """
 
 from __future__ import annotations
@@ -28,30 +30,40 @@ LAYERS: dict[str, int] = {
     "primitives": 0,
     "exceptions": 0,
     "testing": 0,
-    # 1: what every kind of the Django layer is, the signals it sends, and the
-    # holder names of requests
+    # 1: what every kind of the Django layer is and where to find it, the
+    # signals it sends, the holder names and client addresses of requests, and
+    # the rates the setting writes
     "signals": 1,
     "kinds": 1,
-    "kinds.base": 1,
+    "kinds.contract": 1,
+    "kinds.rates": 1,
     "holders": 1,
     "client_address": 1,
     # 2: the setting, read and validated once
     "conf": 2,
     # 3: configured primitives by name
     "registry": 3,
-    # 4: the kinds, and what serves one request or one task
+    # 4: the kinds (and the list of the built-in ones), and the response to a
+    # refused request
     "kinds.allocator": 4,
+    "kinds.builtin": 4,
     "kinds.leased": 4,
     "kinds.lock": 4,
     "kinds.object_pool": 4,
     "kinds.pool": 4,
     "kinds.queue": 4,
+    "kinds.quota_headers": 4,
     "kinds.ratelimit": 4,
+    "kinds.ratelimit_keys": 4,
+    "kinds.ratelimit_options": 4,
     "kinds.semaphore": 4,
     "refusals": 4,
-    # 5: what uses the kinds: holding one for a request, the Django Tasks
-    # backend and the worker, the checks, the admin's panels
+    # 5: what uses the kinds: holding one for a request (what its outcomes log
+    # and signal, its crossings between the event loop and threads), the Django
+    # Tasks backend and the worker, the checks, the admin's panels
     "guard": 5,
+    "outcomes": 5,
+    "event_loop": 5,
     "tasks": 5,
     "worker": 5,
     "checks": 5,
@@ -73,9 +85,9 @@ LAYERS: dict[str, int] = {
 #: The imports that run back up the layers, each made inside the function that
 #: needs it (so that loading stays one-way), and why. No more than two.
 UPWARD = {
-    # A pool's or a semaphore's "fill" hint names the admin action that the
-    # dashboard registered for it.
-    ("kinds.leased", "dashboard"),
+    # Looking the kinds up (by name, by setting key) imports their list on
+    # first use: the kind modules use the settings reader, which looks them up.
+    ("kinds", "kinds.builtin"),
     # The queue kind runs the Django Tasks backend's tasks by their handler.
     ("kinds.queue", "tasks"),
 }
@@ -180,11 +192,25 @@ def test_the_imports_back_up_the_layers_are_the_two_named_ones():
 
 
 def test_no_two_modules_import_each_other_even_through_others_or_for_types():
+    """No circle, counting the imports made inside functions and the
+    type-only ones too; but not the
+    named ones back up the layers (:data:`UPWARD`): made when their function
+    runs, they are the one way back, and what they import may well use the
+    module that makes them (the kinds use the settings reader, which looks the
+    kinds up)."""
+
+    def downward(module: str) -> list[str]:
+        return [
+            target
+            for target, _ in GRAPH_WITH_TYPES[module]
+            if (layer_key(module), layer_key(target)) not in UPWARD
+        ]
+
     def reaches(start: str, goal: str) -> bool:
         seen, todo = set(), [start]
         while todo:
             module = todo.pop()
-            for target, _ in GRAPH_WITH_TYPES[module]:
+            for target in downward(module):
                 if target == goal:
                     return True
                 if target not in seen:
@@ -194,8 +220,8 @@ def test_no_two_modules_import_each_other_even_through_others_or_for_types():
 
     circles = sorted(
         f"{module} -> {target} -> ... -> {module}"
-        for module, imports in GRAPH_WITH_TYPES.items()
-        for target, _ in imports
+        for module in GRAPH
+        for target in downward(module)
         if reaches(target, module)
     )
     assert circles == []
@@ -239,13 +265,126 @@ PRESENTATION = ("django.forms", "django.template", "django.utils.html", "format_
 
 
 @pytest.mark.parametrize(
-    "module", sorted(m for m in MODULES if m.startswith("kinds.") and m != "kinds.base")
+    "module", sorted(m for m in MODULES if m.startswith("kinds.") and m != "kinds.contract")
 )
 def test_a_kind_module_holds_no_forms_templates_or_html(module):
     source = MODULES[module].read_text(encoding="utf-8")
     found = [word for word in PRESENTATION if word in source]
     found += ["an HTML tag"] if "</" in source or "<br" in source else []
     assert found == [], f"{module} holds presentation ({found}): it belongs in dashboard/"
+
+
+# -- private names ------------------------------------------------------------
+
+
+def is_private(name: str) -> bool:
+    """``_name``, not ``__dunder__``."""
+    return name.startswith("_") and not name.endswith("__")
+
+
+TREES = {module: ast.parse(path.read_text(encoding="utf-8")) for module, path in MODULES.items()}
+
+
+def test_no_module_imports_a_private_name_of_another():
+    """``from .x import _name`` would make ``_name`` part of two modules: give
+    it a public name, or move the code that needs it (anywhere in the package)."""
+    found = [
+        f"{module}:{node.lineno}: from {'.' * node.level}{node.module or ''} import {alias.name}"
+        for module, tree in TREES.items()
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom)
+        and (node.level or (node.module or "").startswith("django_redis_pool"))
+        for alias in node.names
+        if is_private(alias.name)
+    ]
+    assert found == []
+
+
+#: Private names of Django (and of the standard library) that the Django layer
+#: uses on purpose, by module: each is the one way to do its job.
+FOREIGN_PRIVATE = {
+    ("admin", "_meta"): "a model's options, which the admin's templates read",
+    ("conf.masking", "_replace"): "a named tuple's copy with a field changed (its own API)",
+    ("guard", "_resource_closers"): "what Django runs when the response is closed",
+    ("holders", "_wrapped"): "whether Django's lazy request.user was read yet",
+    ("refusals", "_has_been_logged"): "tells django.request the refusal was logged already",
+    ("registry", "_cache"): "the client of Django's own Redis cache backend",
+}
+
+
+def private_uses(module: str) -> list[tuple[str, str, int]]:
+    """``(module, name, line)`` of each private attribute of an object
+    ``module`` does not own that it reads or writes: ``obj._name``, and
+    ``getattr(obj, "_name")`` (``setattr``, ``hasattr``). Its own are on
+    ``self`` or ``cls``, or on a class or function it defines."""
+    tree = TREES[module]
+    own = {"self", "cls"} | {
+        node.name
+        for node in tree.body
+        if isinstance(node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+    }
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and is_private(node.attr):
+            base, name = node.value, node.attr
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id in ("getattr", "setattr", "hasattr")
+            and len(node.args) >= 2
+            and isinstance(node.args[1], ast.Constant)
+            and isinstance(node.args[1].value, str)
+            and is_private(node.args[1].value)
+        ):
+            base, name = node.args[0], node.args[1].value
+        else:
+            continue
+        if not (isinstance(base, ast.Name) and base.id in own):
+            found.append((module, name, node.lineno))
+    return found
+
+
+DJANGO_LAYER = sorted(module for module in MODULES if layer_of(module) > 0)
+
+
+def test_the_django_layer_uses_no_private_name_of_another_module():
+    """Not a primitive's, not another module's of the Django layer: only the
+    named ones of Django and those awaiting a public name in the primitives."""
+    allowed = set(FOREIGN_PRIVATE)
+    found = [
+        f"{module}:{line}: {name}"
+        for module in DJANGO_LAYER
+        for module_, name, line in private_uses(module)
+        if (module_, name) not in allowed
+    ]
+    assert found == []
+
+
+def test_the_named_private_names_are_used_and_whose_they_say():
+    """Each name allowed above is still used where it says (else it goes), and
+    is defined nowhere in the package."""
+    used = {(module, name) for module in DJANGO_LAYER for module, name, _ in private_uses(module)}
+    assert set(FOREIGN_PRIVATE) <= used
+
+    def defined(modules: list[str]) -> set[str]:
+        names = set()
+        for module in modules:
+            for node in ast.walk(TREES[module]):
+                if isinstance(node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+                    names.add(node.name)
+                elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+                    names.add(node.id)
+                elif (
+                    isinstance(node, ast.Attribute)
+                    and isinstance(node.ctx, ast.Store)
+                    and isinstance(node.value, ast.Name)
+                    and node.value.id in ("self", "cls")
+                ):
+                    names.add(node.attr)
+        return {name for name in names if is_private(name)}
+
+    ours = defined(list(MODULES))
+    assert {name for _, name in FOREIGN_PRIVATE} & ours == set()
 
 
 # ---------------------------------------------------------------- tests/

@@ -49,11 +49,10 @@ class PoolCommand(BaseCommand):
         )
 
     def primitives(self, names: list[str] | None) -> list[Any]:
-        """The configured primitives of the supported kinds, sorted by name
-        (only ``names``, in their order, if given)."""
+        """The configured primitives, sorted by name (only ``names``, in their
+        order, if given)."""
         with self.command_errors():
-            config = registry.get_config()
-            usable = [name for name in config.names() if config.entries[name].kind.supported]
+            usable = registry.get_config().names()
             wanted = list(dict.fromkeys(names)) if names else usable
             unknown = [name for name in wanted if name not in usable]
             if unknown:

@@ -1,12 +1,18 @@
-"""What the Django layer needs of a kind of primitive: :class:`Kind`.
+"""What the Django layer needs of a kind of primitive: :class:`Kind`, the
+contract every kind fulfils, and the records that cross it (:class:`Ask`,
+:class:`Held`, :class:`Option`, :class:`Report`...).
 
 A kind is one module of :mod:`django_redis_pool.kinds` holding one subclass of
 :class:`Kind` (and an instance of it, ``KIND``): what the kind *is* (its
 options, how it is built and held, and what the management commands read and
-change, as data). The core of the Django layer (settings, checks, registry,
-request guard, commands, admin views, templates) only ever calls the methods
-below, so it names no kind: a new kind is a new module, listed in
-:data:`django_redis_pool.kinds.BUILTIN`. What the admin shows of it is the
+change, as data). ``Kind[P]`` is generic in the primitive ``P`` the kind
+builds (``PoolKind`` is a ``Kind[ResourcePool]``): :meth:`Kind.build` returns
+one, and every other method takes one, so that a type checker follows a
+request from ``@with_resource`` through :meth:`Kind.hold` to the primitive.
+The core of the Django layer (settings, checks, registry, request guard,
+commands, admin views, templates) only ever calls the methods below, so it
+names no kind: a new kind is a new module, listed in
+:mod:`django_redis_pool.kinds.builtin`. What the admin shows of it is the
 dashboard's (:mod:`django_redis_pool.dashboard`). See ``docs/adding-a-kind.md``.
 """
 
@@ -15,7 +21,7 @@ from __future__ import annotations
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal, NamedTuple
+from typing import Any, ClassVar, Generic, Literal, NamedTuple, Protocol, TypeVar
 
 from ..exceptions import NotConfigured
 from ..primitives.lease import Lease
@@ -29,8 +35,8 @@ __all__ = [
     "Kind",
     "Option",
     "OptionError",
+    "Primitive",
     "Report",
-    "ReservedKind",
     "Validator",
     "validate_bool",
 ]
@@ -38,6 +44,21 @@ __all__ = [
 #: ``validate(value, setting_path) -> normalised value``; raises ``ValueError`` whose
 #: message names ``setting_path``.
 Validator = Callable[[Any, str], Any]
+
+
+class Primitive(Protocol):
+    """What a kind's primitive has, whatever its kind: its kind's name (as
+    :attr:`Kind.name` says it) and its configured name."""
+
+    @property
+    def kind(self) -> str: ...
+
+    @property
+    def name(self) -> str: ...
+
+
+#: The primitive a kind builds and holds (``Kind[P]``).
+P = TypeVar("P", bound=Primitive)
 
 
 def validate_bool(value: Any, path: str) -> bool:
@@ -98,7 +119,7 @@ class Held:
     #: :attr:`release` on the event loop (None: the guard runs ``release`` in a thread).
     arelease: Callable[[], Awaitable[bool]] | None = None
     granted_at: float = field(default_factory=time.monotonic)
-    primitive: Any = None  #: what was held (set by the guard)
+    primitive: Primitive | None = None  #: what was held (set by the guard)
     #: Headers the response gets (those it does not set itself), e.g. what is
     #: left of a rate limit.
     headers: Mapping[str, str] = field(default_factory=dict)
@@ -135,8 +156,8 @@ class Report:
     counts: Mapping[str, int] = field(default_factory=dict)  #: summed across primitives
 
 
-class Kind:
-    """One kind of primitive, as the Django layer sees it.
+class Kind(Generic[P]):
+    """One kind of primitive ``P``, as the Django layer sees it.
 
     Subclasses set the class attributes and override what their primitive
     supports; the defaults describe a kind with no configured state in Redis,
@@ -148,7 +169,6 @@ class Kind:
     #: Its per-entry options, by setting key (parsing, checks and docs use them).
     options: ClassVar[Mapping[str, Option]] = {}
     primitive: ClassVar[type | None] = None  #: the class :meth:`build` makes (signals' sender)
-    supported: ClassVar[bool] = True  #: False: reserved for a later version
     #: Options an entry must set (the system checks report a missing one).
     required: ClassVar[tuple[str, ...]] = ()
     #: The metric families its primitive's counts feed (``primitive.activity()``;
@@ -181,7 +201,7 @@ class Kind:
 
     # -- settings --------------------------------------------------------------
 
-    def build(self, client: Any, name: str, key_prefix: str, options: Mapping[str, Any]) -> Any:
+    def build(self, client: Any, name: str, key_prefix: str, options: Mapping[str, Any]) -> P:
         """The primitive ``name`` on ``client``; ``options`` holds every option
         of the kind, validated, defaults filled in. Does no I/O."""
         raise NotImplementedError
@@ -204,7 +224,7 @@ class Kind:
 
     # -- requests --------------------------------------------------------------
 
-    def hold(self, primitive: Any, ask: Ask) -> Held | None:
+    def hold(self, primitive: P, ask: Ask) -> Held | None:
         """Take ``primitive`` for one request, as ``ask`` says; None if nothing
         was granted in time. A caller refused at once (``max_waiting`` callers
         already wait) raises :class:`ResourceUnavailable` with ``reason``
@@ -214,13 +234,13 @@ class Kind:
             "have no request hold"
         )
 
-    async def ahold(self, primitive: Any, ask: Ask) -> Held | None:
+    async def ahold(self, primitive: P, ask: Ask) -> Held | None:
         """:meth:`hold` on the event loop, for async views: waits without a
         thread, and when cancelled leaves nothing held. A kind that does not
         override it (:attr:`holds_on_loop` is False) is held from a thread."""
         raise NotImplementedError
 
-    def request_timeout(self, primitive: Any) -> float | None:
+    def request_timeout(self, primitive: P) -> float | None:
         """How long a request waits for ``primitive`` when its view or rule
         names no ``timeout``: the primitive's ``timeout`` (its ``TIMEOUT``
         option), else forever (None)."""
@@ -240,35 +260,24 @@ class Kind:
     # -- management commands ---------------------------------------------------
 
     def sync(
-        self, primitive: Any, options: Mapping[str, Any], *, prune: bool, dry_run: bool
+        self, primitive: P, options: Mapping[str, Any], *, prune: bool, dry_run: bool
     ) -> Report:
         """``pool_sync``: make Redis hold what ``options`` configure."""
         return Report(f"{primitive.name}: {self.a_label}, nothing to sync")
 
-    def collect(self, primitive: Any, *, dry_run: bool) -> Report:
+    def collect(self, primitive: P, *, dry_run: bool) -> Report:
         """``pool_gc`` (and the admin's gc action): reclaim what crashed holders
         left behind now."""
         return Report(f"{primitive.name}: nothing to reclaim")
 
-    def status(self, primitive: Any) -> Report:
+    def status(self, primitive: P) -> Report:
         """``pool_status``: its counts (``data`` has ``held``, ``free``,
         ``waiting`` and ``size``, None where they do not apply) and details."""
         return Report(primitive.name, data={"kind": self.name, "name": primitive.name})
 
-    def gauges(self, primitive: Any) -> dict[str, float | None]:
+    def gauges(self, primitive: P) -> dict[str, float | None]:
         """What the metrics export of its state now (``size``, ``free``,
         ``held``, ``waiting``, ``oldest_hold_seconds``; None or absent where
         they do not apply), read cheaply: scraped every few seconds."""
         data = self.status(primitive).data
         return {key: data.get(key) for key in ("size", "free", "held", "waiting")}
-
-
-class ReservedKind(Kind):
-    """A kind a later version supports: its setting key is accepted and its entry
-    names are checked, but its entries cannot be used yet."""
-
-    supported = False
-
-    def __init__(self, name: str, setting_key: str) -> None:
-        self.name = name  # type: ignore[misc]
-        self.setting_key = setting_key  # type: ignore[misc]
