@@ -191,12 +191,13 @@ class Collected:
 
 
 class LeasedPrimitive:
-    """Base of :class:`ResourcePool`, :class:`Semaphore` and :class:`Lock`.
+    """Base of the leased primitives: :class:`ResourcePool`, :class:`Semaphore`,
+    :class:`Lock` and :class:`Allocator`.
 
-    Holds the validated ``client``, ``name``, ``key_prefix`` and ``max_waiting``
-    and the :class:`Channel` that runs the primitive's operations (``mode``) and
-    the :class:`LeaseEngine` of its lease protocol over it (
-    ``default_max`` and ``heal`` are the engine's). Building one does no I/O.
+    Holds the validated ``client``, ``name``, ``key_prefix`` and ``max_waiting``,
+    the :class:`Channel` that runs the primitive's operations (``mode`` is
+    sent with each) and the :class:`LeaseEngine` of its lease protocol over it
+    (``default_max`` and ``heal`` are the engine's). Building one does no I/O.
     """
 
     #: The kind of primitive; with ``name`` it makes the Redis Cluster hash tag.
