@@ -30,9 +30,11 @@ from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 
 from ..exceptions import BackendUnavailable, PoolError
+from ..primitives.counts import BUCKETS
 from . import section
 
 __all__ = [
+    "FIRST_BOUND_MS",
     "MINUTES",
     "SERIES",
     "TEMPLATE",
@@ -60,6 +62,8 @@ _AXIS = "stroke:var(--border-color,#ccc)"
 _GRANTED = "fill:var(--link-fg,#417893)"
 _REFUSED = "fill:var(--error-fg,#ba2121)"
 _WAIT = "var(--body-fg,#333)"
+#: A p95 wait only known to be under the first bucket's bound: a hollow triangle.
+_UNDER = f"fill:var(--body-bg,#fff);stroke:{_WAIT};stroke-width:1.2"
 _HELD = "fill:var(--body-quiet-color,#666);fill-opacity:0.45"
 _WAITING = "var(--error-fg,#ba2121)"
 
@@ -103,8 +107,12 @@ class Minute:
     refused: int
     wait_us: int  #: the grants' waits, added up
     #: The 95th percentile of the grants' waits, in ms (None: no grant or no wait
-    #: charted), estimated from the buckets as Prometheus does.
+    #: charted), estimated from the buckets as Prometheus does; when it falls in
+    #: the first bucket, the bucket's bound (:data:`FIRST_BOUND_MS`), and
+    #: :attr:`wait_p95_under` is set: only "under 5 ms" is known of it.
     wait_p95_ms: float | None = None
+    #: Whether the p95 wait falls in the first bucket ("p95 < 5 ms").
+    wait_p95_under: bool = False
     #: The most holds and waiters a flush saw in the minute (None: none was seen).
     held_max: int | None = None
     waiting_max: int | None = None
@@ -121,6 +129,9 @@ class Hour:
     name: str
     series: Series
     minutes: tuple[Minute, ...] = field(default=())
+    #: The p95 wait of the whole hour's grants, as :attr:`Minute.wait_p95_ms`.
+    wait_p95_ms: float | None = None
+    wait_p95_under: bool = False
 
     @property
     def granted(self) -> int:
@@ -150,16 +161,17 @@ class Hour:
 
     def counts_in_words(self, minute: Minute | Hour | None = None) -> str:
         """ "120 granted, 3 refused, mean wait 12 ms, p95 30 ms, at most 10
-        held and 4 waiting" of the hour (or of one ``minute``, which also
-        says its p95 wait); "no activity" when nothing was counted."""
+        held and 4 waiting" of the hour (or of one ``minute``); "p95 < 5 ms"
+        when the p95 falls in the first bucket; "no activity" when nothing was
+        counted."""
         of = self if minute is None else minute
         if not (of.granted or of.refused):
             return "no activity"
         words = f"{of.granted} {self.series.granted_word}, {of.refused} {self.series.refused_word}"
         if self.series.wait and of.mean_wait_ms is not None:
             words += f", mean wait {duration(of.mean_wait_ms)}"
-            if isinstance(of, Minute) and of.wait_p95_ms is not None:
-                words += f", p95 {duration(of.wait_p95_ms)}"
+            if of.wait_p95_ms is not None:
+                words += f", p95 {p95_words(of.wait_p95_ms, of.wait_p95_under)}"
         if of.held_max is not None:
             words += f", at most {of.held_max} held and {of.waiting_max or 0} waiting"
         return words
@@ -184,18 +196,47 @@ def hour_of(name: str, activity: Any, series: Series) -> Hour:
             granted=sum(counts.get(f, 0) for f in series.granted),
             refused=sum(counts.get(f, 0) for f in series.refused),
             wait_us=counts.get("wait_us", 0) if series.wait else 0,
-            wait_p95_ms=_p95_ms(activity, counts) if series.wait else None,
             held_max=counts.get("held_max"),
             waiting_max=counts.get("waiting_max"),
+            **(_p95(activity, counts) if series.wait else {}),
         )
         for index, (start, counts) in enumerate(read)
     )
-    return Hour(name=name, series=series, minutes=minutes)
+    hour_waits: dict[str, int] = {}
+    for _, counts in read:
+        for bucket in _WAIT_BUCKETS:
+            hour_waits[bucket] = hour_waits.get(bucket, 0) + counts.get(bucket, 0)
+    return Hour(
+        name=name,
+        series=series,
+        minutes=minutes,
+        **(_p95(activity, hour_waits) if series.wait else {}),
+    )
 
 
-def _p95_ms(activity: Any, counts: dict[str, int]) -> float | None:
+#: The upper bound of the first wait bucket, in ms: a p95 in it is only known
+#: to be under it.
+FIRST_BOUND_MS = BUCKETS[0] * 1000
+_WAIT_BUCKETS = tuple(f"wait_{i}" for i in range(len(BUCKETS) + 1))
+
+
+def _p95(activity: Any, counts: dict[str, int]) -> dict[str, Any]:
+    """``wait_p95_ms`` and ``wait_p95_under`` of ``counts``: the estimate of
+    :meth:`Activity.quantile <django_redis_pool.primitives.counts.Activity.quantile>`,
+    except in the first bucket, where it would be interpolated between 0 and
+    its bound (4.75 ms for any minute whose waits are all shorter): there it is
+    the bound, said as "< 5 ms"."""
+    cumulative = activity.histogram("wait", counts)
+    if cumulative[-1] and cumulative[0] >= 0.95 * cumulative[-1]:
+        return {"wait_p95_ms": FIRST_BOUND_MS, "wait_p95_under": True}
     p95 = activity.quantile("wait", 0.95, counts)
-    return None if p95 is None else p95 * 1000
+    return {"wait_p95_ms": None if p95 is None else p95 * 1000, "wait_p95_under": False}
+
+
+def p95_words(ms: float, under: bool = False) -> str:
+    """A p95 wait for people: "30 ms", or "< 5 ms" (``under``: it falls in the
+    first bucket, whose bound ``ms`` is)."""
+    return f"< {ms:g} ms" if under else duration(ms)
 
 
 def duration(ms: float) -> str:
@@ -263,7 +304,12 @@ def chart(hour: Hour) -> SafeString:
             f'<line x1="{x}" y1="13" x2="{x + 16}" y2="13" '
             f'style="stroke:{_WAIT};stroke-width:1.5;stroke-dasharray:4 2"/>'
         )
-        out.append(f'<text x="{x + 20}" y="17">p95 wait (ms, right axis)</text>')
+        label = "p95 wait (ms, right axis)"
+        out.append(f'<text x="{x + 20}" y="17">{label}</text>')
+        if any(m.wait_p95_under for m in hour.minutes):
+            x += 20 + round(6.5 * len(label)) + 18
+            out.append(f'<path d="{_under_mark(x + 5, 9)}" style="{_UNDER}"/>')
+            out.append(f'<text x="{x + 14}" y="17">p95 &lt; {FIRST_BOUND_MS:g} ms</text>')
     # the count axis (left) and its grid
     ticks = [0, top / 2, top] if top >= 2 and top % 2 == 0 else [0, top]
     for value in ticks:
@@ -348,15 +394,31 @@ def _rect(x: float, y: float, width: float, height: float) -> str:
     return f'<rect x="{x:.1f}" y="{y:.1f}" width="{width:.1f}" height="{height:.1f}"/>'
 
 
+_UNDER_TALL = 7
+
+
+def _under_mark(x: float, y: float) -> str:
+    """A triangle pointing down from ``y``: "somewhere under this"."""
+    return f"M{x - 4:.1f} {y:.1f} h8 l-4 {_UNDER_TALL} z"
+
+
 def _wait_line(minutes: Iterable[Minute], slot: float, height: float, top: float) -> str:
     """The p95 wait of each minute with grants: a dashed line through the
-    minutes in a row that have one, a dot on each."""
+    minutes in a row that have one, a dot on each; a minute whose p95 falls
+    in the first bucket (only known to be under its bound) has a hollow
+    triangle pointing down from the bound instead, and breaks the line."""
     runs: list[list[tuple[float, float]]] = [[]]
+    under = []
     for index, minute in enumerate(minutes):
         wait = minute.wait_p95_ms
-        if wait is None:
+        if wait is None or minute.wait_p95_under:
             if runs[-1]:
                 runs.append([])
+            if wait is not None:
+                x = _LEFT + slot * (index + 0.5)
+                # (its tip on the axis at most: above it, on a scale of seconds)
+                y = min(_BOTTOM - height * wait / top, _BOTTOM - _UNDER_TALL)
+                under.append(_under_mark(x, y))
             continue
         runs[-1].append((_LEFT + slot * (index + 0.5), _BOTTOM - height * wait / top))
     paths = ["M" + " L".join(f"{x:.1f} {y:.1f}" for x, y in run) for run in runs if len(run) > 1]
@@ -367,7 +429,10 @@ def _wait_line(minutes: Iterable[Minute], slot: float, height: float, top: float
         if paths
         else ""
     )
-    return f'<g class="drp-wait">{line}<g style="fill:{_WAIT}">{dots}</g></g>'
+    marks = (
+        f'<path class="drp-wait-under" d="{" ".join(under)}" style="{_UNDER}"/>' if under else ""
+    )
+    return f'<g class="drp-wait">{line}<g style="fill:{_WAIT}">{dots}</g>{marks}</g>'
 
 
 # ------------------------------------------------------------------ the sparkline

@@ -22,7 +22,7 @@ from django_redis_pool.dashboard import charts
 from django_redis_pool.exceptions import BackendUnavailable, PoolError
 from django_redis_pool.primitives import counts
 from django_redis_pool.primitives.base import LeasedPrimitive
-from django_redis_pool.primitives.counts import Activity
+from django_redis_pool.primitives.counts import BUCKETS, Activity
 from tests.support.admin_fixtures import dashboard_url, detail_url, lease_setting
 from tests.support.admin_pages import dashboard_row, page_text, sparkline, table, text_of
 
@@ -31,8 +31,9 @@ pytestmark = pytest.mark.django_db
 NA = "\N{EN DASH}"
 #: The most holds and waiters a minute's flushes saw, as the charts write them.
 PEAKS = r"(, at most \d+ held and \d+ waiting)?"
-#: A mean wait as the charts write it (a minute's also says its p95), then the peaks.
-WAIT = r"mean wait \d+(\.\d)? (ms|s)(, p95 \d+(\.\d)? (ms|s))?" + PEAKS
+#: A mean wait as the charts write it, and its p95 ("< 5 ms" in the first bucket),
+#: then the peaks.
+WAIT = r"mean wait \d+(\.\d)? (ms|s)(, p95 (< 5 ms|\d+(\.\d)? (ms|s)))?" + PEAKS
 
 
 @pytest.fixture
@@ -336,8 +337,6 @@ def test_an_hour_adds_up_grants_refusals_and_waits() -> None:
 
 
 def test_a_minute_says_its_p95_wait_and_the_peaks_its_flushes_saw() -> None:
-    from django_redis_pool.primitives.counts import BUCKETS
-
     fast, slow = BUCKETS.index(0.005), BUCKETS.index(0.5)
     hour = charts.hour_of(
         "p",
@@ -366,6 +365,65 @@ def test_a_minute_says_its_p95_wait_and_the_peaks_its_flushes_saw() -> None:
     held = re.search(r'<g class="drp-held"[^>]*>(.*?)</g>', svg)
     assert held is not None and held[1].count("<rect") == 1  # the one minute with holds
     assert re.search(r'class="drp-waiting" d="M[\d.]+ [\d.]+ h[\d.]+"', svg)
+
+
+def test_a_p95_in_the_first_bucket_is_said_and_drawn_as_under_its_bound() -> None:
+    """Waits all under 5 ms: the p95 is not interpolated inside the first
+    bucket (4.75 ms, whatever the waits were) but said "< 5 ms", and drawn as
+    a hollow triangle under the bound, out of the dashed line."""
+    fast, slow = BUCKETS.index(0.005), BUCKETS.index(0.5)
+    hour = charts.hour_of(
+        "p",
+        minutes(
+            {"acquired": 3, "wait_us": 3000, f"wait_{fast}": 3},
+            {"acquired": 20, "wait_us": 2_000_000, f"wait_{fast}": 18, f"wait_{slow}": 2},
+            {"acquired": 4, "wait_us": 400, f"wait_{fast}": 4},
+        ),
+        charts.Series(),
+    )
+
+    under, measured, after = hour.minutes[-3:]
+    assert (under.wait_p95_ms, under.wait_p95_under) == (charts.FIRST_BOUND_MS, True) == (5, True)
+    assert hour.counts_in_words(under) == "3 granted, 0 refused, mean wait 1.0 ms, p95 < 5 ms"
+    assert measured.wait_p95_under is False and measured.wait_p95_ms == pytest.approx(375)
+    assert "4.8 ms" not in hour.counts_in_words(after)
+    # the hour's p95, from its 27 waits: 25 under 5 ms are not 95 %
+    assert not hour.wait_p95_under and hour.summary() == (
+        "Activity of p over the last hour: 27 granted, 0 refused, mean wait 74 ms, p95 331 ms"
+    )
+    svg = charts.chart(hour)
+    marks = re.search(r'<path class="drp-wait-under" d="([^"]*)"', svg)
+    assert marks is not None and marks[1].count("M") == 2  # the two minutes under 5 ms
+    assert svg.count("<circle") == 1  # the one measured p95
+    assert ">p95 &lt; 5 ms</text>" in svg  # in the legend
+    assert "p95 &lt; 5 ms</title>" in svg and "p95 375 ms</title>" in svg  # the tooltips
+    assert not re.search(r"p95 4\.\d ms", svg)
+
+
+@pytest.mark.parametrize(
+    ("under_5_ms", "says"),
+    [(20, "p95 < 5 ms"), (19, "p95 < 5 ms"), (18, "p95 7.5 ms")],  # 19 of 20 is 95 %
+)
+def test_the_p95_is_under_the_bound_only_when_95_percent_are_in_the_first_bucket(
+    under_5_ms: int, says: str
+) -> None:
+    hour = charts.hour_of(
+        "p",
+        minutes({"acquired": 20, "wait_0": under_5_ms, "wait_1": 20 - under_5_ms}),
+        charts.Series(),
+    )
+
+    assert hour.counts_in_words(hour.minutes[-1]).endswith(says)
+
+
+def test_a_rate_limits_p95_in_the_first_bucket_is_under_its_bound_too() -> None:
+    from django_redis_pool.dashboard.ratelimit_panels import DECISIONS
+
+    hour = charts.hour_of("api", minutes({"acquired": 2, "wait_0": 2}), DECISIONS)
+
+    assert hour.summary() == (
+        "Activity of api over the last hour: 2 allowed, 0 limited, mean wait 0.0 ms, p95 < 5 ms"
+    )
 
 
 @pytest.mark.parametrize(
