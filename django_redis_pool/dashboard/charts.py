@@ -7,7 +7,7 @@ percentile of each minute's waits where it has grants (each minute's tooltip
 also says its mean wait and the most holds and waiters seen in it), axes in
 minutes ago and counts, and a ``<title>`` and an ``aria-label`` that say the
 same in words ("Activity of printers over the last hour: 120 granted, 3
-refused, mean wait 12 ms, at most 10 held and 4 waiting"). Each
+refused, mean wait 12 ms, p95 30 ms, peak seen: 10 held, 4 waiting"). Each
 row of the overview shows a :func:`sparkline` of the same hour. Both read
 ``primitive.activity(minutes=60)``, one round trip, and draw with the admin's
 colours (its CSS variables), so they follow its light and dark themes.
@@ -113,7 +113,11 @@ class Minute:
     wait_p95_ms: float | None = None
     #: Whether the p95 wait falls in the first bucket ("p95 < 5 ms").
     wait_p95_under: bool = False
-    #: The most holds and waiters a flush saw in the minute (None: none was seen).
+    #: The most holds and waiters seen in the minute (None: its kind's flushes
+    #: do not sample them, or nothing was counted in it). Each flush samples
+    #: them, so a hold taken and released between two flushes is never seen:
+    #: a minute that counted a grant has seen at least 1 held (the grant's).
+    #: Lower bounds of the minute's true peaks.
     held_max: int | None = None
     waiting_max: int | None = None
 
@@ -160,8 +164,8 @@ class Hour:
         return max(peaks, default=None)
 
     def counts_in_words(self, minute: Minute | Hour | None = None) -> str:
-        """ "120 granted, 3 refused, mean wait 12 ms, p95 30 ms, at most 10
-        held and 4 waiting" of the hour (or of one ``minute``); "p95 < 5 ms"
+        """ "120 granted, 3 refused, mean wait 12 ms, p95 30 ms, peak seen: 10
+        held, 4 waiting" of the hour (or of one ``minute``); "p95 < 5 ms"
         when the p95 falls in the first bucket; "no activity" when nothing was
         counted."""
         of = self if minute is None else minute
@@ -173,7 +177,7 @@ class Hour:
             if of.wait_p95_ms is not None:
                 words += f", p95 {p95_words(of.wait_p95_ms, of.wait_p95_under)}"
         if of.held_max is not None:
-            words += f", at most {of.held_max} held and {of.waiting_max or 0} waiting"
+            words += f", peak seen: {of.held_max} held, {of.waiting_max or 0} waiting"
         return words
 
     def summary(self) -> str:
@@ -196,7 +200,7 @@ def hour_of(name: str, activity: Any, series: Series) -> Hour:
             granted=sum(counts.get(f, 0) for f in series.granted),
             refused=sum(counts.get(f, 0) for f in series.refused),
             wait_us=counts.get("wait_us", 0) if series.wait else 0,
-            held_max=counts.get("held_max"),
+            held_max=_held_seen(counts, series),
             waiting_max=counts.get("waiting_max"),
             **(_p95(activity, counts) if series.wait else {}),
         )
@@ -212,6 +216,17 @@ def hour_of(name: str, activity: Any, series: Series) -> Hour:
         minutes=minutes,
         **(_p95(activity, hour_waits) if series.wait else {}),
     )
+
+
+def _held_seen(counts: dict[str, int], series: Series) -> int | None:
+    """The most holds seen in a minute: its flushes' samples (``held_max``),
+    and at least 1 if it counted a grant (held then, if only between two
+    flushes); None if its kind's flushes sample no holds."""
+    sampled = counts.get("held_max")
+    if sampled is None:
+        return None
+    granted = any(counts.get(f, 0) for f in series.granted)
+    return max(sampled, 1) if granted else sampled
 
 
 #: The upper bound of the first wait bucket, in ms: a p95 in it is only known
@@ -365,8 +380,9 @@ def chart(hour: Hour) -> SafeString:
 
 
 def _peaks(hour: Hour, slot: float, bar: float, right: float) -> str:
-    """The strip of the most holds (bars) and waiters (a line) each minute's
-    flushes saw, on a scale of its own; minutes with none seen are blank."""
+    """The strip of the most holds (bars) and waiters (a line) seen each
+    minute (:attr:`Minute.held_max`), on a scale of its own; minutes with none
+    seen are blank."""
     top = nice_ceiling(max(hour.held_max or 0, hour.waiting_max or 0, 1))
     height = _PEAK_BOTTOM - _PEAK_TOP
     held, waiting = [], []
@@ -380,8 +396,8 @@ def _peaks(hour: Hour, slot: float, bar: float, right: float) -> str:
             y = _PEAK_BOTTOM - height * minute.waiting_max / top
             waiting.append(f"M{_LEFT + slot * index:.1f} {y:.1f} h{slot:.1f}")
     return (
-        f'<g style="{_TEXT};font-size:11px"><text x="{_LEFT}" y="{_PEAK_TOP - 6}">held '
-        f"(bars) and waiting (line) at their peak, up to {_tick(top)}</text>"
+        f'<g style="{_TEXT};font-size:11px"><text x="{_LEFT}" y="{_PEAK_TOP - 6}">peak '
+        f"seen each minute: held (bars) and waiting (line), up to {_tick(top)}</text>"
         f'<line x1="{_LEFT}" y1="{_PEAK_BOTTOM}" x2="{right}" y2="{_PEAK_BOTTOM}" '
         f'style="{_AXIS}"/></g>'
         f'<g class="drp-held" style="{_HELD}">{"".join(held)}</g>'

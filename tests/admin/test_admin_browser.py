@@ -314,7 +314,8 @@ def test_the_activity_chart_is_drawn_and_named_in_a_real_browser(
     page.on("pageerror", lambda error: problems.append(f"page error: {error}"))
     name = re.compile(
         r"^Activity of printers over the last hour: 5 granted, 1 refused, "
-        r"mean wait \d+(\.\d)? (ms|s), at most 0 held and 0 waiting$"
+        r"mean wait \d+(\.\d)? (ms|s), p95 (< 5 ms|\d+(\.\d)? (ms|s)), "
+        r"peak seen: 1 held, 0 waiting$"
     )
 
     # The overview: a sparkline in the row, named by what it shows.

@@ -29,11 +29,12 @@ from tests.support.admin_pages import dashboard_row, page_text, sparkline, table
 pytestmark = pytest.mark.django_db
 
 NA = "\N{EN DASH}"
-#: The most holds and waiters a minute's flushes saw, as the charts write them.
-PEAKS = r"(, at most \d+ held and \d+ waiting)?"
+#: The most holds and waiters seen in a minute, as the charts write them.
+PEAKS = r"(, peak seen: \d+ held, \d+ waiting)?"
 #: A mean wait as the charts write it, and its p95 ("< 5 ms" in the first bucket),
 #: then the peaks.
-WAIT = r"mean wait \d+(\.\d)? (ms|s)(, p95 (< 5 ms|\d+(\.\d)? (ms|s)))?" + PEAKS
+#: (In the SVG's text the "<" is "&lt;".)
+WAIT = r"mean wait \d+(\.\d)? (ms|s)(, p95 ((<|&lt;) 5 ms|\d+(\.\d)? (ms|s)))?" + PEAKS
 
 
 @pytest.fixture
@@ -113,7 +114,8 @@ def test_the_page_charts_the_hours_grants_refusals_and_wait_in_words(
     tooltip = rf"(this minute|1 min ago): 8 granted, 1 refused, {WAIT}</title>"
     assert re.search(tooltip, svg)
     assert bars(svg, "granted") == 1 and bars(svg, "refused") == 1
-    assert 'class="drp-wait"' in svg and "<circle" in svg
+    # the minute's p95 wait: a dot, or a triangle under 5 ms (most likely: no grant queued)
+    assert 'class="drp-wait"' in svg and ("<circle" in svg or 'class="drp-wait-under"' in svg)
     for label in ("59 min ago", "45", "30", "15", "now", "granted per minute"):
         assert f">{label}</text>" in svg
     # no script, nothing fetched: the chart is all there is
@@ -146,6 +148,52 @@ def test_an_empty_hour_is_an_empty_chart_that_says_so(configured: None, viewer: 
     assert "No activity in the last hour" in svg
     assert bars(svg, "granted") == bars(svg, "refused") == 0
     assert table(response, "holders") == [["Nothing is held."]]  # the page is all there
+
+
+def test_a_lock_held_and_released_between_two_flushes_is_seen_held(
+    configured: None, viewer: Client
+) -> None:
+    """The flush samples the holds: a lock held and released before it sees
+    none held, yet a grant was counted; the minute says 1 held, not 0."""
+    from django_redis_pool import get_lock
+
+    lock = get_lock("plain")
+    assert lock.acquire(holder="one", blocking=False)
+    lock.release()
+    assert not lock.locked()
+    flushed()  # (it sampled 0 held: the hold has ended)
+
+    svg = chart_of(viewer.get(detail_url("plain")))
+
+    label = label_of(svg)
+    assert re.fullmatch(
+        rf"Activity of plain over the last hour: 1 granted, 0 refused, {WAIT}", label
+    )
+    assert label.endswith(", peak seen: 1 held, 0 waiting")
+    assert "at most 0 held" not in svg and "peak seen: 0 held" not in svg
+    assert bars(svg, "held") == 1
+
+
+def test_the_peaks_seen_are_at_least_what_the_minutes_counts_tell() -> None:
+    hour = charts.hour_of(
+        "p",
+        minutes(
+            {"acquired": 2, "wait_0": 2, "held_max": 0, "waiting_max": 0},  # between flushes
+            {"acquired": 1, "wait_0": 1, "held_max": 3, "waiting_max": 1},
+            {"refused_full": 2, "held_max": 0, "waiting_max": 2},  # refusals only
+        ),
+        charts.Series(),
+    )
+
+    between, sampled, refusals = hour.minutes[-3:]
+    assert [(m.held_max, m.waiting_max) for m in (between, sampled, refusals)] == [
+        (1, 0),
+        (3, 1),
+        (0, 2),
+    ]
+    assert hour.counts_in_words(between).endswith("p95 < 5 ms, peak seen: 1 held, 0 waiting")
+    assert hour.counts_in_words(refusals) == "0 granted, 2 refused, peak seen: 0 held, 2 waiting"
+    assert hour.summary().endswith(", peak seen: 3 held, 2 waiting")
 
 
 def test_the_chart_of_a_lock_and_of_an_allocator(
@@ -357,11 +405,11 @@ def test_a_minute_says_its_p95_wait_and_the_peaks_its_flushes_saw() -> None:
     assert minute.wait_p95_ms == pytest.approx(250 + 250 * 0.5, rel=0.01)  # in (0.25, 0.5]
     assert (hour.held_max, hour.waiting_max) == (10, 4)
     assert hour.counts_in_words(minute) == (
-        "20 granted, 0 refused, mean wait 100 ms, p95 375 ms, at most 10 held and 4 waiting"
+        "20 granted, 0 refused, mean wait 100 ms, p95 375 ms, peak seen: 10 held, 4 waiting"
     )
     svg = charts.chart(hour)
     assert "p95 wait (ms, right axis)" in svg and "<circle" in svg
-    assert "held (bars) and waiting (line) at their peak, up to 10" in svg
+    assert "peak seen each minute: held (bars) and waiting (line), up to 10" in svg
     held = re.search(r'<g class="drp-held"[^>]*>(.*?)</g>', svg)
     assert held is not None and held[1].count("<rect") == 1  # the one minute with holds
     assert re.search(r'class="drp-waiting" d="M[\d.]+ [\d.]+ h[\d.]+"', svg)
