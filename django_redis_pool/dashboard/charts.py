@@ -14,7 +14,9 @@ colours (its CSS variables), so they follow its light and dark themes.
 
 What is charted of a kind is the :class:`Series` its panels register
 (:func:`register`): which counts are grants and which refusals, what they are
-called, and whether a wait is drawn. A kind without one shows no chart.
+called, whether a wait is drawn, and whether the strip of the most holds and
+waiters seen is (a rate limit and a queue hold nothing: their flushes sample
+no holds, and their charts have no strip). A kind without one shows no chart.
 """
 
 from __future__ import annotations
@@ -72,14 +74,17 @@ _WAITING = "var(--error-fg,#ba2121)"
 class Series:
     """What is charted of one kind: the counts (fields of
     :data:`~django_redis_pool.primitives.counts.FIELDS`) added up as grants and
-    as refusals, their words, and whether the mean wait of the grants is drawn
-    (from ``wait_us``)."""
+    as refusals, their words, whether the mean wait of the grants is drawn
+    (from ``wait_us``), and whether the strip of the most holds and waiters
+    seen each minute is (from ``held_max`` and ``waiting_max``, which the
+    flushes of the kinds on the lease engine sample)."""
 
     granted: tuple[str, ...] = ("acquired",)
     refused: tuple[str, ...] = ("refused_timeout", "refused_full")
     granted_word: str = "granted"
     refused_word: str = "refused"
     wait: bool = True
+    peaks: bool = True
 
 
 #: The series of each kind that has a chart, by kind name.
@@ -200,8 +205,8 @@ def hour_of(name: str, activity: Any, series: Series) -> Hour:
             granted=sum(counts.get(f, 0) for f in series.granted),
             refused=sum(counts.get(f, 0) for f in series.refused),
             wait_us=counts.get("wait_us", 0) if series.wait else 0,
-            held_max=_held_seen(counts, series),
-            waiting_max=counts.get("waiting_max"),
+            held_max=_held_seen(counts, series) if series.peaks else None,
+            waiting_max=counts.get("waiting_max") if series.peaks else None,
             **(_p95(activity, counts) if series.wait else {}),
         )
         for index, (start, counts) in enumerate(read)
@@ -284,6 +289,8 @@ WIDTH, HEIGHT = 720, 300
 _TOP, _BOTTOM, _LEFT = 34, 200, 48
 #: The strip under the time axis: the most holds and waiters of each minute.
 _PEAK_TOP, _PEAK_BOTTOM = 236, HEIGHT - 8
+#: The height of a chart without that strip (a series without ``peaks``).
+HEIGHT_WITHOUT_PEAKS = _BOTTOM + 28
 
 
 def chart(hour: Hour) -> SafeString:
@@ -299,10 +306,11 @@ def chart(hour: Hour) -> SafeString:
     waits = [m.wait_p95_ms for m in hour.minutes if m.wait_p95_ms is not None]
     wait_top = nice_ceiling(max(waits)) if series.wait and waits else 0
     summary = escape(hour.summary())
+    tall = HEIGHT if series.peaks else HEIGHT_WITHOUT_PEAKS
     out = [
         f'<svg xmlns="http://www.w3.org/2000/svg" class="drp-chart" role="img" '
-        f'aria-label="{summary}" viewBox="0 0 {WIDTH} {HEIGHT}" width="{WIDTH}" '
-        f'height="{HEIGHT}" style="width:100%;max-width:{WIDTH}px;height:auto" '
+        f'aria-label="{summary}" viewBox="0 0 {WIDTH} {tall}" width="{WIDTH}" '
+        f'height="{tall}" style="width:100%;max-width:{WIDTH}px;height:auto" '
         f'data-granted="{hour.granted}" data-refused="{hour.refused}">',
         f"<title>{summary}</title>",
         f'<g style="{_TEXT};font-size:11px">',
@@ -373,7 +381,8 @@ def chart(hour: Hour) -> SafeString:
     out.append(f'<g class="drp-refused" style="{_REFUSED}">{"".join(refused)}</g>')
     if wait_top:
         out.append(_wait_line(hour.minutes, slot, height, wait_top))
-    out.append(_peaks(hour, slot, bar, right))
+    if series.peaks:
+        out.append(_peaks(hour, slot, bar, right))
     out.append(f'<g style="fill:transparent">{"".join(hover)}</g>')
     out.append("</svg>")
     return mark_safe("".join(out))  # (every text in it is escaped above)

@@ -26,6 +26,7 @@ DECISIONS = charts.Series(
     refused=("refused_limited",),
     granted_word="allowed",
     refused_word="limited",
+    peaks=False,  # (nothing is held: its flushes sample no holds or waiters)
 )
 
 

@@ -244,8 +244,50 @@ def test_a_queue_charts_its_completed_and_failed_tasks(
     assert label_of(svg) == "Activity of jobs over the last hour: 1 completed, 1 failed"
     assert ">completed per minute</text>" in svg and ">failed per minute</text>" in svg
     assert 'class="drp-wait"' not in svg  # a task's wait is not charted
+    assert_no_peaks_strip(svg)  # nothing is held: no strip of holds and waiters
     row = sparkline(viewer.get(dashboard_url()), "jobs")
     assert label_of(row) == "Activity of jobs over the last hour: 1 completed, 1 failed"
+
+
+def assert_no_peaks_strip(svg: str) -> None:
+    """``svg`` has no strip of the most holds and waiters seen, and is no
+    taller than its time axis and labels."""
+    assert "drp-held" not in svg and "drp-waiting" not in svg and "peak seen" not in svg
+    assert f'viewBox="0 0 {charts.WIDTH} {charts.HEIGHT_WITHOUT_PEAKS}"' in svg
+    assert charts.HEIGHT_WITHOUT_PEAKS < charts.HEIGHT
+
+
+def test_a_rate_limit_charts_its_decisions_without_a_strip_of_holds(
+    settings: Any, redis_url: str, viewer: Client
+) -> None:
+    from django_redis_pool import get_ratelimit
+
+    settings.DJANGO_REDIS_POOL = {
+        "CONNECTION": {"URL": redis_url},
+        "RATE_LIMITS": {"api": {"RATE": "2/m"}},
+    }
+    api = get_ratelimit("api")
+    assert api.acquire("user:1") and api.acquire("user:1") and not api.acquire("user:1")
+    flushed()
+
+    svg = chart_of(viewer.get(detail_url("api")))
+
+    assert re.fullmatch(
+        r"Activity of api over the last hour: 2 allowed, 1 limited, mean wait \S+ ms, p95 "
+        r"(< 5 ms|\S+ ms)",
+        label_of(svg),
+    )
+    assert ">allowed per minute</text>" in svg and ">limited per minute</text>" in svg
+    assert bars(svg, "granted") == 1 and bars(svg, "refused") == 1
+    assert_no_peaks_strip(svg)
+
+
+def test_a_kind_on_the_lease_engine_keeps_its_strip(configured: None, viewer: Client) -> None:
+    svg = chart_of(viewer.get(detail_url("printers")))
+
+    assert f'viewBox="0 0 {charts.WIDTH} {charts.HEIGHT}"' in svg
+    assert 'class="drp-held"' in svg and 'class="drp-waiting"' in svg
+    assert ">peak seen each minute: held (bars) and waiting (line), up to 1</text>" in svg
 
 
 def test_an_object_pool_has_no_chart(settings: Any, redis_url: str, viewer: Client) -> None:
