@@ -14,6 +14,7 @@ from typing import Any
 
 from django import forms
 from django.http import HttpRequest
+from django.template.defaultfilters import pluralize
 
 from .. import kinds
 from ..holders import request_of
@@ -273,9 +274,10 @@ def force_release(primitive: Any, data: dict[str, Any]) -> str:
 def run_gc(primitive: Any, data: dict[str, Any]) -> str:
     """What ``manage.py pool_gc --name`` does, for one primitive."""
     counts = kind_of(primitive).collect(primitive, dry_run=False).counts
+    reclaimed, dropped = counts["reclaimed"], counts["dropped"]
     return (
-        f"gc of {primitive.kind} {primitive.name!r}: reclaimed {counts['reclaimed']} "
-        f"expired hold(s), dropped {counts['dropped']} waiter(s)."
+        f"gc of {primitive.kind} {primitive.name!r}: reclaimed {reclaimed} expired "
+        f"hold{pluralize(reclaimed)}, dropped {dropped} waiter{pluralize(dropped)}."
     )
 
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.template.defaultfilters import pluralize
+
 from ..kinds.contract import Kind
 from ..kinds.object_pool import published
 from . import Summary, section, summary
@@ -31,7 +33,7 @@ def object_pool_summary(pool: Any) -> Summary:
         held=sum(p["borrowed"] for p in processes),
         waiting=pending,
         health="warning" if pending else "ok",
-        note=f"{len(processes)} process(es)",
+        note=f"{len(processes)} process{pluralize(len(processes), 'es')}",
     )
 
 

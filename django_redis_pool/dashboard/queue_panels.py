@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from django import forms
+from django.template.defaultfilters import pluralize
 
 from .. import kinds
 from ..kinds.contract import Kind
@@ -74,7 +75,8 @@ def queue_summary(queue: Any) -> Summary:
     if counts["failed"]:
         health = "warning"
         notes.append(f"{counts['failed']} failed")
-    notes.append(f"{counts['workers']} workers, {counts['scheduled']} deferred")
+    workers = counts["workers"]
+    notes.append(f"{workers} worker{pluralize(workers)}, {counts['scheduled']} deferred")
     return Summary(
         held=counts["running"], waiting=counts["pending"], health=health, note="; ".join(notes)
     )
@@ -118,7 +120,8 @@ def delete_task(queue: Any, data: dict[str, Any]) -> str:
 def run_gc(queue: Any, data: dict[str, Any]) -> str:
     """What ``manage.py pool_gc --name`` does, for one queue."""
     counts = kinds.by_name()[queue.kind].collect(queue, dry_run=False).counts
+    requeued, failed = counts.get("requeued", 0), counts.get("failed", 0)
     return (
-        f"gc of queue {queue.name!r}: requeued {counts.get('requeued', 0)} task(s), "
-        f"failed {counts.get('failed', 0)}."
+        f"gc of queue {queue.name!r}: requeued {requeued} task{pluralize(requeued)}, "
+        f"failed {failed}."
     )

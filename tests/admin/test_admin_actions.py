@@ -491,7 +491,7 @@ def test_run_gc_reclaims_the_expired_hold_and_says_so(
 
     assert response.redirect_chain == [(detail_url(name), 302)]
     assert messages_of(response) == [
-        ("success", f"gc of {kind} {name!r}: reclaimed 1 expired hold(s), dropped 0 waiter(s).")
+        ("success", f"gc of {kind} {name!r}: reclaimed 1 expired hold, dropped 0 waiters.")
     ]
     assert [(r["name"], r["lease"].resource, r["lease"].fence) for r in reclaimed] == [
         (name, lease.resource, lease.fence)
@@ -508,7 +508,7 @@ def test_run_gc_with_nothing_expired_reclaims_nothing(world: World, operator: Cl
     response = confirm(operator, action_url("imports", "gc"))
 
     assert messages_of(response) == [
-        ("success", "gc of lock 'imports': reclaimed 0 expired hold(s), dropped 0 waiter(s).")
+        ("success", "gc of lock 'imports': reclaimed 0 expired holds, dropped 0 waiters.")
     ]
     assert world.state() == before
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from datetime import datetime
+from types import SimpleNamespace
 from typing import Any
 from zoneinfo import ZoneInfo
 
@@ -20,7 +21,14 @@ import redis
 from django.test import Client
 
 from django_redis_pool import get_lock
-from tests.support.admin_fixtures import NA, World, dashboard_url, detail_url, expired_hold
+from tests.support.admin_fixtures import (
+    NA,
+    World,
+    dashboard_url,
+    detail_url,
+    expire,
+    expired_hold,
+)
 from tests.support.admin_pages import (
     dashboard_row,
     data_rows,
@@ -262,7 +270,64 @@ def test_an_expired_hold_awaiting_gc_is_noted(world: World, viewer: Client) -> N
         "printers", "pool", "3", "2", "1", "0", "1 expired awaiting gc"
     ]  # fmt: skip
     assert health_icons(overview)["printers"] == "OK"
-    assert "1 expired hold(s) will be reclaimed by the next acquire or gc." in page_text(detail)
+    assert "1 expired hold will be reclaimed by the next acquire or gc." in page_text(detail)
+
+
+def test_two_expired_holds_awaiting_gc_are_holds(world: World, viewer: Client) -> None:
+    # both taken before either expires (an acquire reclaims the expired holds)
+    leases = [world.pool.acquire(holder=holder) for holder in ("crashed", "crashed-too")]
+    for lease in leases:
+        assert lease is not None
+        expire(lease, lambda lease=lease: world.pool.is_occupied(lease.resource))
+
+    detail = viewer.get(detail_url("printers"))
+
+    assert "2 expired holds will be reclaimed by the next acquire or gc." in page_text(detail)
+
+
+@pytest.mark.parametrize(
+    ("workers", "words"),
+    [(0, "0 workers, 0 deferred"), (1, "1 worker, 0 deferred"), (2, "2 workers")],
+)
+def test_a_queues_row_counts_its_workers_in_words(workers: int, words: str) -> None:
+    from django_redis_pool.dashboard.queue_panels import queue_summary
+
+    counts = {"pending": 0, "running": 0, "scheduled": 0, "failed": 0, "workers": workers}
+    note = queue_summary(SimpleNamespace(counts=lambda: counts)).note
+
+    assert note.startswith(words)
+    assert "(s)" not in note
+
+
+@pytest.mark.parametrize(
+    ("requeued", "words"),
+    [(0, "requeued 0 tasks"), (1, "requeued 1 task,"), (3, "requeued 3 tasks")],
+)
+def test_a_queues_gc_counts_its_tasks_in_words(
+    monkeypatch: pytest.MonkeyPatch, requeued: int, words: str
+) -> None:
+    from django_redis_pool.dashboard import queue_panels
+
+    report = SimpleNamespace(counts={"requeued": requeued, "failed": 0})
+    kind = SimpleNamespace(collect=lambda queue, dry_run: report)
+    monkeypatch.setattr(queue_panels.kinds, "by_name", lambda: {"queue": kind})
+
+    message = queue_panels.run_gc(SimpleNamespace(kind="queue", name="jobs"), {})
+
+    assert message.startswith(f"gc of queue 'jobs': {words}") and "(s)" not in message
+
+
+def test_an_object_pools_row_counts_its_processes_in_words(settings: Any, redis_url: str) -> None:
+    from django_redis_pool import get_object_pool
+    from django_redis_pool.dashboard.object_pool_panels import object_pool_summary
+
+    settings.DJANGO_REDIS_POOL = {
+        "CONNECTION": {"URL": redis_url},
+        "OBJECT_POOLS": {"clients": {"FACTORY": "tests.support.pooled_objects.make", "MAX": 2}},
+    }
+    pool = get_object_pool("clients")  # this process uses it: one process
+
+    assert object_pool_summary(pool).note == "1 process"
 
 
 def test_empty_tables_say_so(configured: None, viewer: Client) -> None:
