@@ -286,6 +286,11 @@ def _tick(value: float) -> str:
 # ------------------------------------------------------------------ the chart
 
 WIDTH, HEIGHT = 720, 300
+#: The size of the chart's labels (at its full width), and the smallest it
+#: may be drawn at: the chart is scaled to the page's width down to
+#: :data:`MIN_WIDTH`, below which its section scrolls sideways.
+FONT_PX, MIN_FONT_PX = 11, 10
+MIN_WIDTH = math.ceil(WIDTH * MIN_FONT_PX / FONT_PX)
 _TOP, _BOTTOM, _LEFT = 34, 200, 48
 #: The strip under the time axis: the most holds and waiters of each minute.
 _PEAK_TOP, _PEAK_BOTTOM = 236, HEIGHT - 8
@@ -310,10 +315,11 @@ def chart(hour: Hour) -> SafeString:
     out = [
         f'<svg xmlns="http://www.w3.org/2000/svg" class="drp-chart" role="img" '
         f'aria-label="{summary}" viewBox="0 0 {WIDTH} {tall}" width="{WIDTH}" '
-        f'height="{tall}" style="width:100%;max-width:{WIDTH}px;height:auto" '
+        f'height="{tall}" style="width:100%;min-width:{MIN_WIDTH}px;max-width:{WIDTH}px;'
+        'height:auto" '
         f'data-granted="{hour.granted}" data-refused="{hour.refused}">',
         f"<title>{summary}</title>",
-        f'<g style="{_TEXT};font-size:11px">',
+        f'<g style="{_TEXT};font-size:{FONT_PX}px">',
     ]
     # legend
     x = _LEFT
@@ -405,7 +411,7 @@ def _peaks(hour: Hour, slot: float, bar: float, right: float) -> str:
             y = _PEAK_BOTTOM - height * minute.waiting_max / top
             waiting.append(f"M{_LEFT + slot * index:.1f} {y:.1f} h{slot:.1f}")
     return (
-        f'<g style="{_TEXT};font-size:11px"><text x="{_LEFT}" y="{_PEAK_TOP - 6}">peak '
+        f'<g style="{_TEXT};font-size:{FONT_PX}px"><text x="{_LEFT}" y="{_PEAK_TOP - 6}">peak '
         f"seen each minute: held (bars) and waiting (line), up to {_tick(top)}</text>"
         f'<line x1="{_LEFT}" y1="{_PEAK_BOTTOM}" x2="{right}" y2="{_PEAK_BOTTOM}" '
         f'style="{_AXIS}"/></g>'

@@ -19,8 +19,17 @@ from django.core.management import call_command
 from playwright.sync_api import Page, Response, expect
 
 import django_redis_pool
+from django_redis_pool.dashboard import charts
 from django_redis_pool.primitives import counts
-from tests.support.browser import admin_login, screenshot
+from tests.support.browser import (
+    NARROW,
+    VIEWPORT,
+    admin_login,
+    page_overflow,
+    screenshot,
+    scroll_box,
+    svg_text_sizes,
+)
 from tests.support.waiting import wait_for
 
 pytest_plugins = ["tests.support.browser"]
@@ -350,3 +359,84 @@ def test_the_activity_chart_is_drawn_and_named_in_a_real_browser(
 
 
 COMPUTED_FILL = "e => getComputedStyle(e).fill"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_at_420_px_the_pages_fit_and_tables_and_charts_scroll_in_their_boxes(
+    settings: Any, redis_url: str, live_server: Any, admin_page: Page, tmp_path: Path
+) -> None:
+    """On a phone, no page is wider than the screen: a wide table (the
+    holders') scrolls sideways inside its module, and the chart inside its
+    section, at a width where its labels stay at least 10 px tall."""
+    settings.DJANGO_REDIS_POOL = {
+        "CONNECTION": {"URL": redis_url},
+        "POOLS": {"printers": {"RESOURCES": ["printer-1", "printer-2"], "LEASE_TIMEOUT": 300}},
+        "LOCKS": {"nightly-import": {"LEASE_TIMEOUT": 60}},
+        "RATE_LIMITS": {"api": {"RATE": "20/h"}},
+        "QUEUES": {"jobs": {}},
+    }
+    call_command("pool_sync", verbosity=0)
+    printers = django_redis_pool.get_pool("printers")
+    held = printers.acquire(holder="web-1.example.internal:4711:worker-3")
+    assert held is not None
+    django_redis_pool.get_lock("nightly-import").for_holder("cron@batch-1").acquire()
+    assert django_redis_pool.get_ratelimit("api").acquire("user:42", cost=3)
+    assert counts.flush() == 0
+    page = admin_page
+    page.set_viewport_size(NARROW)
+    base = f"{live_server.url}/admin/django_redis_pool/dashboard"
+    release = f"{base}/printers/actions/release/?resource=printer-1&fence={held.fence}"
+    pages = {
+        "the overview": f"{base}/",
+        "a pool": f"{base}/printers/",
+        "a lock": f"{base}/nightly-import/",
+        "a rate limit": f"{base}/api/",
+        "a queue": f"{base}/jobs/",
+        "a confirmation": release,
+    }
+
+    for what, url in pages.items():
+        page.goto(url)
+        expect(page.locator("#content h1")).to_be_visible()
+        assert page_overflow(page) == 0, f"{what} is wider than 420 px"
+        if what in ("a pool", "a lock", "a rate limit", "a queue"):
+            chart = scroll_box(page, ".drp-activity")
+            assert chart["overflowX"] == "auto" and chart["right"] <= NARROW["width"]
+            sizes = svg_text_sizes(page, "svg.drp-chart")
+            assert len(sizes) >= 8  # the legend, the axes' labels
+            small = [s for s in sizes if s["px"] < 10 or s["height"] < 10]
+            assert small == [], f"chart labels under 10 px on {what}: {small}"
+        screenshot(page, shots_dir(tmp_path) / f"admin-420-{what.split()[-1]}.png")
+
+    # The pool's holders table: wider than the screen, it scrolls in its own box.
+    page.goto(pages["a pool"])
+    holders = scroll_box(page, "#holders")
+    assert holders["overflowX"] == "auto"
+    assert holders["scrollWidth"] > holders["clientWidth"], (
+        "the holders table fits: nothing to test"
+    )
+    assert holders["right"] <= NARROW["width"]
+    assert holders["scrolledTo"] == holders["scrollWidth"] - holders["clientWidth"] > 0
+    # The last column (the actions) is off the screen, until the box is scrolled.
+    force_release = page.locator("#holders tr[data-resource=printer-1] a", has_text="Force-release")
+    before = force_release.bounding_box()
+    assert before is not None and before["x"] + before["width"] > NARROW["width"]
+    page.locator("#holders").evaluate("e => { e.scrollLeft = e.scrollWidth; }")
+    after = force_release.bounding_box()
+    assert after is not None and after["x"] >= 0 and after["x"] + after["width"] <= NARROW["width"]
+    assert page_overflow(page) == 0
+    # ...and the chart is drawn at its min-width, scrolled in its section.
+    chart = scroll_box(page, ".drp-activity")
+    assert chart["scrollWidth"] > chart["clientWidth"]
+    width = page.eval_on_selector("svg.drp-chart", "e => e.getBoundingClientRect().width")
+    assert round(width) == charts.MIN_WIDTH
+
+    # At a desktop's width nothing scrolls: the chart is drawn at its full width.
+    page.set_viewport_size(VIEWPORT)
+    page.goto(pages["a pool"])
+    for box in (scroll_box(page, "#holders"), scroll_box(page, ".drp-activity")):
+        assert box["scrollWidth"] == box["clientWidth"]
+    width = page.eval_on_selector("svg.drp-chart", "e => e.getBoundingClientRect().width")
+    assert round(width) == charts.WIDTH
+    sizes = svg_text_sizes(page, "svg.drp-chart")
+    assert {round(s["px"]) for s in sizes} <= {charts.FONT_PX, 13}

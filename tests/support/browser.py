@@ -10,7 +10,9 @@ Fixtures:
 ``browser`` (module)         a headless Chromium, one per test module.
 ``page``                     a fresh context (1280x800) and page; 15 s default timeout.
 
-Helpers: :func:`admin_login` and :func:`screenshot`.
+Helpers: :func:`admin_login` and :func:`screenshot`; for narrow screens
+(:data:`NARROW`, a phone's 420 px), :func:`page_overflow`,
+:func:`scroll_box` and :func:`svg_text_sizes`.
 
 Playwright's own browser download (``playwright install``) is never used: the
 browser is Debian's ``chromium`` launched through ``executable_path``, with the
@@ -39,6 +41,7 @@ import os
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from playwright.sync_api import Browser, Page, sync_playwright
@@ -46,6 +49,8 @@ from playwright.sync_api import Browser, Page, sync_playwright
 DEFAULT_CHROMIUM = "/usr/bin/chromium"
 DEFAULT_TIMEOUT_MS = 15_000
 VIEWPORT = {"width": 1280, "height": 800}
+#: A phone's viewport: ``page.set_viewport_size(NARROW)``.
+NARROW = {"width": 420, "height": 800}
 CHROMIUM_ARGS = [
     "--no-sandbox",  # root in CI, and containers lack the user namespaces it needs
     "--disable-gpu",
@@ -138,3 +143,45 @@ def screenshot(page: Page, path: str | os.PathLike[str]) -> Path:
     target.parent.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(target), full_page=True)
     return target
+
+
+def page_overflow(page: Page) -> int:
+    """How many CSS px the page is wider than the viewport (0: it fits, no
+    sideways scrolling of the page itself)."""
+    return int(page.evaluate("() => document.documentElement.scrollWidth - window.innerWidth"))
+
+
+_SCROLL_BOX = """e => {
+    const style = getComputedStyle(e);
+    const box = {scrollWidth: e.scrollWidth, clientWidth: e.clientWidth,
+                 overflowX: style.overflowX, right: e.getBoundingClientRect().right};
+    e.scrollLeft = e.scrollWidth;  // as far right as it goes
+    box.scrolledTo = e.scrollLeft;
+    e.scrollLeft = 0;
+    return box;
+}"""
+
+
+def scroll_box(page: Page, selector: str) -> dict[str, Any]:
+    """How the element ``selector`` scrolls sideways: its ``scrollWidth`` and
+    ``clientWidth``, its computed ``overflowX``, its right edge in the
+    viewport, and ``scrolledTo``: how far it scrolled when asked to go to its
+    end (then back to 0)."""
+    box: dict[str, Any] = page.eval_on_selector(selector, _SCROLL_BOX)
+    return box
+
+
+_SVG_TEXT_SIZES = """svgs => svgs.flatMap(svg => [...svg.querySelectorAll("text")].map(t => ({
+    text: t.textContent,
+    // CSS px per user unit as drawn (the SVG is scaled to its box), times the font size
+    px: t.getScreenCTM().a * parseFloat(getComputedStyle(t).fontSize),
+    height: t.getBoundingClientRect().height,
+})))"""
+
+
+def svg_text_sizes(page: Page, selector: str) -> list[dict[str, Any]]:
+    """Every ``<text>`` of the SVGs matching ``selector`` as drawn: its text,
+    its font size in CSS px (computed size times the SVG's scale), and the
+    height of its box."""
+    sizes: list[dict[str, Any]] = page.eval_on_selector_all(selector, _SVG_TEXT_SIZES)
+    return sizes
