@@ -545,3 +545,16 @@ def test_the_count_axis_ends_on_a_round_number() -> None:
     assert [charts.nice_ceiling(v) for v in (0, 1, 3, 7, 10, 11, 260)] == [1, 1, 5, 10, 10, 20, 500]
     svg = charts.chart(charts.hour_of("p", minutes({"acquired": 7}), charts.Series()))
     assert ">10</text>" in svg and ">5</text>" in svg and ">0</text>" in svg
+
+
+def test_the_chart_keeps_a_min_width_where_its_labels_are_10_px() -> None:
+    """The chart is scaled to the page's width, but not below MIN_WIDTH (its
+    section scrolls instead: the browser test measures it at 420 px)."""
+    svg = charts.chart(charts.hour_of("p", minutes({"acquired": 1}), charts.Series()))
+
+    style = re.search(r'<svg [^>]*style="([^"]*)"', svg)
+    assert style is not None
+    assert f"min-width:{charts.MIN_WIDTH}px" in style[1] and "width:100%" in style[1]
+    assert charts.FONT_PX * charts.MIN_WIDTH / charts.WIDTH >= 10
+    sizes = {int(size) for size in re.findall(r"font-size:(\d+)px", svg)}
+    assert min(sizes) == charts.FONT_PX
