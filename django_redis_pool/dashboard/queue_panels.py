@@ -123,5 +123,5 @@ def run_gc(queue: Any, data: dict[str, Any]) -> str:
     requeued, failed = counts.get("requeued", 0), counts.get("failed", 0)
     return (
         f"gc of queue {queue.name!r}: requeued {requeued} task{pluralize(requeued)}, "
-        f"failed {failed}."
+        f"failed {failed} past their last attempt."
     )
