@@ -50,5 +50,6 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 ROOT_URLCONF = "tests.urlconfs.admin_and_metrics"
 STATIC_URL = "/static/"
 USE_TZ = True
+TIME_ZONE = "UTC"
 
 DJANGO_REDIS_POOL: dict = {}
