@@ -1,6 +1,6 @@
 """The lease engine's primitives next to their peers, the WATCH/MULTI designs and the floor.
 
-    python -m benchmarks engine [--quick] [--servers 6.2,7] [--before REF]
+    python -m benchmarks engine [--quick] [--servers 6.2,7] [--before REF] [--rounds 5] ...
 
 Starts its own redis-server for each of ``--servers``, one at a time, and on
 each, in this order:
@@ -47,6 +47,7 @@ from benchmarks import cases, servers
 from benchmarks.results import (
     ROOT,
     heading,
+    ints,
     median,
     num,
     pct,
@@ -87,6 +88,20 @@ class Settings:
         return cls(5, 2000, 3, 3.0, [2, 4, 8], 1000, [100, 10_000, 100_000, 1_000_000], 3, 5.0)
 
 
+#: The options that change a preset: option -> (type, help); each is a field of Settings.
+OPTIONS: dict[str, tuple[Callable[[str], Any], str]] = {
+    "rounds": (int, "one-client and scaling rounds; hand-off ping-pongs (default 5; --quick: 2)"),
+    "cycles": (int, "one-client cycles per round (default 2000; --quick: 150)"),
+    "agg_rounds": (int, "aggregate rounds (default 3; --quick: 1)"),
+    "duration": (float, "seconds per aggregate run (default 3; --quick: 0.3)"),
+    "processes": (ints, "aggregate process counts (default 2,4,8)"),
+    "handoffs": (int, "hand-offs per case, all rounds (default 1000; --quick: 40)"),
+    "sizes": (ints, "scaling pool sizes (default 100,10000,100000,1000000; --quick: 100,10000)"),
+    "contention_rounds": (int, "contention rounds (default 3; --quick: 1)"),
+    "contention_duration": (float, "seconds per contention round (default 5; --quick: 1)"),
+}
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     servers.add_option(parser, multiple=True, default="6.2,7")
     parser.add_argument(
@@ -94,6 +109,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="REF",
         help="also measure our primitives (one client) at git revision REF, side by side",
     )
+    for name, (kind, text) in OPTIONS.items():
+        parser.add_argument(f"--{name.replace('_', '-')}", type=kind, help=text)
 
 
 # -- measuring ------------------------------------------------------------------------
@@ -381,6 +398,9 @@ def bench_server(
 
 def run(args: argparse.Namespace) -> dict[str, Any] | None:
     s = Settings.preset(args.quick)
+    for name in OPTIONS:
+        if getattr(args, name, None) is not None:
+            setattr(s, name, getattr(args, name))
     labels = dict(cases.CASES)
     if args.before:
         for case in cases.BEFORE_CASES:

@@ -1,6 +1,6 @@
 """Rate limit decisions: our RateLimiter next to limits and django-ratelimit, on Redis 6.2 and 7.
 
-    python -m benchmarks ratelimit [--quick] [--servers 6.2,7] [--rounds 5]
+    python -m benchmarks ratelimit [--quick] [--servers 6.2,7] [--rounds 5] [--duration 3] ...
 
 Starts its own redis-server for each of ``--servers``, all of them first
 (Django's cache settings are made once). Every case limits to 100 decisions
@@ -95,6 +95,13 @@ class Settings:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     servers.add_option(parser, multiple=True, default="6.2,7")
     parser.add_argument("--rounds", type=int, help="one-client rounds (default 5; --quick: 1)")
+    parser.add_argument(
+        "--decisions", type=int, help="per one-client round (default 3000; --quick: 200)"
+    )
+    parser.add_argument("--agg-rounds", type=int, help="process rounds (default 3; --quick: 1)")
+    parser.add_argument(
+        "--duration", type=float, help="seconds per process run (default 3; --quick: 0.3)"
+    )
 
 
 def configure_django(urls: dict[str, str]) -> None:
@@ -273,6 +280,9 @@ def bench_server(label: str, srv: servers.Server, s: Settings, names: list[str])
 def run(args: argparse.Namespace) -> dict[str, Any] | None:
     chosen = choose(args, {"rounds": 5}, {"rounds": 1})
     s = Settings.preset(args.quick, chosen["rounds"])
+    for name in ("decisions", "agg_rounds", "duration"):
+        if getattr(args, name, None) is not None:
+            setattr(s, name, getattr(args, name))
     skip = [{"case": c, "reason": why} for c in cases.RATE_CASES if (why := cases.missing(c))]
     names = [c for c in cases.RATE_CASES if not cases.missing(c)]
     for item in skip:
