@@ -180,7 +180,8 @@ def resource_ids(n: int, start: int = 0) -> list[str]:
 def fill_pool(pool: ResourcePool, n: int) -> None:
     """Associate ``n`` resources, ``FILL_CHUNK`` per call."""
     for start in range(0, n, FILL_CHUNK):
-        pool._engine.run("pool_associate", *resource_ids(min(FILL_CHUNK, n - start), start))
+        ids = resource_ids(min(FILL_CHUNK, n - start), start)
+        pool._channel.run(pool._channel.op("pool_associate", *ids))
 
 
 def allocator(dclient: redis.Redis, name: str) -> Any:
