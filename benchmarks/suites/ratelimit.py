@@ -58,7 +58,19 @@ import redis
 
 from benchmarks import cases, servers
 from benchmarks.cases import RATE
-from benchmarks.results import choose, heading, median, say, skipped, span
+from benchmarks.results import (
+    cell,
+    choose,
+    heading,
+    median,
+    num,
+    ratio,
+    say,
+    skipped,
+    span,
+    spread,
+    table,
+)
 from django_redis_pool.primitives import counts
 
 NAME = "ratelimit"
@@ -365,3 +377,91 @@ def render(doc: dict[str, Any]) -> str:
     if doc.get("skipped"):
         parts.append(skipped(doc))
     return "\n\n".join(parts)
+
+
+# -- docs/performance.md ------------------------------------------------------------------
+
+DOCS_PARTS = ("speed", "exactness")
+#: The scenarios as the docs page names them.
+SCENARIO_TITLES = {
+    "spread": "1,000 keys in turn: every decision passes",
+    "hot": "one key: almost every decision is refused",
+}
+
+
+def docs(found: list[dict[str, Any]], part: str) -> str:
+    """One generated part of docs/performance.md (``DOCS_PARTS``)."""
+    doc = found[0]
+    s, res = doc["settings"], doc["results"]
+    names, runs, most = res["cases"], res["runs"], max(s["processes"])
+    if part == "speed":
+        out = [
+            f"Every case limits to {s['rate']} decisions per second per key. One client: "
+            f"{s['rounds']} rounds of {s['decisions']:,} decisions per case and scenario on each "
+            f"line; processes: {s['agg_rounds']} rounds of {s['duration']:g} s, one client "
+            "each. Decisions/s, the median round with the slowest and fastest; *vs the fastest "
+            "peer*: against the fastest of limits and django-ratelimit. Our Lua ran as "
+            + " and ".join(f"Redis {r['version']} ({r['path']})" for r in runs)
+            + ".",
+        ]
+        for scenario in SCENARIOS:
+            header = ["case"]
+            for r in runs:
+                header += [
+                    f"Redis {r['version']}: one client",
+                    "vs the fastest peer",
+                    f"{most} processes",
+                    "commands/decision",
+                ]
+            rows = []
+            for case in names:
+                row = [case]
+                for r in runs:
+                    one = r["single"].get(case, {}).get(scenario, [])
+                    rates = [x["rate"] for x in one]
+                    peers = [
+                        median(x["rate"] for x in r["single"][p][scenario])
+                        for p in PEERS
+                        if p in r["single"]
+                    ]
+                    best = max(peers, default=float("nan"))
+                    procs = r["processes"].get(case, {}).get(scenario, {}).get(str(most), [])
+                    row += [
+                        cell(rates),
+                        ratio(median(rates), best) if rates and case != "floor" else "",
+                        cell(procs),
+                        num(median(x["commands"] for x in one), 1) if one else "",
+                    ]
+                rows.append(row)
+            out += ["", f"**{SCENARIO_TITLES[scenario]}**", "", table(header, rows)]
+        out += ["", "![Rate-limit decisions/s by case, one client](img/bench-ratelimit.png)"]
+        return "\n".join(out)
+    if part == "exactness":
+        header = ["case", "lets pass in any 1 s"]
+        for r in runs:
+            header += [
+                f"Redis {r['version']}: most in any 1 s, certainly",
+                "by midpoint",
+                f"passed per {s['duration']:g} s run",
+            ]
+        rows = []
+        for case, (bound, why) in res["bounds"].items():
+            row = [case, f"{bound} ({why})"]
+            for r in runs:
+                got = r["exactness"].get(case, [])
+                row += [
+                    str(max(x[0] for x in got)) if got else "-",
+                    str(max(x[1] for x in got)) if got else "-",
+                    spread([x[2] for x in got]) if got else "-",
+                ]
+            rows.append(row)
+        return "\n".join(
+            [
+                f"{most} processes on one key, {s['agg_rounds']} runs of {s['duration']:g} s on "
+                "each line; the most decisions that passed within any one second, over the "
+                "runs.",
+                "",
+                table(header, rows),
+            ]
+        )
+    raise ValueError(f"ratelimit has no docs part {part!r}")

@@ -170,12 +170,22 @@ def run(args: argparse.Namespace) -> dict[str, Any] | None:
 
 
 def render(doc: dict[str, Any]) -> str:
-    s, res = doc["settings"], doc["results"]
+    s = doc["settings"]
     lines = [
         heading(doc),
         "",
         f"{s['rounds']} round(s) of {s['tasks']} tasks",
         "",
+        tasks_table(doc),
+    ]
+    if doc.get("skipped"):
+        lines += ["", skipped(doc)]
+    return "\n".join(lines)
+
+
+def tasks_table(doc: dict[str, Any]) -> str:
+    s, res = doc["settings"], doc["results"]
+    lines = [
         "| workers | case | tasks/s (min-max) | vs rq | start latency p50 ms | p99 ms |",
         "|---:|---|---:|---:|---:|---:|",
     ]
@@ -190,6 +200,20 @@ def render(doc: dict[str, Any]) -> str:
                 f"| {ratio(rate, rq_rate)} | {median(r[1] for r in got):.1f} "
                 f"| {median(r[2] for r in got):.1f} |"
             )
-    if doc.get("skipped"):
-        lines += ["", skipped(doc)]
     return "\n".join(lines)
+
+
+# -- docs/performance.md ------------------------------------------------------------------
+
+DOCS_PARTS = ("",)
+
+
+def docs(found: list[dict[str, Any]], part: str) -> str:
+    """docs/performance.md's table: the render's, with the run's settings in a sentence."""
+    doc = found[0]
+    s = doc["settings"]
+    version = next(iter(doc["environment"].get("servers", [])), {}).get("version", "?")
+    return (
+        f"Redis {version}; {s['rounds']} rounds of {s['tasks']:,} tasks per case and worker "
+        "count; the median round, with the slowest and fastest.\n\n" + tasks_table(doc)
+    )
