@@ -180,8 +180,7 @@ def resource_ids(n: int, start: int = 0) -> list[str]:
 def fill_pool(pool: ResourcePool, n: int) -> None:
     """Associate ``n`` resources, ``FILL_CHUNK`` per call."""
     for start in range(0, n, FILL_CHUNK):
-        ids = resource_ids(min(FILL_CHUNK, n - start), start)
-        pool._channel.run(pool._channel.op("pool_associate", *ids))
+        pool.associate_many(resource_ids(min(FILL_CHUNK, n - start), start))
 
 
 def allocator(dclient: redis.Redis, name: str) -> Any:

@@ -19,7 +19,18 @@ import argparse
 from typing import Any
 
 from benchmarks import cases, servers
-from benchmarks.results import cell, choose, heading, median, num, ratio, say, skipped, table
+from benchmarks.results import (
+    cell,
+    choose,
+    heading,
+    median,
+    num,
+    plural,
+    ratio,
+    say,
+    skipped,
+    table,
+)
 
 NAME = "allocator"
 HELP = "our Allocator vs redis-allocator, 1,000 and 100,000 keys"
@@ -131,7 +142,7 @@ def docs(found: list[dict[str, Any]], part: str) -> str:
             rows.append(row)
     return "\n".join(
         [
-            f"One client, {s['rounds']} rounds of {s['cycles']:,} cycles per case and size on "
+            f"One client, {plural(s['rounds'])} of {s['cycles']:,} cycles per case and size on "
             "each line, each round on a freshly filled allocator; the median round, with the "
             "slowest and fastest.",
             "",

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from typing import Any
 
 from benchmarks import servers
-from benchmarks.results import choose, heading, median, say
+from benchmarks.results import choose, heading, median, plural, say
 from django_redis_pool import Semaphore
 from django_redis_pool.primitives.object_pool import ObjectPool
 
@@ -164,7 +164,7 @@ def docs(found: list[dict[str, Any]], part: str) -> str:
     doc = found[0]
     s = doc["settings"]
     return (
-        f"{s['objects']} ready objects in each pool, {s['rounds']} rounds of {s['seconds']:g} s "
+        f"{s['objects']} ready objects in each pool, {plural(s['rounds'])} of {s['seconds']:g} s "
         "per case and thread count; the median round, with the slowest and fastest.\n\n"
         + pools_table(doc)
     )

@@ -62,8 +62,10 @@ from benchmarks.results import (
     cell,
     choose,
     heading,
+    lua_paths,
     median,
     num,
+    plural,
     ratio,
     say,
     skipped,
@@ -397,25 +399,25 @@ def docs(found: list[dict[str, Any]], part: str) -> str:
     if part == "speed":
         out = [
             f"Every case limits to {s['rate']} decisions per second per key. One client: "
-            f"{s['rounds']} rounds of {s['decisions']:,} decisions per case and scenario on each "
-            f"line; processes: {s['agg_rounds']} rounds of {s['duration']:g} s, one client "
+            f"{plural(s['rounds'])} of {s['decisions']:,} decisions per case and scenario on each "
+            f"line; processes: {plural(s['agg_rounds'])} of {s['duration']:g} s, one client "
             "each. Decisions/s, the median round with the slowest and fastest; *vs the fastest "
-            "peer*: against the fastest of limits and django-ratelimit. Our Lua ran as "
-            + " and ".join(f"Redis {r['version']} ({r['path']})" for r in runs)
-            + ".",
+            "peer*: against the fastest of limits and django-ratelimit. " + lua_paths(runs),
         ]
         for scenario in SCENARIOS:
-            header = ["case"]
+            header = ["case", "commands/decision"]
             for r in runs:
                 header += [
                     f"Redis {r['version']}: one client",
                     "vs the fastest peer",
                     f"{most} processes",
-                    "commands/decision",
                 ]
             rows = []
             for case in names:
-                row = [case]
+                sent = [
+                    x["commands"] for r in runs for x in r["single"].get(case, {}).get(scenario, [])
+                ]
+                row = [case, num(median(sent), 1) if sent else "-"]
                 for r in runs:
                     one = r["single"].get(case, {}).get(scenario, [])
                     rates = [x["rate"] for x in one]
@@ -430,7 +432,6 @@ def docs(found: list[dict[str, Any]], part: str) -> str:
                         cell(rates),
                         ratio(median(rates), best) if rates and case != "floor" else "",
                         cell(procs),
-                        num(median(x["commands"] for x in one), 1) if one else "",
                     ]
                 rows.append(row)
             out += ["", f"**{SCENARIO_TITLES[scenario]}**", "", table(header, rows)]
@@ -457,9 +458,9 @@ def docs(found: list[dict[str, Any]], part: str) -> str:
             rows.append(row)
         return "\n".join(
             [
-                f"{most} processes on one key, {s['agg_rounds']} runs of {s['duration']:g} s on "
-                "each line; the most decisions that passed within any one second, over the "
-                "runs.",
+                f"{most} processes on one key, {plural(s['agg_rounds'], 'run')} of "
+                f"{s['duration']:g} s on each line; the most decisions that passed within "
+                "any one second, over the runs.",
                 "",
                 table(header, rows),
             ]

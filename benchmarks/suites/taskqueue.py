@@ -32,7 +32,7 @@ from typing import Any
 import redis
 
 from benchmarks import servers
-from benchmarks.results import choose, heading, median, quantile, ratio, say, skipped
+from benchmarks.results import choose, heading, median, plural, quantile, ratio, say, skipped
 from django_redis_pool.primitives.queue import Task, TaskQueue
 
 NAME = "queue"
@@ -214,6 +214,6 @@ def docs(found: list[dict[str, Any]], part: str) -> str:
     s = doc["settings"]
     version = next(iter(doc["environment"].get("servers", [])), {}).get("version", "?")
     return (
-        f"Redis {version}; {s['rounds']} rounds of {s['tasks']:,} tasks per case and worker "
+        f"Redis {version}; {plural(s['rounds'])} of {s['tasks']:,} tasks per case and worker "
         "count; the median round, with the slowest and fastest.\n\n" + tasks_table(doc)
     )

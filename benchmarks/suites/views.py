@@ -40,7 +40,7 @@ from typing import Any
 from django.http import HttpRequest, HttpResponse
 
 from benchmarks import servers
-from benchmarks.results import choose, heading, say, table
+from benchmarks.results import choose, heading, plural, say, table
 
 NAME = "views"
 HELP = "what @with_resource and ResourceMiddleware add to a request"
@@ -309,7 +309,7 @@ def docs(found: list[dict[str, Any]], part: str) -> str:
     version = next(iter(doc["environment"].get("servers", [])), {}).get("version", "?")
     return "\n".join(
         [
-            f"Django {s['django']}, Redis {version}; {s['rounds']} rounds of {s['requests']} "
+            f"Django {s['django']}, Redis {version}; {plural(s['rounds'])} of {s['requests']} "
             "requests per case, the median round; µs per request.",
             "",
             table(
