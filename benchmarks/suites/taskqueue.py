@@ -197,8 +197,8 @@ def tasks_table(doc: dict[str, Any]) -> str:
             rate = median(rates)
             lines.append(
                 f"| {workers} | {case} | {rate:,.0f} ({min(rates):,.0f}-{max(rates):,.0f}) "
-                f"| {ratio(rate, rq_rate)} | {median(r[1] for r in got):.1f} "
-                f"| {median(r[2] for r in got):.1f} |"
+                f"| {ratio(rate, rq_rate)} | {median(r[1] for r in got):,.1f} "
+                f"| {median(r[2] for r in got):,.1f} |"
             )
     return "\n".join(lines)
 
