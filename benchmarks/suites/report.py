@@ -178,7 +178,7 @@ def plots(docs: list[dict[str, Any]], img_dir: Path) -> list[Path]:
     rate_doc = next((d for d in docs if d["benchmark"] == "ratelimit"), None)
     if rate_doc is not None:
         names, runs = rate_doc["results"]["cases"], rate_doc["results"]["runs"]
-        fig, axes = plt.subplots(1, 2, figsize=(12, 4.5), sharey=True)
+        fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))  # (not sharey: bars() inverts each)
         for ax, scenario in zip(axes, ratelimit.SCENARIOS, strict=True):
             bars(
                 ax,
@@ -190,6 +190,9 @@ def plots(docs: list[dict[str, Any]], img_dir: Path) -> list[Path]:
             )
             ax.set_title(ratelimit.SCENARIO_TITLES[scenario])
             ax.set_xlabel("decisions/s, one client (median; bars: rounds min-max)")
+        axes[1].tick_params(labelleft=False)
+        axes[1].get_legend().remove()
+        axes[0].legend(fontsize="small", loc="center right", bbox_to_anchor=(1.0, 0.3))
         save(fig, "bench-ratelimit.png")
     return written
 
@@ -298,11 +301,10 @@ def reproduce(docs: list[dict[str, Any]]) -> str:
     """The command of each run the page shows, with how long it took and the
     machine's load average (1 min) when it started."""
     lines = ["```sh", '.venv/bin/pip install -e ".[bench]"']
-    width = max(len(doc["command"]) for doc in docs) + len(".venv/bin/")
     for doc in docs:
         load = doc["environment"].get("load_average", [])
         note = f"{doc['seconds'] / 60:.1f} min" + (f", load {load[0]:.1f}" if load else "")
-        lines.append(f"{'.venv/bin/' + doc['command']:<{width}}  # {note}")
+        lines.append(f".venv/bin/{doc['command']}  # {note}")
     lines += [".venv/bin/python -m benchmarks report --write-docs", "```"]
     return "\n".join(lines)
 
