@@ -301,3 +301,35 @@ def skipped(doc: dict[str, Any]) -> str:
     """The cases a run skipped and why, as a list (empty if none)."""
     items = doc.get("skipped", [])
     return "\n".join(f"* skipped {s['case']}: {s['reason']}" for s in items)
+
+
+# -- docs/performance.md -------------------------------------------------------------------
+
+
+def docs_note(doc: dict[str, Any]) -> str:
+    """A warning line for a generated section of the docs page ("" when none is due)."""
+    notes = []
+    if doc.get("quick"):
+        notes.append("a `--quick` run: too few rounds for the numbers to mean much")
+    if doc.get("environment", {}).get("warning"):
+        notes.append(doc["environment"]["warning"])
+    return "".join(f"**Note: {note}.**\n\n" for note in notes)
+
+
+def cell(values: list[float], fmt: str = ",.0f") -> str:
+    """``median (min-max)`` for a docs table; ``-`` when nothing was measured."""
+    return span(values, fmt) if values else "-"
+
+
+def plural(n: int, word: str = "round") -> str:
+    """``"1 round"``, ``"3 rounds"``."""
+    return f"{n:,} {word}" + ("" if n == 1 else "s")
+
+
+def lua_paths(runs: list[dict[str, Any]]) -> str:
+    """How our Lua ran on each server, as a sentence."""
+    return (
+        "Our Lua ran as "
+        + " and as ".join(f"{r['path']} on Redis {r['version']}" for r in runs)
+        + "."
+    )

@@ -19,7 +19,18 @@ import argparse
 from typing import Any
 
 from benchmarks import cases, servers
-from benchmarks.results import choose, heading, median, ratio, say, skipped
+from benchmarks.results import (
+    cell,
+    choose,
+    heading,
+    median,
+    num,
+    plural,
+    ratio,
+    say,
+    skipped,
+    table,
+)
 
 NAME = "allocator"
 HELP = "our Allocator vs redis-allocator, 1,000 and 100,000 keys"
@@ -98,3 +109,43 @@ def render(doc: dict[str, Any]) -> str:
     if doc.get("skipped"):
         parts.append(skipped(doc))
     return "\n\n".join(parts)
+
+
+# -- docs/performance.md ------------------------------------------------------------------
+
+DOCS_PARTS = ("",)
+
+
+def docs(found: list[dict[str, Any]], part: str) -> str:
+    """docs/performance.md's table: each case by size, both servers side by side."""
+    doc = found[0]
+    s, res = doc["settings"], doc["results"]
+    runs = res["runs"]
+    header = ["keys", "case"]
+    for one in runs:
+        header += [f"Redis {one['version']}: cycles/s", "vs redis-allocator", "Lua µs/cycle"]
+    rows = []
+    for size in map(str, s["sizes"]):
+        for case in sorted(
+            res["cases"], key=lambda c: ("ours" not in res["cases"][c], c == "floor")
+        ):
+            row = [f"{int(size):,}", res["cases"][case]]
+            for one in runs:
+                got = one["cases"].get(case, {}).get(size, [])
+                rates = [r["rate"] for r in got]
+                peer = median(r["rate"] for r in one["cases"].get("allocator", {}).get(size, []))
+                row += [
+                    cell(rates),
+                    ratio(median(rates), peer) if rates else "",
+                    num(median(r["lua"] for r in got), 1) if got else "",
+                ]
+            rows.append(row)
+    return "\n".join(
+        [
+            f"One client, {plural(s['rounds'])} of {s['cycles']:,} cycles per case and size on "
+            "each line, each round on a freshly filled allocator; the median round, with the "
+            "slowest and fastest.",
+            "",
+            table(header, rows, right_from=2),
+        ]
+    )

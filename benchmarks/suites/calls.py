@@ -28,7 +28,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from benchmarks import cases, servers
-from benchmarks.results import choose, heading, say, skipped
+from benchmarks.results import choose, heading, say, skipped, table
 from django_redis_pool.primitives import counts
 
 NAME = "calls"
@@ -175,3 +175,54 @@ def render(doc: dict[str, Any]) -> str:
     if doc.get("skipped"):
         lines += ["", skipped(doc)]
     return "\n".join(lines)
+
+
+# -- docs/performance.md ------------------------------------------------------------------
+
+DOCS_PARTS = ("",)
+
+
+def docs(found: list[dict[str, Any]], part: str) -> str:
+    """docs/performance.md's table: calls per cycle of each case, one column per
+    results file (one per Redis line), and what counting costs ours."""
+    found = sorted(found, key=_version)
+    header = ["case"]
+    for doc in found:
+        header += [f"Redis {_version(doc)}: Python calls per cycle", "with counting off"]
+    header.append("cycles/s counted / not")
+    labels: dict[str, str] = {}
+    for doc in found:
+        labels.update(doc["results"]["cases"])
+    rows = []
+    for case, label in labels.items():
+        row = [label]
+        for doc in found:
+            res = doc["results"]
+            off = res["calls_counting_off"]
+            row += [
+                f"{res['calls'][case]:.0f}" if case in res["calls"] else "-",
+                f"{off[case]:.0f}" if case in off else "",
+            ]
+        costs = [
+            f"{statistics.median(doc['results']['counting_cost'][case]):.3f}"
+            for doc in found
+            if case in doc["results"]["counting_cost"]
+        ]
+        row.append(", ".join(costs))
+        rows.append(row)
+    s = found[0]["settings"]
+    return "\n".join(
+        [
+            f"cProfile's count of every Python and C call over {s['cycles']} cycles, after a "
+            "warm-up. *Cycles/s counted / not*: ours with their counts on and off, back to "
+            f"back, {s['cost_rounds']} rounds of {s['cost_cycles']} cycles, the median ratio "
+            "(one per line, in the order of the columns).",
+            "",
+            table(header, rows),
+        ]
+    )
+
+
+def _version(doc: dict[str, Any]) -> str:
+    servers_ = doc["environment"].get("servers", [])
+    return str(servers_[0]["version"]) if servers_ else str(doc["settings"]["server"])

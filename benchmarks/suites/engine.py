@@ -1,6 +1,6 @@
 """The lease engine's primitives next to their peers, the WATCH/MULTI designs and the floor.
 
-    python -m benchmarks engine [--quick] [--servers 6.2,7] [--before REF]
+    python -m benchmarks engine [--quick] [--servers 6.2,7] [--before REF] [--rounds 5] ...
 
 Starts its own redis-server for each of ``--servers``, one at a time, and on
 each, in this order:
@@ -47,12 +47,16 @@ from benchmarks import cases, servers
 from benchmarks.results import (
     ROOT,
     heading,
+    ints,
+    lua_paths,
     median,
     num,
     pct,
+    plural,
     ratio,
     say,
     skipped,
+    span,
     spread,
     table,
 )
@@ -87,6 +91,20 @@ class Settings:
         return cls(5, 2000, 3, 3.0, [2, 4, 8], 1000, [100, 10_000, 100_000, 1_000_000], 3, 5.0)
 
 
+#: The options that change a preset: option -> (type, help); each is a field of Settings.
+OPTIONS: dict[str, tuple[Callable[[str], Any], str]] = {
+    "rounds": (int, "one-client and scaling rounds; hand-off ping-pongs (default 5; --quick: 2)"),
+    "cycles": (int, "one-client cycles per round (default 2000; --quick: 150)"),
+    "agg_rounds": (int, "aggregate rounds (default 3; --quick: 1)"),
+    "duration": (float, "seconds per aggregate run (default 3; --quick: 0.3)"),
+    "processes": (ints, "aggregate process counts (default 2,4,8)"),
+    "handoffs": (int, "hand-offs per case, all rounds (default 1000; --quick: 40)"),
+    "sizes": (ints, "scaling pool sizes (default 100,10000,100000,1000000; --quick: 100,10000)"),
+    "contention_rounds": (int, "contention rounds (default 3; --quick: 1)"),
+    "contention_duration": (float, "seconds per contention round (default 5; --quick: 1)"),
+}
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     servers.add_option(parser, multiple=True, default="6.2,7")
     parser.add_argument(
@@ -94,6 +112,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="REF",
         help="also measure our primitives (one client) at git revision REF, side by side",
     )
+    for name, (kind, text) in OPTIONS.items():
+        parser.add_argument(f"--{name.replace('_', '-')}", type=kind, help=text)
 
 
 # -- measuring ------------------------------------------------------------------------
@@ -381,6 +401,9 @@ def bench_server(
 
 def run(args: argparse.Namespace) -> dict[str, Any] | None:
     s = Settings.preset(args.quick)
+    for name in OPTIONS:
+        if getattr(args, name, None) is not None:
+            setattr(s, name, getattr(args, name))
     labels = dict(cases.CASES)
     if args.before:
         for case in cases.BEFORE_CASES:
@@ -601,3 +624,156 @@ def render(doc: dict[str, Any]) -> str:
     if doc.get("skipped"):
         parts.append(skipped(doc))
     return "\n\n".join(parts)
+
+
+# -- docs/performance.md ------------------------------------------------------------------
+
+#: The parts of docs/performance.md generated from these results (``docs``).
+DOCS_PARTS = ("one-client", "processes", "handoff")
+
+
+def docs_order(labels: dict[str, str]) -> list[str]:
+    """The cases as the docs page lists them: ours, the peers, WATCH/MULTI, the floor."""
+
+    def group(case: str) -> int:
+        if labels[case].startswith("ours"):
+            return 0
+        return 3 if case == "floor" else 2 if case.startswith("watch") else 1
+
+    return sorted(labels, key=group)
+
+
+def docs(found: list[dict[str, Any]], part: str) -> str:
+    """One generated part of docs/performance.md (``DOCS_PARTS``)."""
+    doc = found[0]
+    s, res = doc["settings"], doc["results"]
+    runs = res["runs"]
+    if part == "one-client":
+        return _docs_one_client(doc, s, res, runs)
+    if part == "processes":
+        return _docs_processes(s, res, runs)
+    if part == "handoff":
+        return _docs_handoff(s, res, runs)
+    raise ValueError(f"engine has no docs part {part!r}")
+
+
+def _docs_one_client(
+    doc: dict[str, Any], s: dict[str, Any], res: dict[str, Any], runs: list[dict[str, Any]]
+) -> str:
+    labels = res["cases"]
+    header = ["case", "commands/cycle"]
+    for r in runs:
+        header += [f"Redis {r['version']}: cycles/s", "vs redis-allocator", "Redis CPU µs/cycle"]
+    rows = []
+    for case in docs_order(labels):
+        sent = [x["sent"] for r in runs for x in r["single"].get(case, [])]
+        row = [labels[case], num(median(sent), 0) if sent else "-"]
+        for r in runs:
+            rounds = r["single"].get(case, [])
+            rates = [x["rate"] for x in rounds]
+            base = median(x["rate"] for x in r["single"].get("allocator", []))
+            row += [
+                span(rates) if rates else "failed",
+                ratio(median(rates), base) if rates else "",
+                num(median(x["cpu"] for x in rounds), 1) if rounds else "",
+            ]
+        rows.append(row)
+    return "\n".join(
+        [
+            f"One process, one client, {plural(s['rounds'])} of {s['cycles']:,} acquire + "
+            f"release cycles (never waiting) per case on each line, after {res['warmup']} "
+            f"unmeasured ones; the median round, with the slowest and fastest. Pools, "
+            f"semaphores and allocators have {cases.POOL_SIZE:,} resources, slots or keys. "
+            + lua_paths(runs),
+            "",
+            table(header, rows),
+            "",
+            "![One client: acquire + release cycles/s by case, on each Redis line]"
+            "(img/bench-single.png)",
+        ]
+    )
+
+
+def _docs_processes(s: dict[str, Any], res: dict[str, Any], runs: list[dict[str, Any]]) -> str:
+    labels, counts = res["aggregate_cases"], s["processes"]
+    header = ["case"] + [f"Redis {r['version']}: {n} processes" for r in runs for n in counts]
+    rows = []
+    for case in docs_order(labels):
+        row = [labels[case]]
+        for r in runs:
+            for n in counts:
+                rates = [x for x, _ in r["aggregate"].get(case, {}).get(str(n), [])]
+                base = median(x for x, _ in r["aggregate"].get("allocator", {}).get(str(n), []))
+                rate = median(rates)
+                row.append(f"{num(rate)} ({ratio(rate, base)})" if rates else "failed")
+        rows.append(row)
+    contention = []
+    for r in runs:
+        rounds = r["contention"]
+        if not rounds:
+            contention.append([f"Redis {r['version']}", "failed", "", "", ""])
+            continue
+        uncontended = median(x["rate"] for x in r["single"].get("pool", []))
+        contention.append(
+            [
+                f"Redis {r['version']}",
+                num(sum(c["cycles"] for c in rounds)),
+                str(sum(c["violations"] for c in rounds)),
+                str(sum(c["lost"] for c in rounds)),
+                ratio(median(c["rate"] for c in rounds), uncontended),
+            ]
+        )
+    first = runs[0]["contention"][0] if runs and runs[0]["contention"] else {}
+    return "\n".join(
+        [
+            f"{', '.join(map(str, counts))} processes, one client each, started together; "
+            f"{plural(s['agg_rounds'])} of {s['duration']:g} s. Cycles/s of all the processes "
+            "together (median round), and in brackets its ratio to redis-allocator's.",
+            "",
+            table(header, rows),
+            "",
+            "![Cycles/s of all processes together vs processes](img/bench-aggregate.png)",
+            "",
+            f"Contention: {first.get('threads', s['threads'])} threads of one process on one "
+            f"ResourcePool of {first.get('resources', s['contention_resources'])} resources, "
+            f"{plural(s['contention_rounds'])} of {s['contention_duration']:g} s, each resource "
+            "checked never to be held twice at once:",
+            "",
+            table(
+                [
+                    "server",
+                    "cycles checked",
+                    "held twice at once",
+                    "releases that found their lease gone",
+                    "vs one uncontended client",
+                ],
+                contention,
+            ),
+        ]
+    )
+
+
+def _docs_handoff(s: dict[str, Any], res: dict[str, Any], runs: list[dict[str, Any]]) -> str:
+    from benchmarks.workers import HANDOFF_WARMUP
+
+    labels = res["handoff_cases"]
+    header = ["case"]
+    for r in runs:
+        header += [f"Redis {r['version']}: p50 ms", "p99 ms", "p99.9 ms"]
+    rows = []
+    for case in docs_order(labels):
+        row = [labels[case]]
+        for r in runs:
+            lat = r["handoff"].get(case, [])
+            row += [num(pct(lat, q), 2) for q in (50, 99, 99.9)] if lat else ["failed", "", ""]
+        rows.append(row)
+    return "\n".join(
+        [
+            f"{s['handoffs']:,} hand-offs per case on each line, over "
+            f"{plural(s['rounds'], 'ping-pong')} between two processes (the first "
+            f"{HANDOFF_WARMUP} of each dropped); "
+            "nearest-rank percentiles, in milliseconds.",
+            "",
+            table(header, rows),
+        ]
+    )

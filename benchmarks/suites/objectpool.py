@@ -21,7 +21,7 @@ from collections.abc import Callable
 from typing import Any
 
 from benchmarks import servers
-from benchmarks.results import choose, heading, median, say
+from benchmarks.results import choose, heading, median, plural, say
 from django_redis_pool import Semaphore
 from django_redis_pool.primitives.object_pool import ObjectPool
 
@@ -124,12 +124,14 @@ def run(args: argparse.Namespace) -> dict[str, Any] | None:
 
 
 def render(doc: dict[str, Any]) -> str:
+    s = doc["settings"]
+    head = f"{s['rounds']} rounds of {s['seconds']:g} s, {s['objects']} objects"
+    return "\n".join([heading(doc), "", head, "", pools_table(doc)])
+
+
+def pools_table(doc: dict[str, Any]) -> str:
     s, res = doc["settings"], doc["results"]
     lines = [
-        heading(doc),
-        "",
-        f"{s['rounds']} rounds of {s['seconds']:g} s, {s['objects']} objects",
-        "",
         "| threads | case | ops/s (min-max) | vs LifoQueue |",
         "|---:|---|---:|---:|",
     ]
@@ -150,3 +152,19 @@ def render(doc: dict[str, Any]) -> str:
         "(borrowing an idle object: none).",
     ]
     return "\n".join(lines)
+
+
+# -- docs/performance.md ------------------------------------------------------------------
+
+DOCS_PARTS = ("",)
+
+
+def docs(found: list[dict[str, Any]], part: str) -> str:
+    """docs/performance.md's table: the render's, with the run's settings in a sentence."""
+    doc = found[0]
+    s = doc["settings"]
+    return (
+        f"{s['objects']} ready objects in each pool, {plural(s['rounds'])} of {s['seconds']:g} s "
+        "per case and thread count; the median round, with the slowest and fastest.\n\n"
+        + pools_table(doc)
+    )

@@ -1,6 +1,6 @@
 """Rate limit decisions: our RateLimiter next to limits and django-ratelimit, on Redis 6.2 and 7.
 
-    python -m benchmarks ratelimit [--quick] [--servers 6.2,7] [--rounds 5]
+    python -m benchmarks ratelimit [--quick] [--servers 6.2,7] [--rounds 5] [--duration 3] ...
 
 Starts its own redis-server for each of ``--servers``, all of them first
 (Django's cache settings are made once). Every case limits to 100 decisions
@@ -58,7 +58,21 @@ import redis
 
 from benchmarks import cases, servers
 from benchmarks.cases import RATE
-from benchmarks.results import choose, heading, median, say, skipped, span
+from benchmarks.results import (
+    cell,
+    choose,
+    heading,
+    lua_paths,
+    median,
+    num,
+    plural,
+    ratio,
+    say,
+    skipped,
+    span,
+    spread,
+    table,
+)
 from django_redis_pool.primitives import counts
 
 NAME = "ratelimit"
@@ -95,6 +109,13 @@ class Settings:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     servers.add_option(parser, multiple=True, default="6.2,7")
     parser.add_argument("--rounds", type=int, help="one-client rounds (default 5; --quick: 1)")
+    parser.add_argument(
+        "--decisions", type=int, help="per one-client round (default 3000; --quick: 200)"
+    )
+    parser.add_argument("--agg-rounds", type=int, help="process rounds (default 3; --quick: 1)")
+    parser.add_argument(
+        "--duration", type=float, help="seconds per process run (default 3; --quick: 0.3)"
+    )
 
 
 def configure_django(urls: dict[str, str]) -> None:
@@ -273,6 +294,9 @@ def bench_server(label: str, srv: servers.Server, s: Settings, names: list[str])
 def run(args: argparse.Namespace) -> dict[str, Any] | None:
     chosen = choose(args, {"rounds": 5}, {"rounds": 1})
     s = Settings.preset(args.quick, chosen["rounds"])
+    for name in ("decisions", "agg_rounds", "duration"):
+        if getattr(args, name, None) is not None:
+            setattr(s, name, getattr(args, name))
     skip = [{"case": c, "reason": why} for c in cases.RATE_CASES if (why := cases.missing(c))]
     names = [c for c in cases.RATE_CASES if not cases.missing(c)]
     for item in skip:
@@ -355,3 +379,90 @@ def render(doc: dict[str, Any]) -> str:
     if doc.get("skipped"):
         parts.append(skipped(doc))
     return "\n\n".join(parts)
+
+
+# -- docs/performance.md ------------------------------------------------------------------
+
+DOCS_PARTS = ("speed", "exactness")
+#: The scenarios as the docs page names them.
+SCENARIO_TITLES = {
+    "spread": "1,000 keys in turn: every decision passes",
+    "hot": "one key: almost every decision is refused",
+}
+
+
+def docs(found: list[dict[str, Any]], part: str) -> str:
+    """One generated part of docs/performance.md (``DOCS_PARTS``)."""
+    doc = found[0]
+    s, res = doc["settings"], doc["results"]
+    names, runs, most = res["cases"], res["runs"], max(s["processes"])
+    if part == "speed":
+        out = [
+            f"Every case limits to {s['rate']} decisions per second per key. One client: "
+            f"{plural(s['rounds'])} of {s['decisions']:,} decisions per case and scenario on each "
+            f"line; processes: {plural(s['agg_rounds'])} of {s['duration']:g} s, one client "
+            "each. Decisions/s, the median round with the slowest and fastest; *vs the fastest "
+            "peer*: against the fastest of limits and django-ratelimit. " + lua_paths(runs),
+        ]
+        for scenario in SCENARIOS:
+            header = ["case", "commands/decision"]
+            for r in runs:
+                header += [
+                    f"Redis {r['version']}: one client",
+                    "vs the fastest peer",
+                    f"{most} processes",
+                ]
+            rows = []
+            for case in names:
+                sent = [
+                    x["commands"] for r in runs for x in r["single"].get(case, {}).get(scenario, [])
+                ]
+                row = [case, num(median(sent), 1) if sent else "-"]
+                for r in runs:
+                    one = r["single"].get(case, {}).get(scenario, [])
+                    rates = [x["rate"] for x in one]
+                    peers = [
+                        median(x["rate"] for x in r["single"][p][scenario])
+                        for p in PEERS
+                        if p in r["single"]
+                    ]
+                    best = max(peers, default=float("nan"))
+                    procs = r["processes"].get(case, {}).get(scenario, {}).get(str(most), [])
+                    row += [
+                        cell(rates),
+                        ratio(median(rates), best) if rates and case != "floor" else "",
+                        cell(procs),
+                    ]
+                rows.append(row)
+            out += ["", f"**{SCENARIO_TITLES[scenario]}**", "", table(header, rows)]
+        out += ["", "![Rate-limit decisions/s by case, one client](img/bench-ratelimit.png)"]
+        return "\n".join(out)
+    if part == "exactness":
+        header = ["case", "lets pass in any 1 s"]
+        for r in runs:
+            header += [
+                f"Redis {r['version']}: most in any 1 s, certainly",
+                "by midpoint",
+                f"passed per {s['duration']:g} s run",
+            ]
+        rows = []
+        for case, (bound, why) in res["bounds"].items():
+            row = [case, f"{bound} ({why})"]
+            for r in runs:
+                got = r["exactness"].get(case, [])
+                row += [
+                    str(max(x[0] for x in got)) if got else "-",
+                    str(max(x[1] for x in got)) if got else "-",
+                    spread([x[2] for x in got]) if got else "-",
+                ]
+            rows.append(row)
+        return "\n".join(
+            [
+                f"{most} processes on one key, {plural(s['agg_rounds'], 'run')} of "
+                f"{s['duration']:g} s on each line; the most decisions that passed within "
+                "any one second, over the runs.",
+                "",
+                table(header, rows),
+            ]
+        )
+    raise ValueError(f"ratelimit has no docs part {part!r}")

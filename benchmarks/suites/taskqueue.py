@@ -32,7 +32,7 @@ from typing import Any
 import redis
 
 from benchmarks import servers
-from benchmarks.results import choose, heading, median, quantile, ratio, say, skipped
+from benchmarks.results import choose, heading, median, plural, quantile, ratio, say, skipped
 from django_redis_pool.primitives.queue import Task, TaskQueue
 
 NAME = "queue"
@@ -170,12 +170,22 @@ def run(args: argparse.Namespace) -> dict[str, Any] | None:
 
 
 def render(doc: dict[str, Any]) -> str:
-    s, res = doc["settings"], doc["results"]
+    s = doc["settings"]
     lines = [
         heading(doc),
         "",
         f"{s['rounds']} round(s) of {s['tasks']} tasks",
         "",
+        tasks_table(doc),
+    ]
+    if doc.get("skipped"):
+        lines += ["", skipped(doc)]
+    return "\n".join(lines)
+
+
+def tasks_table(doc: dict[str, Any]) -> str:
+    s, res = doc["settings"], doc["results"]
+    lines = [
         "| workers | case | tasks/s (min-max) | vs rq | start latency p50 ms | p99 ms |",
         "|---:|---|---:|---:|---:|---:|",
     ]
@@ -187,9 +197,23 @@ def render(doc: dict[str, Any]) -> str:
             rate = median(rates)
             lines.append(
                 f"| {workers} | {case} | {rate:,.0f} ({min(rates):,.0f}-{max(rates):,.0f}) "
-                f"| {ratio(rate, rq_rate)} | {median(r[1] for r in got):.1f} "
-                f"| {median(r[2] for r in got):.1f} |"
+                f"| {ratio(rate, rq_rate)} | {median(r[1] for r in got):,.1f} "
+                f"| {median(r[2] for r in got):,.1f} |"
             )
-    if doc.get("skipped"):
-        lines += ["", skipped(doc)]
     return "\n".join(lines)
+
+
+# -- docs/performance.md ------------------------------------------------------------------
+
+DOCS_PARTS = ("",)
+
+
+def docs(found: list[dict[str, Any]], part: str) -> str:
+    """docs/performance.md's table: the render's, with the run's settings in a sentence."""
+    doc = found[0]
+    s = doc["settings"]
+    version = next(iter(doc["environment"].get("servers", [])), {}).get("version", "?")
+    return (
+        f"Redis {version}; {plural(s['rounds'])} of {s['tasks']:,} tasks per case and worker "
+        "count; the median round, with the slowest and fastest.\n\n" + tasks_table(doc)
+    )

@@ -40,7 +40,7 @@ from typing import Any
 from django.http import HttpRequest, HttpResponse
 
 from benchmarks import servers
-from benchmarks.results import choose, heading, say
+from benchmarks.results import choose, heading, plural, say, table
 
 NAME = "views"
 HELP = "what @with_resource and ResourceMiddleware add to a request"
@@ -267,3 +267,59 @@ def render(doc: dict[str, Any]) -> str:
         )
     lines.append("```")
     return "\n".join(lines)
+
+
+# -- docs/performance.md ------------------------------------------------------------------
+
+DOCS_PARTS = ("",)
+#: The cases as the docs page names them.
+DOCS_LABELS = {
+    "plain": "plain view, no middleware",
+    "pool": "`@with_resource`: pool",
+    "semaphore": "`@with_resource`: semaphore",
+    "lock": "`@with_resource`: lock",
+    "middleware": "`ResourceMiddleware` rule (pool)",
+    "passthrough": "`ResourceMiddleware` installed, no rule matches",
+    "direct": "`acquire(timeout=0)` + `release()`, no request",
+    "async plain": "async plain view (`AsyncClient`)",
+    "async pool": "async view, `@with_resource`: pool",
+}
+
+
+def docs(found: list[dict[str, Any]], part: str) -> str:
+    """docs/performance.md's two tables: µs per request by case; the guard's own cost."""
+    doc = found[0]
+    s, res = doc["settings"], doc["results"]
+    med = {name: statistics.median(values) for name, values in res["samples"].items()}
+    base, trips, abase = med["plain"], med["direct"], med["async plain"]
+    rows = []
+    for name, value in med.items():
+        label = DOCS_LABELS.get(name, name)
+        if name == "direct":
+            rows.append([label, f"{value:,.1f}", "", ""])
+            continue
+        extra = value - (abase if name.startswith("async") else base)
+        holds = name not in ("plain", "passthrough", "async plain")
+        vs = "" if name in ("plain", "async plain") else f"{extra:+,.1f}"
+        rows.append([label, f"{value:,.1f}", vs, f"{extra - trips:,.1f}" if holds else ""])
+    guard = [
+        [kind, f"{total:,.1f}", f"{inside:,.1f}", f"**{total - inside:,.1f}**"]
+        for kind, (total, inside) in res["guard"].items()
+    ]
+    version = next(iter(doc["environment"].get("servers", [])), {}).get("version", "?")
+    return "\n".join(
+        [
+            f"Django {s['django']}, Redis {version}; {plural(s['rounds'])} of {s['requests']} "
+            "requests per case, the median round; µs per request.",
+            "",
+            table(
+                ["case", "µs/request", "vs the plain view", "added beyond the two round trips"],
+                rows,
+            ),
+            "",
+            table(
+                ["the guard's own cost", "µs in the guard", "in acquire + release", "added"],
+                guard,
+            ),
+        ]
+    )
