@@ -5,6 +5,8 @@ docstring (its ``--help`` text: what it measures, against what),
 ``add_arguments(parser)``, ``run(args)`` returning ``{"settings": ...,
 "results": ..., "skipped": [...]}`` (None if nothing could be measured here),
 and ``render(doc)``: the Markdown of a results document (``results.py``).
+A module that is no subcommand holds part of one (``engine_tables``: the
+engine's tables and its sections of docs/performance.md).
 """
 
 from __future__ import annotations

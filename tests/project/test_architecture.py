@@ -437,3 +437,31 @@ def test_no_module_of_tests_is_over_1000_lines():
         if (lines := path.read_text(encoding="utf-8").count("\n")) > 1000
     }
     assert long == {}, f"split them by what their parts pin: {long}"
+
+
+# ----------------------------------------------------------- benchmarks/
+
+BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
+
+
+def test_benchmarks_is_one_tool_with_at_most_8_files_at_its_top():
+    files = sorted(path.name for path in BENCHMARKS.iterdir() if path.is_file())
+    assert "__main__.py" in files and "servers.py" in files, files
+    assert len(files) <= 8, f"{len(files)} files at the top of benchmarks/: {files}"
+    folders = {path.name for path in BENCHMARKS.iterdir() if path.is_dir()}
+    assert folders - {"__pycache__"} == {"assets", "results", "suites"}
+
+
+def test_every_subcommand_is_a_suite_module_and_none_is_over_600_lines():
+    tree = ast.parse((BENCHMARKS / "suites" / "__init__.py").read_text(encoding="utf-8"))
+    [registry] = [
+        node.value
+        for node in tree.body
+        if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") == "SUBCOMMANDS"
+    ]
+    modules = {value.value for value in registry.values}  # type: ignore[attr-defined]
+    present = {path.stem for path in (BENCHMARKS / "suites").glob("*.py")} - {"__init__"}
+    assert modules <= present, modules - present
+    for path in BENCHMARKS.rglob("*.py"):
+        lines = path.read_text(encoding="utf-8").count("\n")
+        assert lines <= 600, f"{path.relative_to(BENCHMARKS)} has {lines} lines: split it"
