@@ -78,7 +78,7 @@ class Guard:
         self.name = check_name(name, "resource name")
         #: Who holds outside a request (``holding()``: the function or module
         #: holding, e.g. "myapp.tasks.send"); None: a request's guard. Outside
-        #: a request ``identity`` is the identity itself (a rate limit's key).
+        #: a request ``identity`` is the identity itself (what a keyed kind counts).
         self.caller = caller
         #: The permits each request's hold takes, for a kind whose holds take
         #: permits (None: the kind decides, e.g. from its entry's ``PERMITS``).
@@ -238,7 +238,7 @@ class Guard:
 
     def identity_of(self, holder: str) -> str | None:
         """What the kind is asked to hold for (``Ask.identity``): outside a
-        request the identity given (a rate limit's key, "" included), else the
+        request the identity given ("" included: a keyed kind's key), else the
         holder when the view names an identity, else None."""
         if self.caller is not None:
             return self._identity if isinstance(self._identity, str) else None
@@ -262,7 +262,7 @@ class Guard:
 
     def turn_after(self, primitive: Any) -> float:
         """When a refused hold outside a request may expect its turn, in
-        seconds, when its kind does not say (a rate limit does): ``retry_after``,
+        seconds, when its kind does not tell (on the error): ``retry_after``,
         else the wait it was refused after (the ``Retry-After`` a request would
         get, not rounded up), else 1 s for a caller that did not wait."""
         if self.retry_after is not None:

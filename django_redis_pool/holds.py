@@ -78,25 +78,25 @@ class holding:  # (lower case: used as the function it reads as, ``with holding(
     ``with holding("printers") as held:``, ``async with holding(...) as held:``
     (waiting on the event loop), or ``@holding("printers")`` on a sync or an
     async function (each call holds; the function's arguments are untouched).
-    ``held`` is what a request would find in ``request.resources[name]``: a
-    :class:`Lease` for a pool, semaphore or lock, the :class:`AllocatedKey`,
-    the borrowed object, the rate limit's :class:`Decision`; None when Redis
-    failed and the entry's ``FAIL_OPEN`` let the block run (a warning is logged).
+    ``held`` is what a request would find in ``request.resources[name]``
+    (what the kind's ``hold`` gives: a :class:`Lease`, a key, a borrowed
+    object, a decision; ``docs/background-work.md`` lists them); None when
+    Redis failed and ``FAIL_OPEN`` let the block run (a warning is logged).
 
     ``timeout``: how long to wait (None: the primitive's ``TIMEOUT`` if its kind
     has one, else forever; 0: do not wait). ``lease_timeout``: the hold's lease
     (None: the primitive's default; where that never expires, ``REQUEST_LEASE``,
-    renewed while the block runs). ``identity``: the holder (a semaphore's slot,
-    an allocator's soft binding), for a rate limit the limited key (default "").
+    renewed while the block runs). ``identity``: who holds (what a request's
+    ``identity`` names), or what a kind keyed by it counts against (default "").
     ``permits``: the permits taken, for a kind whose holds take permits.
 
     Refused: :class:`ResourceUnavailable` with ``reason`` (``timeout``,
     ``full``, ``limited``) and ``retry_after`` (seconds until a turn is
-    expected: the rate limit's next turn; else the wait it was refused after,
-    or 1 s when it did not wait). Redis unreachable: :class:`BackendUnavailable`.
-    The hold is given back on every exit, also on ``SystemExit`` and
-    cancellation. One object serves one ``with`` at a time; as a decorator,
-    each call holds on its own.
+    expected: when the kind tells it, its own; else the wait it was refused
+    after, or 1 s when it did not wait). Redis unreachable:
+    :class:`BackendUnavailable`. The hold is given back on every exit, also on
+    ``SystemExit`` and cancellation. One object serves one ``with`` at a time;
+    as a decorator, each call holds on its own.
     """
 
     def __init__(

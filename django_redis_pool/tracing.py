@@ -28,7 +28,7 @@ SPAN_NAME = "django_redis_pool.hold {name}"
 #: The span's attributes (OpenTelemetry's naming: namespaced, snake_case).
 ATTRIBUTES = {
     "django_redis_pool.primitive.name": "the configured name, e.g. 'printers'",
-    "django_redis_pool.primitive.kind": "its kind, as pool_status --json names it: pool, ...",
+    "django_redis_pool.primitive.kind": "its kind, as the status command's --json names it",
     "django_redis_pool.wait.seconds": "the seconds the hold waited (float)",
     "django_redis_pool.hold.outcome": "held, refused, full (max_waiting) or unavailable (Redis)",
     "django_redis_pool.hold.reason": "a refusal's reason: timeout, full or limited",
