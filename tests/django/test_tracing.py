@@ -124,6 +124,7 @@ def test_redis_unreachable_is_an_unavailable_span(
     assert span.status.status_code is StatusCode.ERROR
 
 
+@pytest.mark.django_db  # (closing a response sends request_finished: Django closes old connections)
 def test_a_request_hold_is_traced_sync_and_async(
     configured: None, exporter: InMemorySpanExporter
 ) -> None:
