@@ -2,8 +2,8 @@
 
 The Redis primitives (:class:`ResourcePool`, :class:`Semaphore`, :class:`Lock`,
 :class:`RateLimiter`, ...) work with a bare redis-py client and never import
-Django. The ``get_*`` accessors read the ``DJANGO_REDIS_POOL`` setting; they
-and ``with_resource`` are imported lazily so that importing this package does
+Django. The ``get_*`` accessors read the ``DJANGO_REDIS_POOL`` setting; they,
+``with_resource`` and ``holding`` are imported lazily so that importing this package does
 not require configured Django settings.
 """
 
@@ -30,6 +30,7 @@ from .primitives.semaphore import Semaphore
 
 if TYPE_CHECKING:
     from .decorators import with_resource
+    from .holds import holding
     from .kinds.allocator import get_allocator
     from .kinds.lock import get_lock
     from .kinds.object_pool import get_object_pool
@@ -72,6 +73,7 @@ __all__ = [
     "get_ratelimit",
     "get_resource",
     "get_semaphore",
+    "holding",
     "task",
     "with_resource",
 ]
@@ -86,6 +88,7 @@ _LAZY = {
     "get_queue": "django_redis_pool.kinds.queue.get_queue",
     "get_ratelimit": "django_redis_pool.kinds.ratelimit.get_ratelimit",
     "get_semaphore": "django_redis_pool.kinds.semaphore.get_semaphore",
+    "holding": "django_redis_pool.holds.holding",
     "task": "django_redis_pool.kinds.queue.task",
     "with_resource": "django_redis_pool.decorators.with_resource",
 }

@@ -36,19 +36,21 @@ __all__ = [
 class Enterable(Protocol):
     """What the event loop's side needs of a hold (a :class:`.guard.Guard`)."""
 
-    def enter(self, request: HttpRequest, holder: str | None = None) -> Held | Refusal | None:
+    def enter(
+        self, request: HttpRequest | None, holder: str | None = None
+    ) -> Held | Refusal | None:
         """Take the hold, blocking."""
         ...
 
-    def exit(self, request: HttpRequest, held: Held) -> None:
+    def exit(self, request: HttpRequest | None, held: Held) -> None:
         """Give it back, blocking."""
         ...
 
-    async def aexit(self, request: HttpRequest, held: Held) -> None:
+    async def aexit(self, request: HttpRequest | None, held: Held) -> None:
         """Give it back on the loop."""
         ...
 
-    async def aholder_of(self, request: HttpRequest) -> str:
+    async def aholder_of(self, request: HttpRequest | None) -> str:
         """The holder name of ``request``, read on the loop."""
         ...
 
@@ -94,7 +96,7 @@ def waiting_threads() -> ThreadPoolExecutor:
         return _waiting
 
 
-async def enter_in_thread(guard: Enterable, request: HttpRequest) -> Held | Refusal | None:
+async def enter_in_thread(guard: Enterable, request: HttpRequest | None) -> Held | Refusal | None:
     """``guard.enter(request)`` in a thread of :func:`waiting_threads`, for a
     kind without :meth:`Kind.ahold <.kinds.Kind.ahold>`. Cancelled while the
     thread waits (the client went away, or the loop is shutting down), it
@@ -115,7 +117,7 @@ async def enter_in_thread(guard: Enterable, request: HttpRequest) -> Held | Refu
 
 
 def _enter_unless_abandoned(
-    guard: Enterable, request: HttpRequest, abandoned: threading.Event, holder: str | None
+    guard: Enterable, request: HttpRequest | None, abandoned: threading.Event, holder: str | None
 ) -> Held | Refusal | None:
     if abandoned.is_set():  # given up while queued for a thread
         return None
@@ -127,7 +129,7 @@ def _enter_unless_abandoned(
 
 
 def _give_back_late_grant(
-    guard: Enterable, request: HttpRequest, task: asyncio.Future[Any]
+    guard: Enterable, request: HttpRequest | None, task: asyncio.Future[Any]
 ) -> None:
     """Release what an abandoned :func:`enter_in_thread` got after all."""
     if task.cancelled() or task.exception() is not None:
@@ -138,7 +140,10 @@ def _give_back_late_grant(
 
 
 def release_soon(
-    guard: Enterable, request: HttpRequest, held: Held, loop: asyncio.AbstractEventLoop | None
+    guard: Enterable,
+    request: HttpRequest | None,
+    held: Held,
+    loop: asyncio.AbstractEventLoop | None,
 ) -> None:
     """Release ``held`` as its request's ``loop`` does (``guard.aexit``) while
     that loop runs: from another thread (Django closes an async response

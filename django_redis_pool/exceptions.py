@@ -34,7 +34,10 @@ class ResourceUnavailable(PoolError, TimeoutError):
     request's quota was spent.
 
     ``reason`` says which (for logs and metrics): :attr:`TIMEOUT`, :attr:`FULL`
-    or :attr:`LIMITED`.
+    or :attr:`LIMITED`. ``retry_after`` is the seconds until a turn is expected,
+    when the one refusing knows (a rate limit's next turn; ``holding()``'s
+    estimate, see ``docs/background-work.md``), else None. (A refusal a request
+    guard answered for carries the ``Retry-After`` it sent, whole seconds.)
     """
 
     #: ``reason``: nothing was granted in time (or the wait ended otherwise).
@@ -45,9 +48,13 @@ class ResourceUnavailable(PoolError, TimeoutError):
     #: ``reason``: a request's quota was spent (a rate limit refused it).
     LIMITED: ClassVar[str] = "limited"
 
-    def __init__(self, *args: object, reason: str = TIMEOUT) -> None:
+    def __init__(
+        self, *args: object, reason: str = TIMEOUT, retry_after: float | None = None
+    ) -> None:
         super().__init__(*args)
         self.reason = reason
+        #: Seconds until a turn is expected (None: not known).
+        self.retry_after: float | int | None = retry_after
 
 
 class NotOwned(PoolError):

@@ -1,9 +1,12 @@
-"""Holding a configured primitive while one request is served.
+"""Holding a configured primitive while one request is served, or while a
+task, a command or a script runs (``holding()``).
 
-:class:`Guard` is the part shared by ``@with_resource`` and ``ResourceMiddleware``:
-it acquires before the view (through the primitive's kind, :meth:`Kind.hold
-<.kinds.Kind.hold>`), exposes the hold as ``request.resources[name]``, releases
-once the response is closed (after its last chunk) or when the view raises, and
+:class:`Guard` is the one hold shared by ``@with_resource``,
+``ResourceMiddleware`` and :func:`~django_redis_pool.holds.holding` (which
+passes ``request=None`` and names its ``caller``): it acquires before the view
+(through the primitive's kind, :meth:`Kind.hold <.kinds.Kind.hold>`),
+exposes the hold as ``request.resources[name]``, releases once the response is
+closed (after its last chunk) or when the view raises, and
 answers "nothing granted in time" with the response of :mod:`.refusals` (never
 a 500). Async views wait on the event loop, holding no thread (kinds without
 an ``ahold`` wait on threads of their own, :data:`WAITING_THREADS`).
@@ -22,6 +25,7 @@ import logging
 import math
 import os
 import socket
+import sys
 import time
 import uuid
 import weakref
@@ -33,10 +37,10 @@ from django.core.exceptions import BadRequest
 from django.http import HttpRequest
 from django.http.response import HttpResponseBase
 
-from . import conf, kinds, outcomes, refusals, registry
+from . import conf, kinds, outcomes, refusals, registry, tracing
 from .event_loop import WAITING_THREADS, enter_in_thread, on_event_loop, release_soon, start_task
 from .exceptions import NotConfigured, PoolError, ResourceUnavailable
-from .holders import request_holder, request_of, user_unread, username_of
+from .holders import request_holder, request_of, task_holder, user_unread, username_of
 from .kinds import Held
 from .outcomes import Refusal
 from .primitives.deadlines import DEADLINE_SLACK, deadline
@@ -69,14 +73,24 @@ class Guard:
         status: int | None = None,
         retry_after: float | None = None,
         permits: int | None = None,
+        caller: str | None = None,
     ) -> None:
         self.name = check_name(name, "resource name")
+        #: Who holds outside a request (``holding()``: the function or module
+        #: holding, e.g. "myapp.tasks.send"); None: a request's guard. Outside
+        #: a request ``identity`` is the identity itself (what a keyed kind counts).
+        self.caller = caller
         #: The permits each request's hold takes, for a kind whose holds take
         #: permits (None: the kind decides, e.g. from its entry's ``PERMITS``).
         self.permits = None if permits is None else check_permits(permits)
         self.timeout = check_timeout(timeout)
         self.lease_timeout = check_lease_timeout(lease_timeout)
-        if identity is not None and not (callable(identity) or isinstance(identity, str)):
+        if caller is not None:
+            if identity is not None and not isinstance(identity, str):
+                raise TypeError(f"identity must be a str, got {identity!r}")
+            if identity:
+                check_holder(identity, f"identity of {name!r}")
+        elif identity is not None and not (callable(identity) or isinstance(identity, str)):
             raise TypeError(
                 f"identity must be a function of the request returning a str (or its dotted "
                 f"path), got {identity!r}"
@@ -91,13 +105,20 @@ class Guard:
 
     # -- acquiring -------------------------------------------------------------
 
-    def holder_of(self, request: HttpRequest) -> str:
+    def holder_of(self, request: HttpRequest | None) -> str:
         """Who holds for ``request``: ``identity(request)``, else a unique id
         naming the host, process and request: its method, path and user
         (:func:`~django_redis_pool.holders.request_holder`; :func:`request_of`
         reads them back). An identity that is not a valid holder (empty, not a
         str, over 200 characters, control characters) is the client's fault:
-        ``BadRequest`` (a 400), logged as a warning."""
+        ``BadRequest`` (a 400), logged as a warning. Outside a request
+        (``request`` None): the identity, else a unique id naming the host, the
+        process and the :attr:`caller` (:func:`~django_redis_pool.holders.task_holder`)."""
+        if request is None:
+            if isinstance(self._identity, str) and self._identity:
+                return self._identity
+            process = f"{_HOST}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
+            return task_holder(process, self.caller or "-")
         if self._identity is None:
             process = f"{_HOST}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
             return request_holder(process, request.method, request.path, username_of(request))
@@ -111,13 +132,17 @@ class Guard:
             logger.warning("%s %s answered 400: %s", request.method, escaped(request.path), exc)
             raise BadRequest(str(exc)) from exc
 
-    def enter(self, request: HttpRequest, holder: str | None = None) -> Held | Refusal | None:
+    def enter(
+        self, request: HttpRequest | None, holder: str | None = None
+    ) -> Held | Refusal | None:
         """Acquire for ``request`` (blocking; never on the event loop) as
         ``holder`` (default: :meth:`holder_of`). None when Redis fails and
-        ``FAIL_OPEN`` lets the view run without a hold."""
+        ``FAIL_OPEN`` lets the view run without a hold. ``request`` None: a
+        hold outside a request (``holding()``)."""
         started = time.monotonic()
+        span = tracing.start(self.name, self.caller is not None)
         primitive: Any = None
-        outcome: Held | Refusal | None
+        outcome: Held | Refusal | None = None
         signal: outcomes.PendingSignal | None
         try:
             primitive = registry.get_resource(self.name)  # a Cluster client connects here
@@ -134,25 +159,30 @@ class Guard:
             outcome, signal = outcomes.held_or_refused(
                 self, request, primitive, held, watched, started
             )
+        finally:
+            if span is not None:
+                tracing.finish(span, primitive, outcome, started, sys.exc_info()[1])
         if signal is not None:
             signal.send()
         return outcome
 
-    async def aenter(self, request: HttpRequest) -> Held | Refusal | None:
+    async def aenter(self, request: HttpRequest | None) -> Held | Refusal | None:
         """:meth:`enter` on the event loop: the wait holds no thread (for a kind
         that has :meth:`Kind.ahold <.kinds.Kind.ahold>`; else it runs in a
         thread). Cancelled while waiting, it leaves nothing held."""
         started = time.monotonic()
         primitive: Any = registry.cached(self.name)
-        outcome: Held | Refusal | None
+        outcome: Held | Refusal | None = None
         signal: outcomes.PendingSignal | None
+        span = None
         try:
             if primitive is None:  # built off the loop: a Cluster client connects then
                 primitive = await sync_to_async(registry.get_resource, thread_sensitive=False)(
                     self.name
                 )
             if not kinds.by_name()[primitive.kind].holds_on_loop:
-                return await enter_in_thread(self, request)
+                return await enter_in_thread(self, request)  # (enter() traces it)
+            span = tracing.start(self.name, self.caller is not None)
             kind, ask, watched = self._ask(request, primitive, await self.aholder_of(request))
             with deadline(None if ask.timeout is None else ask.timeout + DEADLINE_SLACK):
                 held = await kind.ahold(primitive, ask)
@@ -166,19 +196,22 @@ class Guard:
             outcome, signal = outcomes.held_or_refused(
                 self, request, primitive, held, watched, started
             )
+        finally:
+            if span is not None:
+                tracing.finish(span, primitive, outcome, started, sys.exc_info()[1])
         if signal is not None:
             await signal.asend()
         return outcome
 
-    async def aholder_of(self, request: HttpRequest) -> str:
+    async def aholder_of(self, request: HttpRequest | None) -> str:
         """:meth:`holder_of` from the event loop: in a thread when it may use
         the ORM (an identity function, or a ``request.user`` not read yet)."""
-        if self._identity is None and not user_unread(request):
+        if request is None or (self._identity is None and not user_unread(request)):
             return self.holder_of(request)
         return await sync_to_async(self.holder_of)(request)
 
     def _ask(
-        self, request: HttpRequest, primitive: Any, holder: str
+        self, request: HttpRequest | None, primitive: Any, holder: str
     ) -> tuple[kinds.Kind[Any], kinds.Ask, bool]:
         """(the primitive's kind, what to ask of it, whether the hold needs a
         watchdog lease)."""
@@ -195,13 +228,21 @@ class Guard:
             )
         ask = kinds.Ask(
             holder=holder,
-            identity=None if self._identity is None else holder,
+            identity=self.identity_of(holder),
             timeout=self.wait_of(primitive),
             lease_timeout=lease_timeout,
             request=request,
             permits=self.permits,
         )
         return kind, ask, watched
+
+    def identity_of(self, holder: str) -> str | None:
+        """What the kind is asked to hold for (``Ask.identity``): outside a
+        request the identity given ("" included: a keyed kind's key), else the
+        holder when the view names an identity, else None."""
+        if self.caller is not None:
+            return self._identity if isinstance(self._identity, str) else None
+        return None if self._identity is None else holder
 
     def wait_of(self, primitive: Any) -> float | None:
         """How long to wait for ``primitive``: ``timeout``, else its kind's
@@ -219,9 +260,19 @@ class Guard:
         timeout = self.wait_of(primitive)
         return math.ceil(timeout) if timeout else 1
 
+    def turn_after(self, primitive: Any) -> float:
+        """When a refused hold outside a request may expect its turn, in
+        seconds, when its kind does not tell (on the error): ``retry_after``,
+        else the wait it was refused after (the ``Retry-After`` a request would
+        get, not rounded up), else 1 s for a caller that did not wait."""
+        if self.retry_after is not None:
+            return float(self.retry_after)
+        timeout = self.wait_of(primitive)
+        return float(timeout) if timeout else 1.0
+
     # -- releasing -------------------------------------------------------------
 
-    def exit(self, request: HttpRequest, held: Held) -> None:
+    def exit(self, request: HttpRequest | None, held: Held) -> None:
         """Release ``held`` now, waiting at most ``DEADLINE_SLACK`` for Redis;
         never raises. A lease's release that Redis does not answer by then goes
         on in the background (:mod:`.primitives.releases`); a hold that cannot
@@ -235,7 +286,7 @@ class Guard:
             ok = outcomes.release_failed(self, request, exc)
         outcomes.released(self, request, held, ok).send()
 
-    async def aexit(self, request: HttpRequest, held: Held) -> None:
+    async def aexit(self, request: HttpRequest | None, held: Held) -> None:
         """:meth:`exit` on the event loop (in a thread for a hold without ``arelease``)."""
         if held.arelease is None:
             await sync_to_async(self.exit, thread_sensitive=False)(request, held)

@@ -13,8 +13,16 @@ for an anonymous request, or where ``request.user`` is not set (a user named
 limit: a long path (or user) is shortened and ends with "…" once read back;
 the format is never broken.
 
-A holder chosen otherwise (an ``identity`` of the view, a holder named in
-code) reads back as None: it is shown as itself.
+A hold taken outside a request (``holding()`` in a task, a command, a script)
+without an ``identity`` holds under::
+
+    <host>:<pid>:<12 hex digits> task <caller>
+
+e.g. ``worker-1:77:0c1d2e3f4a5b task myapp.tasks.send_invoice`` (the caller is
+the decorated function, or the function whose ``with holding(...)`` took it;
+:func:`task_holder`). It, and a holder chosen otherwise (an ``identity`` of
+the view, a holder named in code), reads back as None from :func:`request_of`:
+it is shown as itself.
 """
 
 from __future__ import annotations
@@ -28,7 +36,14 @@ from django.utils.functional import LazyObject, empty
 
 from .primitives.validators import MAX_NAME_LENGTH
 
-__all__ = ["ANONYMOUS", "request_holder", "request_of", "user_unread", "username_of"]
+__all__ = [
+    "ANONYMOUS",
+    "request_holder",
+    "request_of",
+    "task_holder",
+    "user_unread",
+    "username_of",
+]
 
 logger = logging.getLogger("django_redis_pool")
 
@@ -81,6 +96,15 @@ def request_holder(process: str, method: str | None, path: str, user: str | None
         path = f"/{path}"
     path_part = _quoted(path, room, _PATH_SAFE)
     return f"{process} {method_part} {path_part} {user_part}"
+
+
+def task_holder(process: str, caller: str) -> str:
+    """The holder name of a hold outside a request: ``process`` (``host:pid:12
+    hex digits``) and the ``caller`` holding (a function's dotted name),
+    within 200 characters."""
+    process = re.sub(r"\s", "-", process)[-_PROCESS_MAX:]
+    room = MAX_NAME_LENGTH - len(process) - len(" task ")
+    return f"{process} task {_quoted(caller.lstrip('/') or '-', room, _PATH_SAFE)}"
 
 
 def request_of(holder: str) -> dict[str, str | None] | None:

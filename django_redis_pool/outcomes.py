@@ -1,5 +1,7 @@
 """What one request's acquire or release came to, for the request guard
-(:mod:`.guard`): the hold, kept as ``request.resources[name]``; a refusal
+(:mod:`.guard`), or one hold's outside a request (``holding()``, ``request``
+None: logged with its caller, not a method and path): the hold, kept as
+``request.resources[name]``; a refusal
 (:class:`Refusal`: nothing granted in time, refused at once, or Redis
 failed); or, when Redis failed and ``FAIL_OPEN`` is set, the view's pass
 without a hold. Each is logged here, with the signal that reports it
@@ -10,6 +12,7 @@ without a hold. Each is logged here, with the signal that reports it
 from __future__ import annotations
 
 import logging
+import math
 import time
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -33,6 +36,7 @@ __all__ = [
     "release_failed",
     "released",
     "resources_of",
+    "subject",
 ]
 
 logger = logging.getLogger("django_redis_pool")
@@ -44,6 +48,7 @@ class Guarded(Protocol):
     name: str
     status: int | None
     retry_after: int | None
+    caller: str | None  #: who holds outside a request (None: a request's guard)
 
     def wait_of(self, primitive: Any) -> float | None:
         """The seconds the hold waits for ``primitive``."""
@@ -52,6 +57,18 @@ class Guarded(Protocol):
     def retry_after_for(self, primitive: Any) -> int:
         """The ``Retry-After`` of a refusal of ``primitive``."""
         ...
+
+    def turn_after(self, primitive: Any) -> float:
+        """The ``retry_after`` of a refusal of ``primitive`` outside a request."""
+        ...
+
+
+def subject(guard: Guarded, request: HttpRequest | None) -> str:
+    """Who held, in log lines: the request's method and path, else the
+    caller of ``holding()``."""
+    if request is None:
+        return f"holding({guard.name!r}) in {escaped(guard.caller or '-')}"
+    return f"{request.method} {escaped(request.path)}"
 
 
 @dataclass
@@ -80,7 +97,7 @@ class PendingSignal:
 
 def held_or_refused(
     guard: Guarded,
-    request: HttpRequest,
+    request: HttpRequest | None,
     primitive: Any,
     held: Held | None,
     watched: bool,
@@ -94,19 +111,17 @@ def held_or_refused(
             f"{primitive.kind} {guard.name!r}: nothing was granted within "
             f"{guard.wait_of(primitive)} s"
         )
-        logger.info(
-            "%s %s refused (%s): %s", request.method, escaped(request.path), error.reason, error
-        )
+        logger.info("%s refused (%s): %s", subject(guard, request), error.reason, error)
         return refusal(guard, request, primitive, error, started)
     if watched and held.lease is not None:
         held.lease.start_auto_renew()
     waited = held.granted_at - started
     held.primitive = primitive
-    resources_of(request)[guard.name] = held.hold
+    if request is not None:
+        resources_of(request)[guard.name] = held.hold
     logger.debug(
-        "%s %s holds %s %r (fence %s) after waiting %.1f ms",
-        request.method,
-        escaped(request.path),
+        "%s holds %s %r (fence %s) after waiting %.1f ms",
+        subject(guard, request),
         primitive.kind,
         guard.name,
         held.lease.fence if held.lease else None,
@@ -127,21 +142,19 @@ def held_or_refused(
 
 def refused_at_once(
     guard: Guarded,
-    request: HttpRequest,
+    request: HttpRequest | None,
     primitive: Any,
     error: ResourceUnavailable,
     started: float,
 ) -> tuple[Refusal, PendingSignal]:
     """The kind refused the request at once (``error.reason``: ``max_waiting``
     callers already wait): the refusal, without waiting."""
-    logger.info(
-        "%s %s refused (%s): %s", request.method, escaped(request.path), error.reason, error
-    )
+    logger.info("%s refused (%s): %s", subject(guard, request), error.reason, error)
     return refusal(guard, request, primitive, error, started)
 
 
 def redis_failed(
-    guard: Guarded, request: HttpRequest, primitive: Any, exc: PoolError, started: float
+    guard: Guarded, request: HttpRequest | None, primitive: Any, exc: PoolError, started: float
 ) -> tuple[Refusal | None, PendingSignal | None]:
     """Redis failed (unreachable, or refusing: OOM...): None when
     ``FAIL_OPEN`` lets the view run without a hold, else the refusal (and
@@ -155,21 +168,20 @@ def redis_failed(
         )
     if registry.get_config().fail_open:
         logger.warning(
-            "%s %s runs without holding %r: Redis %s and FAIL_OPEN is set (%s)",
-            request.method,
-            escaped(request.path),
+            "%s runs without holding %r: Redis %s and FAIL_OPEN is set (%s)",
+            subject(guard, request),
             guard.name,
             failed,
             exc,
         )
-        resources_of(request)[guard.name] = None
+        if request is not None:
+            resources_of(request)[guard.name] = None
         return None, None
     status = guard.status or 503  # Redis failed: not the kind's refusal
     logger.error(
-        "%s %s answered %s without holding %r: Redis %s (%s)",
-        request.method,
-        escaped(request.path),
-        status,
+        "%s %s without holding %r: Redis %s (%s)",
+        subject(guard, request),
+        "failed" if request is None else f"answered {status}",
         guard.name,
         failed,
         exc,
@@ -179,7 +191,7 @@ def redis_failed(
 
 def refusal(
     guard: Guarded,
-    request: HttpRequest,
+    request: HttpRequest | None,
     primitive: Any,
     error: PoolError,
     started: float,
@@ -194,8 +206,15 @@ def refusal(
     if status is None:
         status = guard.status or kinds.by_name()[primitive.kind].refusal_status
     error.status = status  # type: ignore[attr-defined]
-    told = getattr(error, "retry_after", None) if guard.retry_after is None else None
-    error.retry_after = told or guard.retry_after_for(primitive)  # type: ignore[attr-defined]
+    told = getattr(error, "retry_after", None)
+    if request is None:  # holding(): the seconds as the kind told them, else the guard's guess
+        if isinstance(error, ResourceUnavailable):
+            turn = told if told is not None else guard.turn_after(primitive)
+            error.retry_after = guard.retry_after if guard.retry_after is not None else turn
+    elif guard.retry_after is None and told:  # a request's Retry-After: whole seconds
+        error.retry_after = max(1, math.ceil(told))  # type: ignore[attr-defined]
+    else:
+        error.retry_after = guard.retry_after_for(primitive)  # type: ignore[attr-defined]
     if primitive is not None:
         sender: type = type(primitive)
     else:
@@ -210,26 +229,24 @@ def refusal(
     return Refusal(error), PendingSignal(signals.resource_unavailable, sender, kwargs)
 
 
-def release_failed(guard: Guarded, request: HttpRequest, exc: Exception) -> bool:
+def release_failed(guard: Guarded, request: HttpRequest | None, exc: Exception) -> bool:
     """Log a release that raised: the hold stays until its lease expires."""
     logger.error(
-        "releasing %r for %s %s failed; it stays held until its lease expires: %s",
+        "releasing %r for %s failed; it stays held until its lease expires: %s",
         guard.name,
-        request.method,
-        escaped(request.path),
+        subject(guard, request),
         exc,
     )
     return False
 
 
-def released(guard: Guarded, request: HttpRequest, held: Held, ok: bool) -> PendingSignal:
+def released(guard: Guarded, request: HttpRequest | None, held: Held, ok: bool) -> PendingSignal:
     """Log the release of ``held`` (``ok``: it was still there), and the
     ``resource_released`` signal to send about it."""
     held_for = time.monotonic() - held.granted_at
     logger.debug(
-        "%s %s released %r after holding it %.1f ms%s",
-        request.method,
-        escaped(request.path),
+        "%s released %r after holding it %.1f ms%s",
+        subject(guard, request),
         guard.name,
         held_for * 1000,
         "" if ok else " (it was already gone)",

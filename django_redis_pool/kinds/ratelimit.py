@@ -176,7 +176,9 @@ class RateLimitKind(Kind[RateLimiter]):
         """The :class:`Decision` for the request's key (``identity(request)`` if
         the view names one, else its ``KEY``); refused (429) when limited."""
         policy = policy_of(primitive)
-        key = ask.identity if ask.identity is not None else policy.key_of(ask.request)
+        key = ask.identity
+        if key is None:  # outside a request (holding()), the key "" unless one is named
+            key = "" if ask.request is None else policy.key_of(ask.request)
         if key is None:
             return Held(None, None, _nothing_to_release, _anothing_to_release)
         cost = policy.cost if ask.permits is None else ask.permits
@@ -186,7 +188,9 @@ class RateLimitKind(Kind[RateLimiter]):
     async def ahold(self, primitive: RateLimiter, ask: Ask) -> Held | None:
         """:meth:`hold` on the event loop."""
         policy = policy_of(primitive)
-        key = ask.identity if ask.identity is not None else await policy.akey_of(ask.request)
+        key = ask.identity
+        if key is None:
+            key = "" if ask.request is None else await policy.akey_of(ask.request)
         if key is None:
             return Held(None, None, _nothing_to_release, _anothing_to_release)
         cost = policy.cost if ask.permits is None else ask.permits
@@ -198,13 +202,14 @@ class RateLimitKind(Kind[RateLimiter]):
         headers = headers_of(decision, policy.headers)
         if not decision.allowed:
             retry_after = decision.retry_after
+            # The next turn, to the millisecond: the guard rounds it up to whole
+            # seconds for a request's Retry-After; holding() raises it as it is.
             error = ResourceUnavailable(
                 f"rate limit {primitive.name!r}: {key!r} is limited (next turn in "
                 f"{retry_after:.3f} s)",
                 reason=ResourceUnavailable.LIMITED,
+                retry_after=retry_after if math.isfinite(retry_after) else None,
             )
-            if math.isfinite(retry_after):
-                error.retry_after = max(1, math.ceil(retry_after))  # type: ignore[attr-defined]
             error.headers = headers  # type: ignore[attr-defined]
             error.decision = decision  # type: ignore[attr-defined]
             raise error

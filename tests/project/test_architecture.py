@@ -32,13 +32,14 @@ LAYERS: dict[str, int] = {
     "testing": 0,
     # 1: what every kind of the Django layer is and where to find it, the
     # signals it sends, the holder names and client addresses of requests, and
-    # the rates the setting writes
+    # the rates the setting writes; the span of a hold (OpenTelemetry)
     "signals": 1,
     "kinds": 1,
     "kinds.contract": 1,
     "kinds.rates": 1,
     "holders": 1,
     "client_address": 1,
+    "tracing": 1,
     # 2: the setting, read and validated once
     "conf": 2,
     # 3: configured primitives by name
@@ -62,6 +63,7 @@ LAYERS: dict[str, int] = {
     # and signal, its crossings between the event loop and threads), the Django
     # Tasks backend and the worker, the checks, the admin's panels
     "guard": 5,
+    "holds": 5,
     "outcomes": 5,
     "event_loop": 5,
     "tasks": 5,
