@@ -34,7 +34,8 @@ from typing import Any
 
 from benchmarks import results
 from benchmarks.results import ROOT, median
-from benchmarks.suites import engine, ratelimit
+from benchmarks.suites import engine_tables as engine
+from benchmarks.suites import ratelimit
 
 NAME = "report"
 HELP = "Markdown tables, plots and docs/performance.md from the results"

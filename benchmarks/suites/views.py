@@ -11,7 +11,11 @@ In the same run, interleaved round by round, through Django's test ``Client``
 * passthrough  - the plain view with ``ResourceMiddleware`` installed, on a path
                  no rule matches (the cost of having the middleware);
 * direct       - no request at all: ``pool.acquire(timeout=0)`` + ``lease.release()``,
-                 the two Redis round trips any hold needs.
+                 the two Redis round trips any hold needs;
+* pool traced  - ``pool`` with an OpenTelemetry SDK tracer provider (one span per
+                 hold, kept by an in-memory exporter); every other case runs with
+                 ``opentelemetry-api`` installed and no provider, as an
+                 application that does not trace does.
 
 "Added" is a case's time minus plain's minus direct's (the two round trips):
 the cost of the Django layer itself (target: <= 0.2 ms). Cases run in blocks
@@ -84,6 +88,37 @@ SYNC_CASES = {
 }
 MIDDLEWARE = ["django_redis_pool.middleware.ResourceMiddleware"]
 ASYNC_CASES = {"async plain": "/aplain/", "async pool": "/apool/"}
+
+
+def traced(case: Callable[[int], float]) -> Callable[[int], float] | None:
+    """``case`` run with an OpenTelemetry SDK tracer provider (spans kept by an
+    in-memory exporter, cleared after each block); None without the SDK."""
+    try:
+        from opentelemetry import trace
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+        from opentelemetry.sdk.trace.export.in_memory_span_exporter import (
+            InMemorySpanExporter,
+        )
+    except ImportError:
+        say("no opentelemetry-sdk: the traced case is skipped")
+        return None
+    provider, exporter = TracerProvider(), InMemorySpanExporter()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+
+    def run(n: int) -> float:
+        # (the global provider can be set once per process: the benchmark
+        # swaps what the API answers instead, block by block)
+        untraced = trace.get_tracer_provider
+        trace.get_tracer_provider = lambda: provider
+        try:
+            return case(n)
+        finally:
+            trace.get_tracer_provider = untraced
+            assert len(exporter.get_finished_spans()) == n, "one span per hold"
+            exporter.clear()
+
+    return run
 
 
 def configure(url: str) -> None:
@@ -215,6 +250,9 @@ def run(args: argparse.Namespace) -> dict[str, Any] | None:
 
         cases = {name: sync_case(*case) for name, case in SYNC_CASES.items()}
         cases["direct"] = lambda n: timed(direct, n)
+        traced_pool = traced(sync_case(*SYNC_CASES["pool"]))
+        if traced_pool is not None:
+            cases["pool traced"] = traced_pool
         for name, url in ASYNC_CASES.items():
             cases[name] = lambda n, url=url: asyncio.run(arequests(url, n))
 
@@ -283,6 +321,7 @@ DOCS_LABELS = {
     "direct": "`acquire(timeout=0)` + `release()`, no request",
     "async plain": "async plain view (`AsyncClient`)",
     "async pool": "async view, `@with_resource`: pool",
+    "pool traced": "`@with_resource`: pool, traced (OpenTelemetry SDK, in-memory exporter)",
 }
 
 

@@ -11,12 +11,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import pytest
+import celery
 import redis
 
 from tests.support.waiting import STARTUP, wait_for
-
-celery = pytest.importorskip("celery")
 
 ROOT = Path(__file__).resolve().parents[2]
 TASKS = 8
