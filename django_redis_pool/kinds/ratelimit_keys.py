@@ -100,5 +100,13 @@ def policy_of(limiter: RateLimiter) -> Policy:
     """How the configured ``limiter`` counts requests."""
     policy = _POLICIES.get(limiter)
     if policy is None:  # (built outside the registry: counted by the client's address)
-        policy = _POLICIES[limiter] = Policy("ip", None, 1, 1, 0, policy_headers(limiter))
+        policy = _POLICIES[limiter] = Policy(
+            source="ip",
+            ip_header=None,
+            trusted_proxies=1,
+            ipv6_prefix=64,
+            cost=1,
+            timeout=0,
+            headers=policy_headers(limiter),
+        )
     return policy

@@ -823,3 +823,12 @@ def test_redis_down_is_still_a_server_error_for_django_request(
     with caplog.at_level(logging.DEBUG):
         assert Client().get("/limited/").status_code == 503
     assert [r.levelno for r in caplog.records if r.name == "django.request"] == [logging.ERROR]
+
+
+def test_a_limiter_built_outside_the_registry_counts_requests_by_address(redis_client):
+    from django_redis_pool import RateLimiter
+    from django_redis_pool.kinds.ratelimit_keys import policy_of
+
+    policy = policy_of(RateLimiter(redis_client, "outside", rate=5, per=60))
+    assert (policy.source, policy.ip_header, policy.ipv6_prefix, policy.cost) == ("ip", None, 64, 1)
+    assert policy.timeout == 0 and not policy.blocks
