@@ -15,8 +15,8 @@ colours (its CSS variables), so they follow its light and dark themes.
 What is charted of a kind is the :class:`Series` its panels register
 (:func:`register`): which counts are grants and which refusals, what they are
 called, whether a wait is drawn, and whether the strip of the most holds and
-waiters seen is (a rate limit and a queue hold nothing: their flushes sample
-no holds, and their charts have no strip). A kind without one shows no chart.
+waiters seen is (a kind whose decisions or tasks hold nothing has no holds
+for its flushes to sample, and no strip). A kind without one shows no chart.
 """
 
 from __future__ import annotations
