@@ -140,7 +140,7 @@ class Guard:
         ``FAIL_OPEN`` lets the view run without a hold. ``request`` None: a
         hold outside a request (``holding()``)."""
         started = time.monotonic()
-        span = tracing.start(self.name, self.caller is not None)
+        span = tracing.start(self.name, started, self.caller is not None)
         primitive: Any = None
         outcome: Held | Refusal | None = None
         signal: outcomes.PendingSignal | None
@@ -182,7 +182,7 @@ class Guard:
                 )
             if not kinds.by_name()[primitive.kind].holds_on_loop:
                 return await enter_in_thread(self, request)  # (enter() traces it)
-            span = tracing.start(self.name, self.caller is not None)
+            span = tracing.start(self.name, started, self.caller is not None)
             kind, ask, watched = self._ask(request, primitive, await self.aholder_of(request))
             with deadline(None if ask.timeout is None else ask.timeout + DEADLINE_SLACK):
                 held = await kind.ahold(primitive, ask)

@@ -73,9 +73,10 @@ def _tracer() -> Any:
     return tracer
 
 
-def start(name: str, outside_request: bool = False) -> Any:
-    """A started span for the hold of ``name`` (a child of the current span),
-    or None when tracing is off. ``outside_request``: a hold of ``holding()``."""
+def start(name: str, started: float, outside_request: bool = False) -> Any:
+    """A span for the hold of ``name`` (a child of the current span) begun at
+    ``started`` (``time.monotonic()`` when the hold began waiting), or None
+    when tracing is off. ``outside_request``: a hold of ``holding()``."""
     if _trace is False:
         return None
     tracer = _tracer()
@@ -84,7 +85,10 @@ def start(name: str, outside_request: bool = False) -> Any:
     attributes: dict[str, Any] = {"django_redis_pool.primitive.name": name}
     if outside_request:
         attributes["django_redis_pool.hold.outside_request"] = True
-    return tracer.start_span(SPAN_NAME.format(name=name), attributes=attributes)
+    begun = time.time_ns() - int((time.monotonic() - started) * 1e9)
+    return tracer.start_span(
+        SPAN_NAME.format(name=name), attributes=attributes, start_time=begun
+    )
 
 
 def finish(span: Any, primitive: Any, outcome: Any, started: float, raised: Any) -> None:
