@@ -6,15 +6,13 @@ an error status when refused or failed; nothing at all without a provider."""
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from django.http import HttpResponse
 from django.test import RequestFactory
-
-pytest.importorskip("opentelemetry.sdk")
-
 from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -72,7 +70,7 @@ def test_a_hold_is_a_child_span_of_the_current_one(
     assert attributes["django_redis_pool.hold.outside_request"] is True
     assert isinstance(attributes["django_redis_pool.hold.fence"], int)
     wait = attributes["django_redis_pool.wait.seconds"]
-    assert isinstance(wait, float) and 0 <= wait < 5
+    assert isinstance(wait, float) and 0 <= wait <= (span.end_time - span.start_time) / 1e9
     assert span.status.status_code is StatusCode.UNSET
     assert span.end_time is not None and span.start_time is not None
 
@@ -156,7 +154,7 @@ def test_without_a_provider_no_span_is_made(
     monkeypatch.setattr(trace.ProxyTracerProvider, "get_tracer", lambda *a, **k: made.append(a))
     with holding("printers", timeout=0):
         pass
-    assert tracing.start("printers") is None
+    assert tracing.start("printers", time.monotonic()) is None
     assert made == [], "no tracer asked for, no span made"
     # a provider set later is used from the next hold on
     memory = InMemorySpanExporter()
