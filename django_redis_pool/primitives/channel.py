@@ -74,7 +74,8 @@ class Channel:
         self.is_async = is_async_client(client)
         #: What this process counted and has not added into Redis yet (:mod:`.counts`).
         self.counts = counts.NO_COUNTS if self.is_async else counts.Counts(self)
-        self._chunk: tuple[float, int] | None = None
+        #: :meth:`read_chunk`'s answer once read (None until then).
+        self.chunk: tuple[float, int] | None = None
         if not self.is_async:  # (:meth:`run`, bound: one call less per operation)
             self.run = functools.partial(run, client)  # type: ignore[method-assign]
 
@@ -119,11 +120,11 @@ class Channel:
     def read_chunk(self) -> tuple[float, int]:
         """The longest single blocking read, in seconds and in milliseconds:
         :attr:`wait_chunk`, within the client's socket timeout."""
-        if self._chunk is None:
+        if self.chunk is None:
             timeout = socket_timeout(self.client)
             chunk = self.wait_chunk
             if timeout:
                 chunk = min(chunk, max(timeout - 1.0, timeout / 2))
             chunk = max(chunk, 0.05)
-            self._chunk = (chunk, to_ms(chunk))
-        return self._chunk
+            self.chunk = (chunk, to_ms(chunk))
+        return self.chunk

@@ -97,7 +97,6 @@ class LeaseEngine:
         self.restore = Restore.NOTHING if default_max is None else str(default_max)
         if heal is not None:
             self.restore = Restore.HEAL
-        self._chunk: tuple[float, int] | None = None  # (the channel's read_chunk())
 
     # -- acquiring -------------------------------------------------------------
 
@@ -191,7 +190,7 @@ class LeaseEngine:
             started = watch.started
             until = None if timeout == 0 else started + timeout
             wait_ms = -2 if until is None else _remaining_ms(until)
-        chunk, chunk_ms = self._chunk or self._read_chunk()
+        chunk, chunk_ms = self.channel.chunk or self.channel.read_chunk()
         lease = refusal = None
         # (entered and left by hand, not by ``with``: no calls when unbounded)
         bound = None
@@ -382,10 +381,6 @@ class LeaseEngine:
         if provisional and not (yield from renew_steps(lease, None)):
             return None
         return lease
-
-    def _read_chunk(self) -> tuple[float, int]:
-        self._chunk = self.channel.read_chunk()
-        return self._chunk
 
     # -- holding ----------------------------------------------------------------
 
