@@ -145,9 +145,11 @@ def worker(number: int, url: str, log_path: str, seed: int, stop: Any) -> None:
                         lost=True)  # fmt: skip
                     continue
                 time.sleep(rng.uniform(0, 0.01))
-            ended_at = time.monotonic()
+            # (written before the release: a worker killed once its release
+            # reached Redis stopped using the hold here, not at its death)
+            log(e="ending", k=kind, f=lease.fence, t=time.monotonic())
             ok = end()
-            log(e="end", k=kind, r=lease.resource, f=lease.fence, t=ended_at, lost=not ok)
+            log(e="end", k=kind, r=lease.resource, f=lease.fence, lost=not ok)
         except PoolError as exc:  # Redis restarting: stop using whatever we held
             log(e="error", t=time.monotonic(), what=type(exc).__name__)
             if kind == "lock" and isinstance(primitive, Lock):
@@ -195,6 +197,7 @@ class Hold:
     start: float  #: when the grant returned
     end: float | None = None  #: when its holder stopped using it
     lost: bool = False  #: its holder found it gone
+    how: str = "open"  #: what ended it: released, lost, error or killed
 
 
 @dataclass
@@ -230,15 +233,21 @@ def read_holds(paths: list[Path], deaths: dict[str, float], report: Report) -> l
                 hold = Hold(event["k"], event["r"], event["f"], event["s"], event["t"])
                 open_holds[(hold.kind, hold.fence)] = hold
                 holds.append(hold)
+            elif event["e"] == "ending":
+                open_holds[(event["k"], event["f"])].end = event["t"]
             elif event["e"] == "end":
                 hold = open_holds.pop((event["k"], event["f"]))
-                hold.end, hold.lost = event["t"], event["lost"]
+                hold.end = event.get("t", hold.end)
+                hold.lost = event["lost"]
+                hold.how = "lost" if hold.lost else "released"
             elif event["e"] == "error":
                 for hold in open_holds.values():
-                    hold.end = event["t"]
+                    hold.end = hold.end or event["t"]
+                    hold.how = f"error {event['what']}"
                 open_holds.clear()
-        for hold in open_holds.values():  # killed while holding
-            hold.end = deaths.get(path.name, time.monotonic())
+        for hold in open_holds.values():  # killed while holding, or while releasing
+            hold.how = "killed while releasing" if hold.end else "killed"
+            hold.end = hold.end or deaths.get(path.name, time.monotonic())
     report.grants = len(holds)
     return holds
 
@@ -277,8 +286,10 @@ def check(holds: list[Hold], report: Report) -> None:
                     for before in active:
                         if not (before.lost and after.fence > before.fence):
                             report.violations.append(
-                                f"{kind} {resource}: fence {before.fence} held until "
-                                f"{before.end:.4f}, fence {after.fence} from {after.start:.4f}"
+                                f"{kind} {resource}: fence {before.fence} held "
+                                f"{before.start:.4f}-{before.end:.4f} ({before.how}), "
+                                f"fence {after.fence} from {after.start:.4f}; "
+                                f"chaos {report.chaos}"
                             )
                     active.append(after)
 
