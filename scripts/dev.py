@@ -114,11 +114,34 @@ def ensure_venv(
     stamp = venv / f".dev-installed-{extras.replace(',', '-')}"
     if stamp.exists() and stamp.read_text().strip() == digest.hexdigest():
         return venv_python
-    say(f"installing -e .[{extras}] {' '.join(requirements)} into {venv.relative_to(ROOT)}")
-    pip("install", "--upgrade", "pip", required=False, python=venv_python)
-    pip("install", "-e", f".[{extras}]", *requirements, python=venv_python)
-    stamp.write_text(digest.hexdigest() + "\n")
+    # (one install at a time: two commands started at once, e.g. the example and
+    # the test suite, or the example tests' own runs, would each half-replace the
+    # other's editable install)
+    with venv_lock(venv):
+        if stamp.exists() and stamp.read_text().strip() == digest.hexdigest():
+            return venv_python
+        say(f"installing -e .[{extras}] {' '.join(requirements)} into {venv.relative_to(ROOT)}")
+        pip("install", "--upgrade", "pip", required=False, python=venv_python)
+        pip("install", "-e", f".[{extras}]", *requirements, python=venv_python)
+        stamp.write_text(digest.hexdigest() + "\n")
     return venv_python
+
+
+@contextlib.contextmanager
+def venv_lock(venv: Path) -> Iterator[None]:
+    """Hold ``venv``'s install lock (an exclusive ``flock``; none where there is
+    no ``fcntl``), waiting for another dev.py's install to finish."""
+    try:
+        import fcntl
+    except ImportError:  # Windows
+        yield
+        return
+    with open(venv / ".dev-install.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 #: Where the pyenv interpreters live (the legs' Pythons may come from there).
