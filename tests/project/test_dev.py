@@ -188,3 +188,46 @@ def test_the_example_checks_the_port_again_before_it_starts_redis(
     with pytest.raises(SystemExit, match="that port is already in use"):
         dev.cmd_example_inner([f"127.0.0.1:{busy_port}"])
     assert started == []
+
+
+def test_an_install_waits_for_another_dev_py_install_of_the_same_venv(
+    dev: ModuleType, tmp_path: Path
+) -> None:
+    other = subprocess.Popen(
+        [sys.executable, "-c", (
+            "import importlib.util, sys\n"
+            "spec = importlib.util.spec_from_file_location('dev', sys.argv[1])\n"
+            "dev = importlib.util.module_from_spec(spec); spec.loader.exec_module(dev)\n"
+            "print('locking', flush=True)\n"
+            "with dev.venv_lock(dev.Path(sys.argv[2])):\n"
+            "    print('locked', flush=True)\n"
+        ), str(DEV_PY), str(tmp_path)],
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert other.stdout is not None
+    with dev.venv_lock(tmp_path):
+        assert other.stdout.readline() == "locking\n"
+        assert other.poll() is None, "it went on while this process held the lock"
+    assert other.stdout.readline() == "locked\n"
+    assert other.wait(30) == 0
+
+
+def test_loadgroup_runs_the_tests_of_one_xdist_group_in_one_worker(tmp_path: Path) -> None:
+    """What ``scripts/dev.py test`` relies on to start the example once, not in
+    every worker (pytest 9.2 undoes it: pytest-xdist issue 1386)."""
+    (tmp_path / "test_grouped.py").write_text(
+        "import pytest\n"
+        "pytestmark = pytest.mark.xdist_group('one')\n"
+        "@pytest.mark.parametrize('i', range(8))\n"
+        "def test_it(i):\n"
+        "    pass\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "PYTEST_"))}
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:django",
+         "-n", "2", "--dist", "loadgroup", "-v", "test_grouped.py"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    workers = {line.split("]")[0] for line in result.stdout.splitlines() if "PASSED" in line}
+    assert len(workers) == 1, result.stdout
