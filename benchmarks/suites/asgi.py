@@ -182,8 +182,16 @@ def run(args: argparse.Namespace) -> dict[str, Any] | None:
 
 
 def render(doc: dict[str, Any]) -> str:
+    parts = [heading(doc), *tables(doc)]
+    if doc.get("skipped"):
+        parts.append(skipped(doc))
+    return "\n\n".join(parts)
+
+
+def tables(doc: dict[str, Any]) -> list[str]:
+    """One table per hold time, then the hand-off latency's."""
     s, res = doc["settings"], doc["results"]
-    parts = [heading(doc)]
+    parts = []
     for hold, results in res["http"].items():
         lines = [
             f"{s['clients']} clients, pool of {s['pool_size']}, hold {hold} ms, "
@@ -216,6 +224,15 @@ def render(doc: dict[str, Any]) -> str:
             f"| {s['clients']} {label} | {h['count']} | {h['p50_ms']:.2f} | {h['p99_ms']:.2f} |"
         )
     parts.append("\n".join(lines))
-    if doc.get("skipped"):
-        parts.append(skipped(doc))
-    return "\n\n".join(parts)
+    return parts
+
+
+# -- docs/performance.md ------------------------------------------------------------------
+
+DOCS_PARTS = ("",)
+
+
+def docs(found: list[dict[str, Any]], part: str) -> str:
+    """docs/performance.md's tables: the render's, and what was skipped."""
+    doc = found[0]
+    return "\n\n".join([*tables(doc), *([skipped(doc)] if doc.get("skipped") else [])])

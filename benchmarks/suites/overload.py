@@ -266,11 +266,14 @@ def run(args: argparse.Namespace) -> dict[str, Any] | None:
 
 
 def render(doc: dict[str, Any]) -> str:
+    return f"{heading(doc)}\n\n{table(doc)}"
+
+
+def table(doc: dict[str, Any]) -> str:
+    """The cases' table, what was odd, and what was skipped."""
     s = doc["settings"]
     ceiling = s["pool_size"] * 1000 / s["hold_ms"]
     lines = [
-        heading(doc),
-        "",
         f"Pool of {s['pool_size']}, each request holding one for {s['hold_ms']} ms (ceiling "
         f"{ceiling:.0f} grants/s), waiting up to {s['wait_s']} s; median of {s['rounds']} "
         f"run(s) of {s['seconds']:g} s, wrk -t {s['wrk_threads']}:",
@@ -306,3 +309,13 @@ def render(doc: dict[str, Any]) -> str:
     if doc.get("skipped"):
         lines += ["", skipped(doc)]
     return "\n".join(lines)
+
+
+# -- docs/performance.md ------------------------------------------------------------------
+
+DOCS_PARTS = ("",)
+
+
+def docs(found: list[dict[str, Any]], part: str) -> str:
+    """docs/performance.md's table: the render's."""
+    return table(found[0])

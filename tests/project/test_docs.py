@@ -7,6 +7,7 @@ say what the code does.
   ``CONNECTION`` key and every ``MIDDLEWARE`` rule key, with the code's default;
 * ``docs/checks.md`` lists every check id the package can emit;
 * ``docs/commands.md`` lists every option of every management command;
+* ``docs/performance.md``'s tables are what ``benchmarks/results/`` renders;
 * no page (nor the README) names the internal design documents ("seed 000").
 """
 
@@ -254,3 +255,18 @@ def test_no_page_names_the_internal_design_documents() -> None:
         text = path.read_text()
         found = re.findall(r"\bseeds?\b[^\n]{0,20}", text, flags=re.I)
         assert not found, f"{path.relative_to(ROOT)} names internal design documents: {found}"
+
+
+def test_the_performance_page_shows_what_the_results_files_render() -> None:
+    """Every generated section of docs/performance.md is what ``python -m
+    benchmarks report --write-docs`` renders from the committed results."""
+    from benchmarks import results
+    from benchmarks.suites import report
+
+    found = [(path, results.read(path)) for path in sorted(results.RESULTS.glob("*.json"))]
+    page = (DOCS / "performance.md").read_text()
+    rendered, missing = report.write_sections(page, report.by_benchmark(found))
+    assert missing == [], f"sections with no results: {missing}"
+    assert rendered == page, (
+        "docs/performance.md differs from its results: run python -m benchmarks report --write-docs"
+    )
