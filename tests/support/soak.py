@@ -197,7 +197,7 @@ class Hold:
     start: float  #: when the grant returned
     end: float | None = None  #: when its holder stopped using it
     lost: bool = False  #: its holder found it gone
-    how: str = "open"  #: what ended it: released, lost, error or killed
+    how: str = "open"  #: what ended it: released, lost, an error, killed (while releasing)
 
 
 @dataclass
