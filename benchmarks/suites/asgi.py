@@ -182,10 +182,7 @@ def run(args: argparse.Namespace) -> dict[str, Any] | None:
 
 
 def render(doc: dict[str, Any]) -> str:
-    parts = [heading(doc), *tables(doc)]
-    if doc.get("skipped"):
-        parts.append(skipped(doc))
-    return "\n\n".join(parts)
+    return f"{heading(doc)}\n\n{docs([doc], '')}"
 
 
 def tables(doc: dict[str, Any]) -> list[str]:
@@ -233,6 +230,7 @@ DOCS_PARTS = ("",)
 
 
 def docs(found: list[dict[str, Any]], part: str) -> str:
-    """docs/performance.md's tables: the render's, and what was skipped."""
+    """docs/performance.md's tables (the render's, without its heading), and what
+    was skipped."""
     doc = found[0]
     return "\n\n".join([*tables(doc), *([skipped(doc)] if doc.get("skipped") else [])])
