@@ -20,7 +20,7 @@ from asgiref.local import Local
 
 from django_redis_pool import holding
 from tests.support.recipe_app import tasks as recipe
-from tests.support.waiting import STARTUP, wait_for
+from tests.support.waiting import STARTUP, stop, wait_for
 
 try:
     from django import tasks as framework
@@ -113,10 +113,4 @@ def test_a_task_refused_smtp_enqueues_itself_for_later_and_the_woken_worker_send
         assert copy.started_at >= copy.task.run_after, "not before it was due"
         assert worker.wait(timeout=STARTUP) == 0, log_path.read_text()[-2000:]
     finally:
-        if worker.poll() is None:
-            worker.terminate()
-            try:
-                worker.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                worker.kill()
-                worker.wait()
+        stop(worker)

@@ -14,7 +14,7 @@ from typing import Any
 import celery
 import redis
 
-from tests.support.waiting import STARTUP, wait_for
+from tests.support.waiting import STARTUP, stop, wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 TASKS = 8
@@ -56,12 +56,7 @@ def test_tasks_share_a_semaphore_of_2_and_the_refused_ones_retry(
             interval=0.1,
         )
     finally:
-        worker.terminate()
-        try:
-            worker.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            worker.kill()
-            worker.wait()
+        stop(worker)
         sender.close()
     assert sorted(int(n) for n in redis_client.lrange("done", 0, -1)) == list(range(TASKS))
     assert int(redis_client.get("most") or 0) == 2, "never more than 2 at once, and 2 at times"

@@ -21,7 +21,7 @@ from rq.job import Job
 
 from tests.support import rq_export_requeue, rq_export_retry
 from tests.support.recipes import run
-from tests.support.waiting import STARTUP, wait_for
+from tests.support.waiting import STARTUP, stop, wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 WORKERS = 2
@@ -78,14 +78,7 @@ def workers(redis_url: str, rq_redis: redis.Redis, tmp_path: Path) -> Iterator[Q
         queue.log_path = log_path  # type: ignore[attr-defined]
         yield queue
     finally:
-        for process in processes:
-            process.terminate()
-        for process in processes:
-            try:
-                process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+        stop(*processes)
         log.close()
 
 

@@ -10,30 +10,17 @@ import os
 import time
 
 import django
-import redis
 from celery import Celery
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tests.settings")
 django.setup()
 
-from django.conf import settings  # noqa: E402
-
 from django_redis_pool import ResourceUnavailable, holding  # noqa: E402
+from tests.support.recipes import ENTER, witness  # noqa: E402
 
 app = Celery("celery_holding", broker=os.environ.get("DRP_CELERY_BROKER", "memory://"))
 app.conf.task_default_queue = "holding"
 app.conf.worker_prefetch_multiplier = 1
-
-#: Counts the bodies running at once, and the most ever seen, atomically.
-ENTER = """
-local now = redis.call('INCR', KEYS[1])
-if now > tonumber(redis.call('GET', KEYS[2]) or '0') then redis.call('SET', KEYS[2], now) end
-return now
-"""
-
-
-def witness() -> redis.Redis:
-    return redis.Redis.from_url(settings.DJANGO_REDIS_POOL["CONNECTION"]["URL"])
 
 
 @app.task(bind=True, max_retries=None)

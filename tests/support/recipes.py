@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import django
+import redis
 
 PAGE = Path(__file__).resolve().parents[2] / "docs" / "background-work.md"
 
@@ -74,3 +75,19 @@ def run(calls: list[ast.stmt], namespace: dict[str, Any]) -> list[Any]:
         else:
             exec(compile(ast.Module(body=[node], type_ignores=[]), PAGE.name, "exec"), namespace)
     return values
+
+
+#: What the recipes' doubles run as a body begins: counts the bodies running at
+#: once ("inside") and the most ever seen ("most"), atomically.
+ENTER = """
+local now = redis.call('INCR', KEYS[1])
+if now > tonumber(redis.call('GET', KEYS[2]) or '0') then redis.call('SET', KEYS[2], now) end
+return now
+"""
+
+
+def witness() -> redis.Redis:
+    """A client of the settings' Redis, where the doubles keep their counts."""
+    from django.conf import settings
+
+    return redis.Redis.from_url(settings.DJANGO_REDIS_POOL["CONNECTION"]["URL"])

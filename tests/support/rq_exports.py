@@ -13,27 +13,15 @@ import os
 from typing import Any
 
 import django
-import redis
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tests.settings")
 django.setup()
 
-from django.conf import settings  # noqa: E402
 from rq import get_current_job  # noqa: E402
 
 from django_redis_pool.signals import resource_unavailable  # noqa: E402
+from tests.support.recipes import ENTER, witness  # noqa: E402
 from tests.support.waiting import STARTUP, wait_for  # noqa: E402
-
-#: Counts the bodies running at once, and the most ever seen, atomically.
-ENTER = """
-local now = redis.call('INCR', KEYS[1])
-if now > tonumber(redis.call('GET', KEYS[2]) or '0') then redis.call('SET', KEYS[2], now) end
-return now
-"""
-
-
-def witness() -> redis.Redis:
-    return redis.Redis.from_url(settings.DJANGO_REDIS_POOL["CONNECTION"]["URL"])
 
 
 def build_export(report_id: int) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -47,6 +48,20 @@ def wait_for(
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {what}")
         time.sleep(interval)
+
+
+def stop(*processes: subprocess.Popen[Any], timeout: float = 30.0) -> None:
+    """SIGTERM every one of ``processes``, then wait for each to exit (SIGKILL
+    past ``timeout`` s): a worker stopped as its supervisor would."""
+    for process in processes:
+        if process.poll() is None:
+            process.terminate()
+    for process in processes:
+        try:
+            process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
 
 
 async def await_for(
