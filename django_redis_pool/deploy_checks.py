@@ -14,6 +14,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from . import conf, registry
+from .exceptions import docs_url
 from .primitives import permissions
 from .primitives.driving import run
 from .primitives.keys import key_prefix
@@ -68,8 +69,8 @@ def _read_permissions(denied: list[str], prefix: str, found: conf.Findings) -> N
         + " and ".join(part for part in (refused, keys) if part)
         + ": every operation that needs them fails (before writing anything).",
         f"Grant them: ACL SETUSER <user> {permissions.acl_rule(prefix, functions=False)} "
-        "(and on Redis >= 7 +fcall +function|load; docs/operations.md, 'A Redis user "
-        "of its own').",
+        "(and on Redis >= 7 +fcall +function|load): "
+        + docs_url("operations", "a-redis-user-of-its-own"),
         conf.setting_path("CONNECTION"),
     )
 
@@ -92,7 +93,7 @@ def _read_unchecked(no_info: bool, no_config: bool, found: conf.Findings) -> Non
         f"Redis refused {refused} to this user (managed Redis and least-privilege users "
         f"often do), so {unchecked} were not checked.",
         "Check them on the server yourself (Redis >= 6.2, maxmemory-policy noeviction, "
-        "appendonly yes: docs/operations.md), or silence this with "
+        f"appendonly yes: {docs_url('operations', 'the-deploy-checks')}), or silence this with "
         'SILENCED_SYSTEM_CHECKS = ["django_redis_pool.W011"].',
         conf.setting_path("CONNECTION"),
     )
@@ -146,7 +147,7 @@ def _read_server(info: Mapping[str, Any], save: str | None, found: conf.Findings
             "members come back by themselves, but a holder learns that its hold is gone "
             "only at its next renewal or release.",
             "Enable appendonly yes (appendfsync everysec) for the Redis that holds the "
-            "primitives; see docs/operations.md.",
+            f"primitives: {docs_url('operations', 'persistence')}",
             path,
         )
 

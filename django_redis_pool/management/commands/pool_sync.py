@@ -3,7 +3,8 @@
 What that is depends on the kind (:meth:`Kind.sync <...kinds.Kind.sync>`), e.g.
 the configured resource ids or number of slots; a kind with no configured state
 in Redis is reported as having nothing to sync. ``--prune`` also removes
-what is in Redis but no longer configured; ``--dry-run`` changes nothing.
+what is in Redis but no longer configured; ``--dry-run`` changes nothing. An
+unreachable Redis fails the command with one line before anything is reported.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Any
 from django.core.management.base import CommandParser
 
 from ... import registry
+from ...exceptions import backend_errors
 from ._base import PoolCommand
 
 
@@ -42,6 +44,11 @@ class Command(PoolCommand):
             self.say_none_configured()
         config = registry.get_config()
         with self.command_errors():
+            # (Redis first: no "nothing to sync" line before the command fails)
+            clients = {id(c): c for c in (getattr(p, "client", None) for p in primitives) if c}
+            for client in clients.values():
+                with backend_errors():
+                    client.ping()
             for primitive in primitives:
                 report = self.kind_of(primitive).sync(
                     primitive,
