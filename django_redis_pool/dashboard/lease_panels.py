@@ -379,8 +379,15 @@ def semaphore_actions(kind: LeaseKind) -> None:
         fills=type(kind),
         label="Set max size",
         form=MaxSizeForm,
+        initial=current_max_size,
         question="Set the max size of semaphore {primitive.name!r} to {max_size}?",
     )(set_max_size)
+
+
+def current_max_size(semaphore: Any) -> dict[str, Any]:
+    """The form's first value: the max size stored now (none if unset)."""
+    size = semaphore.snapshot(limit=0).size
+    return {} if size is None else {"max_size": size}
 
 
 def set_max_size(semaphore: Any, data: dict[str, Any]) -> str:
