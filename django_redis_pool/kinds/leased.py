@@ -287,9 +287,7 @@ class LeaseKind(Kind[L]):
             changed=bool(reclaimed or dropped or long_hold),
             style="warning",
             details=(
-                *(
-                    f"  {_held(lease)}  fence {lease.fence}" for lease in collected.reclaimed
-                ),
+                *(f"  {_held(lease)}  fence {lease.fence}" for lease in collected.reclaimed),
                 *(
                     f"  waiter {holder_words(waiter.holder)}  priority {waiter.priority}"
                     for waiter in collected.dropped
@@ -348,8 +346,8 @@ class LeaseKind(Kind[L]):
 
 
 def _held(lease: Lease) -> str:
-    """"<resource>  held by <holder>" for people, each fact once: the resource
-    left out where it is the holder (a semaphore's identity, a lock's holder),
+    """A hold's ``<resource>  held by <holder>`` for people, each fact once: the
+    resource left out where it is the holder (a semaphore's identity, a lock's holder),
     a request's holder name as its process and its request
     (:func:`~django_redis_pool.holders.holder_words`)."""
     what = "" if lease.resource == lease.holder else f"{lease.resource}  "

@@ -443,9 +443,7 @@ def test_setting_the_max_size_of_a_semaphore_stores_it(world: World, operator: C
     assert "size 5" in page_text(response)
 
 
-def test_the_max_size_form_opens_with_the_current_max_size(
-    world: World, operator: Client
-) -> None:
+def test_the_max_size_form_opens_with_the_current_max_size(world: World, operator: Client) -> None:
     detail = operator.get(detail_url("reports")).content.decode()
     assert f'href="{action_url("reports", "max-size")}"' in detail  # the button: no parameters
 
