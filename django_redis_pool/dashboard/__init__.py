@@ -107,8 +107,8 @@ class Action:
     dangerous: bool = False  #: shown in red
     #: What the form shows first when opened without parameters, read from the
     #: primitive: ``(primitive) -> {field: value}`` (None: the form's own
-    #: initial values), e.g. a semaphore's current max size. Read when the
-    #: page is opened; a Redis error there leaves the form as it is.
+    #: initial values), e.g. the current size of what the action resizes. Read
+    #: when the page is opened; a Redis error there leaves the form as it is.
     initial: Callable[[Any], dict[str, Any]] | None = None
 
 

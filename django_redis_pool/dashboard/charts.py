@@ -17,8 +17,8 @@ What is charted of a kind is the :class:`Series` its panels register
 called, whether a wait is drawn, and whether the strip of the most holds and
 waiters seen is (a kind whose decisions or tasks hold nothing has no holds
 for its flushes to sample, and no strip), and whether the wait is drawn only
-in an hour in which something waited (a rate limit's callers wait only with a
-``TIMEOUT``). A kind without one shows no chart.
+in an hour in which something waited (for a kind whose callers wait only when
+told to). A kind without one shows no chart.
 """
 
 from __future__ import annotations
@@ -89,8 +89,8 @@ class Series:
     wait: bool = True
     peaks: bool = True
     #: Whether the wait is drawn only in an hour in which some grant waited (a
-    #: kind whose callers wait only if told to: a rate limit without a
-    #: ``TIMEOUT`` never waits, and its chart says nothing of waits).
+    #: kind whose callers wait only if told to, and whose chart then says
+    #: nothing of waits it never had).
     wait_if_waited: bool = False
 
 
