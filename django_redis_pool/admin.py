@@ -194,8 +194,10 @@ class DashboardAdmin(admin.ModelAdmin):
             if form.is_valid():
                 self._run_action(request, chosen, primitive, form.cleaned_data)
                 return HttpResponseRedirect(detail)
-        else:  # row links arrive with their parameters in the query string
-            form = chosen.form(request.GET or None)
+        elif request.GET:  # row links arrive with their parameters in the query string
+            form = chosen.form(request.GET)
+        else:
+            form = chosen.form(initial=self._initial(request, chosen, primitive))
         # Ask only once every parameter is valid; until then the form is edited
         # and submitted with GET, which changes nothing.
         question = None
@@ -246,6 +248,18 @@ class DashboardAdmin(admin.ModelAdmin):
         kind = kinds.by_name().get(primitive.kind)
         label = kind.label if kind is not None else primitive.kind.replace("_", " ")
         return f"{label.capitalize()} {primitive.name}"
+
+    @staticmethod
+    def _initial(request: HttpRequest, chosen: dashboard.Action, primitive: Any) -> dict[str, Any]:
+        """The values the action's form opens with, as read from the primitive
+        (none if Redis cannot tell them now: the form opens empty, with a warning)."""
+        if chosen.initial is None:
+            return {}
+        try:
+            return chosen.initial(primitive)
+        except PoolError as exc:
+            messages.warning(request, f"The current values could not be read: {exc}")
+            return {}
 
     def _run_action(
         self, request: HttpRequest, chosen: dashboard.Action, primitive: Any, data: dict[str, Any]

@@ -23,6 +23,11 @@ the decorated function, or the function whose ``with holding(...)`` took it;
 :func:`task_holder`). It, and a holder chosen otherwise (an ``identity`` of
 the view, a holder named in code), reads back as None from :func:`request_of`:
 it is shown as itself.
+
+The admin and ``pool_status`` say each fact of a request's holder once: its
+process part (:func:`process_of`) where the holder is named, and its method,
+path and user beside it (:func:`holder_words` puts both in one line, an
+anonymous user as "anonymous").
 """
 
 from __future__ import annotations
@@ -38,6 +43,9 @@ from .primitives.validators import MAX_NAME_LENGTH
 
 __all__ = [
     "ANONYMOUS",
+    "ANONYMOUS_WORD",
+    "holder_words",
+    "process_of",
     "request_holder",
     "request_of",
     "task_holder",
@@ -49,6 +57,8 @@ logger = logging.getLogger("django_redis_pool")
 
 #: The user of an anonymous request, in a holder name.
 ANONYMOUS = "-"
+#: How an anonymous request's user is shown to people (never a bare "-").
+ANONYMOUS_WORD = "anonymous"
 #: What a shortened part ends with ("…", quoted).
 _SHORTENED = quote("\N{HORIZONTAL ELLIPSIS}")
 #: Most characters of the process part, the method and the user (quoted): what
@@ -120,6 +130,25 @@ def request_of(holder: str) -> dict[str, str | None] | None:
         "path": unquote(found["path"]),
         "user": None if user == ANONYMOUS else unquote(user),
     }
+
+
+def process_of(holder: str) -> str | None:
+    """The process part (``host:pid:12 hex digits``) of a request's holder
+    name, or None for a holder that is not one (:func:`request_of`)."""
+    found = _REQUEST.fullmatch(holder)
+    return None if found is None else found["process"]
+
+
+def holder_words(holder: str) -> str:
+    """``holder`` for people, each fact once: a request's holder name as its
+    process part and its request, ``web-3:4242:9f2c61d0a1b3 (GET /print/,
+    user alice)`` (an anonymous user: ``anonymous``, so that a user named
+    "anonymous" still reads as one); any other holder as it is."""
+    request = request_of(holder)
+    if request is None:
+        return holder
+    user = ANONYMOUS_WORD if request["user"] is None else f"user {request['user']}"
+    return f"{process_of(holder)} ({request['method']} {request['path']}, {user})"
 
 
 def user_unread(request: Any) -> bool:

@@ -105,6 +105,11 @@ class Action:
     #: rows of a section (its template builds the link with the parameters).
     placement: Literal["page", "row"] = "page"
     dangerous: bool = False  #: shown in red
+    #: What the form shows first when opened without parameters, read from the
+    #: primitive: ``(primitive) -> {field: value}`` (None: the form's own
+    #: initial values), e.g. the current size of what the action resizes. Read
+    #: when the page is opened; a Redis error there leaves the form as it is.
+    initial: Callable[[Any], dict[str, Any]] | None = None
 
 
 #: Registries, by kind: its summary, its sections in order, its actions by slug.

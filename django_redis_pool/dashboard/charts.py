@@ -16,7 +16,9 @@ What is charted of a kind is the :class:`Series` its panels register
 (:func:`register`): which counts are grants and which refusals, what they are
 called, whether a wait is drawn, and whether the strip of the most holds and
 waiters seen is (a kind whose decisions or tasks hold nothing has no holds
-for its flushes to sample, and no strip). A kind without one shows no chart.
+for its flushes to sample, and no strip), and whether the wait is drawn only
+in an hour in which something waited (for a kind whose callers wait only when
+told to). A kind without one shows no chart.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from django.http import HttpRequest
@@ -77,7 +79,8 @@ class Series:
     as refusals, their words, whether the mean wait of the grants is drawn
     (from ``wait_us``), and whether the strip of the most holds and waiters
     seen each minute is (from ``held_max`` and ``waiting_max``, which the
-    flushes of the kinds on the lease engine sample)."""
+    flushes of the kinds on the lease engine sample); ``wait_if_waited``:
+    whether the wait is drawn only when some grant of the hour waited."""
 
     granted: tuple[str, ...] = ("acquired",)
     refused: tuple[str, ...] = ("refused_timeout", "refused_full")
@@ -85,6 +88,10 @@ class Series:
     refused_word: str = "refused"
     wait: bool = True
     peaks: bool = True
+    #: Whether the wait is drawn only in an hour in which some grant waited (a
+    #: kind whose callers wait only if told to, and whose chart then says
+    #: nothing of waits it never had).
+    wait_if_waited: bool = False
 
 
 #: The series of each kind that has a chart, by kind name.
@@ -198,6 +205,8 @@ def hour_of(name: str, activity: Any, series: Series) -> Hour:
     if read:  # (fewer minutes than asked: pad the hour before them)
         first = read[0][0]
         read = [(first - 60 * (i + 1), {}) for i in range(MINUTES - len(read))][::-1] + read
+    if series.wait_if_waited and not any(counts.get("wait_us", 0) > 0 for _, counts in read):
+        series = replace(series, wait=False)  # (no grant waited: nothing to say of waits)
     minutes = tuple(
         Minute(
             ago=MINUTES - 1 - index,

@@ -17,7 +17,7 @@ from django.http import HttpRequest
 from django.template.defaultfilters import pluralize
 
 from .. import kinds
-from ..holders import request_of
+from ..holders import process_of, request_of
 from ..kinds.leased import LeaseKind, long_hold_note
 from ..primitives.base import Snapshot
 from ..primitives.lease import Lease
@@ -53,7 +53,7 @@ class LeaseDisplay:
     held_label: str = "Holder"
     find_label: str = "Holder"
     #: Whether the holders table also shows the holder (a lock's holder is
-    #: what is held).
+    #: what is held, and a semaphore's identity is its holder: one column).
     holder_column: bool = True
     #: Slots counted up to a size (the holders' caption says "of <size>"), or
     #: named resources (an available table; ids are trimmed in the finder).
@@ -75,7 +75,9 @@ POOL = LeaseDisplay(
     counts_slots=False,
     find=lambda pool, key: "available" if pool.has(key) else "not in the pool",
 )
-SEMAPHORE = LeaseDisplay(held_label="Identity", find_label="Identity", permits_column=True)
+SEMAPHORE = LeaseDisplay(
+    held_label="Identity", find_label="Identity", holder_column=False, permits_column=True
+)
 LOCK = LeaseDisplay(holder_column=False)
 #: A kind on the lease engine that says nothing else: holders and slots.
 ANY = LeaseDisplay()
@@ -156,11 +158,25 @@ def lease_summary(primitive: Any) -> Summary:
 # ------------------------------------------------------------------ detail page
 
 
-def _holder_row(lease: Lease, snap: Snapshot) -> dict[str, Any]:
+def _named(holder: str) -> dict[str, Any]:
+    """How a holder is shown, each fact once: a request's holder name by its
+    process part (``shown``), its method, path and user in the Request
+    column (``request``); any other holder as it is."""
+    process = process_of(holder)
     return {
+        "holder": holder,
+        "shown": holder if process is None else process,
+        "request": request_of(holder),  # the method, path and user of a request's hold
+    }
+
+
+def _holder_row(lease: Lease, snap: Snapshot) -> dict[str, Any]:
+    named = _named(lease.holder)
+    return {
+        **named,
         "resource": lease.resource,
-        "holder": lease.holder,
-        "request": request_of(lease.holder),  # the method, path and user of a request's hold
+        # what is held, as the holder is shown when it is the holder (a lock's, a semaphore's)
+        "resource_shown": named["shown"] if lease.resource == lease.holder else lease.resource,
         "fence": lease.fence,
         "permits": lease.permits,
         "acquired_at": as_datetime(lease.acquired_at),
@@ -171,7 +187,7 @@ def _holder_row(lease: Lease, snap: Snapshot) -> dict[str, Any]:
 def _waiter_rows(snap: Snapshot) -> list[dict[str, Any]]:
     return [
         {
-            "holder": waiter.holder,
+            **_named(waiter.holder),
             "priority": waiter.priority,
             "permits": waiter.permits,
             "since": as_datetime(waiter.since),
@@ -363,8 +379,15 @@ def semaphore_actions(kind: LeaseKind) -> None:
         fills=type(kind),
         label="Set max size",
         form=MaxSizeForm,
+        initial=current_max_size,
         question="Set the max size of semaphore {primitive.name!r} to {max_size}?",
     )(set_max_size)
+
+
+def current_max_size(semaphore: Any) -> dict[str, Any]:
+    """The form's first value: the max size stored now (none if unset)."""
+    size = semaphore.snapshot(limit=0).size
+    return {} if size is None else {"max_size": size}
 
 
 def set_max_size(semaphore: Any, data: dict[str, Any]) -> str:

@@ -19,14 +19,16 @@ __all__ = ["BUSIEST", "KeyForm", "register_ratelimit"]
 TEMPLATE = "admin/django_redis_pool/kinds/ratelimit_keys.html"
 #: How many of the busiest keys the page lists.
 BUSIEST = 20
-#: A rate limit's chart: the requests it allowed (and how long those that
-#: waited for their turn waited) and those it limited, each minute.
+#: A rate limit's chart: the requests it allowed (and, in an hour in which
+#: some waited for their turn, how long they waited) and those it limited,
+#: each minute.
 DECISIONS = charts.Series(
     granted=("acquired",),
     refused=("refused_limited",),
     granted_word="allowed",
     refused_word="limited",
     peaks=False,  # (nothing is held: its flushes sample no holds or waiters)
+    wait_if_waited=True,  # (only a TIMEOUT over 0 makes a request wait for its turn)
 )
 
 

@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, NamedTuple, TypeVar
 
 from .. import conf, registry, signals
-from ..holders import request_of
+from ..holders import holder_words, request_of
 from ..primitives.base import LeasedPrimitive, Snapshot
 from ..primitives.lease import Lease
 from ..primitives.validators import check_lease_timeout
@@ -287,12 +287,9 @@ class LeaseKind(Kind[L]):
             changed=bool(reclaimed or dropped or long_hold),
             style="warning",
             details=(
+                *(f"  {_held(lease)}  fence {lease.fence}" for lease in collected.reclaimed),
                 *(
-                    f"  {lease.resource}  held by {lease.holder}  fence {lease.fence}"
-                    for lease in collected.reclaimed
-                ),
-                *(
-                    f"  waiter {waiter.holder}  priority {waiter.priority}"
+                    f"  waiter {holder_words(waiter.holder)}  priority {waiter.priority}"
                     for waiter in collected.dropped
                 ),
             ),
@@ -319,17 +316,17 @@ class LeaseKind(Kind[L]):
         snap: Snapshot = primitive.snapshot()
         details = []
         for lease in snap.leases:
-            what = "" if lease.resource == lease.holder else f"{lease.resource}  "
             left = snap.seconds_left(lease)
             permits = f"  {lease.permits} permits" if lease.permits != 1 else ""
             details.append(
-                f"  {what}held by {lease.holder}  fence {lease.fence}{permits}  "
+                f"  {_held(lease)}  fence {lease.fence}{permits}  "
                 + ("no expiry" if left is None else f"{left:.1f} s left")
             )
         for position, waiter in enumerate(snap.waiters, 1):
             permits = f"  {waiter.permits} permits" if waiter.permits != 1 else ""
             details.append(
-                f"  waiting #{position}: {waiter.holder}  priority {waiter.priority}{permits}  "
+                f"  waiting #{position}: {holder_words(waiter.holder)}  "
+                f"priority {waiter.priority}{permits}  "
                 f"for {max(0.0, snap.now - waiter.since):.1f} s"
             )
         long_hold = long_hold_note(snap)
@@ -346,6 +343,15 @@ class LeaseKind(Kind[L]):
             details=tuple(details),
             data=status_data(snap),
         )
+
+
+def _held(lease: Lease) -> str:
+    """A hold's ``<resource>  held by <holder>`` for people, each fact once: the
+    resource left out where it is the holder (a semaphore's identity, a lock's holder),
+    a request's holder name as its process and its request
+    (:func:`~django_redis_pool.holders.holder_words`)."""
+    what = "" if lease.resource == lease.holder else f"{lease.resource}  "
+    return f"{what}held by {holder_words(lease.holder)}"
 
 
 def status_data(snap: Snapshot) -> dict[str, Any]:

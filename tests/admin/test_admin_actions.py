@@ -443,6 +443,24 @@ def test_setting_the_max_size_of_a_semaphore_stores_it(world: World, operator: C
     assert "size 5" in page_text(response)
 
 
+def test_the_max_size_form_opens_with_the_current_max_size(world: World, operator: Client) -> None:
+    detail = operator.get(detail_url("reports")).content.decode()
+    assert f'href="{action_url("reports", "max-size")}"' in detail  # the button: no parameters
+
+    opened = operator.get(action_url("reports", "max-size"))
+
+    assert opened.context["question"] is None and not opened.context["form"].errors
+    assert form_inputs(opened, "action-form") == {"max_size": "2"}  # MAX_SIZE, as stored
+    confirm(operator, action_url("reports", "max-size"), {"max_size": 7})
+    assert form_inputs(operator.get(action_url("reports", "max-size")), "action-form") == {
+        "max_size": "7"
+    }
+    # a semaphore without a max size: nothing to show
+    assert form_inputs(operator.get(action_url("unsized", "max-size")), "action-form") == {
+        "max_size": ""
+    }
+
+
 def test_lowering_the_max_size_below_the_holders_evicts_nobody(
     world: World, operator: Client
 ) -> None:

@@ -20,6 +20,7 @@ from playwright.sync_api import Page, Response, expect
 
 import django_redis_pool
 from django_redis_pool.dashboard import charts
+from django_redis_pool.holders import request_holder
 from django_redis_pool.primitives import counts
 from tests.support.browser import (
     NARROW,
@@ -279,6 +280,8 @@ def test_an_operator_resets_a_rate_limited_key_from_its_page(
     expect(limited.locator("td").nth(1)).to_have_text("0")
     expect(limited.locator("td").nth(2)).to_have_text(re.compile(r"^1[78]\d\.\d s$"))
     expect(page.get_by_role("img", name=re.compile(r"^Activity of api"))).to_have_count(1)
+    # it never waits (no TIMEOUT): its chart says nothing of waits
+    expect(page.locator("svg.drp-chart")).not_to_contain_text("wait")
     screenshot(page, shots_dir(tmp_path) / "admin-ratelimit.png")
 
     with page.expect_navigation():
@@ -440,3 +443,98 @@ def test_at_420_px_the_pages_fit_and_tables_and_charts_scroll_in_their_boxes(
     assert round(width) == charts.WIDTH
     sizes = svg_text_sizes(page, "svg.drp-chart")
     assert {round(s["px"]) for s in sizes} <= {charts.FONT_PX, 13}
+
+
+# How far a scroll box fades out at its left and right edges (CSS px; 0: no fade).
+CLIPPED_EDGES = """e => {
+    const style = getComputedStyle(e);
+    return [style.getPropertyValue("--drp-clip-left"), style.getPropertyValue("--drp-clip-right")]
+        .map(parseFloat);
+}"""
+# The viewport box of the first <text> of the chart that says ``label``.
+CHART_LABEL_BOX = """(svg, label) => {
+    const text = [...svg.querySelectorAll("text")].find(t => t.textContent === label);
+    const box = text.getBoundingClientRect();
+    return {left: box.left, right: box.right};
+}"""
+
+
+def clipped_edges(page: Page, selector: str) -> tuple[float, float]:
+    """How far the scroll box ``selector`` fades out at its (left, right) edge."""
+    left, right = page.eval_on_selector(selector, CLIPPED_EDGES)
+    return left, right
+
+
+def box_of(page: Page, selector: str) -> dict[str, float]:
+    box: dict[str, float] = page.eval_on_selector(
+        selector,
+        "e => { const b = e.getBoundingClientRect(); return {left: b.left, right: b.right}; }",
+    )
+    return box
+
+
+@pytest.mark.django_db(transaction=True)
+def test_at_420_px_the_chart_opens_at_now_and_clipped_tables_fade_where_they_clip(
+    settings: Any, redis_url: str, live_server: Any, admin_page: Page, tmp_path: Path
+) -> None:
+    """On a phone the chart opens scrolled to "now", where its data is, and
+    a table wider than the screen fades out at the edge where it is clipped
+    (the right one, then the left one once scrolled to its end); a table or
+    a chart that fits does not fade."""
+    settings.DJANGO_REDIS_POOL = {
+        "CONNECTION": {"URL": redis_url},
+        "POOLS": {"printers": {"RESOURCES": ["printer-1", "printer-2"], "LEASE_TIMEOUT": 300}},
+    }
+    call_command("pool_sync", verbosity=0)
+    printers = django_redis_pool.get_pool("printers")
+    holder = request_holder("web-1.example.internal:4711:0123456789ab", "GET", "/print/", None)
+    assert printers.acquire(holder=holder) is not None  # the minute "now" has a grant
+    assert counts.flush() == 0
+    page = admin_page
+    page.set_viewport_size(NARROW)
+    base = f"{live_server.url}/admin/django_redis_pool/dashboard"
+
+    page.goto(f"{base}/printers/")
+    chart = box_of(page, ".drp-activity")
+    assert chart["right"] <= NARROW["width"]
+    now = page.eval_on_selector("svg.drp-chart", CHART_LABEL_BOX, "now")
+    assert chart["left"] <= now["left"] and now["right"] <= chart["right"], "'now' is off-screen"
+    first = page.eval_on_selector("svg.drp-chart", CHART_LABEL_BOX, "59 min ago")
+    assert first["left"] < chart["left"], "the chart opened at its left end"
+    bar = page.locator("svg.drp-chart .drp-granted rect").last.bounding_box()
+    assert bar is not None and chart["left"] <= bar["x"] <= chart["right"]  # the grant
+    assert clipped_edges(page, ".drp-activity")[0] > 0  # more to see on the left...
+    assert clipped_edges(page, ".drp-activity")[1] == 0  # ...and none on the right
+    screenshot(page, shots_dir(tmp_path) / "admin-420-chart.png")
+
+    # The holder of a request: its process, then its request, each once.
+    row = page.locator("#holders tr[data-resource=printer-1]")
+    expect(row.locator("td.drp-holder")).to_have_text("web-1.example.internal:4711:0123456789ab")
+    expect(row.locator("td.drp-request")).to_have_text("GET /print/ · anonymous")
+
+    # The holders table is clipped on the right: it fades there, until scrolled to its end.
+    holders = scroll_box(page, "#holders")
+    assert holders["scrollWidth"] > holders["clientWidth"], "the table fits: nothing to test"
+    left, right = clipped_edges(page, "#holders")
+    assert left == 0 and right > 0
+    page.locator("#holders").evaluate("e => { e.scrollLeft = e.scrollWidth; }")
+    page.wait_for_function(f"() => ({CLIPPED_EDGES})(document.querySelector('#holders'))[1] === 0")
+    assert clipped_edges(page, "#holders")[0] > 0  # now the left edge clips it
+    # The overview's table: its Health and Last hour columns are clipped.
+    page.goto(f"{base}/")
+    primitives = scroll_box(page, "#primitives")
+    assert primitives["scrollWidth"] > primitives["clientWidth"]
+    assert clipped_edges(page, "#primitives") == (0, pytest.approx(right))
+    screenshot(page, shots_dir(tmp_path) / "admin-420-overview.png")
+
+    # At a desktop's width nothing is clipped: no fade, and the chart sits on the left.
+    page.set_viewport_size(VIEWPORT)
+    page.goto(f"{base}/printers/")
+    for selector in ("#holders", "#available", "#waiters", ".drp-activity"):
+        box = scroll_box(page, selector)
+        assert box["scrollWidth"] == box["clientWidth"], selector
+        assert clipped_edges(page, selector) == (0, 0), selector
+    chart, svg = box_of(page, ".drp-activity"), box_of(page, "svg.drp-chart")
+    assert svg["left"] == chart["left"] and svg["right"] - svg["left"] == charts.WIDTH
+    page.goto(f"{base}/")
+    assert clipped_edges(page, "#primitives") == (0, 0)

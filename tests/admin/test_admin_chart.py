@@ -257,14 +257,14 @@ def assert_no_peaks_strip(svg: str) -> None:
     assert charts.HEIGHT_WITHOUT_PEAKS < charts.HEIGHT
 
 
-def test_a_rate_limit_charts_its_decisions_without_a_strip_of_holds(
+def test_a_rate_limit_that_never_waits_charts_its_decisions_without_waits_or_holds(
     settings: Any, redis_url: str, viewer: Client
 ) -> None:
     from django_redis_pool import get_ratelimit
 
     settings.DJANGO_REDIS_POOL = {
         "CONNECTION": {"URL": redis_url},
-        "RATE_LIMITS": {"api": {"RATE": "2/m"}},
+        "RATE_LIMITS": {"api": {"RATE": "2/m"}},  # no TIMEOUT: a request never waits
     }
     api = get_ratelimit("api")
     assert api.acquire("user:1") and api.acquire("user:1") and not api.acquire("user:1")
@@ -272,14 +272,29 @@ def test_a_rate_limit_charts_its_decisions_without_a_strip_of_holds(
 
     svg = chart_of(viewer.get(detail_url("api")))
 
-    assert re.fullmatch(
-        r"Activity of api over the last hour: 2 allowed, 1 limited, mean wait \S+ ms, p95 "
-        r"(< 5 ms|\S+ ms)",
-        label_of(svg),
-    )
+    assert label_of(svg) == "Activity of api over the last hour: 2 allowed, 1 limited"
     assert ">allowed per minute</text>" in svg and ">limited per minute</text>" in svg
     assert bars(svg, "granted") == 1 and bars(svg, "refused") == 1
+    # no wait: no legend, no line, no axis for it
+    assert "wait" not in svg and "p95" not in svg and " ms</text>" not in svg
     assert_no_peaks_strip(svg)
+
+
+def test_a_rate_limit_charts_the_wait_of_an_hour_in_which_requests_waited() -> None:
+    from django_redis_pool.dashboard.ratelimit_panels import DECISIONS
+
+    slow = BUCKETS.index(0.5)
+    waited = charts.hour_of(
+        "api", minutes({"acquired": 2, "wait_us": 600_000, f"wait_{slow}": 2}), DECISIONS
+    )
+    never = charts.hour_of("api", minutes({"acquired": 2, "wait_0": 2}), DECISIONS)
+
+    assert waited.summary().startswith(
+        "Activity of api over the last hour: 2 allowed, 0 limited, mean wait 300 ms, p95 "
+    )
+    assert "p95 wait (ms, right axis)" in charts.chart(waited)
+    assert never.summary() == "Activity of api over the last hour: 2 allowed, 0 limited"
+    assert "wait" not in charts.chart(never)
 
 
 def test_a_kind_on_the_lease_engine_keeps_its_strip(configured: None, viewer: Client) -> None:
@@ -509,10 +524,10 @@ def test_the_p95_is_under_the_bound_only_when_95_percent_are_in_the_first_bucket
 def test_a_rate_limits_p95_in_the_first_bucket_is_under_its_bound_too() -> None:
     from django_redis_pool.dashboard.ratelimit_panels import DECISIONS
 
-    hour = charts.hour_of("api", minutes({"acquired": 2, "wait_0": 2}), DECISIONS)
+    hour = charts.hour_of("api", minutes({"acquired": 2, "wait_us": 300, "wait_0": 2}), DECISIONS)
 
     assert hour.summary() == (
-        "Activity of api over the last hour: 2 allowed, 0 limited, mean wait 0.0 ms, p95 < 5 ms"
+        "Activity of api over the last hour: 2 allowed, 0 limited, mean wait 0.1 ms, p95 < 5 ms"
     )
 
 

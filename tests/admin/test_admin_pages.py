@@ -9,6 +9,7 @@ the users and the fixtures: :mod:`tests.support.admin_fixtures`).
 
 from __future__ import annotations
 
+import html
 import re
 from collections.abc import Callable
 from datetime import datetime
@@ -20,7 +21,8 @@ import pytest
 import redis
 from django.test import Client
 
-from django_redis_pool import get_lock
+from django_redis_pool import get_lock, get_semaphore
+from django_redis_pool.holders import request_holder
 from tests.support.admin_fixtures import (
     NA,
     World,
@@ -34,9 +36,11 @@ from tests.support.admin_pages import (
     data_rows,
     has_module,
     health_icons,
+    module,
     page_text,
     pager,
     table,
+    text_of,
 )
 from tests.support.waiting import wait_for
 
@@ -165,8 +169,9 @@ def test_an_exhausted_pool_with_waiters_is_a_warning_and_lists_them(
     assert health_icons(overview)["printers"] == "Warning"
     assert "Waiters (2), in serving order" in page_text(detail)
     rows = table(detail, "waiters")
-    assert [row[:2] for row in rows] == [["waiter-7", "7"], ["waiter-1", "1"]]
-    for _holder, _priority, since, waited, gives_up_at in rows:
+    assert [[row[0], row[2]] for row in rows] == [["waiter-7", "7"], ["waiter-1", "1"]]
+    for _holder, request, _priority, since, waited, gives_up_at in rows:
+        assert request == NA  # holders named in code: no request
         assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d [A-Z]+", since)
         assert re.fullmatch(r"\d+\.\d s", waited)
         assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d [A-Z]+", gives_up_at)
@@ -212,8 +217,8 @@ def test_the_detail_page_lists_the_holders_of_a_semaphore(
     response = viewer.get(detail_url("reports"))
 
     [row] = table(response, "holders")
-    identity, holder, request, fence, permits, held_since, left = row
-    assert (identity, holder, request, fence) == ("job-1", "job-1", NA, str(lease.fence))
+    identity, request, fence, permits, held_since, left = row  # (its identity is its holder)
+    assert (identity, request, fence) == ("job-1", NA, str(lease.fence))
     assert permits == "1"
     assert held_since == local_time(lease.acquired_at)
     assert 0 < seconds_left(left) <= 30
@@ -337,3 +342,57 @@ def test_empty_tables_say_so(configured: None, viewer: Client) -> None:
     assert table(response, "holders") == [["Nothing is held."]]
     assert table(response, "waiters") == [["Nobody is waiting."]]
     assert pager(response, "available") is None
+
+
+def header_of(response: Any, module_id: str) -> list[str]:
+    """The column headings of the table in module ``module_id``."""
+    return [text_of(th) for th in re.findall(r"<th [^>]*>(.*?)</th>", module(response, module_id))]
+
+
+def test_a_request_holder_is_named_once_by_its_process_beside_its_request(
+    world: World, viewer: Client, waiter: Callable[..., dict[str, Any]]
+) -> None:
+    """A holder made by a request (``host:pid:hex METHOD path user``) is
+    shown by its process part, its request in the Request column: no cell
+    says the request twice, none ends in the bare "-" of an anonymous user.
+    A semaphore's identity is its holder: one column for both."""
+    named = {
+        "pool": request_holder("web-1:11:0123456789ab", "GET", "/print/", None),
+        "waiter": request_holder("web-2:22:0123456789ab", "PUT", "/scan/", "bob"),
+        "semaphore": request_holder("web-3:33:0123456789ab", "POST", "/export/", "alice"),
+        "lock": request_holder("web-4:44:0123456789ab", "DELETE", "/import/", None),
+    }
+    pool = world.pool
+    held = pool.acquire(holder=named["pool"])
+    last = pool.acquire(holder="worker-2")
+    assert held is not None and last is not None and pool.available_count() == 0
+    queued = waiter(lambda: pool.acquire(timeout=10, holder=named["waiter"]))
+    assert get_semaphore("reports").acquire(named["semaphore"])
+    assert get_lock("plain").for_holder(named["lock"]).acquire(blocking=False)
+    try:
+        wait_for(lambda: pool.waiting_count() == 1, what="the request's waiter to queue")
+        pages = {name: viewer.get(detail_url(name)) for name in ("printers", "reports", "plain")}
+    finally:
+        assert last.release()
+        wait_for(lambda: "lease" in queued or "error" in queued, what="the waiter to be served")
+    assert queued["lease"].release()
+
+    holders = {row[0]: row for row in table(pages["printers"], "holders")}
+    assert holders[held.resource][1:3] == ["web-1:11:0123456789ab", "GET /print/ · anonymous"]
+    [waiting] = table(pages["printers"], "waiters")
+    assert waiting[:2] == ["web-2:22:0123456789ab", "PUT /scan/ · bob"]
+    assert header_of(pages["reports"], "holders")[:2] == ["Identity", "Request"]
+    semaphore_rows = {row[0]: row for row in table(pages["reports"], "holders")}
+    assert semaphore_rows["web-3:33:0123456789ab"][1] == "POST /export/ · alice"
+    assert semaphore_rows["job-1"][1] == NA  # an identity named in code
+    [lock_row] = table(pages["plain"], "holders")
+    assert lock_row[:2] == ["web-4:44:0123456789ab", "DELETE /import/ · anonymous"]
+    for name, response in pages.items():
+        for row in table(response, "holders") + table(response, "waiters"):
+            assert not any(cell == "-" or cell.endswith(" -") for cell in row), (name, row)
+            request_words = [c for c in row if re.match(r"(GET|PUT|POST|DELETE) /", c)]
+            assert len(request_words) <= 1, f"the request said twice on {name}: {row}"
+    # the whole name is still there, as the title of its cell
+    shown_on = {"pool": "printers", "waiter": "printers", "semaphore": "reports", "lock": "plain"}
+    for what, holder in named.items():
+        assert f'title="{html.escape(holder)}"' in pages[shown_on[what]].content.decode()

@@ -20,7 +20,13 @@ from django_redis_pool.admin import connection_label
 from django_redis_pool.conf.masking import MASK, masked_url
 from django_redis_pool.exceptions import BackendUnavailable
 from tests.support.admin_fixtures import NA, action_url, dashboard_url, detail_url, lease_setting
-from tests.support.admin_pages import dashboard_row, health_icons, messages_of, page_text
+from tests.support.admin_pages import (
+    dashboard_row,
+    form_inputs,
+    health_icons,
+    messages_of,
+    page_text,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -290,3 +296,19 @@ def test_the_dashboard_of_an_unreachable_redis_cluster_shows_errors(
     assert 'class="errornote"' in response.content.decode()
     assert "s3cret" not in response.content.decode()
     assert f"Redis Cluster redis://:{MASK}@127.0.0.1:{DOWN_PORT}/0" in page_text(response)
+
+
+def test_the_max_size_form_opens_empty_with_a_warning_while_redis_is_down(
+    settings: Any, operator: Client
+) -> None:
+    settings.DJANGO_REDIS_POOL = down_setting(retries=False)
+
+    response = operator.get(action_url("reports", "max-size"))
+
+    assert response.status_code == 200
+    assert response.context["question"] is None
+    assert form_inputs(response, "action-form") == {"max_size": ""}
+    [(level, message)] = messages_of(response)
+    assert level == "warning" and message.startswith("The current values could not be read: ")
+    assert f"127.0.0.1:{DOWN_PORT}" in message
+    assert "s3cret" not in response.content.decode()

@@ -23,9 +23,9 @@ from django.core.management import call_command
 from django.test import AsyncClient, Client
 from django.urls import reverse
 
-from django_redis_pool import get_pool
+from django_redis_pool import get_lock, get_pool, get_semaphore
 from django_redis_pool.guard import request_of
-from django_redis_pool.holders import request_holder
+from django_redis_pool.holders import holder_words, process_of, request_holder
 from tests.support.admin_pages import table
 from tests.support.waiting import wait_for
 from tests.urlconfs.holder_views import GATE
@@ -100,10 +100,20 @@ def detail_url(name: str) -> str:
     return reverse("admin:django_redis_pool_primitive", args=[quote(name)])
 
 
+#: The Request column of the holders table of each primitive (a semaphore's
+#: identity and a lock's holder are their holder: they have no Holder column).
+REQUEST_COLUMN = {"printers": 2, "reports": 1, "imports": 1}
+
+
+def holder_row(admin: Client, name: str = "printers") -> list[str]:
+    """The one row of the holders table of ``name``."""
+    [row] = table(admin.get(detail_url(name)), "holders")
+    return row
+
+
 def request_cell(admin: Client, name: str = "printers") -> str:
     """The Request cell of the one row of the holders table of ``name``."""
-    [row] = table(admin.get(detail_url(name)), "holders")
-    return row[2]
+    return holder_row(admin, name)[REQUEST_COLUMN[name]]
 
 
 # ---------------------------------------------------------------- pool_status and the admin
@@ -114,22 +124,24 @@ def test_a_logged_in_request_shows_its_method_path_and_user(
 ) -> None:
     with holding(lambda: alice.get("/held/print/")):
         [holder] = status_holders("printers")
-        cell = request_cell(admin)
+        row = holder_row(admin)
 
     assert holder["request"] == {"method": "GET", "path": "/held/print/", "user": "alice"}
     assert request_of(holder["holder"]) == holder["request"]
-    assert cell == "GET /held/print/ · alice"
+    # each fact once: the Holder column names the process, the Request column the request
+    process = holder["holder"].split(" ")[0]
+    assert row[1:3] == [process, "GET /held/print/ · alice"]
     assert status_holders("printers") == []  # released after the response
 
 
 def test_an_anonymous_request_shows_no_user(configured: None, admin: Client) -> None:
     with holding(lambda: Client().post("/held/upload/")):
         [holder] = status_holders("printers")
-        cell = request_cell(admin)
+        row = holder_row(admin)
 
     assert holder["request"] == {"method": "POST", "path": "/held/upload/", "user": None}
-    assert holder["holder"].endswith(" POST /held/upload/ -")
-    assert cell == "POST /held/upload/ · anonymous"
+    assert holder["holder"].endswith(" POST /held/upload/ -")  # (the name as stored)
+    assert row[1:3] == [holder["holder"].split(" ")[0], "POST /held/upload/ · anonymous"]
 
 
 def test_a_path_with_spaces_and_unicode_round_trips(configured: None, admin: Client) -> None:
@@ -171,15 +183,16 @@ def test_an_async_view_shows_its_logged_in_user(
     assert cell == "GET /async-held/scan/ · bob"
 
 
-def test_a_plain_lock_held_by_a_request_keeps_its_holder_name_whole(
+def test_a_plain_lock_held_by_a_request_shows_its_process_and_its_request(
     configured: None, alice: Client, admin: Client
 ) -> None:
     with holding(lambda: alice.get("/lock/")):
         [holder] = status_holders("imports")
-        [row] = table(admin.get(detail_url("imports")), "holders")
+        row = holder_row(admin, "imports")
 
     assert holder["request"] == {"method": "GET", "path": "/lock/", "user": "alice"}
-    assert row[1] == "GET /lock/ · alice"  # (a lock's table has no holder column)
+    # (a lock's table has no holder column: what is held is the holder, by its process)
+    assert row[:2] == [holder["holder"].split(" ")[0], "GET /lock/ · alice"]
 
 
 def test_a_hold_by_identity_or_named_in_code_has_no_request(
@@ -207,6 +220,28 @@ def test_without_the_authentication_middleware_the_user_is_unknown(
         [holder] = status_holders("printers")
 
     assert holder["request"] == {"method": "GET", "path": "/held/x/", "user": None}
+
+
+def test_pool_status_names_a_request_holder_by_its_process_and_its_request_once(
+    configured: None,
+) -> None:
+    pool_holder = request_holder("web-1:11:0123456789ab", "GET", "/print/", None)
+    identity = request_holder("web-2:22:0123456789ab", "POST", "/export/", "alice")
+    lock_holder = request_holder("web-3:33:0123456789ab", "DELETE", "/import/", None)
+    assert get_pool("printers").acquire(holder=pool_holder) is not None
+    assert get_semaphore("reports").acquire(identity)
+    assert get_lock("imports").for_holder(lock_holder).acquire(blocking=False)
+    out = io.StringIO()
+
+    call_command("pool_status", stdout=out)
+
+    lines = out.getvalue().splitlines()
+    assert sorted(line.split("  fence ")[0] for line in lines if "held by" in line) == [
+        "  held by web-2:22:0123456789ab (POST /export/, user alice)",  # the identity: once
+        "  held by web-3:33:0123456789ab (DELETE /import/, anonymous)",  # the lock: once
+        "  p1  held by web-1:11:0123456789ab (GET /print/, anonymous)",
+    ]
+    assert not [line for line in lines if line.endswith(" -") or " - " in line]
 
 
 # ---------------------------------------------------------------- the format
@@ -251,6 +286,30 @@ def test_a_long_host_name_still_leaves_room_for_the_path() -> None:
     assert len(holder) <= 200
     read = request_of(holder)
     assert read is not None and read["path"].startswith("/pppppppppppppppppppp")
+
+
+@pytest.mark.parametrize(
+    ("user", "words"),
+    [
+        (None, f"{PROCESS} (GET /a b/, anonymous)"),
+        ("alice", f"{PROCESS} (GET /a b/, user alice)"),
+        ("anonymous", f"{PROCESS} (GET /a b/, user anonymous)"),  # a user of that name
+        ("-", f"{PROCESS} (GET /a b/, user -)"),  # a user named "-" is not anonymous
+    ],
+)
+def test_a_request_holder_is_said_once_by_its_process_and_its_request(
+    user: str | None, words: str
+) -> None:
+    holder = request_holder(PROCESS, "GET", "/a b/", user)
+
+    assert process_of(holder) == PROCESS
+    assert holder_words(holder) == words
+
+
+@pytest.mark.parametrize("holder", ["worker-1", "web-3:4242:9f2c61d0a1b3 task app.send"])
+def test_any_other_holder_is_said_as_it_is(holder: str) -> None:
+    assert process_of(holder) is None
+    assert holder_words(holder) == holder
 
 
 @pytest.mark.parametrize(
