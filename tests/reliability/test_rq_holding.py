@@ -110,6 +110,11 @@ def two_exports_at_once(
     return jobs, [job_id.decode() for job_id in redis_client.lrange("done", 0, -1)]
 
 
+def all_finished(jobs: list[Job]) -> bool:
+    """Whether RQ has marked every one of ``jobs`` finished."""
+    return all(job.get_status(refresh=True) == "finished" for job in jobs)
+
+
 def test_an_export_refused_by_the_semaphore_is_retried_by_rqs_retry_and_runs_after_the_holder(
     workers: Queue, redis_client: redis.Redis
 ) -> None:
@@ -122,7 +127,8 @@ def test_an_export_refused_by_the_semaphore_is_retried_by_rqs_retry_and_runs_aft
     refused = next(job for job in jobs if job.id == done[1])
     refused.refresh()
     assert refused.retries_left == 4, "RQ retried it once"
-    assert all(job.get_status(refresh=True) == "finished" for job in jobs)
+    # (a job's body pushes to "done" before its worker marks it finished)
+    wait_for(lambda: all_finished(jobs), STARTUP, "RQ to mark both jobs finished", interval=0.05)
 
 
 def test_an_export_refused_by_the_semaphore_re_enqueues_itself_and_the_copy_runs_after_the_holder(
@@ -138,6 +144,5 @@ def test_an_export_refused_by_the_semaphore_re_enqueues_itself_and_the_copy_runs
     copy = Job.fetch(done[1], connection=workers.connection)
     assert copy.func_name == "tests.support.rq_export_requeue.export_report"
     assert copy.args == (42,) and copy.origin == "exports"
-    assert all(job.get_status(refresh=True) == "finished" for job in jobs), (
-        "the refused job ended well: it re-enqueued itself"
-    )
+    # (the refused job ended well: it re-enqueued itself)
+    wait_for(lambda: all_finished(jobs), STARTUP, "RQ to mark both jobs finished", interval=0.05)
