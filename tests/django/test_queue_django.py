@@ -21,6 +21,7 @@ from django.test import Client
 from django_redis_pool import TaskQueue, get_queue
 from django_redis_pool.checks import check_settings
 from django_redis_pool.kinds.queue import handlers_of
+from django_redis_pool.management.commands.pool_worker import handled
 from tests.support.admin_fixtures import action_url, detail_url, login, operator  # noqa: F401
 from tests.support.primitive_helpers import ops, redis_time
 from tests.support.stoppable_servers import closed_port
@@ -81,6 +82,16 @@ def test_burst_runs_what_is_ready_and_stops(configured: None) -> None:
     assert "Stopped after 4 tasks." in output
     assert [jobs.get_task(i).result for i in ids] == [1, 2, 3]
     assert jobs.get_task(users).result == 0, "the ORM works inside a task"
+
+
+def test_the_worker_says_which_handlers_each_queue_runs_in_english(configured: None) -> None:
+    """One line a queue: "queue jobs: 5 handlers: add, pid, ..." (a count, then
+    the names; "1 handler: count" for one, "no handler" for none)."""
+    lines = run("pool_worker", "--burst").splitlines()
+    names = sorted(handlers_of("jobs"))
+    assert f"queue jobs: {len(names)} handlers: {', '.join(names)}" in lines, lines
+    assert "queue idle: no handler" in lines, lines
+    assert handled(["count"]) == "1 handler: count"
 
 
 def test_a_worker_run_by_call_command_puts_the_signal_handlers_back(configured: None) -> None:

@@ -35,9 +35,12 @@ get_pool("printers").release(held)
 printed = client.get("/print/")
 assert printed.status_code == 200, printed.status_code
 assert b"Printed on <b>printer-" in printed.content, printed.content
-report = client.get("/report/")
+report = client.get("/report/?seconds=0.1")
 assert report.status_code == 200, report.status_code
 assert b"1 of 2 slots were in use" in report.content, report.content
+# Its button starts a 30 s report, and links the semaphore's page in the admin.
+assert b"data-seconds='30'>Build a 30 s report" in report.content, report.content
+assert b"href='/admin/django_redis_pool/dashboard/reports/'" in report.content
 imported = client.get("/import/")
 assert imported.status_code == 200, imported.status_code
 assert b"Imported with fence " in imported.content, imported.content
@@ -98,8 +101,28 @@ started = strict.post("/task/", {"to": "10", "csrfmiddlewaretoken": token.decode
 assert started.status_code == 303, started.status_code
 assert re.fullmatch(r"/task/[0-9a-f-]+/", started["Location"]), started["Location"]
 assert get_queue("default").counts()["pending"] == 1
+# Its page says "queued" (no "0 of 0") and reloads nothing: its script asks
+# for the task's state (?format=json) and shows it in place.
 page = strict.get(started["Location"])
-assert page.status_code == 200 and b"queued" in page.content and page["Refresh"] == "1"
+assert page.status_code == 200 and not page.has_header("Refresh"), page.headers
+assert b"<p id='status'>queued</p>" in page.content, page.content
+assert b"<progress id='progress'></progress> <span id='count'></span>" in page.content
+assert b" of 0" not in page.content and b"data-json='?format=json'" in page.content
+state = strict.get(started["Location"] + "?format=json")
+assert state["Content-Type"] == "application/json", state.headers
+assert state.json() == {
+    "status": "queued", "current": None, "total": None, "progress": "", "result": "",
+    "ended": False,
+}, state.json()
+assert strict.get("/task/nope/?format=json").status_code == 404
+# A running task that has reported nothing yet shows no "0 of 0"; a progress
+# read back from Redis that is no number shows none.
+from django_redis_pool import Task
+from example_project.task_pages import task_state
+running = task_state(Task(id="t", name="count", params={}, status="running"))
+assert (running["progress"], running["total"], running["ended"]) == ("", None, False)
+odd = Task(id="t", name="count", params={}, status="running", progress=("x", float("nan")))
+assert task_state(odd)["progress"] == "" and task_state(odd)["current"] is None
 listed = strict.get("/task/")
 task_id = started["Location"].split("/")[2]
 assert f"<a href='/task/{task_id}/'>{task_id}</a></td><td>queued</td>".encode() in listed.content
@@ -107,7 +130,12 @@ from django.core.management import call_command
 call_command("pool_worker", "--burst", verbosity=0)
 done = strict.get(started["Location"])
 assert b"result: {&quot;counted&quot;: 10}" in done.content, done.content
-assert b"10 of 10" in done.content and not done.has_header("Refresh")
+assert b"<span id='count'>10 of 10</span>" in done.content, done.content
+assert b"<progress id='progress' value='10' max='10'>" in done.content, done.content
+assert strict.get(started["Location"] + "?format=json").json() == {
+    "status": "done", "current": 10, "total": 10, "progress": "10 of 10",
+    "result": 'result: {"counted": 10}', "ended": True,
+}
 listed = strict.get("/task/")
 assert b"<td>done</td><td>{&quot;counted&quot;: 10}</td>" in listed.content, listed.content
 first = client.get("/client/")
@@ -139,6 +167,11 @@ client.force_login(User.objects.create_superuser("tz", "tz@example.com", "tz"))
 admin_page = client.get(reverse("admin:django_redis_pool_primitive", args=["printers"]))
 assert admin_page.status_code == 200, admin_page.status_code
 assert re.search(rb"\\d\\d:\\d\\d:\\d\\d UTC", admin_page.content), admin_page.content
+# The site's icon (browsers ask every site for /favicon.ico, the admin's pages too).
+icon = client.get("/favicon.ico")
+assert icon.status_code == 200 and icon["Content-Type"] == "image/svg+xml", icon.headers
+assert icon.content.startswith(b"<svg ") and b"max-age" in icon["Cache-Control"].encode()
+assert b"<link rel='icon' href='/favicon.ico'" in index.content, index.content
 metrics = client.get("/metrics/")
 assert metrics.status_code == 200, metrics.status_code
 text = metrics.content.decode()

@@ -3,12 +3,15 @@
 ``python3 scripts/dev.py example 127.0.0.1:PORT`` runs exactly as a new user runs
 it (an embedded Redis because ``REDIS_URL`` is unset, ``migrate``, ``pool_sync``,
 the demo superuser, a ``pool_worker``, ``runserver``), except that its SQLite file
-goes to a temporary folder (``EXAMPLE_DB``). Headless Chromium then walks every
-demo page of the home page, starts a task with its form, fetches as two visitors
-at once to see each keep its proxy, exhausts the printers to see the 503 page
-(and the holds' expiry), opens every primitive in the admin as the printed user
-(its times in UTC), spends that user's burst of searches, and Ctrl-C stops
-everything.
+goes to a temporary folder (``EXAMPLE_DB``). Headless Chromium then does what
+every "Try it" line of the home page says (``TRY_IT`` names the test of each):
+walks every demo page, starts a task and watches its progress in place, builds
+a long report and finds its slot in the admin, runs two imports at once, fetches
+as two visitors at once to see each keep its proxy, reuses a pooled client,
+exhausts the printers to see the 503 page (and the holds' expiry), opens every
+primitive in the admin as the printed user (its times in UTC), spends that
+user's burst of searches and resets it in the admin; no page gets a 404 (the
+favicon included), and Ctrl-C stops everything.
 
 The tests of this module run in order and share the one example (and browser).
 """
@@ -32,7 +35,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Browser, Page, expect
 
-from tests.support.browser import admin_login, screenshot
+from tests.support.browser import VIEWPORT, admin_login, screenshot
 from tests.support.waiting import wait_for
 
 pytest_plugins = ["tests.support.browser"]
@@ -61,6 +64,46 @@ DEMOS = {
     "http-clients": "client #1 fetched /status",
     "search": "1 search left now",
 }
+#: Each stop's "Try it" line, and the test that does what it says.
+TRY_IT = {
+    "printers": (
+        "See who holds which printer, print, or occupy all three and watch the next "
+        "request get the 503 page.",
+        "test_exhausting_the_printers_shows_the_503_page",
+    ),
+    "reports": (
+        "Build a report (it takes a second); then build a long one with the button "
+        "there (30 s) and, while it runs, open the semaphore in the admin: its slot is "
+        "among the holders, with the request that holds it.",
+        "test_a_long_report_holds_its_slot_in_the_admin_while_it_runs",
+    ),
+    "import": (
+        "Run an import; then run two at once with the button there: the second, "
+        "started while the first holds the lock, is refused.",
+        "test_of_two_imports_at_once_the_second_is_refused",
+    ),
+    "proxies": (
+        "Fetch as ann and bob at once: while ann's fetch holds its proxy, bob's gets "
+        "another one. Then fetch as each alone: each gets its own proxy again.",
+        "test_two_visitors_fetching_at_once_each_keep_their_proxy",
+    ),
+    "default": (
+        "Start a task with the form and watch its progress bar fill until its result.",
+        "test_a_task_shows_its_progress_in_place_until_its_result",
+    ),
+    "http-clients": (
+        "Borrow a client, then reload the page: the second request reuses the first client.",
+        "test_a_second_request_reuses_the_first_pooled_client",
+    ),
+    "search": (
+        "Search, then reload at once: the third search in quick succession gets the "
+        "429 page, which says to retry in 12 s; see the search's row in the admin, and "
+        "reset it there.",
+        "test_the_third_search_in_quick_succession_gets_the_429_page_and_the_admin_resets_it",
+    ),
+}
+#: A request the example's server answered 404, as runserver logs it.
+NOT_FOUND = re.compile(r'"(GET|POST|HEAD) (\S+) HTTP/[\d.]+" 404 ')
 START_TIMEOUT = 180.0  # a first run installs the embedded extra into .venv
 STOP_TIMEOUT = 30.0
 
@@ -174,6 +217,25 @@ def tab(browser: Browser) -> Iterator[Page]:
         context.close()
 
 
+@pytest.fixture
+def fresh_tab(browser: Browser) -> Iterator[Page]:
+    """A tab of a browser context of its own (no cookies, no cache), for one test."""
+    context = browser.new_context(viewport=VIEWPORT)
+    context.set_default_timeout(20_000)
+    try:
+        yield context.new_page()
+    finally:
+        context.close()
+
+
+def _log_in_here(page: Page, username: str = "admin", password: str = "admin") -> None:
+    """Fill the admin's login form this page shows, and wait for where it leads."""
+    page.fill("#id_username", username)
+    page.fill("#id_password", password)
+    with page.expect_navigation():
+        page.click("#login-form [type=submit]")
+
+
 def test_the_example_prints_how_to_reach_it_and_its_admin_user(
     example: Example, browser: Browser
 ) -> None:
@@ -183,6 +245,11 @@ def test_the_example_prints_how_to_reach_it_and_its_admin_user(
     assert "printers: 3 added" in printed
     assert "user admin, password admin" in printed
     assert "manage.py pool_worker" in printed, "the example has a queue: a worker runs"
+    wait_for(
+        lambda: "queue default: 1 handler: count" in example.printed(),
+        timeout=30,
+        what="the worker to say what it runs",
+    )
     assert f"serving the example project at {example.url}/" in printed
 
 
@@ -202,6 +269,10 @@ def test_the_home_page_explains_every_primitive_and_links_its_demo_and_admin_pag
     for section in stops.all():
         assert section.locator("a.demo").count() == 1
         assert len(section.locator("p").first.inner_text()) > 80, "each stop explains"
+    # Every "Try it" line is one that a test of this module does.
+    said = {name: tab.locator(f"#tour-{name} .try-it").inner_text() for name in names}
+    assert said == {name: line for name, (line, _) in TRY_IT.items()}
+    assert {test for _, test in TRY_IT.values()} <= set(globals()), "a test for each"
     screenshot(tab, Path(os.environ.get("DRP_SCREENSHOTS") or tmp_path) / "example-tour.png")
 
 
@@ -211,27 +282,99 @@ def test_every_demo_page_of_the_tour_works(example: Example, tab: Page) -> None:
         with tab.expect_navigation():
             tab.click(f"#tour-{name} a.demo")
         expect(tab.locator("body")).to_contain_text(shows)
-    # The task: a form starts it (a POST), and its page refreshes itself until
-    # the example's pool_worker ran it; the form's page lists it then.
     tab.goto(example.url + "/")
     with tab.expect_navigation():
         tab.click("#tour-default a.demo")
     assert tab.url == example.url + "/task/", "a GET shows the form, and starts nothing"
     expect(tab.locator("#recent")).to_contain_text("None yet")
+
+
+def test_a_task_shows_its_progress_in_place_until_its_result(example: Example, tab: Page) -> None:
+    """The form starts a task (a POST); its page shows "queued" or "running"
+    (never "0 of 0"), then its progress and its result, updated in place: no
+    reload, no navigation. The form's page lists it then."""
+    tab.goto(example.url + "/task/")
+    tab.fill("input[name=to]", "25")  # (5 s: a step every 0.2 s)
     with tab.expect_navigation() as navigation:
         tab.click("#start")
-    assert navigation.value is not None and navigation.value.request.method == "GET"
-    assert navigation.value.request.redirected_from is not None
-    assert navigation.value.request.redirected_from.method == "POST"
+    response = navigation.value
+    assert response is not None and response.request.method == "GET"
+    assert response.request.redirected_from is not None
+    assert response.request.redirected_from.method == "POST"
+    assert response.headers.get("refresh") is None, "the page does not reload itself"
     assert re.search(r"/task/[0-9a-f-]+/$", tab.url), tab.url
     task_url = tab.url
+    navigated: list[str] = []
+    tab.on("framenavigated", lambda frame: navigated.append(frame.url))
+    tab.evaluate("() => { window.samePage = true; }")
+    assert tab.locator("#status").inner_text() in ("queued", "running")
+    assert "0 of 0" not in tab.locator("body").inner_text()
+    # Part of the way: the bar and the count, as the worker reports them.
+    midway = re.compile(r"^([1-9]|1\d|2[0-4]) of 25$")
+    expect(tab.locator("#count")).to_have_text(midway, timeout=30_000)
+    expect(tab.locator("#status")).to_have_text("running")
+    assert 0 < float(tab.locator("#progress").evaluate("bar => bar.value")) < 25
     expect(tab.locator("#status")).to_have_text("done", timeout=30_000)
-    expect(tab.locator("#result")).to_have_text('result: {"counted": 10}')
+    expect(tab.locator("#count")).to_have_text("25 of 25")
+    expect(tab.locator("#result")).to_have_text('result: {"counted": 25}')
+    assert tab.locator("#progress").evaluate("bar => [bar.value, bar.max]") == [25, 25]
+    assert tab.evaluate("() => window.samePage") is True and navigated == [], navigated
     tab.goto(example.url + "/task/")
     link = tab.locator(f"a[href='{task_url.removeprefix(example.url)}']")
     cells = tab.locator("#recent tr", has=link).locator("td")
     expect(cells.nth(1)).to_have_text("done")
-    expect(cells.nth(2)).to_have_text('{"counted": 10}')
+    expect(cells.nth(2)).to_have_text('{"counted": 25}')
+
+
+def _reload_until_shown(page: Page, selector: str, what: str) -> None:
+    """Reload ``page`` until ``selector`` matches (an admin page shows what it
+    read when it loaded)."""
+
+    def shown() -> bool:
+        if page.locator(selector).count():
+            return True
+        page.reload()
+        return False
+
+    wait_for(shown, timeout=20, what=what)
+
+
+def test_a_long_report_holds_its_slot_in_the_admin_while_it_runs(
+    example: Example, fresh_tab: Page
+) -> None:
+    page = fresh_tab
+    page.goto(example.url + "/")
+    with page.expect_navigation():
+        page.click("#tour-reports a.demo")
+    expect(page.locator("#built")).to_contain_text("slots were in use")  # (a 1 s report)
+    page.click("#long-report")
+    expect(page.locator("#long-report-state")).to_have_text("building (30 s)")
+    # The admin in a tab of its own (this page stays, to say when the report is
+    # built); a new visitor logs in first.
+    with page.context.expect_page() as opened:
+        page.click("#report-admin")
+    admin = opened.value
+    admin.wait_for_load_state()
+    _log_in_here(admin)
+    expect(admin.locator("#content h1")).to_contain_text("reports")
+    _reload_until_shown(admin, "#holders tbody tr:has-text('/report/')", "the report's slot")
+    expect(page.locator("#long-report-state")).to_have_text("building (30 s)")  # (still)
+
+
+def test_of_two_imports_at_once_the_second_is_refused(example: Example, tab: Page) -> None:
+    tab.goto(example.url + "/")
+    with tab.expect_navigation():
+        tab.click("#tour-import a.demo")
+    expect(tab.locator("#imported")).to_contain_text("Imported with fence")
+    tab.click("#two-imports")
+    results = tab.locator(".import-result")
+    expect(results).to_have_count(2)
+    first = tab.locator(".import-result", has_text="The first:")
+    second = tab.locator(".import-result", has_text="The second")
+    expect(first).to_have_attribute("data-status", "200")
+    expect(first).to_contain_text("Imported with fence")
+    expect(second).to_have_attribute("data-status", "503")
+    expect(second).to_contain_text("An import is already running")
 
 
 def _proxy_of(fetched: str) -> str:
@@ -250,17 +393,35 @@ def test_two_visitors_fetching_at_once_each_keep_their_proxy(example: Example, t
         got[text.split()[2]] = _proxy_of(text)
     assert set(got) == {"ann", "bob"} and got["ann"] != got["bob"], got
     expect(tab.locator("#fetched")).to_contain_text("Fetched for ann")  # (the page stayed)
+    bound = f"Soft bindings now: ann → {got['ann']}, bob → {got['bob']}."
+    expect(tab.locator("#bindings")).to_have_text(bound)  # (as the two fetches left them)
     # Alone now, each gets the proxy it is bound to, though another is free.
     for visitor in ("bob", "ann", "bob"):
         with tab.expect_navigation():
             tab.click(f"#alone a[href='?visitor={visitor}']")
         assert _proxy_of(tab.locator("#fetched").inner_text()) == got[visitor], (visitor, got)
-        expect(tab.locator("#bindings")).to_have_text(
-            f"Soft bindings now: ann → {got['ann']}, bob → {got['bob']}."
-        )
+        expect(tab.locator("#bindings")).to_have_text(bound)
+
+
+def test_a_second_request_reuses_the_first_pooled_client(example: Example, tab: Page) -> None:
+    said = re.compile(r"^client #(\d+) fetched /status \(its request #(\d+)\)$")
+    tab.goto(example.url + "/")
+    with tab.expect_navigation():
+        tab.click("#tour-http-clients a.demo")
+    first = said.match(tab.locator("#client").inner_text())
+    assert first is not None
+    tab.reload()
+    again = said.match(tab.locator("#client").inner_text())
+    assert again is not None
+    assert again.group(1) == first.group(1), "the same client"
+    assert int(again.group(2)) == int(first.group(2)) + 1, "its next request"
 
 
 def test_exhausting_the_printers_shows_the_503_page(example: Example, tab: Page) -> None:
+    tab.goto(example.url + "/printers/")
+    with tab.expect_navigation():
+        tab.click("a[href='/print/']")
+    expect(tab.locator("body")).to_contain_text("Printed on printer-")
     tab.goto(example.url + "/printers/")
     tab.click("#occupy")
     expect(tab.locator("#print-now")).to_be_visible()
@@ -278,13 +439,18 @@ def test_exhausting_the_printers_shows_the_503_page(example: Example, tab: Page)
     assert response.headers.get("retry-after", "").isdigit()
     expect(tab.locator("h1")).to_have_text("All printers are busy")
     assert time.monotonic() - started >= 2, "it waited the view's timeout=2 first"
-    # Each hold's expiry: a time of TIME_ZONE (UTC), and how far off it is.
+    # Who holds which printer, and each hold's expiry: a time of TIME_ZONE
+    # (UTC), and how far off it is.
     tab.goto(example.url + "/printers/")
+    printers = tab.locator("table tr td:nth-child(1)").all_inner_texts()
+    assert sorted(printers) == ["printer-1", "printer-2", "printer-3"], printers
     expiry = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC, in \d{1,2} s$")
     cells = tab.locator("table tr td:nth-child(4)")
     expect(cells).to_have_count(3)
     for cell in cells.all():
         expect(cell).to_have_text(expiry)
+    for holder in tab.locator("table tr td:nth-child(2)").all_inner_texts():
+        assert "/print/" in holder, holder
 
 
 def test_every_primitive_opens_in_the_admin_as_the_printed_user(
@@ -305,29 +471,67 @@ def test_every_primitive_opens_in_the_admin_as_the_printed_user(
             expect(tab.locator("#content-main")).to_contain_text(re.compile(r"\d\d:\d\d:\d\d UTC"))
 
 
-def test_the_third_search_in_quick_succession_gets_the_429_page(
-    example: Example, browser: Browser
+def test_the_third_search_in_quick_succession_gets_the_429_page_and_the_admin_resets_it(
+    example: Example, fresh_tab: Page
 ) -> None:
     """As the tour says: a burst of 2, then the 429 page until a spent search is
-    back. (As the admin user, in a tab of its own: a key that nothing spent.)"""
-    context = browser.new_context()
-    context.set_default_timeout(20_000)
-    try:
-        tab = context.new_page()
-        admin_login(tab, example.url, "admin", "admin")
-        statuses = []
-        for _ in range(3):
-            response = tab.goto(example.url + "/search/")
-            assert response is not None
-            statuses.append(response.status)
-        assert statuses == [200, 200, 429], statuses
-        assert response.headers["retry-after"] in ("11", "12"), response.headers
-        expect(tab.locator("h1")).to_have_text("Too many searches: slow down")
-        expect(tab.locator("body")).to_contain_text(
-            f"try again in {response.headers['retry-after']} s, when a spent one is back"
-        )
-    finally:
-        context.close()
+    back; the admin lists the visitor's key and resets it. (As the admin user,
+    in a context of its own: a key that nothing spent.)"""
+    tab = fresh_tab
+    admin_login(tab, example.url, "admin", "admin")
+    statuses = []
+    for _ in range(3):
+        response = tab.goto(example.url + "/search/")
+        assert response is not None
+        statuses.append(response.status)
+    assert statuses == [200, 200, 429], statuses
+    assert response.headers["retry-after"] in ("11", "12"), response.headers
+    expect(tab.locator("h1")).to_have_text("Too many searches: slow down")
+    expect(tab.locator("body")).to_contain_text(
+        f"try again in {response.headers['retry-after']} s, when a spent one is back"
+    )
+    # The search's row in the admin: this visitor's key, limited; reset it there.
+    tab.goto(example.url + "/")
+    with tab.expect_navigation():
+        tab.click("section a.admin[href$='/dashboard/search/']")
+    limited = tab.locator("#keys tbody tr.drp-limited")
+    expect(limited).to_have_count(1)
+    expect(limited.locator("td").nth(1)).to_have_text("0")
+    with tab.expect_navigation():
+        limited.locator("a", has_text="Reset").click()
+    with tab.expect_navigation():
+        tab.locator("#confirm-form [type=submit]").click()
+    expect(tab.locator("#keys tbody tr.drp-limited")).to_have_count(0)
+    response = tab.goto(example.url + "/search/")
+    assert response is not None and response.status == 200
+    expect(tab.locator("#left")).to_have_text("1 search left now.")
+
+
+def test_no_page_of_the_tour_gets_a_404(example: Example, fresh_tab: Page) -> None:
+    """Every page the tour links (its demos, the navigation, each primitive in
+    the admin) and what each loads, the browser's own /favicon.ico included:
+    nothing the example's server answered in this module's tests was a 404,
+    and no page logged one."""
+    page = fresh_tab
+    logged: list[str] = []
+    page.on("console", lambda message: logged.append(message.text))
+    since = len(example.printed())
+    page.goto(example.url + "/")
+    wait_for(
+        lambda: '"GET /favicon.ico HTTP/1.1" 200 ' in example.printed()[since:],
+        timeout=20,
+        what="the browser to fetch the site's icon",
+    )
+    links = page.eval_on_selector_all(
+        "section a.demo, section a.admin, nav a", "links => links.map(a => a.href)"
+    )
+    admin_login(page, example.url, "admin", "admin")
+    for url in dict.fromkeys(links):
+        response = page.goto(url)  # (a print may get the 503 page: the printers are busy)
+        assert response is not None and response.status != 404, url
+        page.wait_for_load_state("load")
+    assert [text for text in logged if "404" in text] == []
+    assert NOT_FOUND.findall(example.printed()) == []
 
 
 def test_ctrl_c_stops_the_server_the_worker_and_the_embedded_redis(

@@ -315,3 +315,67 @@ def test_messages_and_hints_point_at_the_published_docs_not_at_the_repository() 
         assert (DOCS / f"{page}.md").exists(), f"{module.name}: no page {page!r}"
         if section:
             assert section[0] in _anchors(DOCS / f"{page}.md"), f"{module.name}: {section[0]!r}"
+
+
+# ------------------------------------------------------------------ screenshots
+
+
+def test_every_screenshot_the_docs_show_has_a_fingerprint() -> None:
+    """An image of docs/img that a page shows (but the benchmarks' plots) was
+    taken by a test's ``screenshot()``, which recorded the page's fingerprint:
+    the tests that take it fail once the page no longer matches it
+    (tests/support/screenshots.py)."""
+    from tests.support import screenshots
+
+    shown = {
+        name
+        for page in DOCS.glob("*.md")
+        for name in re.findall(r"\]\(img/([\w.-]+\.png)\)", page.read_text())
+    }
+    assert "example-tour.png" in shown, shown
+    recorded = screenshots.read_manifest(screenshots.DOCS_IMG)
+    missing = sorted(
+        name for name in shown if not name.startswith("bench-") and name not in recorded
+    )
+    assert missing == [], (
+        f"docs/img/{screenshots.MANIFEST} has no fingerprint of {missing}: take them again "
+        "with DRP_SCREENSHOTS=docs/img and the test module that takes them (docs/testing.md)"
+    )
+    for name in shown:
+        assert (screenshots.DOCS_IMG / name).exists(), f"the docs show docs/img/{name}: missing"
+
+
+def test_a_fingerprint_makes_what_changes_between_runs_constant() -> None:
+    from tests.support.screenshots import normalised
+
+    assert normalised(
+        "Task count\n\n  running   5 of 10 \nRead at 2026-11-29 03:23:27 UTC\n"
+        "task 0a2409bc9c214ca4aca3df6ad3cecc9a, holder vm:11877:92a67b8e4f14\n"
+    ) == [
+        "Task count",
+        "running 0 of 0",
+        "Read at 0-0-0 0:0:0 UTC",
+        "task <hex>, holder vm:0:<hex>",
+    ]
+    assert normalised("1.5 s, 1,024 keys; proxy-fast") == ["0 s, 0 keys; proxy-fast"]
+
+
+def test_a_screenshot_whose_page_changed_fails_saying_how_to_take_it_again(
+    tmp_path: Path,
+) -> None:
+    from tests.support import screenshots
+
+    (tmp_path / "tour.png").write_bytes(b"png")
+    assert screenshots.check("tour.png", ["A tour"], tmp_path) is not None, "no fingerprint"
+    screenshots.record(tmp_path / "tour.png", ["A tour", "Try it: print"])
+    assert screenshots.check("tour.png", ["A tour", "Try it: print"], tmp_path) is None
+    stale = screenshots.check("tour.png", ["A tour", "Try it: print twice"], tmp_path)
+    assert stale is not None and "DRP_SCREENSHOTS=docs/img" in stale, stale
+    assert "-Try it: print\n+Try it: print twice" in stale, stale
+    assert screenshots.check("other.png", ["Anything"], tmp_path) is None, "not in the docs"
+    # Recording drops the fingerprints of images no longer there.
+    (tmp_path / "gone.png").write_bytes(b"png")
+    screenshots.record(tmp_path / "gone.png", ["Gone"])
+    (tmp_path / "gone.png").unlink()
+    screenshots.record(tmp_path / "tour.png", ["A tour"])
+    assert screenshots.read_manifest(tmp_path) == {"tour.png": ["A tour"]}

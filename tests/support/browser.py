@@ -10,7 +10,8 @@ Fixtures:
 ``browser`` (module)         a headless Chromium, one per test module.
 ``page``                     a fresh context (1280x800) and page; 15 s default timeout.
 
-Helpers: :func:`admin_login` and :func:`screenshot`; for narrow screens
+Helpers: :func:`admin_login` and :func:`screenshot` (which keeps the docs'
+images from falling behind: ``tests/support/screenshots.py``); for narrow screens
 (:data:`NARROW`, a phone's 420 px), :func:`page_overflow`,
 :func:`scroll_box` and :func:`svg_text_sizes`.
 
@@ -45,6 +46,8 @@ from typing import Any
 
 import pytest
 from playwright.sync_api import Browser, Page, sync_playwright
+
+from tests.support import screenshots
 
 DEFAULT_CHROMIUM = "/usr/bin/chromium"
 DEFAULT_TIMEOUT_MS = 15_000
@@ -138,10 +141,23 @@ def admin_login(page: Page, live_server_url: str, username: str, password: str) 
 
 
 def screenshot(page: Page, path: str | os.PathLike[str]) -> Path:
-    """Save a full-page PNG of ``page`` at ``path`` (parent folders created); return it."""
+    """Save a full-page PNG of ``page`` at ``path`` (parent folders created); return it.
+
+    It keeps the docs' images from falling behind (``tests/support/screenshots.py``):
+    saved into ``$DRP_SCREENSHOTS``, the page's fingerprint is recorded in that
+    folder's manifest; with ``DRP_SCREENSHOTS`` unset, a page whose name is an
+    image of ``docs/img`` must be what that image's fingerprint says, or the
+    test fails, saying to take it again with ``DRP_SCREENSHOTS=docs/img``."""
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(target), full_page=True)
+    shown = screenshots.normalised(page.evaluate(screenshots.FINGERPRINT_JS))
+    into = os.environ.get(screenshots.ENV)
+    if into:
+        if target.resolve().parent == Path(into).resolve():
+            screenshots.record(target, shown)
+    elif (stale := screenshots.check(target.name, shown)) is not None:
+        pytest.fail(stale, pytrace=False)
     return target
 
 

@@ -35,6 +35,14 @@ def _positive_int(value: str, what: str) -> int:
     return number
 
 
+def handled(tasks: list[str]) -> str:
+    """What a queue's worker runs, as its start-up line says it: "no handler",
+    "1 handler: count", "3 handlers: a, b, c"."""
+    if not tasks:
+        return "no handler"
+    return f"{len(tasks)} handler{pluralize(len(tasks))}: {', '.join(tasks)}"
+
+
 class Command(PoolCommand):
     help = (
         "Run the @task handlers of the configured queues (all, or --queue). "
@@ -73,8 +81,7 @@ class Command(PoolCommand):
             )
         if options["verbosity"] >= 1:
             for name, tasks in plan.items():
-                handlers = ", ".join(tasks) or "none"
-                self.stdout.write(f"queue {name}: handlers {handlers}")
+                self.stdout.write(f"queue {name}: {handled(tasks)}")
         if workers == 1:
             with self.command_errors():  # (a worker that failed: never exit 0)
                 ran = worker.work(plan, options["burst"], max_jobs)
