@@ -327,11 +327,7 @@ def test_every_screenshot_the_docs_show_has_a_fingerprint() -> None:
     (tests/support/screenshots.py)."""
     from tests.support import screenshots
 
-    shown = {
-        name
-        for page in DOCS.glob("*.md")
-        for name in re.findall(r"\]\(img/([\w.-]+\.png)\)", page.read_text())
-    }
+    shown = screenshots.shown_by_docs()
     assert "example-tour.png" in shown, shown
     recorded = screenshots.read_manifest(screenshots.DOCS_IMG)
     missing = sorted(

@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -144,19 +145,23 @@ def screenshot(page: Page, path: str | os.PathLike[str]) -> Path:
     """Save a full-page PNG of ``page`` at ``path`` (parent folders created); return it.
 
     It keeps the docs' images from falling behind (``tests/support/screenshots.py``):
-    saved into ``$DRP_SCREENSHOTS``, the page's fingerprint is recorded in that
-    folder's manifest; with ``DRP_SCREENSHOTS`` unset, a page whose name is an
-    image of ``docs/img`` must be what that image's fingerprint says, or the
-    test fails, saying to take it again with ``DRP_SCREENSHOTS=docs/img``."""
+    saved into ``$DRP_SCREENSHOTS`` (only an image the docs show), the page's
+    fingerprint is recorded in that folder's manifest; with ``DRP_SCREENSHOTS``
+    unset, a page whose name is an image of ``docs/img`` must be what that
+    image's fingerprint says, or the test fails, saying to take it again with
+    ``DRP_SCREENSHOTS=docs/img``."""
     target = Path(path)
+    into = os.environ.get(screenshots.ENV)
+    recording = bool(into) and target.resolve().parent == Path(str(into)).resolve()
+    if recording and target.name not in screenshots.shown_by_docs():
+        recording = False  # (no page shows it: not saved among the docs' images)
+        target = Path(tempfile.mkdtemp(prefix="drp-shot-")) / target.name
     target.parent.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(target), full_page=True)
     shown = screenshots.normalised(page.evaluate(screenshots.FINGERPRINT_JS))
-    into = os.environ.get(screenshots.ENV)
-    if into:
-        if target.resolve().parent == Path(into).resolve():
-            screenshots.record(target, shown)
-    elif (stale := screenshots.check(target.name, shown)) is not None:
+    if recording:
+        screenshots.record(target, shown)
+    elif not into and (stale := screenshots.check(target.name, shown)) is not None:
         pytest.fail(stale, pytrace=False)
     return target
 

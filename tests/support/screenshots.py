@@ -6,10 +6,10 @@ the ``<body>``; not the charts' SVG text, which is data), with what changes
 from run to run made constant (hex ids, numbers, hence times and dates; see
 :func:`normalised`).
 
-* ``DRP_SCREENSHOTS=<folder>`` set, the screenshot is saved in that folder
-  (``docs/img`` for the docs), and its fingerprint goes into ``MANIFEST``
-  beside it (``docs/img/screenshots.json``: file name → the fingerprint's
-  lines), :func:`record`.
+* ``DRP_SCREENSHOTS=docs/img`` set, a screenshot that the docs show is saved
+  there, and its fingerprint goes into ``MANIFEST`` beside it
+  (``docs/img/screenshots.json``: file name → the fingerprint's lines),
+  :func:`record`; the others are not saved there.
 * Unset, a test's screenshot goes to a temporary folder; if ``docs/img`` has
   an image of that name, the page's fingerprint must be the one its manifest
   records, else the test fails, saying how to take the image again
@@ -69,6 +69,15 @@ def normalised(text: str) -> list[str]:
         if line:
             lines.append(line)
     return lines
+
+
+def shown_by_docs() -> set[str]:
+    """The names of the ``docs/img`` images that a page of the docs shows."""
+    return {
+        name
+        for page in DOCS_IMG.parent.glob("*.md")
+        for name in re.findall(r"\]\(img/([\w.-]+\.png)\)", page.read_text(encoding="utf-8"))
+    }
 
 
 def read_manifest(folder: Path) -> dict[str, list[str]]:
