@@ -266,8 +266,8 @@ class Guard:
         error: ResourceUnavailable | None = None,
     ) -> float | None:
         """When a hold refused now can expect its turn, in seconds, as its kind
-        estimates it (:meth:`Kind.turn <.kinds.Kind.turn>`: for a pool, a
-        semaphore, a lock or an allocator, from its holds and its queue); None
+        estimates it (:meth:`Kind.turn <.kinds.Kind.turn>`: for a kind on the
+        lease engine, from its holds and the callers waiting); None
         when the guard's ``retry_after`` or the refusal's own (``error``'s)
         answers instead, or the kind cannot tell. Never raises."""
         if not self._turn_wanted(kind, ask, error):
