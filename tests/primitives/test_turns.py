@@ -230,9 +230,10 @@ def test_a_pool_held_without_timed_holds_has_no_estimate(redis_client: Any) -> N
 
 
 def test_a_pool_expects_its_turn_a_mean_hold_after_its_hold_began(
-    redis_client: Any, unkept: None
+    client: Any, unkept: None
 ) -> None:
-    pool = pool_of(redis_client, "timed", "r1", lease_timeout=60)
+    """On a redis-server, and on the Cluster."""
+    pool = pool_of(client, "timed", "r1", lease_timeout=60)
     timed(pool, 10.0, 10.0)
     began = time.monotonic()
     assert pool.acquire() is not None
