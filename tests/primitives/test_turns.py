@@ -238,7 +238,8 @@ def test_a_pool_expects_its_turn_a_mean_hold_after_its_hold_began(
     began = time.monotonic()
     assert pool.acquire() is not None
     turn = pool.turn_estimate()
-    assert turn is not None and 10.0 - (time.monotonic() - began) <= turn <= 10.0
+    # (ages are whole milliseconds of the Redis clock)
+    assert turn is not None and 10.0 - (time.monotonic() - began) - 0.01 <= turn <= 10.0
 
 
 def test_callers_waiting_ahead_push_a_pools_turn_back(redis_client: Any, unkept: None) -> None:
