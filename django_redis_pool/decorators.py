@@ -50,7 +50,9 @@ def with_resource(
     None: the kind's :attr:`~django_redis_pool.kinds.Kind.refusal_status`, 503
     unless the kind answers otherwise, e.g. 429 Too Many Requests) and a
     ``Retry-After`` header of ``retry_after`` seconds (default: when the kind
-    says the turn comes, else the ceiling of ``timeout``, else 1), rounded up;
+    says the turn comes: its own next turn, or its estimate from the recent
+    hold times and the callers waiting, :meth:`Kind.turn
+    <.kinds.Kind.turn>`; else the ceiling of ``timeout``, else 1), rounded up;
     ``DJANGO_REDIS_POOL["UNAVAILABLE_VIEW"]`` replaces its body. A kind may add
     headers to refusals and to the view's responses (what is left of a quota).
     When Redis is down, the same response is sent (503 unless ``status`` is

@@ -47,9 +47,11 @@ class ResourceUnavailable(PoolError, TimeoutError):
 
     ``reason`` says which (for logs and metrics): :attr:`TIMEOUT`, :attr:`FULL`
     or :attr:`LIMITED`. ``retry_after`` is the seconds until a turn is expected,
-    when the one refusing knows (a rate limit's next turn; ``holding()``'s
-    estimate, see ``docs/background-work.md``), else None. (A refusal a request
-    guard answered for carries the ``Retry-After`` it sent, whole seconds.)
+    when the one refusing knows (a rate limit's next turn; a pool's,
+    semaphore's, lock's or allocator's estimate from its recent hold times and
+    its queue, ``turn_estimate()``; ``holding()``'s, see
+    ``docs/background-work.md``), else None. (A refusal a request guard
+    answered for carries the ``Retry-After`` it sent, whole seconds.)
     """
 
     #: ``reason``: nothing was granted in time (or the wait ended otherwise).

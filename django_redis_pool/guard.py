@@ -144,6 +144,7 @@ class Guard:
         primitive: Any = None
         outcome: Held | Refusal | None = None
         signal: outcomes.PendingSignal | None
+        kind = ask = None
         try:
             primitive = registry.get_resource(self.name)  # a Cluster client connects here
             kind, ask, watched = self._ask(request, primitive, holder or self.holder_of(request))
@@ -152,12 +153,14 @@ class Guard:
         except NotConfigured:
             raise  # a configuration error, not a busy resource
         except ResourceUnavailable as exc:  # refused at once: max_waiting callers wait
-            outcome, signal = outcomes.refused_at_once(self, request, primitive, exc, started)
+            turn = self.turn_of(kind, primitive, ask, exc)
+            outcome, signal = outcomes.refused_at_once(self, request, primitive, exc, started, turn)
         except PoolError as exc:  # Redis unreachable, or refusing (OOM, ...)
             outcome, signal = outcomes.redis_failed(self, request, primitive, exc, started)
         else:
+            turn = None if held is not None else self.turn_of(kind, primitive, ask)
             outcome, signal = outcomes.held_or_refused(
-                self, request, primitive, held, watched, started
+                self, request, primitive, held, watched, started, turn
             )
         finally:
             if span is not None:
@@ -175,6 +178,7 @@ class Guard:
         outcome: Held | Refusal | None = None
         signal: outcomes.PendingSignal | None
         span = None
+        kind = ask = None
         try:
             if primitive is None:  # built off the loop: a Cluster client connects then
                 primitive = await sync_to_async(registry.get_resource, thread_sensitive=False)(
@@ -189,12 +193,14 @@ class Guard:
         except NotConfigured:
             raise
         except ResourceUnavailable as exc:
-            outcome, signal = outcomes.refused_at_once(self, request, primitive, exc, started)
+            turn = await self.aturn_of(kind, primitive, ask, exc)
+            outcome, signal = outcomes.refused_at_once(self, request, primitive, exc, started, turn)
         except PoolError as exc:
             outcome, signal = outcomes.redis_failed(self, request, primitive, exc, started)
         else:
+            turn = None if held is not None else await self.aturn_of(kind, primitive, ask)
             outcome, signal = outcomes.held_or_refused(
-                self, request, primitive, held, watched, started
+                self, request, primitive, held, watched, started, turn
             )
         finally:
             if span is not None:
@@ -252,9 +258,51 @@ class Guard:
             return self.timeout
         return kinds.by_name()[primitive.kind].request_timeout(primitive)
 
+    def turn_of(
+        self,
+        kind: kinds.Kind[Any] | None,
+        primitive: Any,
+        ask: kinds.Ask | None,
+        error: ResourceUnavailable | None = None,
+    ) -> float | None:
+        """When a hold refused now can expect its turn, in seconds, as its kind
+        estimates it (:meth:`Kind.turn <.kinds.Kind.turn>`: for a kind on the
+        lease engine, from its holds and the callers waiting); None
+        when the guard's ``retry_after`` or the refusal's own (``error``'s)
+        answers instead, or the kind cannot tell. Never raises."""
+        if not self._turn_wanted(kind, ask, error):
+            return None
+        try:
+            return kind.turn(primitive, ask)  # type: ignore[union-attr,arg-type]
+        except Exception as exc:  # (a kind's estimate never turns a refusal into an error)
+            logger.debug("estimating the turn of %r failed: %s", self.name, exc)
+            return None
+
+    async def aturn_of(
+        self,
+        kind: kinds.Kind[Any] | None,
+        primitive: Any,
+        ask: kinds.Ask | None,
+        error: ResourceUnavailable | None = None,
+    ) -> float | None:
+        """:meth:`turn_of` on the event loop."""
+        if not self._turn_wanted(kind, ask, error):
+            return None
+        try:
+            return await kind.aturn(primitive, ask)  # type: ignore[union-attr,arg-type]
+        except Exception as exc:
+            logger.debug("estimating the turn of %r failed: %s", self.name, exc)
+            return None
+
+    def _turn_wanted(self, kind: Any, ask: Any, error: ResourceUnavailable | None) -> bool:
+        """Whether a refusal's turn is to be estimated: no ``retry_after`` of
+        the guard's nor of the refusal's."""
+        told = None if error is None else error.retry_after
+        return self.retry_after is None and told is None and kind is not None and ask is not None
+
     def retry_after_for(self, primitive: Any) -> int:
-        """``Retry-After`` seconds: ``retry_after``, else the ceiling of the wait,
-        else 1."""
+        """``Retry-After`` seconds when the kind estimated no turn:
+        ``retry_after``, else the ceiling of the wait, else 1."""
         if self.retry_after is not None:
             return self.retry_after
         timeout = self.wait_of(primitive)

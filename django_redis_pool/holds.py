@@ -92,8 +92,10 @@ class holding:  # (lower case: used as the function it reads as, ``with holding(
 
     Refused: :class:`ResourceUnavailable` with ``reason`` (``timeout``,
     ``full``, ``limited``) and ``retry_after`` (seconds until a turn is
-    expected: when the kind tells it, its own; else the wait it was refused
-    after, or 1 s when it did not wait). Redis unreachable:
+    expected: when the kind tells it, its own (its next turn, or its estimate
+    from the recent hold times and the callers waiting: :meth:`Kind.turn
+    <.kinds.Kind.turn>`); else the wait it was refused after, or 1 s when it
+    did not wait). Redis unreachable:
     :class:`BackendUnavailable`. The hold is given back on every exit, also on
     ``SystemExit`` and cancellation. One object serves one ``with`` at a time;
     as a decorator, each call holds on its own.

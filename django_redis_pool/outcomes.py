@@ -102,17 +102,19 @@ def held_or_refused(
     held: Held | None,
     watched: bool,
     started: float,
+    turn: float | None = None,
 ) -> tuple[Held | Refusal, PendingSignal]:
     """What an acquire that answered ``held`` means for the request, and the
     signal to send about it. ``watched``: the hold needs a watchdog lease,
-    renewed while the request runs."""
+    renewed while the request runs; ``turn``: a refusal's estimated turn
+    (see :func:`refusal`)."""
     if held is None:
         error = ResourceUnavailable(
             f"{primitive.kind} {guard.name!r}: nothing was granted within "
             f"{guard.wait_of(primitive)} s"
         )
         logger.info("%s refused (%s): %s", subject(guard, request), error.reason, error)
-        return refusal(guard, request, primitive, error, started)
+        return refusal(guard, request, primitive, error, started, turn=turn)
     if watched and held.lease is not None:
         held.lease.start_auto_renew()
     waited = held.granted_at - started
@@ -146,11 +148,13 @@ def refused_at_once(
     primitive: Any,
     error: ResourceUnavailable,
     started: float,
+    turn: float | None = None,
 ) -> tuple[Refusal, PendingSignal]:
     """The kind refused the request at once (``error.reason``: ``max_waiting``
-    callers already wait): the refusal, without waiting."""
+    callers already wait): the refusal, without waiting (``turn``: see
+    :func:`refusal`)."""
     logger.info("%s refused (%s): %s", subject(guard, request), error.reason, error)
-    return refusal(guard, request, primitive, error, started)
+    return refusal(guard, request, primitive, error, started, turn=turn)
 
 
 def redis_failed(
@@ -196,17 +200,22 @@ def refusal(
     error: PoolError,
     started: float,
     status: int | None = None,
+    turn: float | None = None,
 ) -> tuple[Refusal, PendingSignal]:
     """The refusal carrying ``error``, and its ``resource_unavailable``
     signal. ``primitive`` is None when Redis failed before it could be built.
     ``status``: the guard's, else its kind's ``refusal_status``; the
     ``Retry-After`` seconds are the guard's ``retry_after``, else the
-    kind's on ``error`` (when it tells when to retry), else the wait's."""
+    kind's on ``error`` (when it tells when to retry), else ``turn`` (the
+    kind's estimate of the next turn, :meth:`.guard.Guard.turn_of`), else the
+    wait's."""
     error.name = guard.name  # type: ignore[attr-defined]
     if status is None:
         status = guard.status or kinds.by_name()[primitive.kind].refusal_status
     error.status = status  # type: ignore[attr-defined]
     told = getattr(error, "retry_after", None)
+    if told is None:
+        told = turn
     if request is None:  # holding(): the seconds as the kind told them, else the guard's guess
         if isinstance(error, ResourceUnavailable):
             turn = told if told is not None else guard.turn_after(primitive)

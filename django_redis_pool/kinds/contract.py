@@ -240,6 +240,19 @@ class Kind(Generic[P]):
         override it (:attr:`holds_on_loop` is False) is held from a thread."""
         raise NotImplementedError
 
+    def turn(self, primitive: P, ask: Ask) -> float | None:
+        """Seconds until a hold refused now, as ``ask`` says, can expect its
+        turn (the ``Retry-After`` of a refused request, the ``retry_after`` of
+        ``holding()``'s refusal), when the kind can tell; None (the default):
+        the guard answers from the wait. Called only on a refusal that carries
+        no ``retry_after`` of its own; it must not raise."""
+        return None
+
+    async def aturn(self, primitive: P, ask: Ask) -> float | None:
+        """:meth:`turn` on the event loop (the default: :meth:`turn`, which
+        must then do no I/O)."""
+        return self.turn(primitive, ask)
+
     def request_timeout(self, primitive: P) -> float | None:
         """How long a request waits for ``primitive`` when its view or rule
         names no ``timeout``: the primitive's ``timeout`` (its ``TIMEOUT``

@@ -20,7 +20,7 @@ from ..holders import holder_words, request_of
 from ..primitives.base import LeasedPrimitive, Snapshot
 from ..primitives.lease import Lease
 from ..primitives.validators import check_lease_timeout
-from .contract import Held, Kind, Option, Report
+from .contract import Ask, Held, Kind, Option, Report
 
 __all__ = [
     "FILL_LABELS",
@@ -107,6 +107,21 @@ class LeaseKind(Kind[L]):
             cls.members = members = Members(*members)
         if "size_option" not in vars(cls) and members:
             cls.size_option = members.option
+
+    # -- requests --------------------------------------------------------------
+
+    def turn(self, primitive: L, ask: Ask) -> float | None:
+        """The primitive's estimate (:meth:`LeasedPrimitive.turn_estimate`)
+        for the permits the hold asks (:meth:`permits_asked`)."""
+        return primitive.turn_estimate(self.permits_asked(primitive, ask))
+
+    async def aturn(self, primitive: L, ask: Ask) -> float | None:
+        """:meth:`turn` on the event loop."""
+        return await primitive.aturn_estimate(self.permits_asked(primitive, ask))
+
+    def permits_asked(self, primitive: L, ask: Ask) -> int:
+        """The permits a request's hold of ``primitive`` takes (1, but for a semaphore)."""
+        return 1
 
     # -- settings --------------------------------------------------------------
 

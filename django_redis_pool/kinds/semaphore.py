@@ -107,6 +107,10 @@ class SemaphoreKind(LeaseKind[Semaphore]):
             await primitive.atake(ask.holder, ask.timeout, ask.lease_timeout, permits=permits)
         )
 
+    def permits_asked(self, primitive: Semaphore, ask: Ask) -> int:
+        """:meth:`permits_of`: what its turn is estimated for."""
+        return self.permits_of(primitive, ask)
+
     def permits_of(self, primitive: Semaphore, ask: Ask) -> int:
         """The permits a request's hold takes: its own, else its entry's
         ``PERMITS`` (1 for a semaphore the setting does not configure)."""

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from ..exceptions import ResourceUnavailable
-from . import counts, records
+from . import counts, records, turns
 from .channel import Channel
 from .counts import Activity
+from .deadlines import deadline
 from .keys import to_ms
 from .lease import Lease
 from .lease_engine import LeaseEngine
@@ -37,17 +39,28 @@ __all__ = [
 ]
 
 
+logger = logging.getLogger("django_redis_pool")
+
 #: First part of every key name: ``<prefix>:{<kind>:<name>}:...``.
 DEFAULT_KEY_PREFIX = "drp"
 
 
 @contextlib.contextmanager
-def holding(lease: Lease | None, auto_renew: bool, unavailable: str) -> Iterator[Lease]:
+def holding(
+    lease: Lease | None,
+    auto_renew: bool,
+    unavailable: str,
+    owner: LeasedPrimitive | None = None,
+    permits: int = 1,
+) -> Iterator[Lease]:
     """Yield ``lease`` for a ``with`` block and release it on exit; raise
-    :class:`ResourceUnavailable` with message ``unavailable`` if it is None.
-    ``auto_renew=True`` renews it in the background until the block exits."""
+    :class:`ResourceUnavailable` with message ``unavailable`` if it is None
+    (its ``retry_after``: ``owner``'s :meth:`~LeasedPrimitive.turn_estimate`
+    for ``permits``). ``auto_renew=True`` renews it in the background until
+    the block exits."""
     if lease is None:
-        raise ResourceUnavailable(unavailable)
+        turn = None if owner is None else owner.turn_estimate(permits)
+        raise ResourceUnavailable(unavailable, retry_after=turn)
     if auto_renew:
         lease.start_auto_renew()
     try:
@@ -57,10 +70,17 @@ def holding(lease: Lease | None, auto_renew: bool, unavailable: str) -> Iterator
 
 
 @contextlib.asynccontextmanager
-async def aholding(lease: Lease | None, auto_renew: bool, unavailable: str) -> AsyncIterator[Lease]:
+async def aholding(
+    lease: Lease | None,
+    auto_renew: bool,
+    unavailable: str,
+    owner: LeasedPrimitive | None = None,
+    permits: int = 1,
+) -> AsyncIterator[Lease]:
     """:func:`holding` for an ``async with`` block (the renewal is a task of the loop)."""
     if lease is None:
-        raise ResourceUnavailable(unavailable)
+        turn = None if owner is None else await owner.aturn_estimate(permits)
+        raise ResourceUnavailable(unavailable, retry_after=turn)
     if auto_renew:
         lease.start_auto_renew()
     try:
@@ -231,6 +251,8 @@ class LeasedPrimitive:
         )
         #: The lease protocol over it (:mod:`.lease_engine`).
         self._engine = LeaseEngine(self._channel, default_max=default_max, heal=heal)
+        #: Its refusals' estimates, kept a short while (:mod:`.turns`).
+        self._turns = turns.Turns()
 
     @property
     def lease_timeout(self) -> float | None:
@@ -277,6 +299,58 @@ class LeasedPrimitive:
         counts reach Redis within a few seconds (:func:`.counts.flush`: now)."""
         return counts.read(self._channel, minutes)
 
+    def turn_estimate(self, permits: int = 1) -> float | None:
+        """Seconds until a caller refused now (asking for ``permits``) can
+        expect its turn, from the live holds, the callers waiting and the mean
+        recent hold (:func:`.turns.turn_in`); None when not known (no hold
+        timed recently, nothing that can free enough, or Redis did not answer
+        within :data:`.turns.READ_DEADLINE`). Reads Redis (a snapshot page,
+        and the counts every :data:`.turns.MEAN_FRESH_FOR` s) at most once per
+        :data:`.turns.FRESH_FOR` s in this process; never raises."""
+        known, turn = self._turns.kept(permits)
+        if known:
+            return turn
+        if not self._turns.claim():  # another thread reads: what it read last
+            return self._turns.kept(permits, stale=True)[1]
+        mean_wanted = self._turns.mean_wanted()
+        read: tuple[turns.Queue | None, float | None] = (None, None)
+        try:
+            with deadline(turns.READ_DEADLINE):
+                read = self._channel.run(self._turn_read(mean_wanted))
+        except Exception as exc:
+            logger.debug("%s: reading its turn estimate failed: %s", self._channel.label, exc)
+        finally:
+            self._turns.keep(*read, read=mean_wanted and read[0] is not None)
+        return self._turns.kept(permits, stale=True)[1]
+
+    async def aturn_estimate(self, permits: int = 1) -> float | None:
+        """:meth:`turn_estimate` on the event loop."""
+        known, turn = self._turns.kept(permits)
+        if known:
+            return turn
+        if not self._turns.claim():
+            return self._turns.kept(permits, stale=True)[1]
+        mean_wanted = self._turns.mean_wanted()
+        read: tuple[turns.Queue | None, float | None] = (None, None)
+        try:
+            with deadline(turns.READ_DEADLINE):
+                read = await self._channel.arun(self._turn_read(mean_wanted))
+        except Exception as exc:
+            logger.debug("%s: reading its turn estimate failed: %s", self._channel.label, exc)
+        finally:
+            self._turns.keep(*read, read=mean_wanted and read[0] is not None)
+        return self._turns.kept(permits, stale=True)[1]
+
+    def _turn_read(self, mean_wanted: bool) -> Steps[tuple[turns.Queue | None, float | None]]:
+        """A page of the snapshot as a :class:`.turns.Queue`, and the mean
+        recent hold if ``mean_wanted`` (else None)."""
+        snap = yield from self._snapshot(turns.HOLDS_READ, 0, 0, 0)
+        mean = None
+        if mean_wanted:
+            activity = yield from counts.read_steps(self._channel, turns.RECENT_MINUTES)
+            mean = turns.mean_hold(activity)
+        return turns.Queue.of(snap), mean
+
     def snapshot(
         self,
         *,
@@ -300,7 +374,11 @@ class LeasedPrimitive:
                 (waiters_offset, "waiters_offset"),
             )
         ]
-        reply = self._channel.run(self._channel.op("read", "snapshot", limit, *offsets))
+        return self._channel.run(self._snapshot(limit, *offsets))
+
+    def _snapshot(self, limit: int, *offsets: int) -> Steps[Snapshot]:
+        """The operation behind :meth:`snapshot` (``limit`` -1: everything)."""
+        reply = yield self._channel.op("read", "snapshot", limit, *offsets)
         now_ms, size, available_count, available, held, leases, waiting, waiters = reply[:8]
         expired, oldest, permits = reply[8:]
         return Snapshot(

@@ -31,6 +31,7 @@ import os
 import threading
 import weakref
 from bisect import bisect_left
+from collections.abc import Generator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -48,6 +49,7 @@ __all__ = [
     "flush_one",
     "forget",
     "read",
+    "read_steps",
 ]
 
 logger = logging.getLogger("django_redis_pool")
@@ -373,8 +375,13 @@ class Activity:
 def read(channel: Owner, minutes: int = 0) -> Activity:
     """``channel``'s primitive's counts: its totals and its last ``minutes``
     minutes (at most :data:`HISTORY_MINUTES`), in one round trip."""
+    return channel.run(read_steps(channel, minutes))
+
+
+def read_steps(channel: Owner, minutes: int = 0) -> Generator[Any, Any, Activity]:
+    """The operation behind :func:`read` (run blocking or on an event loop)."""
     minutes = max(0, min(int(minutes), HISTORY_MINUTES))
-    reply = channel.run(channel.op("counts_read", minutes))
+    reply = yield channel.op("counts_read", minutes)
     now_minute, totals, *history = reply
     first = int(now_minute) - len(history) + 1
     return Activity(

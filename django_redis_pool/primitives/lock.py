@@ -56,7 +56,8 @@ class Lock(LeasedPrimitive):
     only after as many releases.
 
     ``with lock:`` acquires (waiting up to ``timeout``, None: forever; raising
-    :class:`ResourceUnavailable`) and releases on exit.
+    :class:`ResourceUnavailable`, its ``retry_after`` when a turn is expected:
+    :meth:`turn_estimate`) and releases on exit.
 
     ``max_waiting`` (None: no limit) bounds how many callers wait at once,
     counted across every process and host: one more is refused at once, as a
@@ -142,6 +143,7 @@ class Lock(LeasedPrimitive):
             max_waiting=self.max_waiting,
         )
         lock._channel, lock._engine = self._channel, self._engine  # same keys and mode
+        lock._turns = self._turns  # (and the same estimates)
         return lock
 
     def _scope(self) -> Any:
@@ -371,10 +373,16 @@ class Lock(LeasedPrimitive):
     # through take/release, a coroutine less on the event loop.)
 
     def __enter__(self) -> Lock:
-        if not self._channel.run(self._acquire(True, self.timeout, None, sync=True)):
+        try:
+            granted = self._channel.run(self._acquire(True, self.timeout, None, sync=True))
+        except ResourceUnavailable as exc:  # refused at once (max_waiting), or held as ours
+            exc.retry_after = self.turn_estimate()
+            raise
+        if not granted:
             raise ResourceUnavailable(
                 f"lock {self.name!r} was not acquired within {self.timeout} s "
-                f"(held by {self.holder()!r})"
+                f"(held by {self.holder()!r})",
+                retry_after=self.turn_estimate(),
             )
         return self
 
@@ -387,9 +395,15 @@ class Lock(LeasedPrimitive):
         self._channel.run(self._release(None, sync=True))
 
     async def __aenter__(self) -> Lock:
-        if not await self._channel.arun(self._acquire(True, self.timeout, None)):
+        try:
+            granted = await self._channel.arun(self._acquire(True, self.timeout, None))
+        except ResourceUnavailable as exc:
+            exc.retry_after = await self.aturn_estimate()
+            raise
+        if not granted:
             raise ResourceUnavailable(
-                f"lock {self.name!r} was not acquired within {self.timeout} s"
+                f"lock {self.name!r} was not acquired within {self.timeout} s",
+                retry_after=await self.aturn_estimate(),
             )
         return self
 

@@ -7,6 +7,7 @@ import logging
 from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
 from typing import Any
 
+from ..exceptions import ResourceUnavailable
 from .base import DEFAULT_KEY_PREFIX, Collected, LeasedPrimitive, aholding, holding
 from .keys import to_ms
 from .lease import Lease
@@ -247,12 +248,17 @@ class ResourcePool(LeasedPrimitive):
 
         Raises :class:`ResourceUnavailable` when nothing is granted within
         ``timeout`` (None: wait forever), or at once when ``max_waiting``
-        callers already wait (its ``reason`` says which). ``auto_renew=True`` renews the lease in
+        callers already wait (its ``reason`` says which; its ``retry_after``
+        when a turn is expected: :meth:`turn_estimate`). ``auto_renew=True`` renews the lease in
         the background at about 2/3 of its duration until the block exits; a
         failed renewal is logged and marks the lease ``lost``.
         """
-        lease = self.take(timeout, lease_timeout, holder, priority)
-        with holding(lease, auto_renew, self._unavailable(timeout)) as held:
+        try:
+            lease = self.take(timeout, lease_timeout, holder, priority)
+        except ResourceUnavailable as exc:  # refused at once: max_waiting callers wait
+            exc.retry_after = self.turn_estimate()
+            raise
+        with holding(lease, auto_renew, self._unavailable(timeout), self) as held:
             yield held
 
     @contextlib.asynccontextmanager
@@ -267,8 +273,12 @@ class ResourcePool(LeasedPrimitive):
     ) -> AsyncIterator[Lease]:
         """:meth:`lease` as an async context manager (``async with``); its
         auto-renewal is a task of the loop."""
-        lease = await self.atake(timeout, lease_timeout, holder, priority)
-        async with aholding(lease, auto_renew, self._unavailable(timeout)) as held:
+        try:
+            lease = await self.atake(timeout, lease_timeout, holder, priority)
+        except ResourceUnavailable as exc:
+            exc.retry_after = await self.aturn_estimate()
+            raise
+        async with aholding(lease, auto_renew, self._unavailable(timeout), self) as held:
             yield held
 
     def _unavailable(self, timeout: float | None) -> str:

@@ -7,7 +7,7 @@ import uuid
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
-from ..exceptions import backend_errors
+from ..exceptions import ResourceUnavailable, backend_errors
 from .base import DEFAULT_KEY_PREFIX, LeasedPrimitive, aholding, holding
 from .keys import to_ms
 from .lease import Lease
@@ -266,12 +266,17 @@ class Semaphore(LeasedPrimitive):
 
         ``identity`` defaults to a unique id. Raises :class:`ResourceUnavailable`
         when nothing is granted within ``timeout`` (None: wait forever), or at
-        once when ``max_waiting`` callers already wait (its ``reason`` says which).
+        once when ``max_waiting`` callers already wait (its ``reason`` says which;
+        its ``retry_after`` when a turn is expected: :meth:`turn_estimate`).
         ``auto_renew=True`` renews the lease in the background until the block exits.
         """
         identity = _unique_identity() if identity is None else identity
-        lease = self.take(identity, timeout, lease_timeout, priority, permits)
-        with holding(lease, auto_renew, self._unavailable(timeout)) as held:
+        try:
+            lease = self.take(identity, timeout, lease_timeout, priority, permits)
+        except ResourceUnavailable as exc:  # refused at once: max_waiting callers wait
+            exc.retry_after = self.turn_estimate(permits)
+            raise
+        with holding(lease, auto_renew, self._unavailable(timeout), self, permits) as held:
             yield held
 
     @contextlib.asynccontextmanager
@@ -288,8 +293,12 @@ class Semaphore(LeasedPrimitive):
         """:meth:`hold` as an async context manager (``async with``); its
         auto-renewal is a task of the loop."""
         identity = _unique_identity() if identity is None else identity
-        lease = await self.atake(identity, timeout, lease_timeout, priority, permits)
-        async with aholding(lease, auto_renew, self._unavailable(timeout)) as held:
+        try:
+            lease = await self.atake(identity, timeout, lease_timeout, priority, permits)
+        except ResourceUnavailable as exc:
+            exc.retry_after = await self.aturn_estimate(permits)
+            raise
+        async with aholding(lease, auto_renew, self._unavailable(timeout), self, permits) as held:
             yield held
 
     def _unavailable(self, timeout: float | None) -> str:
