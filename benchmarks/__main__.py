@@ -56,12 +56,30 @@ def parser() -> argparse.ArgumentParser:
     return top
 
 
-def main(argv: list[str] | None = None) -> None:
-    argv = sys.argv[1:] if argv is None else argv
-    if argv[:1] == ["--worker"]:  # a worker process (workers.serve)
+def serve(argv: list[str]) -> None:
+    """``python -m benchmarks --worker KIND ARGS...``: a worker process (here, at
+    the top, so that neither ``workers`` nor a suite imports the other back)."""
+    kind, *args = argv
+    if kind == "cases":
         from benchmarks import workers
 
-        workers.serve(argv[1:])
+        workers.serve_cases()
+    elif kind == "cycles":  # CASE URL N: set up, warm up, N cycles (``redis-cost --client``)
+        from benchmarks.suites import redis_cost
+
+        redis_cost.client_worker(args[0], args[1], int(args[2]))
+    elif kind == "async":  # URL CASE MODE CYCLES: one round of ``async``
+        from benchmarks.suites import async_path
+
+        async_path.worker(*args)
+    else:
+        raise SystemExit(f"unknown worker {kind!r}")
+
+
+def main(argv: list[str] | None = None) -> None:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["--worker"]:  # a worker process
+        serve(argv[1:])
         return
     from benchmarks import results, servers
 

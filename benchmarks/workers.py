@@ -17,7 +17,7 @@ Every wait is bounded: a worker gives up on a barrier or its peer after
 A :class:`Revision` (``--before REF`` of ``engine``, ``async`` and
 ``redis-cost``) is a git worktree of REF; the processes it starts import
 ``django_redis_pool`` from there and the benchmarks (the cases) from here.
-They run ``python -m benchmarks --worker KIND ...`` (:func:`serve`), as do
+They run ``python -m benchmarks --worker KIND ...`` (``benchmarks.__main__.serve``), as do
 the other one-off workers (``async``'s rounds, ``redis-cost --client``).
 """
 
@@ -310,7 +310,7 @@ class Gang:
 
 
 def worker_command(kind: str, *args: Any) -> list[str]:
-    """The command line of a ``--worker KIND`` process (see :func:`serve`)."""
+    """The command line of a ``--worker KIND`` process (see ``benchmarks.__main__.serve``)."""
     return [sys.executable, "-m", "benchmarks", "--worker", kind, *map(str, args)]
 
 
@@ -445,20 +445,3 @@ def serve_cases() -> None:
             for _ in range(int(words[1])):
                 cycle()
         print(json.dumps(answer), flush=True)
-
-
-def serve(argv: list[str]) -> None:
-    """``python -m benchmarks --worker KIND ARGS...``: a worker process."""
-    kind, *args = argv
-    if kind == "cases":
-        serve_cases()
-    elif kind == "cycles":  # CASE URL N: set up, warm up, N cycles (``redis-cost --client``)
-        from benchmarks.suites import redis_cost
-
-        redis_cost.client_worker(args[0], args[1], int(args[2]))
-    elif kind == "async":  # URL CASE MODE CYCLES: one round of ``async``
-        from benchmarks.suites import async_path
-
-        async_path.worker(*args)
-    else:
-        raise SystemExit(f"unknown worker {kind!r}")

@@ -31,13 +31,16 @@ from .primitives.semaphore import Semaphore
 if TYPE_CHECKING:
     from .decorators import with_resource
     from .holds import holding
-    from .kinds.allocator import get_allocator
-    from .kinds.lock import get_lock
-    from .kinds.object_pool import get_object_pool
-    from .kinds.pool import get_pool
-    from .kinds.queue import get_queue, task
-    from .kinds.ratelimit import get_ratelimit
-    from .kinds.semaphore import get_semaphore
+    from .kinds.accessors import (
+        get_allocator,
+        get_lock,
+        get_object_pool,
+        get_pool,
+        get_queue,
+        get_ratelimit,
+        get_semaphore,
+    )
+    from .kinds.queue import task
     from .registry import get_resource
 
 __version__ = "0.1.0.dev0"
@@ -80,14 +83,14 @@ __all__ = [
 
 #: What needs configured settings (or Django) is imported on first use.
 _LAZY = {
-    "get_allocator": "django_redis_pool.kinds.allocator.get_allocator",
-    "get_lock": "django_redis_pool.kinds.lock.get_lock",
-    "get_object_pool": "django_redis_pool.kinds.object_pool.get_object_pool",
-    "get_pool": "django_redis_pool.kinds.pool.get_pool",
+    "get_allocator": "django_redis_pool.kinds.accessors.get_allocator",
+    "get_lock": "django_redis_pool.kinds.accessors.get_lock",
+    "get_object_pool": "django_redis_pool.kinds.accessors.get_object_pool",
+    "get_pool": "django_redis_pool.kinds.accessors.get_pool",
     "get_resource": "django_redis_pool.registry.get_resource",
-    "get_queue": "django_redis_pool.kinds.queue.get_queue",
-    "get_ratelimit": "django_redis_pool.kinds.ratelimit.get_ratelimit",
-    "get_semaphore": "django_redis_pool.kinds.semaphore.get_semaphore",
+    "get_queue": "django_redis_pool.kinds.accessors.get_queue",
+    "get_ratelimit": "django_redis_pool.kinds.accessors.get_ratelimit",
+    "get_semaphore": "django_redis_pool.kinds.accessors.get_semaphore",
     "holding": "django_redis_pool.holds.holding",
     "task": "django_redis_pool.kinds.queue.task",
     "with_resource": "django_redis_pool.decorators.with_resource",

@@ -31,7 +31,7 @@ from django.template.loader import render_to_string
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
 
-from . import conf, dashboard, kinds, registry
+from . import conf, dashboard, registry
 from .conf.masking import masked_text, masked_url
 from .dashboard import charts
 from .exceptions import BackendUnavailable, PoolError
@@ -128,7 +128,7 @@ class DashboardAdmin(admin.ModelAdmin):
             "rows": rows,
             "connection": connection_label(config.connection),
             "key_prefix": config.key_prefix,
-            "kinds": kinds.plurals(),
+            "kinds": registry.plurals(),
         }
         return TemplateResponse(request, DASHBOARD_TEMPLATE, context)
 
@@ -245,7 +245,7 @@ class DashboardAdmin(admin.ModelAdmin):
 
     @staticmethod
     def _title(primitive: Any) -> str:
-        kind = kinds.by_name().get(primitive.kind)
+        kind = registry.by_name().get(primitive.kind)
         label = kind.label if kind is not None else primitive.kind.replace("_", " ")
         return f"{label.capitalize()} {primitive.name}"
 

@@ -9,8 +9,10 @@ from django.apps import AppConfig
 
 class DjangoRedisPoolConfig(AppConfig):
     """Registers the system checks, the settings-change receiver, the
-    listener that turns lost leases into the ``lease_lost`` signal, loads the
-    kinds and registers their admin dashboard panels.
+    listener that turns lost leases into the ``lease_lost`` signal, and the
+    kinds' admin dashboard panels; imports the apps' ``tasks`` modules (their
+    ``@task`` handlers, and this app's Tasks backend, which registers its
+    runner: ``register_runner``).
 
     ``ready()`` does no Redis I/O: connections are made on first use.
     """
@@ -24,14 +26,15 @@ class DjangoRedisPoolConfig(AppConfig):
         from django.core.signals import setting_changed
         from django.utils.module_loading import autodiscover_modules
 
-        from . import checks, kinds, registry
+        from . import checks, registry
         from .dashboard.panels import register_panels
+        from .kinds import accessors  # noqa: F401 (a GLOBAL_LIMIT found by name)
         from .primitives import lease
 
         django_checks.register(checks.check_settings, checks.TAG)
         django_checks.register(checks.check_deploy, checks.TAG, deploy=True)
         django_checks.register(checks.check_view_resources, checks.TAG, django_checks.Tags.urls)
-        register_panels(kinds.all_kinds())
+        register_panels(registry.all_kinds())
         autodiscover_modules("tasks")  # apps' @task handlers
         if on_lease_lost not in lease.lost_listeners:
             lease.lost_listeners.append(on_lease_lost)
@@ -44,8 +47,8 @@ def on_lease_lost(lease: Any) -> None:
     """Sends ``lease_lost`` (added to the primitives' lost-lease listeners by
     :meth:`DjangoRedisPoolConfig.ready`); the sender is the class of the
     primitive that lost it."""
-    from . import kinds, signals
+    from . import registry, signals
 
-    kind = kinds.by_name().get(lease.primitive_kind)
+    kind = registry.by_name().get(lease.primitive_kind)
     sender = kind.primitive if kind is not None and kind.primitive is not None else type(lease)
     signals.send(signals.lease_lost, sender, name=lease.primitive_name, lease=lease)

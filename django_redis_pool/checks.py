@@ -5,9 +5,9 @@ findings into check messages and never raises (an unexpected failure is itself
 reported, as E099); ``docs/checks.md`` lists every id, what triggers it and the
 fix.
 
-* :func:`check_settings`: the setting, read by :func:`.conf.read_settings` (the
-  one place it is validated, which the registry uses too). Never connects to
-  Redis.
+* :func:`check_settings`: the setting, read by the registry
+  (:func:`.registry.read_settings`) and validated by :func:`.conf.read`, as the
+  registry builds from it. Never connects to Redis.
 * :func:`check_deploy` (``--deploy``): the Redis server and production needs
   (:mod:`.deploy_checks`).
 * :func:`check_view_resources` (tag ``urls``): the ``@with_resource`` names of
@@ -21,7 +21,7 @@ from typing import Any
 
 from django.core import checks
 
-from . import conf, deploy_checks, url_checks
+from . import conf, deploy_checks, registry, url_checks
 
 __all__ = ["TAG", "check_deploy", "check_settings", "check_view_resources", "messages", "validate"]
 
@@ -42,13 +42,13 @@ def messages(findings: Iterable[conf.Finding]) -> list[checks.CheckMessage]:
 def validate(raw: Any, caches: Any) -> list[checks.CheckMessage]:
     """All problems of the setting value ``raw``, given the ``CACHES`` setting
     (without comparing it to ``settings.MIDDLEWARE``). Never raises."""
-    return messages(conf.read(raw, caches).findings)
+    return messages(conf.read(raw, registry.KINDS, caches=caches).findings)
 
 
 def check_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
     """The system check: validate ``settings.DJANGO_REDIS_POOL`` (an unexpected
     failure is the finding E099). Never raises."""
-    return messages(conf.read_settings().findings)
+    return messages(registry.read_settings().findings)
 
 
 def check_deploy(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
@@ -58,7 +58,7 @@ def check_deploy(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMes
     from django.conf import settings
 
     try:
-        config = conf.read_settings().config
+        config = registry.read_settings().config
         if config is None:
             return []
         return messages(deploy_checks.findings(config, getattr(settings, "CACHES", {})))
@@ -81,5 +81,5 @@ def check_view_resources(app_configs: Any = None, **kwargs: Any) -> list[checks.
 
     if not getattr(settings, "ROOT_URLCONF", None):
         return []
-    config = conf.read_settings().config
+    config = registry.read_settings().config
     return [] if config is None else messages(url_checks.findings(config))

@@ -54,6 +54,7 @@ class Enterable(Protocol):
         """The holder name of ``request``, read on the loop."""
         ...
 
+
 #: Most async requests of one process that may wait for a hold at once; more
 #: wait for a thread. Their own executor, so that waiting requests never starve the
 #: event loop's default executor (used by sync_to_async everywhere else).

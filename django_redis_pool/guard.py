@@ -184,7 +184,7 @@ class Guard:
                 primitive = await sync_to_async(registry.get_resource, thread_sensitive=False)(
                     self.name
                 )
-            if not kinds.by_name()[primitive.kind].holds_on_loop:
+            if not registry.by_name()[primitive.kind].holds_on_loop:
                 return await enter_in_thread(self, request)  # (enter() traces it)
             span = tracing.start(self.name, started, self.caller is not None)
             kind, ask, watched = self._ask(request, primitive, await self.aholder_of(request))
@@ -226,7 +226,7 @@ class Guard:
             # No lease would ever end it: a watchdog lease, renewed while the
             # request runs, ends a killed worker's hold instead.
             lease_timeout, watched = registry.get_config().request_lease, True
-        kind = kinds.by_name()[primitive.kind]
+        kind = registry.by_name()[primitive.kind]
         if self.permits is not None and not kind.takes_permits:
             raise NotConfigured(
                 f"{self.name!r} is {kind.a_label}, whose holds take no permits, but its "
@@ -256,7 +256,7 @@ class Guard:
         primitive's ``TIMEOUT`` option), else forever (None)."""
         if self.timeout is not None or primitive is None:
             return self.timeout
-        return kinds.by_name()[primitive.kind].request_timeout(primitive)
+        return registry.by_name()[primitive.kind].request_timeout(primitive)
 
     def turn_of(
         self,

@@ -20,7 +20,7 @@ from typing import Any, Protocol
 from django.dispatch import Signal
 from django.http import HttpRequest
 
-from . import kinds, registry, signals
+from . import registry, signals
 from .exceptions import BackendUnavailable, PoolError, ResourceUnavailable
 from .kinds import Held
 from .primitives.text import escaped
@@ -211,7 +211,7 @@ def refusal(
     wait's."""
     error.name = guard.name  # type: ignore[attr-defined]
     if status is None:
-        status = guard.status or kinds.by_name()[primitive.kind].refusal_status
+        status = guard.status or registry.by_name()[primitive.kind].refusal_status
     error.status = status  # type: ignore[attr-defined]
     told = getattr(error, "retry_after", None)
     if told is None:

@@ -1,29 +1,34 @@
-"""Configured primitives by name: ``get_resource("printers")``, and
-:func:`get` for the typed accessors of the kinds (``get_pool``).
+"""Configured primitives by name: ``get_resource("printers")``, :func:`get`
+for the typed accessors of the kinds (``get_pool``, in
+:mod:`.kinds.accessors`), and the kinds themselves (:data:`KINDS`,
+:func:`by_name`).
 
-Everything is built lazily on first use from ``settings.DJANGO_REDIS_POOL`` and
-cached per process: one Redis client (:func:`get_connection`) and one primitive per
-name. The caches are cleared when the ``DJANGO_REDIS_POOL`` or ``CACHES`` setting
-changes (Django's ``setting_changed`` signal, e.g. under ``override_settings``), or
-by :func:`clear_caches`.
-
-The setting is read by :func:`.conf.read_settings`, the one place it is
-validated (the system checks report the same findings); an invalid setting
-raises ``ImproperlyConfigured`` with the checks' messages.
+The registry is the one reader of Django's settings at run time
+(:func:`read_settings`; the system checks are the other reader): it passes
+``DJANGO_REDIS_POOL``, ``CACHES``, ``MIDDLEWARE`` and the proxy settings to
+:func:`.conf.read` with :data:`KINDS`, and tells each kind what it needs of
+them (the entry's options when it builds a primitive, then
+:class:`~.kinds.contract.Configured`). Everything is built lazily on first
+use and cached per process: one Redis client (:func:`get_connection`) and one
+primitive per name. The caches are cleared when the ``DJANGO_REDIS_POOL`` or
+``CACHES`` setting changes (Django's ``setting_changed`` signal, e.g. under
+``override_settings``), or by :func:`clear_caches`. An invalid setting raises
+``ImproperlyConfigured`` with the checks' messages.
 """
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Mapping
 from typing import Any, TypeVar
 
 from django.core.exceptions import ImproperlyConfigured
 
-from . import conf, kinds
+from . import conf
 from .exceptions import BackendUnavailable, NotConfigured, backend_errors
-from .kinds import Kind
-from .kinds.contract import Primitive
+from .kinds.builtin import KINDS
+from .kinds.contract import Configured, Kind, Primitive
 from .primitives.connections import (
     CONNECTION_CLASSES,
     MAX_CONNECTIONS,
@@ -36,12 +41,19 @@ from .primitives.connections import (
 )
 
 __all__ = [
+    "KINDS",
+    "all_kinds",
+    "by_name",
+    "by_setting_key",
     "cached",
     "clear_caches",
+    "example_key",
     "get",
     "get_config",
     "get_connection",
     "get_resource",
+    "plurals",
+    "read_settings",
 ]
 
 #: The primitive a kind's accessor asks for (:func:`get`).
@@ -68,6 +80,60 @@ def on_setting_changed(*, setting: str, **kwargs: Any) -> None:
         clear_caches()
 
 
+# --------------------------------------------------------------------- kinds
+
+
+def all_kinds() -> tuple[Kind[Any], ...]:
+    """Every kind (:data:`KINDS`), in the order settings and pages list them."""
+    return KINDS
+
+
+def by_name() -> Mapping[str, Kind[Any]]:
+    """Every kind by its name (:attr:`Kind.name`): looked up on every request."""
+    return _index(KINDS)[0]
+
+
+def by_setting_key() -> Mapping[str, Kind[Any]]:
+    """Every kind by the key of its mapping in the setting (:attr:`Kind.setting_key`)."""
+    return _index(KINDS)[1]
+
+
+@functools.lru_cache(maxsize=4)
+def _index(
+    loaded: tuple[Kind[Any], ...],
+) -> tuple[Mapping[str, Kind[Any]], Mapping[str, Kind[Any]]]:
+    return {k.name: k for k in loaded}, {k.setting_key: k for k in loaded}
+
+
+def example_key() -> str:
+    """The setting key of the first kind, for examples in messages."""
+    return KINDS[0].setting_key
+
+
+def plurals() -> str:
+    """Every kind for messages: their plurals, the last after "or"."""
+    names = [kind.plural for kind in KINDS]
+    return ", ".join(names[:-1]) + f" or {names[-1]}" if len(names) > 1 else "".join(names)
+
+
+# ------------------------------------------------------------------ settings
+
+
+def read_settings() -> conf.Reading:
+    """:func:`.conf.read` of Django's settings: ``DJANGO_REDIS_POOL`` with
+    ``CACHES``, ``MIDDLEWARE`` and the proxy settings set
+    (:data:`.conf.PROXY_SETTINGS`), with :data:`KINDS`. Never raises."""
+    from django.conf import settings
+
+    try:
+        raw = getattr(settings, conf.SETTING_NAME, {})
+        caches, middleware = getattr(settings, "CACHES", {}), getattr(settings, "MIDDLEWARE", ())
+        proxied = [name for name in conf.PROXY_SETTINGS if getattr(settings, name, None)]
+    except Exception as exc:  # e.g. a settings module that raises on access
+        return conf.unreadable(exc)
+    return conf.read(raw, KINDS, caches=caches, middleware=middleware, proxied=proxied)
+
+
 def get_config() -> conf.Config:
     """The parsed ``DJANGO_REDIS_POOL`` setting (validated as the system checks
     report it). Raises ``ImproperlyConfigured`` with their errors when it is invalid."""
@@ -77,7 +143,7 @@ def get_config() -> conf.Config:
         return config
     with _lock:
         if _config is None:
-            reading = conf.read_settings()
+            reading = read_settings()
             if reading.config is None:
                 raise ImproperlyConfigured("\n".join(map(str, reading.errors)))
             _config = reading.config
@@ -245,7 +311,7 @@ def _entry(name: str) -> conf.Entry:
         configured = ", ".join(map(repr, config.names())) or "none"
         raise NotConfigured(
             f"{name!r} is not configured in {conf.SETTING_NAME} (configured names: "
-            f"{configured}). Add it, e.g. to {conf.setting_path(kinds.example_key())}."
+            f"{configured}). Add it, e.g. to {conf.setting_path(example_key())}."
         )
     return entry
 
@@ -254,9 +320,11 @@ def _build(entry: conf.Entry) -> Any:
     with _lock:
         resource = _resources.get(entry.name)
         if resource is None:
+            config = get_config()
             resource = entry.kind.build(
-                get_connection(), entry.name, get_config().key_prefix, entry.options
+                get_connection(), entry.name, config.key_prefix, entry.options
             )
+            entry.kind.configure(resource, Configured(entry.options, config.long_hold))
             _resources[entry.name] = resource
         return resource
 

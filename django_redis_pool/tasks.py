@@ -24,9 +24,13 @@ from which ``get_result()`` finds the queue in one read. Every
 reads, a running task's context and the framework's signals) is built from the
 task as Redis stores it, so they agree, times included (Redis's clock).
 
-``pool_worker`` runs :func:`run_django_task` for :data:`TASK_NAME` on every
-queue a ``RedisBackend`` in ``settings.TASKS`` serves. On a Django without
-``django.tasks`` and without the backport, ``RedisBackend`` refuses to start.
+This module registers :func:`run_django_task` with the queue kind
+(:func:`~django_redis_pool.kinds.queue.register_runner`) when it is imported
+(the app config imports it with the apps' ``tasks`` modules): ``pool_worker``
+runs it for :data:`TASK_NAME` on every queue a ``RedisBackend`` of the
+framework's backends (``TASKS``) serves (:meth:`RedisBackend.served`). On a
+Django without ``django.tasks`` and without the backport, ``RedisBackend``
+refuses to start.
 """
 
 from __future__ import annotations
@@ -45,22 +49,23 @@ from django.utils.module_loading import import_string
 
 from . import registry
 from .exceptions import NotConfigured
+from .kinds.accessors import get_queue
 from .kinds.queue import KIND as QUEUE_KIND
-from .kinds.queue import get_queue
+from .kinds.queue import register_runner
 from .primitives.protocol import TaskStatus
 from .primitives.queue import Task as QueueTask
 from .primitives.queue import TaskFailed, TaskQueue
 from .primitives.queue_task import dumps
 from .primitives.text import printable
 
-__all__ = ["TASK_NAME", "RedisBackend"]
+__all__ = ["TASK_NAME", "RedisBackend", "run_django_task", "serves"]
 
 #: The queue task name under which Django Tasks are stored and run.
 TASK_NAME = "django.tasks"
 
 
 try:  # Django >= 6.0
-    from django.tasks import TaskContext, TaskResult, TaskResultStatus
+    from django.tasks import TaskContext, TaskResult, TaskResultStatus, task_backends
     from django.tasks.backends.base import BaseTaskBackend
     from django.tasks.base import Task as FrameworkTask
     from django.tasks.base import TaskError
@@ -69,7 +74,7 @@ try:  # Django >= 6.0
     from django.tasks.signals import task_enqueued, task_finished, task_started
 except ImportError:  # Django 5.2 with the django-tasks backport
     try:
-        from django_tasks import TaskContext, TaskResult, TaskResultStatus
+        from django_tasks import TaskContext, TaskResult, TaskResultStatus, task_backends
         from django_tasks.backends.base import BaseTaskBackend
         from django_tasks.base import Task as FrameworkTask
         from django_tasks.base import TaskError
@@ -336,6 +341,28 @@ else:
                     )
                 )
             return messages
+
+
+def serves(queue: str) -> bool:
+    """Whether a ``RedisBackend`` among the framework's backends (``TASKS``)
+    runs the Django Tasks of ``queue`` (:meth:`RedisBackend.served`). A
+    backend that cannot be built serves nothing (the framework's own check
+    reports it)."""
+    if BaseTaskBackend is None:
+        return False
+    for alias in task_backends:
+        try:
+            backend = task_backends[alias]
+        except Exception:  # (the framework's own check reports it)
+            continue
+        if isinstance(backend, RedisBackend) and queue in backend.served():
+            return True
+    return False
+
+
+# The queue kind runs Django Tasks by this runner (the backend brings it; the
+# kind knows nothing of the framework).
+register_runner(TASK_NAME, run_django_task, serves=serves)
 
 
 def _exception_path(error: str | None) -> str:

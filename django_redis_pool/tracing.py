@@ -86,9 +86,7 @@ def start(name: str, started: float, outside_request: bool = False) -> Any:
     if outside_request:
         attributes["django_redis_pool.hold.outside_request"] = True
     begun = time.time_ns() - int((time.monotonic() - started) * 1e9)
-    return tracer.start_span(
-        SPAN_NAME.format(name=name), attributes=attributes, start_time=begun
-    )
+    return tracer.start_span(SPAN_NAME.format(name=name), attributes=attributes, start_time=begun)
 
 
 def finish(span: Any, primitive: Any, outcome: Any, started: float, raised: Any) -> None:

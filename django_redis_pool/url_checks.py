@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from . import conf, kinds
+from . import conf, registry
 
 __all__ = ["findings"]
 
@@ -39,7 +39,7 @@ def findings(config: conf.Config) -> list[conf.Finding]:
                 f"{view} is decorated with @with_resource({guard.name!r}), but "
                 f"{guard.name!r} is not configured in {conf.SETTING_NAME}.",
                 f"Fix the name, or configure it, e.g. in "
-                f"{conf.setting_path(kinds.example_key())}. Configured: "
+                f"{conf.setting_path(registry.example_key())}. Configured: "
                 f"{', '.join(map(repr, sorted(usable))) or 'none'}.",
                 obj=view,
             )
@@ -62,6 +62,7 @@ def findings(config: conf.Config) -> list[conf.Finding]:
                 guard.name,
                 usable[guard.name],
                 config.entries,
+                kinds=registry.KINDS,
             )
             if problem is not None:
                 result.add(problem.id, f"{problem}.", problem.hint or "", obj=view)

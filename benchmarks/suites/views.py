@@ -152,12 +152,12 @@ def guard_cost(kind: str, n: int) -> tuple[float, float]:
     and release) per request, over ``n`` requests."""
     from django.test import RequestFactory
 
-    from django_redis_pool import kinds
+    from django_redis_pool import registry
     from django_redis_pool.guard import Guard
     from django_redis_pool.kinds import Held
 
     spent = [0.0]
-    held_kind = kinds.by_name()[kind]
+    held_kind = registry.by_name()[kind]
     original = held_kind.hold
 
     def timed_acquire(*args: Any, **kwargs: Any) -> Any:

@@ -1,26 +1,28 @@
 """The ``DJANGO_REDIS_POOL`` setting: its shape, its defaults, and the one place
-it is read and validated.
+it is validated.
 
-The setting is read lazily (:func:`read_settings`), never at import time, so this
-package can be imported before Django's settings are configured.
+A parser of the values it is given: nothing here reads Django's settings or
+knows which kinds exist. The registry (:func:`..registry.read_settings`) reads
+the setting (and ``CACHES``, ``MIDDLEWARE`` and the proxy settings) lazily,
+never at import time, and passes them in with its list of kinds.
 
 * :mod:`.schema`: the keys, the defaults, what a valid setting becomes
   (:class:`Config`), what is wrong with an invalid one (:class:`Finding`, whose
   ids ``docs/checks.md`` lists), and the validators of the request options.
 * :mod:`.reading`: :func:`read`, one pass over the whole setting that validates
-  it and builds its :class:`Config`. The system checks report its findings;
-  the registry builds from its config (or raises ``ImproperlyConfigured`` with
-  its errors).
+  it and builds its :class:`Config`, given the kinds. The system checks report
+  its findings; the registry builds from its config (or raises
+  ``ImproperlyConfigured`` with its errors).
 * :mod:`.connection`: ``CONNECTION``, checked without connecting.
 
 Each kind of primitive brings the key of its mapping in the setting and the options
 an entry accepts (with a validator and a default each) in its module of
-:mod:`..kinds`; :func:`read` validates entries with them.
+:mod:`..kinds`; :func:`read` validates entries with the kinds it is given.
 """
 
 from __future__ import annotations
 
-from .reading import entry_options, parse, parse_rule, permits_problem, read, read_settings
+from .reading import entry_options, parse, parse_rule, permits_problem, read, unreadable
 from .schema import (
     AUTH_MIDDLEWARE_PATH,
     CHECK_PREFIX,
@@ -38,6 +40,7 @@ from .schema import (
     DEFAULT_RETRY_CAP,
     DEFAULT_SOCKET_TIMEOUT,
     MIDDLEWARE_PATH,
+    PROXY_SETTINGS,
     RULE_KEYS,
     SETTING_NAME,
     URL_SCHEMES,
@@ -51,7 +54,6 @@ from .schema import (
     check_retry_after,
     check_status,
     did_you_mean,
-    get_setting,
     holdable_names,
     import_callable,
     redis_cache_flavour,
@@ -76,6 +78,7 @@ __all__ = [
     "DEFAULT_RETRY_CAP",
     "DEFAULT_SOCKET_TIMEOUT",
     "MIDDLEWARE_PATH",
+    "PROXY_SETTINGS",
     "RULE_KEYS",
     "SETTING_NAME",
     "URL_SCHEMES",
@@ -90,15 +93,14 @@ __all__ = [
     "check_status",
     "did_you_mean",
     "entry_options",
-    "get_setting",
     "holdable_names",
     "import_callable",
     "parse",
     "parse_rule",
     "permits_problem",
     "read",
-    "read_settings",
     "redis_cache_flavour",
     "setting_path",
     "top_level_keys",
+    "unreadable",
 ]

@@ -1,22 +1,23 @@
 """Reading the ``DJANGO_REDIS_POOL`` setting: one pass that validates the whole
 setting and, when it is valid, builds its :class:`~.schema.Config`.
 
-:func:`read` is the only place a setting is validated. The system checks
-(:mod:`..checks`) turn its findings into check messages, and the registry
-(:mod:`..registry`) builds from its config or raises ``ImproperlyConfigured``
-with its errors. Each value is checked by the validator its primitive uses
-(:mod:`..primitives.validators`, and each kind's :attr:`~..kinds.Kind.options`).
+:func:`read` is the only place a setting is validated. It reads no Django
+settings: it validates the values it is given, with the kinds it is given.
+The registry (:func:`..registry.read_settings`) reads Django's settings and
+passes them in with its list of kinds; it builds from the config or raises
+``ImproperlyConfigured`` with the errors, and the system checks
+(:mod:`..checks`) turn the findings into check messages. Each value is checked
+by the validator its primitive uses (:mod:`..primitives.validators`, and each
+kind's :attr:`~..kinds.Kind.options`).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .. import kinds
-from ..kinds import Kind
-from ..kinds.contract import OptionError, validate_bool
+from ..kinds.contract import Kind, OptionError, validate_bool
 from ..primitives.validators import (
     check_duration,
     check_lease_timeout,
@@ -44,42 +45,43 @@ from .schema import (
     check_retry_after,
     check_status,
     did_you_mean,
-    get_setting,
     holdable_names,
     import_callable,
     setting_path,
     top_level_keys,
 )
 
-__all__ = ["entry_options", "parse", "parse_rule", "permits_problem", "read", "read_settings"]
+__all__ = ["entry_options", "parse", "parse_rule", "permits_problem", "read", "unreadable"]
 
 
-def read_settings() -> Reading:
-    """:func:`read` of Django's settings: ``DJANGO_REDIS_POOL`` with ``CACHES``
-    and ``MIDDLEWARE``. Never raises."""
-    from django.conf import settings
-
-    try:
-        raw = get_setting()
-        caches, middleware = getattr(settings, "CACHES", {}), getattr(settings, "MIDDLEWARE", ())
-    except Exception as exc:  # e.g. a settings module that raises on access
-        return Reading(None, (_failure(exc),))
-    return read(raw, caches, middleware)
-
-
-def read(raw: Any, caches: Any, middleware: Any = None) -> Reading:
-    """Validate the setting value ``raw``, given the ``CACHES`` setting, and build
-    its config if it is valid. With ``middleware`` (``settings.MIDDLEWARE``), also
-    whether the ``MIDDLEWARE`` rules and ``ResourceMiddleware`` go together
-    (W002, W007, W008). Never raises: an unexpected failure is the finding E099."""
+def read(
+    raw: Any,
+    kinds: Sequence[Kind],
+    *,
+    caches: Any,
+    middleware: Any = None,
+    proxied: Sequence[str] = (),
+) -> Reading:
+    """Validate the setting value ``raw`` with ``kinds`` (one mapping of the
+    setting each, in the order messages list them), given the ``CACHES``
+    setting, and build its config if it is valid. With ``middleware``
+    (``settings.MIDDLEWARE``), also whether the ``MIDDLEWARE`` rules and
+    ``ResourceMiddleware`` go together (W002, W007, W008); ``proxied``: the
+    :data:`~.schema.PROXY_SETTINGS` that are set (W009). Never raises: an
+    unexpected failure is the finding E099."""
     found = Findings()
     try:
-        config = _read(raw, caches, found)
+        config = _read(raw, tuple(kinds), caches, found, tuple(proxied))
         if middleware is not None:
             _read_installed_middleware(raw, middleware, found)
     except Exception as exc:  # a check must report, never crash `manage.py check`
-        return Reading(None, (_failure(exc),))
+        return unreadable(exc)
     return Reading(None if found.serious else config, tuple(found))
+
+
+def unreadable(exc: Exception) -> Reading:
+    """The reading of a setting that could not be read: ``exc`` as E099."""
+    return Reading(None, (_failure(exc),))
 
 
 def _failure(exc: Exception) -> Finding:
@@ -91,21 +93,19 @@ def _failure(exc: Exception) -> Finding:
     )
 
 
-def parse(raw: Any, caches: Any = None) -> Config:
-    """The :class:`~.schema.Config` of the valid setting value ``raw`` (``caches``:
-    the ``CACHES`` setting, Django's by default). Raises ``ValueError`` with the
-    errors of an invalid one."""
-    if caches is None:
-        from django.conf import settings
-
-        caches = getattr(settings, "CACHES", {})
-    reading = read(raw, caches)
+def parse(raw: Any, kinds: Sequence[Kind], caches: Any) -> Config:
+    """The :class:`~.schema.Config` of the valid setting value ``raw``, read
+    with ``kinds`` (``caches``: the ``CACHES`` setting). Raises ``ValueError``
+    with the errors of an invalid one."""
+    reading = read(raw, kinds, caches=caches)
     if reading.config is None:
         raise ValueError("\n".join(map(str, reading.errors)))
     return reading.config
 
 
-def _read(raw: Any, caches: Any, found: Findings) -> Config | None:
+def _read(
+    raw: Any, kinds: tuple[Kind, ...], caches: Any, found: Findings, proxied: tuple[str, ...]
+) -> Config | None:
     """Record every problem of ``raw`` in ``found``; the config (a draft while
     ``found`` holds an error), or None when ``raw`` is not even a dict."""
     if not isinstance(raw, dict):
@@ -113,16 +113,17 @@ def _read(raw: Any, caches: Any, found: Findings) -> Config | None:
             "E001",
             f"{SETTING_NAME} must be a dict, got {type(raw).__name__}.",
             f'Set {SETTING_NAME} = {{"CONNECTION": {{"URL": "redis://..."}}, '
-            f'"{kinds.example_key()}": {{...}}}}.',
+            f'"{kinds[0].setting_key if kinds else "..."}": {{...}}}}.',
             SETTING_NAME,
         )
         return None
+    known = top_level_keys(kinds)
     for key in raw:
-        if key not in top_level_keys():
+        if key not in known:
             found.add(
                 "E002",
                 f"{setting_path(key)} is not a known key.",
-                f"{did_you_mean(key, top_level_keys())}Known keys: {', '.join(top_level_keys())}.",
+                f"{did_you_mean(key, known)}Known keys: {', '.join(known)}.",
                 setting_path(key),
             )
     if "CONNECTION" in raw:
@@ -139,8 +140,8 @@ def _read(raw: Any, caches: Any, found: Findings) -> Config | None:
                 "(the default), or remove the key.",
                 setting_path("KEY_PREFIX"),
             )
-    entries, usable = _read_kinds(raw, found)
-    rules = _read_rules(raw, usable, found, entries)
+    entries, usable = _read_kinds(raw, kinds, found, proxied)
+    rules = _read_rules(raw, usable, found, entries, kinds)
     _read_request_options(raw, found)
     return Config(
         connection=raw.get("CONNECTION", DEFAULT_CONNECTION),
@@ -158,13 +159,15 @@ def _read(raw: Any, caches: Any, found: Findings) -> Config | None:
 # --------------------------------------------------------------- kinds, entries
 
 
-def _read_kinds(raw: dict[str, Any], found: Findings) -> tuple[dict[str, Entry], dict[str, Kind]]:
+def _read_kinds(
+    raw: dict[str, Any], kinds: tuple[Kind, ...], found: Findings, proxied: tuple[str, ...]
+) -> tuple[dict[str, Entry], dict[str, Kind]]:
     """Read every kind's mapping: the valid entries by name, and the kind of
     every well-named entry (what a rule may name, even if the entry's options
     are wrong: their own finding says so)."""
     entries: dict[str, Entry] = {}
     kinds_of_name: dict[str, list[Kind]] = {}
-    for kind in kinds.all_kinds():
+    for kind in kinds:
         if kind.setting_key not in raw:
             continue
         path = setting_path(kind.setting_key)
@@ -201,7 +204,7 @@ def _read_kinds(raw: dict[str, Any], found: Findings) -> tuple[dict[str, Entry],
                     setting_path(kind.setting_key, name),
                 )
                 continue
-            options = _read_entry(kind, name, entry, found)
+            options = _read_entry(kind, name, entry, found, proxied)
             if options is not None:
                 entries.setdefault(name, Entry(kind, name, options))
     for name, owners in kinds_of_name.items():
@@ -219,7 +222,7 @@ def _read_kinds(raw: dict[str, Any], found: Findings) -> tuple[dict[str, Entry],
 
 
 def _read_entry(
-    kind: Kind, name: str, entry: Mapping[Any, Any], found: Findings
+    kind: Kind, name: str, entry: Mapping[Any, Any], found: Findings, proxied: tuple[str, ...]
 ) -> dict[str, Any] | None:
     """The options of one entry, validated and with defaults filled in; None
     when one is wrong (recorded in ``found``)."""
@@ -262,7 +265,7 @@ def _read_entry(
     except ValueError as exc:
         found.add("E018", f"{exc}.", "Make the options agree.", path)
         return None
-    for message, hint, *own_id in kind.entry_warnings(name, options):
+    for message, hint, *own_id in kind.entry_warnings(name, options, proxied=proxied):
         if own_id:  # an EntryWarning of its own id
             found.add(own_id[0], message, hint, path)
         else:
@@ -291,7 +294,8 @@ def _read_rules(
     raw: dict[str, Any],
     usable: Mapping[str, Kind],
     found: Findings,
-    entries: Mapping[str, Entry] | None = None,
+    entries: Mapping[str, Entry],
+    kinds: tuple[Kind, ...],
 ) -> tuple[Rule, ...]:
     """The ``MIDDLEWARE`` rules; ``usable`` maps each configured name a rule
     may name to its kind, ``entries`` the valid entries by name."""
@@ -310,7 +314,7 @@ def _read_rules(
     parsed = []
     for index, rule in enumerate(rules):
         try:
-            parsed.append(parse_rule(rule, index, usable, entries))
+            parsed.append(parse_rule(rule, index, usable, entries, kinds=kinds))
         except OptionError as exc:
             found.add(exc.id, f"{exc}.", exc.hint or "", setting_path("MIDDLEWARE", index))
         except ValueError as exc:
@@ -330,10 +334,13 @@ def parse_rule(
     index: int,
     names: Mapping[str, Kind],
     entries: Mapping[str, Entry] | None = None,
+    *,
+    kinds: Sequence[Kind] = (),
 ) -> Rule:
     """Validate rule ``index`` of ``MIDDLEWARE``; ``names`` maps each configured
     primitive that a rule may name to its kind, ``entries`` the valid entries
-    by name (for the most ``PERMITS`` a hold of one can take). Raises
+    by name (for the most ``PERMITS`` a hold of one can take), ``kinds``
+    every kind (to name those whose holds take permits). Raises
     ``ValueError`` naming the setting (an :class:`OptionError` for
     ``PERMITS``: E038, E039)."""
     path = setting_path("MIDDLEWARE", index)
@@ -385,33 +392,32 @@ def parse_rule(
         "retry_after": check_retry_after(raw.get("RETRY_AFTER"), f'{path}["RETRY_AFTER"]'),
     }
     if raw.get("PERMITS") is not None:
-        options["permits"] = _rule_permits(
-            raw["PERMITS"], f'{path}["PERMITS"]', resource, kind, entries
+        problem = permits_problem(
+            raw["PERMITS"], f'{path}["PERMITS"]', resource, kind, entries, kinds=kinds
         )
+        if problem is not None:
+            raise problem
+        options["permits"] = int(raw["PERMITS"])
     return Rule(pattern, methods, resource, options)
 
 
-def _rule_permits(
-    value: Any, path: str, resource: str, kind: Kind, entries: Mapping[str, Entry] | None
-) -> int:
-    """The ``PERMITS`` of a rule (at ``path``) holding ``resource``, of ``kind``;
-    raises its :func:`permits_problem`."""
-    problem = permits_problem(value, path, resource, kind, entries)
-    if problem is not None:
-        raise problem
-    return int(value)
-
-
 def permits_problem(
-    value: Any, where: str, resource: str, kind: Kind, entries: Mapping[str, Entry] | None
+    value: Any,
+    where: str,
+    resource: str,
+    kind: Kind,
+    entries: Mapping[str, Entry] | None,
+    *,
+    kinds: Sequence[Kind] = (),
 ) -> OptionError | None:
     """What is wrong with asking ``value`` permits of ``resource`` (of ``kind``)
     for each request, as ``where`` does (a rule's ``PERMITS``, a view's
     ``@with_resource(permits=)``): E038 when it is not an int >= 1 or the kind's
-    holds take no permits, E039 when it is more than the entry's configured
-    size (``entries``: the valid entries by name); None when it is fine."""
+    holds take no permits (its message names those of ``kinds`` whose holds
+    do), E039 when it is more than the entry's configured size (``entries``:
+    the valid entries by name); None when it is fine."""
     if not kind.takes_permits:
-        taking = [k.plural for k in kinds.all_kinds() if k.takes_permits]
+        taking = [k.plural for k in kinds if k.takes_permits]
         return OptionError(
             f"{where} is set, but {resource!r} is {kind.a_label}, whose holds take no "
             f"permits (only {' and '.join(taking) or 'no kind'}' holds do)",

@@ -3,6 +3,8 @@ valid one becomes (:class:`Config`), what an invalid one yields (:class:`Finding
 and the validators of the request options that the request guard shares.
 
 Nothing here reads the whole setting: :mod:`.reading` does, with these names.
+Nothing here reads Django's settings either: the registry and the checks
+read them and pass their values in.
 """
 
 from __future__ import annotations
@@ -14,8 +16,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .. import kinds
-from ..kinds import Kind
+from ..kinds.contract import Kind
 from ..primitives.base import DEFAULT_KEY_PREFIX
 from ..primitives.validators import check_seconds
 
@@ -36,6 +37,7 @@ __all__ = [
     "DEFAULT_RETRY_CAP",
     "DEFAULT_SOCKET_TIMEOUT",
     "MIDDLEWARE_PATH",
+    "PROXY_SETTINGS",
     "RULE_KEYS",
     "SETTING_NAME",
     "URL_SCHEMES",
@@ -49,7 +51,6 @@ __all__ = [
     "check_retry_after",
     "check_status",
     "did_you_mean",
-    "get_setting",
     "holdable_names",
     "import_callable",
     "redis_cache_flavour",
@@ -127,14 +128,18 @@ RULE_KEYS = (
 MIDDLEWARE_PATH = "django_redis_pool.middleware.ResourceMiddleware"
 AUTH_MIDDLEWARE_PATH = "django.contrib.auth.middleware.AuthenticationMiddleware"
 
+#: Django's settings that, when set, say a proxy stands in front of Django
+#: (a limit keyed by the client's address then warns, W009).
+PROXY_SETTINGS = ("USE_X_FORWARDED_HOST", "USE_X_FORWARDED_PORT", "SECURE_PROXY_SSL_HEADER")
 
-def top_level_keys() -> tuple[str, ...]:
-    """Every key the setting accepts: ``CONNECTION``, ``KEY_PREFIX``, one mapping
-    per kind, then the request options."""
+
+def top_level_keys(kinds: Iterable[Kind]) -> tuple[str, ...]:
+    """Every key the setting accepts, given its ``kinds``: ``CONNECTION``,
+    ``KEY_PREFIX``, one mapping per kind, then the request options."""
     return (
         "CONNECTION",
         "KEY_PREFIX",
-        *kinds.by_setting_key(),
+        *(kind.setting_key for kind in kinds),
         "MIDDLEWARE",
         "UNAVAILABLE_VIEW",
         "FAIL_OPEN",
@@ -142,13 +147,6 @@ def top_level_keys() -> tuple[str, ...]:
         "LONG_HOLD",
         "METRICS_DEADLINE",
     )
-
-
-def get_setting() -> Any:
-    """The raw ``DJANGO_REDIS_POOL`` setting (an empty dict when absent)."""
-    from django.conf import settings
-
-    return getattr(settings, SETTING_NAME, {})
 
 
 def setting_path(*keys: object) -> str:

@@ -16,7 +16,7 @@ from django import forms
 from django.http import HttpRequest
 from django.template.defaultfilters import pluralize
 
-from .. import kinds
+from .. import registry
 from ..holders import process_of, request_of
 from ..kinds.leased import LeaseKind, long_hold_note
 from ..primitives.base import Snapshot
@@ -120,7 +120,7 @@ def register(
 
 def kind_of(primitive: Any) -> LeaseKind:
     """The kind of ``primitive``."""
-    kind = kinds.by_name()[primitive.kind]
+    kind = registry.by_name()[primitive.kind]
     assert isinstance(kind, LeaseKind)
     return kind
 
@@ -133,13 +133,13 @@ def lease_summary(primitive: Any) -> Summary:
     snap = primitive.snapshot(limit=0)
     notes = []
     health = "ok"
-    note = long_hold_note(snap)
+    note = long_hold_note(snap, kind_of(primitive).long_hold(primitive))
     if note:
         health = "warning"
         notes.append(note)
     if snap.size is None or snap.size == 0:
         health = "warning"
-        notes.append(kind_of(primitive).empty_note(primitive.name))
+        notes.append(kind_of(primitive).empty_note(primitive))
     elif snap.free == 0 and snap.waiting_count:
         health = "warning"
         notes.append(f"exhausted, {snap.waiting_count} waiting")
@@ -228,7 +228,7 @@ def lease_contents(primitive: Any, request: HttpRequest) -> dict[str, Any]:
         "read_at": as_datetime(snap.now),
         "tables": {table.name: table for table in tables},
         "found": _find(display, primitive, request.GET.get("find", ""), snap),
-        "empty_note": kind_of(primitive).empty_note(primitive.name) if not snap.size else "",
+        "empty_note": kind_of(primitive).empty_note(primitive) if not snap.size else "",
     }
 
 

@@ -9,7 +9,7 @@ from typing import Any
 from django import forms
 from django.template.defaultfilters import pluralize
 
-from .. import kinds
+from .. import registry
 from ..kinds.contract import Kind
 from . import Summary, action, charts, message_or_fail, section, summary
 from .tables import PAGE_SIZE, as_datetime, page_number, paged_table
@@ -119,7 +119,7 @@ def delete_task(queue: Any, data: dict[str, Any]) -> str:
 
 def run_gc(queue: Any, data: dict[str, Any]) -> str:
     """What ``manage.py pool_gc --name`` does, for one queue."""
-    counts = kinds.by_name()[queue.kind].collect(queue, dry_run=False).counts
+    counts = registry.by_name()[queue.kind].collect(queue, dry_run=False).counts
     requeued, failed = counts.get("requeued", 0), counts.get("failed", 0)
     return (
         f"gc of queue {queue.name!r}: requeued {requeued} task{pluralize(requeued)}, "

@@ -9,13 +9,13 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from .. import conf, registry
+from .. import conf
 from ..primitives.allocator import MAX_KEY_PRIORITY, AllocatedKey, Allocator
 from ..primitives.validators import check_duration, check_name
 from .contract import Ask, Held, Option, Report, validate_bool
 from .leased import LeaseKind, Members, lease_timeout_option
 
-__all__ = ["KIND", "AllocatorKind", "get_allocator"]
+__all__ = ["KIND", "AllocatorKind"]
 
 logger = logging.getLogger("django_redis_pool")
 
@@ -146,11 +146,16 @@ class AllocatorKind(LeaseKind[Allocator]):
         """Reclaim expired locks and keys, then probe keys with ``HEALTH_CHECK``
         (for at most ``HEALTH_BUDGET`` seconds; the next pass goes on from there)."""
         reclaimed = super().collect(primitive, dry_run=dry_run)
-        check = registry.get_config().entries[primitive.name].options["HEALTH_CHECK"]
+        configured = self.configured(primitive)
+        options = {} if configured is None else configured.options
+        check = options.get("HEALTH_CHECK")
         if check is None:
             return reclaimed
         probed, failed = self._probe(
-            primitive, conf.import_callable(check, "HEALTH_CHECK"), dry_run
+            primitive,
+            conf.import_callable(check, "HEALTH_CHECK"),
+            options["HEALTH_COOLDOWN"],
+            dry_run,
         )
         note = f"health check: {len(failed)} of {probed} keys failed"
         if dry_run:
@@ -165,13 +170,17 @@ class AllocatorKind(LeaseKind[Allocator]):
         )
 
     def _probe(
-        self, allocator: Allocator, check: Callable[[str], Any], dry_run: bool
+        self,
+        allocator: Allocator,
+        check: Callable[[str], Any],
+        cooldown: float,
+        dry_run: bool,
     ) -> tuple[int, list[str]]:
-        """Run ``check`` on keys in turn until the budget is spent."""
+        """Run ``check`` on keys in turn until the budget is spent; an
+        unhealthy one sits out ``cooldown`` seconds (its ``HEALTH_COOLDOWN``)."""
         keys = allocator.keys()
         if not keys:
             return 0, []
-        cooldown = registry.get_config().entries[allocator.name].options["HEALTH_COOLDOWN"]
         start = self._next_probe.get(allocator.name, 0) % len(keys)
         deadline = time.monotonic() + HEALTH_BUDGET
         probed, failed = 0, []
@@ -192,11 +201,6 @@ class AllocatorKind(LeaseKind[Allocator]):
 
 
 KIND = AllocatorKind()
-
-
-def get_allocator(name: str) -> Allocator:
-    """The :class:`Allocator` configured in ``DJANGO_REDIS_POOL["ALLOCATORS"][name]``."""
-    return registry.get(KIND, name)
 
 
 def _held(allocator: Allocator, key: AllocatedKey | None) -> Held | None:

@@ -1,9 +1,9 @@
 """The built-in kinds, in the order the settings, the checks and the pages list
 them: :data:`KINDS`, one ``KIND`` of each kind module.
 
-Imported by :func:`django_redis_pool.kinds.all_kinds` on first use (each kind
-module loads the settings reader and the registry, which look the kinds up
-only when they run).
+Read by the registry alone (:mod:`django_redis_pool.registry`), which looks
+the kinds up for everyone else (``registry.by_name()``) and gives them to the
+settings reader.
 """
 
 from __future__ import annotations

@@ -11,14 +11,19 @@ one, and every other method takes one, so that a type checker follows a
 request from ``@with_resource`` through :meth:`Kind.hold` to the primitive.
 The core of the Django layer (settings, checks, registry, request guard,
 commands, admin views, templates) only ever calls the methods below, so it
-names no kind: a new kind is a new module, listed in
-:mod:`django_redis_pool.kinds.builtin`. What the admin shows of it is the
-dashboard's (:mod:`django_redis_pool.dashboard`). See ``docs/adding-a-kind.md``.
+names no kind: a new kind is a new module, listed in the registry's
+:data:`~django_redis_pool.registry.KINDS`. A kind reads no settings: the
+registry tells it what it needs (the options of an entry when it builds its
+primitive, and :class:`Configured` after), the settings reader what Django's
+other settings say (:meth:`Kind.entry_warnings`). What the admin shows of it
+is the dashboard's (:mod:`django_redis_pool.dashboard`). See
+``docs/adding-a-kind.md``.
 """
 
 from __future__ import annotations
 
 import time
+import weakref
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Generic, Literal, NamedTuple, Protocol, TypeVar
@@ -30,6 +35,7 @@ from ..primitives.validators import check_max_waiting
 __all__ = [
     "MAX_WAITING",
     "Ask",
+    "Configured",
     "EntryWarning",
     "Held",
     "Kind",
@@ -156,6 +162,21 @@ class Report:
     counts: Mapping[str, int] = field(default_factory=dict)  #: summed across primitives
 
 
+@dataclass(frozen=True)
+class Configured:
+    """What the registry tells a kind of a primitive it built from the setting
+    (:meth:`Kind.configure`), for the hooks that need more than the primitive."""
+
+    options: Mapping[str, Any]  #: the entry's options, validated, defaults filled in
+    #: The setting's ``LONG_HOLD``: a live hold older than this (s) is flagged
+    #: (None: none is).
+    long_hold: float | None = None
+
+
+#: primitive -> what the registry told its kind (forgotten with the primitive).
+_CONFIGURED: weakref.WeakKeyDictionary[Any, Configured] = weakref.WeakKeyDictionary()
+
+
 class Kind(Generic[P]):
     """One kind of primitive ``P``, as the Django layer sees it.
 
@@ -206,14 +227,28 @@ class Kind(Generic[P]):
         of the kind, validated, defaults filled in. Does no I/O."""
         raise NotImplementedError
 
+    def configure(self, primitive: P, configured: Configured) -> None:
+        """Remember what the registry, which built ``primitive`` from an entry
+        of the setting, says of it (:meth:`configured`)."""
+        _CONFIGURED[primitive] = configured
+
+    def configured(self, primitive: P) -> Configured | None:
+        """What :meth:`configure` remembered of ``primitive``; None for one the
+        registry did not build."""
+        return _CONFIGURED.get(primitive)
+
     def check_entry(self, options: Mapping[str, Any], path: str) -> None:
         """Raise ``ValueError`` naming ``path`` when valid options do not go
         together (each one alone was validated already)."""
 
-    def entry_warnings(self, name: str, options: Mapping[str, Any]) -> Sequence[tuple[str, ...]]:
+    def entry_warnings(
+        self, name: str, options: Mapping[str, Any], *, proxied: Sequence[str] = ()
+    ) -> Sequence[tuple[str, ...]]:
         """(message, hint) pairs that ``manage.py check`` reports (as W006, or
         an :class:`EntryWarning`'s own id) for entry ``name``, whose ``options``
-        are valid (e.g. a pool with no resources). Does no I/O."""
+        are valid (e.g. a pool with no resources). ``proxied``: the Django
+        settings set that say a proxy stands in front of Django
+        (``USE_X_FORWARDED_HOST``...). Does no I/O."""
         return []
 
     def max_permits(self, options: Mapping[str, Any]) -> int | None:

@@ -15,7 +15,7 @@ import weakref
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, NamedTuple, TypeVar
 
-from .. import conf, registry, signals
+from .. import conf, signals
 from ..holders import holder_words, request_of
 from ..primitives.base import LeasedPrimitive, Snapshot
 from ..primitives.lease import Lease
@@ -66,10 +66,9 @@ FILL_LABELS: weakref.WeakKeyDictionary[type[Kind[Any]], str] = weakref.WeakKeyDi
 L = TypeVar("L", bound=LeasedPrimitive)
 
 
-def long_hold_note(snap: Snapshot) -> str:
-    """A note when the oldest live hold of ``snap`` is older than ``LONG_HOLD``
-    (a stuck holder that keeps renewing?), else ''."""
-    limit = registry.get_config().long_hold
+def long_hold_note(snap: Snapshot, limit: float | None) -> str:
+    """A note when the oldest live hold of ``snap`` is older than ``limit``
+    (the setting's ``LONG_HOLD``: a stuck holder that keeps renewing?), else ''."""
     if limit is None or snap.oldest_since is None or snap.now - snap.oldest_since <= limit:
         return ""
     hours = (snap.now - snap.oldest_since) / 3600
@@ -125,7 +124,9 @@ class LeaseKind(Kind[L]):
 
     # -- settings --------------------------------------------------------------
 
-    def entry_warnings(self, name: str, options: Mapping[str, Any]) -> list[tuple[str, str]]:
+    def entry_warnings(
+        self, name: str, options: Mapping[str, Any], *, proxied: Sequence[str] = ()
+    ) -> list[tuple[str, str]]:
         """An entry whose ``members`` option is empty or absent (W006)."""
         if self.members is None or options[self.members.option]:
             return []
@@ -164,11 +165,18 @@ class LeaseKind(Kind[L]):
             'SILENCED_SYSTEM_CHECKS = ["django_redis_pool.W006"].'
         )
 
-    def empty_note(self, name: str) -> str:
+    def long_hold(self, primitive: L) -> float | None:
+        """The ``LONG_HOLD`` of ``primitive``'s setting, as the registry told it
+        (None for a primitive it did not build: no hold is flagged)."""
+        configured = self.configured(primitive)
+        return None if configured is None else configured.long_hold
+
+    def empty_note(self, primitive: L) -> str:
         """What ``pool_status`` and the admin say of a primitive with no size (or
         no members) in Redis: what actually fills it, given what its entry
-        configures."""
-        entry = registry.get_config().entries.get(name)
+        configures (as the registry told it)."""
+        name = primitive.name
+        entry = self.configured(primitive)
         option = self.size_option
         add = self.fill_label()
         or_add = f", or use the admin's {add!r} action" if add else ""
@@ -293,7 +301,7 @@ class LeaseKind(Kind[L]):
             line += "; " + ", ".join(upkeep)
         if not (reclaimed or dropped or upkeep):
             line = f"{primitive.name}: nothing to reclaim"
-        long_hold = long_hold_note(primitive.snapshot(limit=0))
+        long_hold = long_hold_note(primitive.snapshot(limit=0), self.long_hold(primitive))
         if long_hold:
             logger.warning("%s %r: %s", primitive.kind, primitive.name, long_hold)
             line += f"; {long_hold}"
@@ -344,12 +352,12 @@ class LeaseKind(Kind[L]):
                 f"priority {waiter.priority}{permits}  "
                 f"for {max(0.0, snap.now - waiter.since):.1f} s"
             )
-        long_hold = long_hold_note(snap)
+        long_hold = long_hold_note(snap, self.long_hold(primitive))
         if long_hold:
             details.insert(0, f"  {long_hold}")
         empty = not snap.size
         if empty:
-            details.insert(0, f"  {self.empty_note(primitive.name)}")
+            details.insert(0, f"  {self.empty_note(primitive)}")
         return Report(
             primitive.name,
             changed=bool(long_hold)

@@ -7,14 +7,13 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
-from .. import registry
 from ..exceptions import NotOwned
 from ..primitives.lock import Lock
 from ..primitives.validators import check_timeout
 from .contract import MAX_WAITING, Ask, Held, Option, validate_bool
 from .leased import LeaseKind, lease_timeout_option
 
-__all__ = ["KIND", "LockKind", "get_lock"]
+__all__ = ["KIND", "LockKind"]
 
 
 class LockKind(LeaseKind[Lock]):
@@ -101,11 +100,3 @@ def _held(lock: Lock) -> Held:
 
 
 KIND = LockKind()
-
-
-def get_lock(name: str) -> Lock:
-    """The :class:`Lock` configured in ``DJANGO_REDIS_POOL["LOCKS"][name]``.
-
-    One Lock object per process: its default holder is still unique per thread.
-    """
-    return registry.get(KIND, name)

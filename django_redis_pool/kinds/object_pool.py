@@ -15,15 +15,13 @@ import weakref
 from collections.abc import Mapping
 from typing import Any
 
-from .. import conf, registry
+from .. import conf
 from ..exceptions import NotOwned, ResourceUnavailable
-from ..primitives import global_limit
 from ..primitives.object_pool import ObjectPool
 from ..primitives.validators import check_count, check_lease_timeout, check_name, check_timeout
 from .contract import MAX_WAITING, Ask, Held, Kind, Option, Report, validate_bool
-from .semaphore import get_semaphore
 
-__all__ = ["KIND", "ObjectPoolKind", "get_object_pool", "published"]
+__all__ = ["KIND", "ObjectPoolKind", "published"]
 
 #: Seconds between two publications of a process's counters; they expire after three.
 PUBLISH_EVERY = 5.0
@@ -91,7 +89,9 @@ class ObjectPoolKind(Kind[ObjectPool[Any]]):
             value = options[key]
             return None if value is None else conf.import_callable(value, key)
 
-        limit = options["GLOBAL_LIMIT"]  # a configured semaphore, found by the first creation
+        # A configured semaphore, found by its name when the first object is made
+        # (``global_limit.semaphore_by_name``, which the registry sets).
+        limit = options["GLOBAL_LIMIT"]
         pool: ObjectPool[Any] = ObjectPool(
             path("FACTORY"),
             destroy=path("DESTROY"),
@@ -107,7 +107,7 @@ class ObjectPoolKind(Kind[ObjectPool[Any]]):
             soft_idle_timeout=options["SOFT_IDLE_TIMEOUT"],
             eviction_interval=options["EVICTION_INTERVAL"] or 0,
             num_tests_per_eviction_run=options["NUM_TESTS_PER_EVICTION_RUN"],
-            global_limit=None if limit is None else functools.partial(get_semaphore, limit),
+            global_limit=limit,
             global_lease_timeout=options["GLOBAL_LEASE_TIMEOUT"],
             name=name,
             autostart=False,  # started by its first user, not by pool_status or gc
@@ -225,10 +225,12 @@ _PUBLISHERS: weakref.WeakKeyDictionary[ObjectPool[Any], _Publisher] = weakref.We
 
 
 def published(pool: ObjectPool[Any]) -> list[dict[str, Any]]:
-    """The counters every live process published for ``pool`` (stale ones dropped)."""
-    config = registry.get_config()
-    key = f"{config.key_prefix}:{{{KIND.name}:{pool.name}}}:procs"
-    client = registry.get_connection()
+    """The counters every live process published for ``pool`` (stale ones
+    dropped); none for a pool the kind did not build."""
+    publisher = _PUBLISHERS.get(pool)
+    if publisher is None:
+        return []
+    client, key = publisher.client, publisher.key
     now = int(client.time()[0])
     live, stale = [], []
     for field, raw in client.hgetall(key).items():
@@ -240,15 +242,6 @@ def published(pool: ObjectPool[Any]) -> list[dict[str, Any]]:
 
 
 KIND = ObjectPoolKind()
-
-#: An ObjectPool built outside the setting may name its ``global_limit`` too.
-global_limit.semaphore_by_name = get_semaphore
-
-
-def get_object_pool(name: str) -> ObjectPool[Any]:
-    """This process's :class:`ObjectPool` configured in
-    ``DJANGO_REDIS_POOL["OBJECT_POOLS"][name]``."""
-    return started(registry.get(KIND, name))
 
 
 def _held(pool: ObjectPool[Any], obj: Any) -> Held:

@@ -6,13 +6,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from .. import registry
 from ..primitives.pool import ORDERS, ResourcePool
 from ..primitives.validators import check_name
 from .contract import MAX_WAITING, Ask, Held, Option, Report
 from .leased import LEASE_TIMEOUT, LeaseKind, Members
 
-__all__ = ["KIND", "PoolKind", "get_pool"]
+__all__ = ["KIND", "PoolKind"]
 
 
 def _validate_resources(value: Any, path: str) -> tuple[str, ...]:
@@ -111,8 +110,3 @@ class PoolKind(LeaseKind[ResourcePool]):
 
 
 KIND = PoolKind()
-
-
-def get_pool(name: str) -> ResourcePool:
-    """The :class:`ResourcePool` configured in ``DJANGO_REDIS_POOL["POOLS"][name]``."""
-    return registry.get(KIND, name)

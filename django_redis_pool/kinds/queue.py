@@ -1,6 +1,7 @@
 """Task queues in Django: the ``QUEUES`` setting, ``get_queue``, handlers
 registered with ``@task`` in apps' ``tasks.py`` (:func:`handlers_of`: with the
-runner of Django Tasks where a ``RedisBackend`` serves the queue), ``pool_gc``
+runners registered by :func:`register_runner`, such as Django Tasks' where a
+``RedisBackend`` serves the queue), ``pool_gc``
 (requeueing the tasks of dead workers) and ``pool_status`` counts.
 ``manage.py pool_worker`` runs the handlers (:mod:`django_redis_pool.worker`);
 the admin's panels are in :mod:`django_redis_pool.dashboard.queue_panels`.
@@ -12,13 +13,12 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
-from .. import registry
 from ..primitives.queue import Task, TaskQueue
 from ..primitives.queue_task import MAX_PAYLOAD, check_payload_limit
 from ..primitives.validators import check_duration, check_name
 from .contract import Kind, Option, Report
 
-__all__ = ["HANDLERS", "KIND", "QueueKind", "get_queue", "handlers_of", "task"]
+__all__ = ["HANDLERS", "KIND", "QueueKind", "handlers_of", "register_runner", "task"]
 
 Handler = TypeVar("Handler", bound=Callable[[Task], Any])
 
@@ -46,26 +46,31 @@ def task(name: str | None = None, *, queue: str = "default") -> Callable[[Handle
     return register
 
 
-#: The backend of Django Tasks on our queues, as ``settings.TASKS`` names it.
-_BACKEND = "django_redis_pool.tasks.RedisBackend"
+#: task name -> (its handler, which queues it serves), filled by
+#: :func:`register_runner`.
+_RUNNERS: dict[str, tuple[Callable[[Task], Any], Callable[[str], bool]]] = {}
+
+
+def register_runner(
+    task_name: str, handler: Callable[[Task], Any], *, serves: Callable[[str], bool]
+) -> None:
+    """Run ``handler`` for the tasks named ``task_name`` of every queue for
+    which ``serves(queue)`` is true when a worker asks (:func:`handlers_of`):
+    how a framework on the queues (the Django Tasks backend,
+    :mod:`django_redis_pool.tasks`) brings its runner. Registering a name
+    again replaces it."""
+    with _handlers_lock:
+        _RUNNERS[check_name(task_name, "task name")] = (handler, serves)
 
 
 def handlers_of(queue: str) -> dict[str, Callable[[Task], Any]]:
-    """The handlers registered for ``queue``, by task name; plus the runner
-    of Django Tasks when a ``RedisBackend`` in ``settings.TASKS`` serves it:
-    lists it in its ``QUEUES``, or has an empty ``QUEUES`` (any configured
-    queue)."""
-    from django.conf import settings
-
+    """The handlers registered for ``queue``, by task name: its ``@task``
+    ones, and the registered runners that serve it (:func:`register_runner`:
+    Django Tasks' when a ``RedisBackend`` serves the queue)."""
     handlers = dict(HANDLERS.get(queue, {}))
-    for options in getattr(settings, "TASKS", {}).values():
-        ours = isinstance(options, dict) and options.get("BACKEND") == _BACKEND
-        listed = options.get("QUEUES", ["default"]) if ours else ()
-        if ours and (not listed or queue in listed):
-            # Up a layer, on purpose: the backend's module names the task and runs it.
-            from ..tasks import TASK_NAME, run_django_task
-
-            handlers[TASK_NAME] = run_django_task
+    for task_name, (handler, serves) in list(_RUNNERS.items()):
+        if serves(queue):
+            handlers[task_name] = handler
     return handlers
 
 
@@ -190,9 +195,3 @@ class QueueKind(Kind[TaskQueue]):
 
 
 KIND = QueueKind()
-
-
-def get_queue(name: str) -> TaskQueue:
-    """The :class:`TaskQueue` configured in ``DJANGO_REDIS_POOL["QUEUES"][name]``;
-    its ``task_fn`` runs the ``@task`` handlers registered for ``name``."""
-    return registry.get(KIND, name)

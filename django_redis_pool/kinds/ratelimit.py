@@ -15,10 +15,10 @@ its key at once) or refused with a 429, and there is nothing to give back.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .. import conf, registry
+from .. import conf
 from ..exceptions import ResourceUnavailable
 from ..primitives.ratelimit import MAX_KEY_LENGTH, Decision, RateLimiter
 from .contract import Ask, EntryWarning, Held, Kind, OptionError, Report
@@ -34,15 +34,12 @@ __all__ = [
     "QuotaHeaders",
     "Rate",
     "RateLimitKind",
-    "get_ratelimit",
     "hashed",
     "parse_rate",
 ]
 
 #: How many of the busiest keys ``pool_status`` lists.
 STATUS_BUSIEST = 5
-#: Django settings that say a proxy stands in front of the site.
-_PROXY_SETTINGS = ("USE_X_FORWARDED_HOST", "USE_X_FORWARDED_PORT", "SECURE_PROXY_SSL_HEADER")
 
 
 def _nothing_to_release() -> bool:
@@ -122,12 +119,14 @@ class RateLimitKind(Kind[RateLimiter]):
                 hint="Lower COST, or raise BURST (its default is the count of RATE).",
             )
 
-    def entry_warnings(self, name: str, options: Mapping[str, Any]) -> list[EntryWarning]:
+    def entry_warnings(
+        self, name: str, options: Mapping[str, Any], *, proxied: Sequence[str] = ()
+    ) -> list[EntryWarning]:
         """W009: a key read from the client's address, while the settings say a
-        proxy stands in front of Django and no ``IP_HEADER`` says where the
-        client's address is: every client would share the proxy's."""
-        from django.conf import settings
-
+        proxy stands in front of Django (``proxied``: those of
+        ``conf.PROXY_SETTINGS`` that are set) and no ``IP_HEADER`` says where
+        the client's address is: every client would share the proxy's. W010: a
+        key the client chooses (a header's value)."""
         source = options["KEY"]
         path = conf.setting_path(self.setting_key, name)
         warnings = []
@@ -148,7 +147,6 @@ class RateLimitKind(Kind[RateLimiter]):
                 )
             )
         by_address = source in KEY_SOURCES or str(source).startswith("header:")
-        proxied = [setting for setting in _PROXY_SETTINGS if getattr(settings, setting, None)]
         if not by_address or options["IP_HEADER"] is not None or not proxied:
             return warnings
         fallback = "" if source == "ip" else " (as it does for the requests it cannot tell apart)"
@@ -265,8 +263,3 @@ class RateLimitKind(Kind[RateLimiter]):
 
 
 KIND = RateLimitKind()
-
-
-def get_ratelimit(name: str) -> RateLimiter:
-    """The :class:`RateLimiter` configured in ``DJANGO_REDIS_POOL["RATE_LIMITS"][name]``."""
-    return registry.get(KIND, name)

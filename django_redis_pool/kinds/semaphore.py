@@ -3,16 +3,16 @@ a request's permits, and ``pool_sync`` of ``MAX_SIZE``."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .. import conf, registry
+from .. import conf
 from ..primitives.semaphore import Semaphore, check_max_size
 from ..primitives.validators import check_permits
 from .contract import MAX_WAITING, Ask, Held, Option, OptionError, Report
 from .leased import LEASE_TIMEOUT, LeaseKind
 
-__all__ = ["KIND", "PERMITS_HINT", "SemaphoreKind", "get_semaphore"]
+__all__ = ["KIND", "PERMITS_HINT", "SemaphoreKind"]
 
 #: How to fix a bad ``PERMITS`` (an entry's, a rule's, a view's).
 PERMITS_HINT = (
@@ -63,7 +63,9 @@ class SemaphoreKind(LeaseKind[Semaphore]):
                 hint=f"Lower PERMITS to at most {limit}, or raise MAX_SIZE.",
             )
 
-    def entry_warnings(self, name: str, options: Mapping[str, Any]) -> list[tuple[str, str]]:
+    def entry_warnings(
+        self, name: str, options: Mapping[str, Any], *, proxied: Sequence[str] = ()
+    ) -> list[tuple[str, str]]:
         """A semaphore without ``MAX_SIZE``: until a max size is stored in Redis,
         every acquire raises ``NotConfigured`` (a request gets a 500)."""
         if options["MAX_SIZE"] is not None:
@@ -116,8 +118,8 @@ class SemaphoreKind(LeaseKind[Semaphore]):
         ``PERMITS`` (1 for a semaphore the setting does not configure)."""
         if ask.permits is not None:
             return ask.permits
-        entry = registry.get_config().entries.get(primitive.name)
-        return entry.options.get("PERMITS", 1) if entry is not None else 1
+        configured = self.configured(primitive)
+        return configured.options.get("PERMITS", 1) if configured is not None else 1
 
     def sync(
         self, primitive: Semaphore, options: Mapping[str, Any], *, prune: bool, dry_run: bool
@@ -147,12 +149,3 @@ class SemaphoreKind(LeaseKind[Semaphore]):
 
 
 KIND = SemaphoreKind()
-
-
-def get_semaphore(name: str) -> Semaphore:
-    """The :class:`Semaphore` configured in ``DJANGO_REDIS_POOL["SEMAPHORES"][name]``.
-
-    Its ``MAX_SIZE`` is stored in Redis by the first acquire that finds no max
-    size there (``manage.py pool_sync`` overwrites it). Building it does no I/O.
-    """
-    return registry.get(KIND, name)

@@ -29,8 +29,8 @@ __all__ = ["GlobalLimit", "Limit", "semaphore_by_name"]
 Limit = Union["Semaphore", Callable[[], "Semaphore"], str]
 
 #: Finds the Semaphore of a limit given by name. The Django layer
-#: (``django_redis_pool.kinds.object_pool``, loaded by the app config) sets it
-#: to ``get_semaphore``; while it is None, a name cannot be used.
+#: (``django_redis_pool.registry``, which builds the configured object pools)
+#: sets it to ``get_semaphore``; while it is None, a name cannot be used.
 semaphore_by_name: Callable[[str], Semaphore] | None = None
 
 

@@ -90,17 +90,21 @@ def _lua_args(template: str) -> str:
 
 #: One script that runs every command of :data:`COMMANDS` and returns those
 #: refused ("name"), and "keys" if the key pattern itself is refused.
-PROBE = "local k, denied, r = KEYS[1], {}\n" + "".join(
-    f"r = redis.pcall('{name}'{_lua_args(args)})\n"
-    "if type(r) == 'table' and r.err then\n"
-    "  if string.find(r.err, \"can't run this command\", 1, true) then\n"
-    f"    denied[#denied + 1] = '{name}'\n"
-    "  elseif string.find(r.err, \"can't access\", 1, true) then\n"
-    "    denied[#denied + 1] = 'keys'\n"
-    "  end\n"
-    "end\n"
-    for name, args in _PROBES
-) + "return denied\n"
+PROBE = (
+    "local k, denied, r = KEYS[1], {}\n"
+    + "".join(
+        f"r = redis.pcall('{name}'{_lua_args(args)})\n"
+        "if type(r) == 'table' and r.err then\n"
+        '  if string.find(r.err, "can\'t run this command", 1, true) then\n'
+        f"    denied[#denied + 1] = '{name}'\n"
+        '  elseif string.find(r.err, "can\'t access", 1, true) then\n'
+        "    denied[#denied + 1] = 'keys'\n"
+        "  end\n"
+        "end\n"
+        for name, args in _PROBES
+    )
+    + "return denied\n"
+)
 
 
 def denied_steps(base: Any) -> Steps[list[str]]:
@@ -138,6 +142,5 @@ def message(denied: list[str], base: str) -> str:
         parts.append(f"the keys of {base.rpartition(':{')[0] or base}:*")
     return (
         "the Redis user may not run " + " and ".join(parts) + ", which the scripts need: "
-        "nothing was written. Grant them: "
-        + docs_url("operations", "a-redis-user-of-its-own")
+        "nothing was written. Grant them: " + docs_url("operations", "a-redis-user-of-its-own")
     )

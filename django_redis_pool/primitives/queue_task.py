@@ -69,9 +69,7 @@ class Task:
     worker: str | None = None  #: the worker of the latest delivery
     workers: list[str] = field(default_factory=list)  #: every delivery's worker, in order
     #: Set by the worker running it: stores a progress report (:meth:`update`).
-    reporter: Callable[[str, str], bool] | None = field(
-        default=None, repr=False, compare=False
-    )
+    reporter: Callable[[str, str], bool] | None = field(default=None, repr=False, compare=False)
     #: Set by the handler if it wants to know: called by the worker once this
     #: delivery's end is stored, with the task as stored (status, result,
     #: error, traceback, finished_at); inside the ``except`` block when the

@@ -87,6 +87,7 @@ def load_lua(*names: str) -> str:
         parts.append(_lua_cache[name])
     return "\n".join(parts)
 
+
 #: Every named operation of every primitive, one ``lua/<name>.lua`` each.
 OPERATIONS = (
     "acquire",

@@ -315,7 +315,7 @@ def test_a_queues_gc_counts_its_tasks_in_words(
 
     report = SimpleNamespace(counts={"requeued": requeued, "failed": 0})
     kind = SimpleNamespace(collect=lambda queue, dry_run: report)
-    monkeypatch.setattr(queue_panels.kinds, "by_name", lambda: {"queue": kind})
+    monkeypatch.setattr(queue_panels.registry, "by_name", lambda: {"queue": kind})
 
     message = queue_panels.run_gc(SimpleNamespace(kind="queue", name="jobs"), {})
 

@@ -17,11 +17,11 @@ import pytest
 from django.core.management import call_command
 from django.test import RequestFactory
 
-from django_redis_pool import dashboard, kinds, registry
+from django_redis_pool import dashboard, registry
 from django_redis_pool.checks import check_settings
 from django_redis_pool.dashboard import panels
 from django_redis_pool.decorators import with_resource
-from django_redis_pool.kinds import Kind, builtin
+from django_redis_pool.kinds import Kind
 from django_redis_pool.kinds.leased import LeaseKind
 from tests.support import gate_kind
 
@@ -70,7 +70,7 @@ def test_the_core_of_the_django_layer_names_no_kind() -> None:
     files = core_files()
     assert len(files) > 15, files  # the scan sees the whole core
     found = []
-    for kind in kinds.all_kinds():
+    for kind in registry.all_kinds():
         pattern = words_of(kind)
         for path in files:
             for number, line in enumerate(path.read_text().splitlines(), 1):
@@ -82,7 +82,7 @@ def test_the_core_of_the_django_layer_names_no_kind() -> None:
 def test_every_kind_is_whole() -> None:
     import django_redis_pool
 
-    for kind in kinds.all_kinds():
+    for kind in registry.all_kinds():
         module = type(kind).__module__
         assert module == f"django_redis_pool.kinds.{kind.name}"
         assert kind.options and kind.primitive is not None
@@ -91,7 +91,7 @@ def test_every_kind_is_whole() -> None:
         if isinstance(kind, LeaseKind):
             assert {"release", "gc"} <= set(dashboard.ACTIONS[kind.name])
         accessor = getattr(django_redis_pool, f"get_{kind.name}")
-        assert accessor.__module__ == module
+        assert accessor.__module__ == "django_redis_pool.kinds.accessors"
 
 
 def test_a_kind_module_holds_what_the_kind_is_and_nothing_of_the_admin() -> None:
@@ -120,7 +120,7 @@ def test_a_kind_module_holds_what_the_kind_is_and_nothing_of_the_admin() -> None
 
 
 def test_every_kind_of_this_release_is_listed() -> None:
-    assert kinds.plurals() == (
+    assert registry.plurals() == (
         "pools, semaphores, locks, allocators, queues, object pools or rate limits"
     )
 
@@ -131,17 +131,15 @@ def gates(settings: Any, redis_url: str, monkeypatch: pytest.MonkeyPatch) -> Ite
     registries = (dashboard.SUMMARIES, dashboard.SECTIONS, dashboard.ACTIONS, panels.PANELS)
     saved = [dict(r) for r in registries]
     importlib.reload(gate_kind)  # a fresh KIND, whose panels are registered again
-    monkeypatch.setattr(builtin, "KINDS", (*builtin.KINDS, gate_kind.KIND))
-    monkeypatch.setattr(kinds, "_loaded", None)
+    monkeypatch.setattr(registry, "KINDS", (*registry.KINDS, gate_kind.KIND))
     # What the app config does when Django starts, for the kinds loaded later.
-    panels.register_panels(kinds.all_kinds())
+    panels.register_panels(registry.all_kinds())
     settings.DJANGO_REDIS_POOL = {
         "CONNECTION": {"URL": redis_url},
         "POOLS": {"printers": {"RESOURCES": ["p1"]}},
         "GATES": {"front-door": {"LEASE_TIMEOUT": 5}},
     }
     yield
-    monkeypatch.setattr(kinds, "_loaded", None)
     for registry_, before in zip(registries, saved, strict=True):
         registry_.clear()
         registry_.update(before)  # type: ignore[attr-defined]
@@ -215,7 +213,7 @@ def test_every_option_of_every_kind_is_documented() -> None:
     text = "\n".join(page.read_text() for page in pages)
     missing = [
         f"{kind.setting_key}.{key}"
-        for kind in kinds.all_kinds()
+        for kind in registry.all_kinds()
         for key in kind.options
         if f'"{key}"' not in text and f"`{key}`" not in text
     ]
@@ -249,8 +247,8 @@ def test_size_option_defaults_to_the_members_option() -> None:
     assert Shelves.size_option == "SHELVES"
     assert Sized.size_option == "CAPACITY"
     assert Unsized.size_option is None
-    assert kinds.by_name()["pool"].size_option == "RESOURCES"
-    assert kinds.by_name()["allocator"].size_option == "KEYS"
+    assert registry.by_name()["pool"].size_option == "RESOURCES"
+    assert registry.by_name()["allocator"].size_option == "KEYS"
 
 
 def test_w006_names_the_kinds_own_fill_action(own_panels: None) -> None:

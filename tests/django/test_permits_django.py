@@ -18,7 +18,7 @@ from django.core.management import call_command
 from django.test import AsyncClient, Client
 from django.urls import reverse
 
-from django_redis_pool import NotConfigured, get_pool, get_semaphore, kinds
+from django_redis_pool import NotConfigured, get_pool, get_semaphore, registry
 from django_redis_pool.checks import TAG
 from django_redis_pool.decorators import with_resource
 from tests import settings as base_settings
@@ -247,7 +247,7 @@ def test_a_semaphores_held_gauge_counts_permits(settings: Any, redis_url: str) -
     settings.DJANGO_REDIS_POOL = setting(redis_url)
     semaphore = get_semaphore("jobs")
     assert semaphore.acquire("big", permits=3) is True
-    gauges = kinds.by_name()["semaphore"].gauges(semaphore)
+    gauges = registry.by_name()["semaphore"].gauges(semaphore)
     assert (gauges["size"], gauges["held"], gauges["free"], gauges["waiting"]) == (4, 3, 1, 0)
 
 

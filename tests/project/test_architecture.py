@@ -1,16 +1,19 @@
 """Pin the package's shape as docs/architecture.md draws it: its layers, no
-import circle, the imports that run back up (named, at most two), no module
-over 600 lines (Lua files included), no Django in the primitives, kind modules free of
-presentation, and no private name crossing a module boundary (none imported
+import circle and no import back up the layers (not even one made inside a
+function), no module over 600 lines (Lua files included), no Django in the
+primitives, kind modules free of presentation, Django's settings read by the
+registry and the checks only, and no private name crossing a module boundary (none imported
 from another module; none of another module's objects used by the Django
 layer, but the few of Django's that are named below). And the test suite's,
 as docs/testing.md draws it ("The layout of tests/"): its folders, each test
 module in a group, none over 1,000 lines.
 
 Read from the source (the ``import`` statements), so a test run imports nothing
-it checks. An import under ``if TYPE_CHECKING:`` is a type's name, not a
-dependency at load time: the layers leave it out, but no circle may run
-through one either.
+it checks. An import made inside a function counts as any other: it may not
+run up the layers, nor close a circle. An import under ``if TYPE_CHECKING:``
+is a type's name, not a dependency at load time: the layers leave it out, but
+no circle may run through one either. The same holds for ``benchmarks/``: no
+circle among its modules.
 """
 
 from __future__ import annotations
@@ -30,9 +33,9 @@ LAYERS: dict[str, int] = {
     "primitives": 0,
     "exceptions": 0,
     "testing": 0,
-    # 1: what every kind of the Django layer is and where to find it, the
-    # signals it sends, the holder names and client addresses of requests, and
-    # the rates the setting writes; the span of a hold (OpenTelemetry)
+    # 1: what every kind of the Django layer is (the contract), the signals it
+    # sends, the holder names and client addresses of requests, and the rates
+    # the setting writes; the span of a hold (OpenTelemetry)
     "signals": 1,
     "kinds": 1,
     "kinds.contract": 1,
@@ -40,24 +43,28 @@ LAYERS: dict[str, int] = {
     "holders": 1,
     "client_address": 1,
     "tracing": 1,
-    # 2: the setting, read and validated once
+    # 2: the setting's parser: the values and the kinds it is given, validated
+    # once (no Django settings read)
     "conf": 2,
-    # 3: configured primitives by name
-    "registry": 3,
-    # 4: the kinds (and the list of the built-in ones), and the response to a
-    # refused request
-    "kinds.allocator": 4,
-    "kinds.builtin": 4,
-    "kinds.leased": 4,
-    "kinds.lock": 4,
-    "kinds.object_pool": 4,
-    "kinds.pool": 4,
-    "kinds.queue": 4,
-    "kinds.quota_headers": 4,
-    "kinds.ratelimit": 4,
-    "kinds.ratelimit_keys": 4,
-    "kinds.ratelimit_options": 4,
-    "kinds.semaphore": 4,
+    # 3: the kinds: what each one is, told what it needs of the setting; the
+    # list of the built-in ones
+    "kinds.allocator": 3,
+    "kinds.leased": 3,
+    "kinds.lock": 3,
+    "kinds.object_pool": 3,
+    "kinds.pool": 3,
+    "kinds.queue": 3,
+    "kinds.quota_headers": 3,
+    "kinds.ratelimit": 3,
+    "kinds.ratelimit_keys": 3,
+    "kinds.ratelimit_options": 3,
+    "kinds.semaphore": 3,
+    "kinds.builtin": 3,
+    # 4: the reader of Django's settings, which hands out the kinds and builds
+    # configured primitives by name; the kinds' typed accessors; the response
+    # to a refused request
+    "registry": 4,
+    "kinds.accessors": 4,
     "refusals": 4,
     # 5: what uses the kinds: holding one for a request (what its outcomes log
     # and signal, its crossings between the event loop and threads), the Django
@@ -84,15 +91,10 @@ LAYERS: dict[str, int] = {
     "": 6,  # django_redis_pool/__init__.py: the public names
 }
 
-#: The imports that run back up the layers, each made inside the function that
-#: needs it (so that loading stays one-way), and why. No more than two.
-UPWARD = {
-    # Looking the kinds up (by name, by setting key) imports their list on
-    # first use: the kind modules use the settings reader, which looks them up.
-    ("kinds", "kinds.builtin"),
-    # The queue kind runs the Django Tasks backend's tasks by their handler.
-    ("kinds.queue", "tasks"),
-}
+#: The modules that read Django's settings (``django.conf.settings``): the
+#: registry at run time, the checks for theirs. Every other module is given
+#: what it needs.
+SETTINGS_READERS = {"registry", "checks"}
 
 
 def module_name(path: Path) -> str:
@@ -172,47 +174,26 @@ def test_every_module_has_a_layer():
         layer_of(module)  # raises KeyError for a module no layer covers
 
 
-def test_a_module_imports_at_load_time_only_from_its_layer_or_lower_ones():
+def test_a_module_imports_only_from_its_layer_or_lower_ones_even_inside_a_function():
     upward = [
         f"{module} (layer {layer_of(module)}) imports {target} (layer {layer_of(target)})"
+        f"{'' if at_load else ' inside a function'}"
         for module, imports in GRAPH.items()
         for target, at_load in imports
-        if at_load and layer_of(target) > layer_of(module)
+        if layer_of(target) > layer_of(module)
     ]
     assert upward == []
 
 
-def test_the_imports_back_up_the_layers_are_the_two_named_ones():
-    assert len(UPWARD) <= 2
-    upward = {
-        (layer_key(module), layer_key(target))
-        for module, imports in GRAPH.items()
-        for target, _ in imports
-        if layer_of(target) > layer_of(module)
-    }
-    assert upward == UPWARD
-
-
-def test_no_two_modules_import_each_other_even_through_others_or_for_types():
-    """No circle, counting the imports made inside functions and the
-    type-only ones too; but not the
-    named ones back up the layers (:data:`UPWARD`): made when their function
-    runs, they are the one way back, and what they import may well use the
-    module that makes them (the kinds use the settings reader, which looks the
-    kinds up)."""
-
-    def downward(module: str) -> list[str]:
-        return [
-            target
-            for target, _ in GRAPH_WITH_TYPES[module]
-            if (layer_key(module), layer_key(target)) not in UPWARD
-        ]
+def circles_of(graph: dict[str, list[str]]) -> list[str]:
+    """``a -> b -> ... -> a`` for each edge ``a -> b`` of ``graph`` from which
+    ``a`` can be reached again."""
 
     def reaches(start: str, goal: str) -> bool:
         seen, todo = set(), [start]
         while todo:
             module = todo.pop()
-            for target in downward(module):
+            for target in graph.get(module, []):
                 if target == goal:
                     return True
                 if target not in seen:
@@ -220,13 +201,39 @@ def test_no_two_modules_import_each_other_even_through_others_or_for_types():
                     todo.append(target)
         return False
 
-    circles = sorted(
+    return sorted(
         f"{module} -> {target} -> ... -> {module}"
-        for module in GRAPH
-        for target in downward(module)
+        for module, targets in graph.items()
+        for target in targets
         if reaches(target, module)
     )
-    assert circles == []
+
+
+def test_no_two_modules_import_each_other_even_through_others_inside_functions_or_for_types():
+    """No circle, counting the imports made inside functions and the
+    type-only ones too: no exception."""
+    graph = {
+        module: [target for target, _ in imports] for module, imports in GRAPH_WITH_TYPES.items()
+    }
+    assert circles_of(graph) == []
+
+
+def test_only_the_registry_and_the_checks_read_djangos_settings():
+    """``from django.conf import settings`` (or ``django.conf.settings``) in
+    :data:`SETTINGS_READERS` only: conf parses what it is given, the kinds are
+    told what they need, the Tasks backend asks the framework."""
+    readers = set()
+    for module, tree in TREES.items():
+        for node in ast.walk(tree):
+            if (
+                isinstance(node, ast.ImportFrom)
+                and node.module == "django.conf"
+                and any(alias.name == "settings" for alias in node.names)
+            ) or (
+                isinstance(node, ast.Import) and any(a.name == "django.conf" for a in node.names)
+            ):
+                readers.add(module)
+    assert readers == SETTINGS_READERS
 
 
 def test_the_primitives_and_the_test_servers_import_no_django():
@@ -467,3 +474,51 @@ def test_every_subcommand_is_a_suite_module_and_none_is_over_600_lines():
     for path in BENCHMARKS.rglob("*.py"):
         lines = path.read_text(encoding="utf-8").count("\n")
         assert lines <= 600, f"{path.relative_to(BENCHMARKS)} has {lines} lines: split it"
+
+
+def benchmark_modules() -> dict[str, Path]:
+    """``benchmarks.suites.views`` -> its path, for every module of benchmarks/."""
+    modules = {}
+    for path in BENCHMARKS.rglob("*.py"):
+        parts = list(path.relative_to(BENCHMARKS.parent).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        modules[".".join(parts)] = path
+    return modules
+
+
+def benchmark_imports(modules: dict[str, Path]) -> dict[str, list[str]]:
+    """Each module of benchmarks/ -> the modules of benchmarks/ it imports,
+    inside functions too."""
+    graph = {}
+    for module, path in modules.items():
+        package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+        found = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            targets = []
+            if isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    parts = package.split(".")
+                    base = ".".join(
+                        [*parts[: len(parts) - (node.level - 1)], *filter(None, [base])]
+                    )
+                targets = [
+                    f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules else base
+                    for alias in node.names
+                ]
+            elif isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            for target in targets:
+                while target and target not in modules:
+                    target = target.rpartition(".")[0]
+                if target and target != module:
+                    found.add(target)
+        graph[module] = sorted(found)
+    return graph
+
+
+def test_no_circle_among_the_benchmarks_modules_even_inside_functions():
+    graph = benchmark_imports(benchmark_modules())
+    assert "benchmarks.workers" in graph["benchmarks.suites.async_path"]  # (read at all)
+    assert circles_of(graph) == []

@@ -27,7 +27,7 @@ from typing import Any
 
 import pytest
 
-from django_redis_pool import conf, kinds
+from django_redis_pool import conf, registry
 
 pytestmark = pytest.mark.release
 
@@ -111,9 +111,9 @@ SETTINGS = (DOCS / "settings.md").read_text()
 
 def test_settings_page_lists_every_top_level_key_with_its_default() -> None:
     rows = _rows(_section(SETTINGS, "Top-level keys"))
-    defaults = conf.parse({})
-    by_setting_key = kinds.by_setting_key()
-    for key in conf.top_level_keys():
+    defaults = conf.parse({}, registry.KINDS, caches={})
+    by_setting_key = registry.by_setting_key()
+    for key in conf.top_level_keys(registry.KINDS):
         assert key in rows, f"docs/settings.md lacks the top-level key {key}"
         if key in by_setting_key:
             expected: Any = {}
@@ -125,7 +125,7 @@ def test_settings_page_lists_every_top_level_key_with_its_default() -> None:
 
 
 def test_settings_page_lists_every_option_of_every_kind_with_its_default() -> None:
-    for kind in kinds.all_kinds():
+    for kind in registry.all_kinds():
         rows = _rows(_section(SETTINGS, kind.setting_key))
         for key, option in kind.options.items():
             assert key in rows, f"docs/settings.md lacks {kind.setting_key} option {key}"

@@ -13,7 +13,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from django_redis_pool import Allocator, Lock, NotConfigured, ResourcePool, Semaphore, conf, kinds
+from django_redis_pool import (
+    Allocator,
+    Lock,
+    NotConfigured,
+    ResourcePool,
+    Semaphore,
+    conf,
+    registry,
+)
 from django_redis_pool.checks import validate
 from tests.support.primitive_helpers import ops
 
@@ -115,9 +123,9 @@ def test_allocator_keys_bindings_priorities(
 
 # ----------------------------------------------------------------- settings
 
-TOP_KEYS = [*conf.top_level_keys(), "NOPE"]
+TOP_KEYS = [*conf.top_level_keys(registry.KINDS), "NOPE"]
 option_keys = st.sampled_from(
-    sorted({key for kind in kinds.all_kinds() for key in kind.options} | {"BOGUS"})
+    sorted({key for kind in registry.all_kinds() for key in kind.options} | {"BOGUS"})
 )
 entry = st.dictionaries(option_keys, anything, max_size=4)
 entries = st.dictionaries(st.one_of(texts, st.integers()), st.one_of(entry, anything), max_size=3)
@@ -143,7 +151,7 @@ def test_any_setting_gives_check_messages_or_a_working_config(redis_client: Any,
     messages = validate(raw, {})  # never raises
     if any(message.is_serious() for message in messages):
         return
-    config = conf.parse(raw)
+    config = conf.parse(raw, registry.KINDS, caches={})
     for entry_ in config.entries.values():
         with contextlib.suppress(NotConfigured):
             entry_.kind.build(redis_client, entry_.name, config.key_prefix, entry_.options)

@@ -66,11 +66,11 @@ class PoolCommand(BaseCommand):
     @staticmethod
     def kind_of(primitive: Any) -> kinds.Kind:
         """The kind of ``primitive``."""
-        return kinds.by_name()[primitive.kind]
+        return registry.by_name()[primitive.kind]
 
     def say_none_configured(self) -> None:
         """Warn that there is nothing to act on."""
-        self.stdout.write(self.style.WARNING(f"No {kinds.plurals()} are configured."))
+        self.stdout.write(self.style.WARNING(f"No {registry.plurals()} are configured."))
 
     def write_line(self, line: str, style: str) -> None:
         """``line`` (data: :meth:`write_data`'s escapes), coloured by a
