@@ -339,6 +339,8 @@ def test_every_screenshot_the_docs_show_has_a_fingerprint() -> None:
     )
     for name in shown:
         assert (screenshots.DOCS_IMG / name).exists(), f"the docs show docs/img/{name}: missing"
+    unshown = {image.name for image in screenshots.DOCS_IMG.glob("*.png")} - shown
+    assert unshown == set(), "no page shows these images: delete them"
 
 
 def test_a_fingerprint_makes_what_changes_between_runs_constant() -> None:

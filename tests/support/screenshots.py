@@ -117,7 +117,7 @@ def check(name: str, shown: list[str], folder: Path = DOCS_IMG) -> str | None:
     """Why the docs' image ``name`` (in ``folder``) no longer shows the page
     whose fingerprint is ``shown`` (None if it does, or if the docs have no
     image of that name)."""
-    if not (folder / name).exists():
+    if not (folder / name).exists() or (folder == DOCS_IMG and name not in shown_by_docs()):
         return None
     recorded = read_manifest(folder).get(name)
     again = f"take it again: {regenerate_command()}"
