@@ -375,13 +375,13 @@ class RedisAllocator:
 
     # keys
     def extend(self, keys: Any = None, timeout: Any = -1) -> None:
-        self.ours.extend(list(keys or []), timeout=_forever(timeout))
+        self.ours.extend(list(keys or []), lease_timeout=_forever(timeout))
 
     def shrink(self, keys: Any = None) -> None:
         self.ours.shrink(list(keys or []))
 
     def assign(self, keys: Any = None, timeout: Any = -1) -> None:
-        self.ours.assign(list(keys or []), timeout=_forever(timeout))
+        self.ours.assign(list(keys or []), lease_timeout=_forever(timeout))
 
     def keys(self) -> list[str]:
         return self.ours.keys()
@@ -406,14 +406,19 @@ class RedisAllocator:
         self, timeout: Any = 120, name: str | None = None, cache_timeout: Any = 3600
     ) -> str | None:
         return self.ours.malloc_key(
-            timeout=_forever(timeout), name=name or None, cache_timeout=_seconds(cache_timeout)
+            lease_timeout=_forever(timeout),
+            name=name or None,
+            cache_timeout=_seconds(cache_timeout),
         )
 
     def malloc(
         self, timeout: Any = 120, obj: Any = None, params: Any = None, cache_timeout: Any = 3600
     ) -> AllocatorObject | None:
         made = self.ours.malloc(
-            timeout=_forever(timeout), obj=obj, params=params, cache_timeout=_seconds(cache_timeout)
+            lease_timeout=_forever(timeout),
+            obj=obj,
+            params=params,
+            cache_timeout=_seconds(cache_timeout),
         )
         if made is not None:  # (the same object, under the peer's class name)
             made.__class__, made.allocator = RedisAllocatorObject, self
@@ -431,7 +436,7 @@ class RedisAllocator:
 
     # soft bindings
     def update_soft_bind(self, name: str, key: str, timeout: Any = 3600) -> None:
-        self.ours.update_soft_bind(name, key, timeout=_seconds(timeout))
+        self.ours.update_soft_bind(name, key, cache_timeout=_seconds(timeout))
 
     def unbind_soft_bind(self, name: str) -> None:
         self.ours.unbind_soft_bind(name)

@@ -236,17 +236,17 @@ def test_random_order_is_roughly_uniform(client):
 
 
 def test_lease_context_manager_releases_on_exit_and_on_error(pool):
-    with pool.lease(timeout=1) as lease:
+    with pool.hold(timeout=1) as lease:
         assert pool.is_occupied(lease.resource)
     assert pool.is_available(lease.resource)
-    with pytest.raises(RuntimeError), pool.lease(timeout=1) as lease:
+    with pytest.raises(RuntimeError), pool.hold(timeout=1) as lease:
         raise RuntimeError("boom")
     assert pool.occupied_count() == 0
 
 
 def test_lease_context_manager_raises_resource_unavailable_on_timeout(pool):
     held = [pool.acquire() for _ in range(3)]
-    with pytest.raises(ResourceUnavailable) as info, pool.lease(timeout=0.05):
+    with pytest.raises(ResourceUnavailable) as info, pool.hold(timeout=0.05):
         pass
     assert isinstance(info.value, TimeoutError) and isinstance(info.value, PoolError)
     assert len(held) == 3
@@ -263,7 +263,7 @@ def test_auto_renew_keeps_a_short_lease_alive(client):
     # machine's stalls do not reach)
     pool = ResourcePool(client, "p", lease_timeout=1.5)
     pool.associate("a")
-    with pool.lease(auto_renew=True) as lease:
+    with pool.hold(auto_renew=True) as lease:
         time.sleep(3.2)  # two lease durations
         assert pool.is_occupied("a")
         assert not lease.lost

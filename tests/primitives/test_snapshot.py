@@ -32,6 +32,7 @@ from tests.support.primitive_helpers import (
     pool_of,
     queue_dead_waiter,
     redis_time,
+    slot_lease,
 )
 from tests.support.waiting import wait_for
 
@@ -227,7 +228,7 @@ def test_expired_lock_and_semaphore_holds_are_not_listed_as_held(client: Any) ->
     lock = Lock(client, "snapexplock", lease_timeout=0.05, holder="gone")
     semaphore = Semaphore(client, "snapexpsem", lease_timeout=0.05, default_max_size=2)
     assert lock.acquire()
-    lease = semaphore.acquire_lease("gone")
+    lease = slot_lease(semaphore, "gone")
     assert lease is not None
     expire(lease)
     wait_for(lambda: not lock.owned(), what="the lock's lease to expire")
@@ -346,7 +347,7 @@ def test_collect_works_for_locks_and_semaphores(client: Any) -> None:
     lock = Lock(client, "colllock", lease_timeout=0.05, holder="crashed")
     semaphore = Semaphore(client, "collsem", lease_timeout=0.05, default_max_size=1)
     assert lock.acquire()
-    lease = semaphore.acquire_lease("crashed-too")
+    lease = slot_lease(semaphore, "crashed-too")
     assert lease is not None
     expire(lease)
     wait_for(lambda: not lock.owned(), what="the lock's lease to expire")
@@ -427,17 +428,17 @@ def test_default_max_size_must_be_an_int_at_least_0(client: Any, bad: Any) -> No
 
 def test_acquire_lease_returns_the_slot_lease_or_none_when_full(client: Any) -> None:
     semaphore = Semaphore(client, "semlease", lease_timeout=30, default_max_size=1)
-    lease = semaphore.acquire_lease("alice")
+    lease = slot_lease(semaphore, "alice")
     assert isinstance(lease, Lease)
     assert (lease.resource, lease.holder) == ("alice", "alice")
     assert lease.fence > 0 and lease.expires_at is not None and lease.lease_timeout == 30
     assert lease.primitive_kind == "semaphore" and lease.primitive_name == "semlease"
-    assert semaphore.acquire_lease("bob", timeout=0) is None, "full"
+    assert slot_lease(semaphore, "bob", timeout=0) is None, "full"
     assert lease.renew(60)
     assert lease.lease_timeout == 60
     assert lease.release() is True
     assert not semaphore.is_holding("alice")
-    assert semaphore.acquire_lease("bob") is not None
+    assert slot_lease(semaphore, "bob") is not None
 
 
 # ------------------------------------------------------------ Lock.for_holder

@@ -165,7 +165,7 @@ def test_a_pools_lease_released_late_returns_in_time_and_frees_its_resource(
 ):
     pool = ResourcePool(deadline_client(redis_url), "late", resources=["r"], lease_timeout=LEASE)
     floor = floor_of(lambda: pool.release(pool.acquire()))  # (Redis answering)
-    with pool.lease(timeout=0) as lease:
+    with pool.hold(timeout=0) as lease:
         paused_redis.client_pause(PAUSE_MS, all=False)
         watch = Stopwatch()
     assert watch.waited() < DEADLINE_SLACK + 10 * floor + STALL, "held past the deadline"

@@ -23,6 +23,7 @@ from django_redis_pool import Lease, get_lock, get_pool, get_semaphore
 from django_redis_pool.primitives.lock import Lock
 from django_redis_pool.primitives.pool import ResourcePool
 from django_redis_pool.primitives.semaphore import Semaphore
+from tests.support.primitive_helpers import slot_lease
 from tests.support.redis_inspect import redis_state
 from tests.support.waiting import wait_for
 
@@ -78,7 +79,7 @@ def world(configured: None, redis_client: redis.Redis) -> World:
     semaphore = get_semaphore("reports")
     lock = get_lock("imports")
     pool_lease = pool.acquire(holder="worker-1")
-    semaphore_lease = semaphore.acquire_lease("job-1")
+    semaphore_lease = slot_lease(semaphore, "job-1")
     assert lock.acquire(holder="importer", blocking=False)
     assert pool_lease is not None and semaphore_lease is not None and lock.lease is not None
     return World(redis_client, pool, semaphore, lock, pool_lease, semaphore_lease, lock.lease)
@@ -199,7 +200,7 @@ def expired_hold(world: World, kind: str) -> tuple[str, Lease]:
         expire(lease, lambda: world.pool.is_occupied(lease.resource))
         return "printers", lease
     if kind == "semaphore":
-        lease = world.semaphore.acquire_lease("crashed")
+        lease = slot_lease(world.semaphore, "crashed")
         assert lease is not None
         expire(lease, lambda: world.semaphore.is_holding("crashed"))
         return "reports", lease

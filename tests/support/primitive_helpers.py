@@ -10,7 +10,7 @@ import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from django_redis_pool import Lease, ResourcePool
+from django_redis_pool import Lease, ResourcePool, ResourceUnavailable, Semaphore
 from django_redis_pool.primitives.base import LeasedPrimitive
 from tests.support.waiting import wait_for
 
@@ -64,6 +64,26 @@ def pool_of(client: Any, name: str, *resources: str, **kwargs: Any) -> ResourceP
     for resource in resources:
         assert pool.associate(resource)
     return pool
+
+
+def slot_lease(semaphore: Semaphore, identity: str, **kwargs: Any) -> Lease | None:
+    """``identity``'s hold of ``semaphore``, kept past any block (the test gives
+    it back): what entering ``semaphore.hold()`` takes, not waiting by default
+    (``timeout=0``, as ``acquire``); None when refused."""
+    kwargs.setdefault("timeout", 0)
+    try:
+        return semaphore.hold(identity, **kwargs).__enter__()
+    except ResourceUnavailable:
+        return None
+
+
+async def aslot_lease(semaphore: Semaphore, identity: str, **kwargs: Any) -> Lease | None:
+    """:func:`slot_lease` through ``semaphore.ahold()``."""
+    kwargs.setdefault("timeout", 0)
+    try:
+        return await semaphore.ahold(identity, **kwargs).__aenter__()
+    except ResourceUnavailable:
+        return None
 
 
 def assert_constructor_does_no_io(build: Callable[[Any], object]) -> None:
