@@ -20,6 +20,7 @@ from django.test import RequestFactory
 
 from django_redis_pool import get_lock, get_pool, get_semaphore
 from django_redis_pool.guard import Guard
+from tests.support.primitive_helpers import slot_lease
 from tests.support.waiting import wait_for
 
 NAMES = ["printers", "reports", "imports"]
@@ -42,7 +43,7 @@ def is_taken(name: str) -> bool:
     if name == "printers":
         lease = get_pool(name).acquire(timeout=0)
     elif name == "reports":
-        lease = get_semaphore(name).acquire_lease("someone-else", timeout=0)
+        lease = slot_lease(get_semaphore(name), "someone-else")
     else:
         lock = get_lock(name).for_holder("someone-else")
         if not lock.acquire(blocking=False):

@@ -501,7 +501,7 @@ def test_extend_restarts_the_lease(client):
     time.sleep(0.7)
     assert lock.owned(), "extended past the original 0.5 s lease"
     before = time.time()
-    assert lock.extend() is True  # None: the lock's own lease_timeout
+    assert lock.extend() is True  # DEFAULT: the lock's own lease_timeout
     [lease] = lock.holders()
     assert before < lease.expires_at < time.time() + 0.6
     assert lease.lease_timeout == 0.5

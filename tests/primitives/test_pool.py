@@ -150,7 +150,7 @@ def test_old_holder_release_after_expiry_reclaims_without_claiming_success(clien
     assert pool.is_available("a")
 
 
-def test_renew_extends_and_none_keeps_the_current_duration(client):
+def test_renew_extends_and_by_default_keeps_the_current_duration(client):
     # Renewed every 0.5 s, a 2 s lease outlives its first 2 s: 1.5 s of margin
     # for each step, which a busy machine's stalls do not reach.
     pool = ResourcePool(client, "p", lease_timeout=2)
@@ -165,10 +165,10 @@ def test_renew_extends_and_none_keeps_the_current_duration(client):
     assert lease.expires_at >= before + 60 - 0.001
     before = _redis_time(client)
     assert lease.renew() is True
-    assert lease.expires_at >= before + 60 - 0.001, "None keeps the 60 s duration"
+    assert lease.expires_at >= before + 60 - 0.001, "DEFAULT keeps the 60 s duration"
 
 
-def test_acquire_lease_timeout_overrides_the_pool_default(client):
+def test_an_acquires_lease_timeout_overrides_the_pool_default(client):
     pool = ResourcePool(client, "p", lease_timeout=60)
     pool.associate("a")
     lease = pool.acquire(lease_timeout=0.1)

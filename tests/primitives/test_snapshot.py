@@ -1,5 +1,5 @@
 """Primitive-level operator APIs: ``snapshot()``, ``collect()`` / ``gc()``,
-``Semaphore(default_max_size=)`` and ``acquire_lease``, ``Lock.for_holder`` and
+``Semaphore(default_max_size=)`` and its holds' leases, ``Lock.for_holder`` and
 the lease-lost listeners.
 
 Every test that can runs against a real redis-server and again against the real
@@ -426,7 +426,7 @@ def test_default_max_size_must_be_an_int_at_least_0(client: Any, bad: Any) -> No
         Semaphore(client, "defsize4", default_max_size=bad)
 
 
-def test_acquire_lease_returns_the_slot_lease_or_none_when_full(client: Any) -> None:
+def test_a_slots_hold_yields_its_lease_and_is_refused_when_full(client: Any) -> None:
     semaphore = Semaphore(client, "semlease", lease_timeout=30, default_max_size=1)
     lease = slot_lease(semaphore, "alice")
     assert isinstance(lease, Lease)
