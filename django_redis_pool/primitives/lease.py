@@ -31,7 +31,7 @@ from .deadlines import DEADLINE_SLACK, deadline
 from .keys import new_token
 from .protocol import Mode
 from .steps import Op, Steps, new_op
-from .validators import DEFAULT, Seconds, check_lease_timeout
+from .validators import DEFAULT, Seconds
 
 if TYPE_CHECKING:
     from .channel import Channel
@@ -307,8 +307,7 @@ def renew_steps(lease: Lease, lease_timeout: Seconds = DEFAULT) -> Steps[bool]:
     sent = time.monotonic()
     if lease_timeout is DEFAULT:
         expires = yield from lease._owner.renew_resource_steps(lease.resource, lease.token, None)
-    else:
-        lease_timeout = check_lease_timeout(lease_timeout)
+    else:  # (0 ends it now: redis-allocator's update(0) frees)
         expires = yield from lease._owner.renew_resource_steps(
             lease.resource, lease.token, lease_timeout, keep=False
         )

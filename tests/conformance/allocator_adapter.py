@@ -35,6 +35,7 @@ import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
+from django_redis_pool import DEFAULT
 from django_redis_pool.primitives.allocator import Allocator, AllocatorObject
 from tests.support.primitive_helpers import ops
 
@@ -449,9 +450,15 @@ class RedisAllocatorObject(AllocatorObject):
     """Our ``AllocatorObject`` (what ``malloc`` hands out), built with the
     peer's order of arguments: ``(allocator, key, obj, params)``; its
     allocator is the adapter (whose ``free_keys`` is ours). Nothing else is
-    added: where the peer's object has more (``open``, ``release``,
-    ``refresh``; ``close`` that closes the object but keeps the key), the
-    suite meets ours as it is."""
+    added but the peer's name of ``update``'s argument (``timeout``, ours
+    ``lease_timeout``): where the peer's object has more (``open``,
+    ``release``, ``refresh``; ``close`` that closes the object but keeps the
+    key), the suite meets ours as it is."""
 
     def __init__(self, allocator: Any, key: str, obj: Any = None, params: Any = None) -> None:
         super().__init__(allocator, key, params, obj)
+
+    def update(self, timeout: Any = DEFAULT, **kwargs: Any) -> bool:  # type: ignore[override]
+        """The peer's ``update(timeout)``: ours with ``lease_timeout``."""
+        seconds = timeout if timeout is DEFAULT or timeout is None else _seconds(timeout)
+        return super().update(seconds, **kwargs)
