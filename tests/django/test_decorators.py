@@ -37,7 +37,7 @@ from django_redis_pool.decorators import with_resource
 from django_redis_pool.guard import request_of
 from django_redis_pool.primitives.channel import Channel
 from django_redis_pool.testing import EmbeddedRedis
-from tests.support.primitive_helpers import ops, slot_lease
+from tests.support.primitive_helpers import ops, own_lease, slot_lease
 from tests.support.stoppable_servers import closed_port
 from tests.support.waiting import STALL, cancel, floor_of, wait_for
 from tests.urlconfs import decorated_views as views
@@ -204,7 +204,7 @@ def test_lock_view_holds_a_lock_it_owns_with_a_fence(settings: Any, redis_url: s
     assert seen["owned"] is True and seen["locked"] is True
     assert isinstance(seen["fence"], int) and seen["fence"] > 0
     assert not get_lock("imports").locked()
-    assert lock.lease is None, "the request's hold was released"
+    assert own_lease(lock) is None, "the request's hold was released"
 
 
 def test_decorated_view_lists_its_guards_outermost_first() -> None:

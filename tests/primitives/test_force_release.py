@@ -23,7 +23,15 @@ import pytest
 
 from django_redis_pool import Lease, Lock, NotOwned, ResourcePool, Semaphore
 from django_redis_pool.primitives.base import LeasedPrimitive
-from tests.support.primitive_helpers import expire_now, finish, in_thread, ops, pool_of, slot_lease
+from tests.support.primitive_helpers import (
+    expire_now,
+    finish,
+    in_thread,
+    ops,
+    own_lease,
+    pool_of,
+    slot_lease,
+)
 from tests.support.waiting import wait_for
 
 # ----------------------------------------------------------------------- helpers
@@ -221,7 +229,7 @@ def test_semaphore_force_release_hands_the_slot_to_the_head_waiter(client: Any) 
 def test_lock_force_release_ends_the_holders_lock(client: Any) -> None:
     lock = Lock(client, "frlock", lease_timeout=30, holder="job")
     assert lock.acquire()
-    lease = lock.lease
+    lease = own_lease(lock)
     assert lease is not None
     assert lock.force_release("other") is False, "not the holder"
     assert lock.force_release("job") is True
@@ -248,8 +256,8 @@ def test_lock_force_release_with_fence(client: Any) -> None:
 def test_lock_force_release_of_an_expired_hold_is_false(client: Any) -> None:
     lock = Lock(client, "frlockexp", lease_timeout=30, holder="job")
     assert lock.acquire()
-    assert lock.lease is not None
-    expire_now(lock.lease)
+    assert own_lease(lock) is not None
+    expire_now(own_lease(lock))
     assert lock.force_release("job") is False
     assert lock.force_release("job", fence=lock.fence) is False
     assert not lock.locked()
@@ -297,7 +305,7 @@ def test_reentrant_lock_force_release_with_fence_ends_the_whole_hold(client: Any
     lock = Lock(client, "frrlockfence", lease_timeout=30, holder="job", reentrant=True)
     for _ in range(3):
         assert lock.acquire()
-    lease = lock.lease
+    lease = own_lease(lock)
     assert lease is not None
     assert lock.force_release("job", fence=lock.fence) is True
     assert not lock.locked()

@@ -29,6 +29,7 @@ from tests.support.primitive_helpers import (
     finish,
     in_thread,
     ops,
+    own_lease,
     pool_of,
     queue_dead_waiter,
     redis_time,
@@ -452,7 +453,7 @@ def test_for_holder_lock_is_usable_from_another_thread(client: Any) -> None:
     assert acquired is True
     assert request_lock.owned(), "any thread acts as req-1"
     assert request_lock.fence == fence_in_thread, "the fence falls back to req-1's lease"
-    lease = request_lock.lease
+    lease = own_lease(request_lock)
     assert isinstance(lease, Lease)
     assert (lease.holder, lease.fence) == ("req-1", fence_in_thread)
     assert request_lock.extend(60) is True
@@ -461,7 +462,7 @@ def test_for_holder_lock_is_usable_from_another_thread(client: Any) -> None:
     assert lock.holder() == "req-1"
     request_lock.release()
     assert not lock.locked()
-    assert request_lock.lease is None and request_lock.fence is None
+    assert own_lease(request_lock) is None and request_lock.fence is None
     with pytest.raises(NotOwned):
         request_lock.release()
 
@@ -472,9 +473,9 @@ def test_for_holder_leaves_the_original_lock_alone(client: Any) -> None:
     assert (request_lock.lease_timeout, lock.lease_timeout) == (5, 30)
     assert request_lock.name == lock.name and request_lock is not lock
     assert request_lock.acquire(blocking=False)
-    assert request_lock.lease is not None and request_lock.lease.lease_timeout == 5
+    assert own_lease(request_lock) is not None and own_lease(request_lock).lease_timeout == 5
     assert lock.locked()
-    assert not lock.owned() and lock.lease is None and lock.fence is None
+    assert not lock.owned() and own_lease(lock) is None and lock.fence is None
     assert not lock.acquire(blocking=False), "the same lock, held by req-2"
     request_lock.release()
     assert lock.acquire(blocking=False)

@@ -28,6 +28,7 @@ from django_redis_pool import Lease, Lock, ResourcePool, Semaphore
 from django_redis_pool.primitives.base import LeasedPrimitive, Snapshot
 from tests.support.primitive_helpers import (
     expire_now,
+    own_lease,
     pool_of,
     queue_dead_waiter,
     redis_time,
@@ -250,7 +251,7 @@ def test_lock_pages_concatenate_to_the_whole(client: Any) -> None:
     assert (full.size, full.free, full.held_count, full.waiting_count) == (1, 0, 1, 3)
     assert_pages_match(lock, full)
 
-    expire_now(lock.lease)  # type: ignore[arg-type]
+    expire_now(own_lease(lock))  # type: ignore[arg-type]
     expired = full_snapshot(lock)
     assert expired.leases == []
     assert (expired.free, expired.held_count, expired.expired_count) == (1, 0, 1)
@@ -490,7 +491,7 @@ def test_acquired_at_is_the_redis_time_of_the_grant_and_is_in_the_snapshot(clien
             semaphore,
             _granted_between(client, lambda: slot_lease(semaphore, "x", lease_timeout=30)),
         ),
-        (lock, _granted_between(client, lambda: lock.lease if lock.acquire() else None)),
+        (lock, _granted_between(client, lambda: own_lease(lock) if lock.acquire() else None)),
     ]
     for primitive, lease in leases:
         [listed] = [
@@ -513,7 +514,7 @@ def test_acquired_at_is_when_the_hold_began_not_its_latest_renewal_or_reacquire(
     lease = pool.acquire(lease_timeout=30)
     slot = slot_lease(semaphore, "x", lease_timeout=30)
     assert lease is not None and slot is not None and lock.acquire()
-    held = lock.lease
+    held = own_lease(lock)
     assert held is not None
     began = {"pool": lease.acquired_at, "semaphore": slot.acquired_at, "lock": held.acquired_at}
     time.sleep(0.05)

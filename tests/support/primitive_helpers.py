@@ -10,7 +10,7 @@ import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from django_redis_pool import Lease, ResourcePool, ResourceUnavailable, Semaphore
+from django_redis_pool import Lease, Lock, ResourcePool, ResourceUnavailable, Semaphore
 from django_redis_pool.primitives.base import LeasedPrimitive
 from tests.support.waiting import wait_for
 
@@ -64,6 +64,13 @@ def pool_of(client: Any, name: str, *resources: str, **kwargs: Any) -> ResourceP
     for resource in resources:
         assert pool.associate(resource)
     return pool
+
+
+def own_lease(lock: Lock) -> Lease | None:
+    """The Lease that this thread's (or task's) holder holds through ``lock``
+    (what ``lock.hold()`` yields), from the lock's own record; None once it let
+    go. (A test's look inside: the public way to the lease is ``hold()``.)"""
+    return lock._leases.get(lock._holder())
 
 
 def slot_lease(semaphore: Semaphore, identity: str, **kwargs: Any) -> Lease | None:

@@ -46,7 +46,7 @@ from typing import Any
 
 import redis
 
-from tests.support.primitive_helpers import slot_lease
+from tests.support.primitive_helpers import own_lease, slot_lease
 from tests.support.waiting import answers_ping, wait_for
 
 LEASE = 2.0  #: every lease, in seconds (holds last at most ~30 ms)
@@ -178,7 +178,7 @@ def _take(kind: str, primitive: Any, who: str, rng: random.Random) -> tuple[Any,
                 return False
             return True
 
-        return primitive.lease, release
+        return own_lease(primitive), release
     if kind == "semaphore":
         lease = slot_lease(primitive, f"{who}-{rng.randrange(1 << 30)}", timeout=0.2)
     else:
