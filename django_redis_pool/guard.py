@@ -226,9 +226,11 @@ class Guard:
         """(the primitive's kind, what to ask of it, whether the hold needs a
         watchdog lease)."""
         lease_timeout, watched = self.lease_timeout, False
-        if lease_timeout is None or (
-            lease_timeout is DEFAULT and getattr(primitive, "lease_timeout", 0) is None
-        ):
+        if lease_timeout is DEFAULT:
+            no_expiry = getattr(primitive, "lease_timeout", 0) is None
+        else:  # (None asked of a kind whose holds have no lease: nothing to watch)
+            no_expiry = lease_timeout is None and hasattr(primitive, "lease_timeout")
+        if no_expiry:
             # No lease would ever end it: a watchdog lease, renewed while the
             # request runs (as long as it runs: no expiry before), ends a
             # killed worker's hold instead.
