@@ -12,6 +12,7 @@ from typing import Any
 
 from django_redis_pool import Lease, Lock, ResourcePool, ResourceUnavailable, Semaphore
 from django_redis_pool.primitives.base import LeasedPrimitive
+from django_redis_pool.primitives.validators import check_holder
 from tests.support.waiting import wait_for
 
 #: The chunk (the longest blocking read) of the primitives of a test that uses
@@ -76,8 +77,11 @@ def own_lease(lock: Lock) -> Lease | None:
 def slot_lease(semaphore: Semaphore, identity: str, **kwargs: Any) -> Lease | None:
     """``identity``'s hold of ``semaphore``, kept past any block (the test gives
     it back): what entering ``semaphore.hold()`` takes, not waiting by default
-    (``timeout=0``, as ``acquire``); None when refused."""
+    (``timeout=0``, as ``acquire``); None when refused. ``identity`` is
+    required and checked, as ``acquire`` checks it (``hold()`` makes one up
+    for None)."""
     kwargs.setdefault("timeout", 0)
+    check_holder(identity, "identity")
     try:
         return semaphore.hold(identity, **kwargs).__enter__()
     except ResourceUnavailable:
@@ -87,6 +91,7 @@ def slot_lease(semaphore: Semaphore, identity: str, **kwargs: Any) -> Lease | No
 async def aslot_lease(semaphore: Semaphore, identity: str, **kwargs: Any) -> Lease | None:
     """:func:`slot_lease` through ``semaphore.ahold()``."""
     kwargs.setdefault("timeout", 0)
+    check_holder(identity, "identity")
     try:
         return await semaphore.ahold(identity, **kwargs).__aenter__()
     except ResourceUnavailable:
