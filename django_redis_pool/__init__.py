@@ -27,6 +27,7 @@ from .primitives.pool import ResourcePool
 from .primitives.queue import Task, TaskExecutePolicy, TaskFailed, TaskQueue, WorkerLost
 from .primitives.ratelimit import Decision, KeyState, RateLimiter
 from .primitives.semaphore import Semaphore
+from .primitives.validators import DEFAULT
 
 if TYPE_CHECKING:
     from .decorators import with_resource
@@ -46,6 +47,7 @@ if TYPE_CHECKING:
 __version__ = "0.1.0.dev0"
 
 __all__ = [
+    "DEFAULT",
     "AllocatedKey",
     "Allocator",
     "AllocatorObject",

@@ -10,6 +10,7 @@ from asgiref.sync import iscoroutinefunction
 from django.http import HttpRequest
 
 from .guard import Guard, on_event_loop
+from .primitives.validators import DEFAULT, Seconds
 
 __all__ = ["with_resource"]
 
@@ -19,8 +20,8 @@ View = TypeVar("View", bound=Callable[..., Any])
 def with_resource(
     name: str,
     *,
-    timeout: float | None = None,
-    lease_timeout: float | None = None,
+    timeout: Seconds = DEFAULT,
+    lease_timeout: Seconds = DEFAULT,
     identity: Callable[[HttpRequest], str] | str | None = None,
     status: int | None = None,
     retry_after: float | None = None,
@@ -36,11 +37,13 @@ def with_resource(
     streaming or file response: after its last chunk), or at once if the view
     raises.
 
-    ``timeout``: how long to wait (None: the primitive's own ``TIMEOUT`` if its
-    kind has one, else forever; 0: do not wait). ``lease_timeout``: the hold's
-    lease (None: the primitive's default). ``identity``: a function of the request
-    (or its dotted path) naming the holder; where holds are per identity (slots),
-    requests with the same identity share one. ``permits``: how many permits
+    ``timeout``: how long to wait (DEFAULT: the primitive's own ``TIMEOUT`` if
+    its kind has one, else forever; None: forever; 0: do not wait).
+    ``lease_timeout``: the hold's lease (DEFAULT: the primitive's default;
+    with no expiry, or None: ``REQUEST_LEASE``, renewed while the view runs).
+    ``identity``: a function of the request (or its dotted path) naming the
+    holder; where holds are per identity (slots), requests with the same
+    identity share one. ``permits``: how many permits
     each request's hold takes, an int >= 1, for a kind whose holds take
     permits (None: the entry's ``PERMITS`` setting, 1 by default); naming a
     primitive of any other kind with it is the system check E038, asking more

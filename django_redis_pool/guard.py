@@ -46,6 +46,8 @@ from .outcomes import Refusal
 from .primitives.deadlines import DEADLINE_SLACK, deadline
 from .primitives.text import escaped
 from .primitives.validators import (
+    DEFAULT,
+    Seconds,
     check_holder,
     check_lease_timeout,
     check_name,
@@ -67,8 +69,8 @@ class Guard:
         self,
         name: str,
         *,
-        timeout: float | None = None,
-        lease_timeout: float | None = None,
+        timeout: Seconds = DEFAULT,
+        lease_timeout: Seconds = DEFAULT,
         identity: Callable[[HttpRequest], str] | str | None = None,
         status: int | None = None,
         retry_after: float | None = None,
@@ -83,8 +85,10 @@ class Guard:
         #: The permits each request's hold takes, for a kind whose holds take
         #: permits (None: the kind decides, e.g. from its entry's ``PERMITS``).
         self.permits = None if permits is None else check_permits(permits)
-        self.timeout = check_timeout(timeout)
-        self.lease_timeout = check_lease_timeout(lease_timeout)
+        self.timeout = timeout if timeout is DEFAULT else check_timeout(timeout)
+        self.lease_timeout = (
+            lease_timeout if lease_timeout is DEFAULT else check_lease_timeout(lease_timeout)
+        )
         if caller is not None:
             if identity is not None and not isinstance(identity, str):
                 raise TypeError(f"identity must be a str, got {identity!r}")
@@ -222,9 +226,14 @@ class Guard:
         """(the primitive's kind, what to ask of it, whether the hold needs a
         watchdog lease)."""
         lease_timeout, watched = self.lease_timeout, False
-        if lease_timeout is None and getattr(primitive, "lease_timeout", 0) is None:
+        if lease_timeout is DEFAULT:
+            no_expiry = getattr(primitive, "lease_timeout", 0) is None
+        else:  # (None asked of a kind whose holds have no lease: nothing to watch)
+            no_expiry = lease_timeout is None and hasattr(primitive, "lease_timeout")
+        if no_expiry:
             # No lease would ever end it: a watchdog lease, renewed while the
-            # request runs, ends a killed worker's hold instead.
+            # request runs (as long as it runs: no expiry before), ends a
+            # killed worker's hold instead.
             lease_timeout, watched = registry.get_config().request_lease, True
         kind = registry.by_name()[primitive.kind]
         if self.permits is not None and not kind.takes_permits:
@@ -254,8 +263,10 @@ class Guard:
         """How long to wait for ``primitive``: ``timeout``, else its kind's
         default (:meth:`Kind.request_timeout <.kinds.Kind.request_timeout>`: the
         primitive's ``TIMEOUT`` option), else forever (None)."""
-        if self.timeout is not None or primitive is None:
+        if self.timeout is not DEFAULT:
             return self.timeout
+        if primitive is None:
+            return None
         return registry.by_name()[primitive.kind].request_timeout(primitive)
 
     def turn_of(

@@ -23,6 +23,7 @@ from .event_loop import start_task
 from .guard import Guard
 from .kinds import Held
 from .outcomes import Refusal
+from .primitives.validators import DEFAULT, Seconds
 
 __all__ = ["holding"]
 
@@ -83,10 +84,11 @@ class holding:  # (lower case: used as the function it reads as, ``with holding(
     object, a decision; ``docs/background-work.md`` lists them); None when
     Redis failed and ``FAIL_OPEN`` let the block run (a warning is logged).
 
-    ``timeout``: how long to wait (None: the primitive's ``TIMEOUT`` if its kind
-    has one, else forever; 0: do not wait). ``lease_timeout``: the hold's lease
-    (None: the primitive's default; where that never expires, ``REQUEST_LEASE``,
-    renewed while the block runs). ``identity``: who holds (what a request's
+    ``timeout``: how long to wait (DEFAULT: the primitive's ``TIMEOUT`` if its
+    kind has one, else forever; None: forever; 0: do not wait).
+    ``lease_timeout``: the hold's lease (DEFAULT: the primitive's default;
+    where that never expires, or None, ``REQUEST_LEASE``, renewed while the
+    block runs). ``identity``: who holds (what a request's
     ``identity`` names), or what a kind keyed by it counts against (default "").
     ``permits``: the permits taken, for a kind whose holds take permits.
 
@@ -105,8 +107,8 @@ class holding:  # (lower case: used as the function it reads as, ``with holding(
         self,
         name: str,
         *,
-        timeout: float | None = None,
-        lease_timeout: float | None = None,
+        timeout: Seconds = DEFAULT,
+        lease_timeout: Seconds = DEFAULT,
         identity: str | None = None,
         permits: int | None = None,
     ) -> None:

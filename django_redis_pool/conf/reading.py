@@ -19,6 +19,7 @@ from typing import Any
 
 from ..kinds.contract import Kind, OptionError, validate_bool
 from ..primitives.validators import (
+    DEFAULT,
     check_duration,
     check_lease_timeout,
     check_name,
@@ -385,8 +386,13 @@ def parse_rule(
         import_callable(identity, f'{path}["IDENTITY"]')
     status = raw.get("STATUS")  # None: the kind's refusal status
     options = {
-        "timeout": check_timeout(raw.get("TIMEOUT"), f'{path}["TIMEOUT"]'),
-        "lease_timeout": check_lease_timeout(raw.get("LEASE_TIMEOUT"), f'{path}["LEASE_TIMEOUT"]'),
+        # (absent: DEFAULT, the entry's own; None: forever, no expiry)
+        "timeout": check_timeout(raw["TIMEOUT"], f'{path}["TIMEOUT"]')
+        if "TIMEOUT" in raw
+        else DEFAULT,
+        "lease_timeout": check_lease_timeout(raw["LEASE_TIMEOUT"], f'{path}["LEASE_TIMEOUT"]')
+        if "LEASE_TIMEOUT" in raw
+        else DEFAULT,
         "identity": identity,
         "status": None if status is None else check_status(status, f'{path}["STATUS"]'),
         "retry_after": check_retry_after(raw.get("RETRY_AFTER"), f'{path}["RETRY_AFTER"]'),

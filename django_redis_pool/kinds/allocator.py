@@ -109,13 +109,15 @@ class AllocatorKind(LeaseKind[Allocator]):
         """A key at once (an allocator never waits), bound to the request's
         identity if the view names one: the same user keeps the same key while
         it is free."""
-        key = primitive.malloc_key(timeout=ask.lease_timeout, name=ask.identity, holder=ask.holder)
+        key = primitive.malloc_key(
+            lease_timeout=ask.lease_timeout, name=ask.identity, holder=ask.holder
+        )
         return _held(primitive, key)
 
     async def ahold(self, primitive: Allocator, ask: Ask) -> Held | None:
         """:meth:`hold` on the event loop."""
         key = await primitive.amalloc_key(
-            timeout=ask.lease_timeout, name=ask.identity, holder=ask.holder
+            lease_timeout=ask.lease_timeout, name=ask.identity, holder=ask.holder
         )
         return _held(primitive, key)
 

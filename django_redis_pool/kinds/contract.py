@@ -30,7 +30,7 @@ from typing import Any, ClassVar, Generic, Literal, NamedTuple, Protocol, TypeVa
 
 from ..exceptions import NotConfigured
 from ..primitives.lease import Lease
-from ..primitives.validators import check_max_waiting
+from ..primitives.validators import Seconds, check_max_waiting
 
 __all__ = [
     "MAX_WAITING",
@@ -138,7 +138,9 @@ class Ask:
     holder: str  #: who holds: ``identity(request)``, else a unique id of the request
     identity: str | None  #: ``identity(request)`` if the view names one, else None
     timeout: float | None  #: how long to wait (None: forever; 0: do not wait)
-    lease_timeout: float | None  #: the hold's lease (None: the primitive's default)
+    #: the hold's lease (DEFAULT: the primitive's default; the guard never asks
+    #: for None, no expiry: it asks a renewed ``REQUEST_LEASE`` instead)
+    lease_timeout: Seconds
     #: The request itself, for a kind whose hold depends on it (what a rate
     #: limit counts against: its user, its address, a header); None outside one.
     request: Any = None

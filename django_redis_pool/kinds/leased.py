@@ -16,8 +16,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, NamedTuple, TypeVar
 
 from .. import conf, signals
+from ..exceptions import ResourceUnavailable
 from ..holders import holder_words, request_of
-from ..primitives.base import LeasedPrimitive, Snapshot
+from ..primitives.base import AsyncHold, Hold, LeasedPrimitive, Snapshot
 from ..primitives.lease import Lease
 from ..primitives.validators import check_lease_timeout
 from .contract import Ask, Held, Kind, Option, Report
@@ -204,6 +205,30 @@ class LeaseKind(Kind[L]):
     def held(lease: Lease | None) -> Held | None:
         """A request's hold of ``lease`` (None: nothing granted)."""
         return None if lease is None else Held(lease, lease, lease.release, lease.arelease)
+
+    @staticmethod
+    def entered(hold: Hold) -> Any:
+        """What the primitive's ``hold()`` (``hold``) takes on entering it, for
+        a request, which keeps it past one ``with`` block (its :class:`Held`
+        releases it): None when nothing was granted in time; refused at once
+        (``max_waiting`` callers already wait), the hold's
+        :class:`ResourceUnavailable` (``reason`` ``FULL``) propagates."""
+        try:
+            return hold.__enter__()
+        except ResourceUnavailable as exc:
+            if exc.reason == ResourceUnavailable.FULL:
+                raise
+            return None
+
+    @staticmethod
+    async def aentered(hold: AsyncHold) -> Any:
+        """:meth:`entered` for the primitive's ``ahold()``."""
+        try:
+            return await hold.__aenter__()
+        except ResourceUnavailable as exc:
+            if exc.reason == ResourceUnavailable.FULL:
+                raise
+            return None
 
     # -- management commands ---------------------------------------------------
 

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..exceptions import NotOwned
+from ..primitives.lease import Lease
 from ..primitives.lock import Lock
 from ..primitives.validators import check_timeout
 from .contract import MAX_WAITING, Ask, Held, Option, validate_bool
@@ -50,12 +51,14 @@ class LockKind(LeaseKind[Lock]):
         """A :class:`Lock` of the request's own, usable from any thread (refused
         at once past ``MAX_WAITING``)."""
         lock = self._lock_for(primitive, ask)
-        return _held(lock) if lock.take(ask.timeout) else None
+        lease = self.entered(lock.hold(timeout=ask.timeout))
+        return None if lease is None else _held(lock, lease)
 
     async def ahold(self, primitive: Lock, ask: Ask) -> Held | None:
         """:meth:`hold` on the event loop."""
         lock = self._lock_for(primitive, ask)
-        return _held(lock) if await lock.atake(ask.timeout) else None
+        lease = await self.aentered(lock.ahold(timeout=ask.timeout))
+        return None if lease is None else _held(lock, lease)
 
     @staticmethod
     def _lock_for(primitive: Lock, ask: Ask) -> Lock:
@@ -68,9 +71,8 @@ class LockKind(LeaseKind[Lock]):
         return primitive.for_holder(holder, lease_timeout=ask.lease_timeout)
 
 
-def _held(lock: Lock) -> Held:
-    """The request's hold of ``lock`` (acquired)."""
-    lease = lock.lease
+def _held(lock: Lock, lease: Lease) -> Held:
+    """The request's hold of ``lock`` (acquired: its ``lease``)."""
 
     def stop_renewing() -> None:
         # A reentrant hold shared with another request stays held (and renewed

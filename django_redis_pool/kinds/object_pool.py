@@ -119,6 +119,11 @@ class ObjectPoolKind(Kind[ObjectPool[Any]]):
         if options["MIN"] > options["MAX"]:
             raise ValueError(f"{path} has MIN {options['MIN']} above MAX {options['MAX']}")
 
+    def request_timeout(self, primitive: ObjectPool[Any]) -> float | None:
+        """How long a request waits when its view or rule names no ``timeout``:
+        the pool's ``ACQUIRE_TIMEOUT`` (None: forever)."""
+        return primitive.acquire_timeout
+
     def hold(self, primitive: ObjectPool[Any], ask: Ask) -> Held | None:
         """The borrowed object itself; given back after the response."""
         try:

@@ -76,11 +76,17 @@ class PoolKind(LeaseKind[ResourcePool]):
 
     def hold(self, primitive: ResourcePool, ask: Ask) -> Held | None:
         """A lease on one resource (refused at once past ``MAX_WAITING``)."""
-        return self.held(primitive.take(ask.timeout, ask.lease_timeout, ask.holder))
+        hold = primitive.hold(
+            timeout=ask.timeout, lease_timeout=ask.lease_timeout, holder=ask.holder
+        )
+        return self.held(self.entered(hold))
 
     async def ahold(self, primitive: ResourcePool, ask: Ask) -> Held | None:
         """:meth:`hold` on the event loop."""
-        return self.held(await primitive.atake(ask.timeout, ask.lease_timeout, ask.holder))
+        hold = primitive.ahold(
+            timeout=ask.timeout, lease_timeout=ask.lease_timeout, holder=ask.holder
+        )
+        return self.held(await self.aentered(hold))
 
     def sync(
         self, primitive: ResourcePool, options: Mapping[str, Any], *, prune: bool, dry_run: bool

@@ -97,17 +97,23 @@ class SemaphoreKind(LeaseKind[Semaphore]):
         """``ask.permits`` (None: the entry's ``PERMITS``) for the identity
         ``holder`` (requests sharing it share its hold; refused at once past
         ``MAX_WAITING``)."""
-        permits = self.permits_of(primitive, ask)
-        return self.held(
-            primitive.take(ask.holder, ask.timeout, ask.lease_timeout, permits=permits)
+        hold = primitive.hold(
+            ask.holder,
+            timeout=ask.timeout,
+            lease_timeout=ask.lease_timeout,
+            permits=self.permits_of(primitive, ask),
         )
+        return self.held(self.entered(hold))
 
     async def ahold(self, primitive: Semaphore, ask: Ask) -> Held | None:
         """:meth:`hold` on the event loop."""
-        permits = self.permits_of(primitive, ask)
-        return self.held(
-            await primitive.atake(ask.holder, ask.timeout, ask.lease_timeout, permits=permits)
+        hold = primitive.ahold(
+            ask.holder,
+            timeout=ask.timeout,
+            lease_timeout=ask.lease_timeout,
+            permits=self.permits_of(primitive, ask),
         )
+        return self.held(await self.aentered(hold))
 
     def permits_asked(self, primitive: Semaphore, ask: Ask) -> int:
         """:meth:`permits_of`: what its turn is estimated for."""

@@ -7,8 +7,10 @@ from .ratelimit import Decision, KeyState, RateLimiter
 from .records import Waiter
 from .releases import pending_releases
 from .semaphore import Semaphore
+from .validators import DEFAULT
 
 __all__ = [
+    "DEFAULT",
     "Decision",
     "KeyState",
     "Lease",

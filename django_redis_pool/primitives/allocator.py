@@ -9,18 +9,21 @@ from types import TracebackType
 from typing import Any
 
 from . import counts, records
-from .base import DEFAULT_KEY_PREFIX, Collected, LeasedPrimitive
+from .base import DEFAULT_KEY_PREFIX, AsyncHold, Collected, Hold, LeasedPrimitive
 from .keys import new_token, to_ms
 from .lease import Lease, release_lease_steps
 from .protocol import Mode, Reply
 from .records import default_holder
 from .steps import Steps
 from .validators import (
+    DEFAULT,
+    Seconds,
     check_count,
     check_duration,
     check_holder,
     check_lease_timeout,
     check_name,
+    renamed,
 )
 
 __all__ = ["MAX_KEY_PRIORITY", "AllocatedKey", "Allocator", "AllocatorObject"]
@@ -31,6 +34,8 @@ logger = logging.getLogger("django_redis_pool")
 MAX_KEY_PRIORITY = 2**20
 #: Keys sent per script call by extend, shrink and assign.
 CHUNK = 1000
+#: A deprecated keyword argument not given.
+_UNSET: Any = object()
 
 
 class AllocatedKey(str):
@@ -54,7 +59,7 @@ class AllocatedKey(str):
 class AllocatorObject:
     """What :meth:`Allocator.malloc` hands out: ``key`` (an :class:`AllocatedKey`)
     with the ``params`` it was configured with, and the object it was made for.
-    ``update(timeout)`` extends the key's lock; ``close()`` (or leaving a
+    ``update(lease_timeout)`` extends the key's lock; ``close()`` (or leaving a
     ``with`` block) frees the key."""
 
     def __init__(
@@ -66,11 +71,14 @@ class AllocatorObject:
         self.obj = obj
         self.closed = False
 
-    def update(self, timeout: float | None = None) -> bool:
-        """Extend the key's lock by ``timeout`` seconds from now (None: the
-        lock's own duration). False once the lock is lost (or shared)."""
+    def update(self, lease_timeout: Seconds = DEFAULT, *, timeout: Any = _UNSET) -> bool:
+        """Extend the key's lock by ``lease_timeout`` seconds from now (DEFAULT:
+        the lock's own duration; None: until freed). False once the lock is
+        lost (or shared). (``timeout=`` is its deprecated name.)"""
+        if timeout is not _UNSET:
+            lease_timeout = _renamed_timeout("AllocatorObject.update", timeout)
         lease = self.key.lease
-        return lease is not None and not self.closed and lease.renew(timeout)
+        return lease is not None and not self.closed and lease.renew(lease_timeout)
 
     def close(self) -> bool:
         """Free the key (once); False if this allocation no longer held it."""
@@ -100,7 +108,7 @@ class Allocator(LeasedPrimitive):
     ``key_prefix``.
 
     Exclusive (default): a key handed out is locked to its holder for
-    ``timeout`` seconds (``lease_timeout`` by default; None: until freed), and
+    ``lease_timeout`` seconds (the allocator's by default; None: until freed), and
     comes back when freed or when the lock expires. ``shared=True``: keys are
     handed out in turn and never locked. Higher-priority keys go first, and
     within one priority the key free the longest; keys reported unhealthy sit
@@ -158,13 +166,20 @@ class Allocator(LeasedPrimitive):
     # -- keys ---------------------------------------------------------------------
 
     def extend(
-        self, keys: Iterable[str], *, timeout: float | None = None, priority: int = 0
+        self,
+        keys: Iterable[str],
+        *,
+        lease_timeout: Seconds = DEFAULT,
+        priority: int = 0,
+        timeout: Any = _UNSET,
     ) -> int:
         """Add ``keys`` (or update them): each stays in the allocator for
-        ``timeout`` seconds (None: for ever) and is handed out by ``priority``
-        (larger first). A held key keeps its holder's lock. Returns how many
-        keys were new."""
-        lifetime = check_lease_timeout(timeout, "timeout")
+        ``lease_timeout`` seconds (DEFAULT or None: for ever) and is handed out
+        by ``priority`` (larger first). A held key keeps its holder's lock.
+        Returns how many keys were new. (``timeout=`` is its deprecated name.)"""
+        if timeout is not _UNSET:
+            lease_timeout = _renamed_timeout("Allocator.extend", timeout)
+        lifetime = None if lease_timeout is DEFAULT else check_lease_timeout(lease_timeout)
         steps = self._extend(_check_keys(keys), to_ms(lifetime), _check_priority(priority))
         return self._channel.run(steps)
 
@@ -196,13 +211,21 @@ class Allocator(LeasedPrimitive):
         return removed
 
     def assign(
-        self, keys: Iterable[str], *, timeout: float | None = None, priority: int = 0
+        self,
+        keys: Iterable[str],
+        *,
+        lease_timeout: Seconds = DEFAULT,
+        priority: int = 0,
+        timeout: Any = _UNSET,
     ) -> None:
         """Make ``keys`` the whole set: the others are removed (held or not),
         these added or updated as by :meth:`extend`. Done in chunks of
-        ``CHUNK`` keys, each one atomic step."""
+        ``CHUNK`` keys, each one atomic step. (``timeout=`` is the deprecated
+        name of ``lease_timeout``.)"""
+        if timeout is not _UNSET:
+            lease_timeout = _renamed_timeout("Allocator.assign", timeout)
         wanted = _check_keys(keys)
-        self.extend(wanted, timeout=timeout, priority=priority)
+        self.extend(wanted, lease_timeout=lease_timeout, priority=priority)
         self.shrink(set(self.keys()) - set(wanted))
 
     def keys(self) -> list[str]:
@@ -243,44 +266,55 @@ class Allocator(LeasedPrimitive):
     def malloc_key(
         self,
         *,
-        timeout: float | None = None,
+        lease_timeout: Seconds = DEFAULT,
         name: str | None = None,
         cache_timeout: float | None = None,
         holder: str | None = None,
+        timeout: Any = _UNSET,
     ) -> AllocatedKey | None:
-        """A key now, or None if none is free (it never waits).
+        """A key now, or None if none is free (it never waits, and never raises
+        for a refusal: :meth:`hold` does).
 
         Exclusive: the key is locked to ``holder`` (default ``host:pid:thread``)
-        for ``timeout`` seconds (None: the allocator's ``lease_timeout``).
+        for ``lease_timeout`` seconds (DEFAULT: the allocator's
+        ``lease_timeout``; None: until freed). (``timeout=`` is its deprecated
+        name.)
         Shared: the next key in turn, not locked. With ``name``: the key last
         bound to it if that key is free, else another, and ``name`` is bound to
         the key handed out for ``cache_timeout`` seconds (None:
         ``soft_bind_timeout``).
         """
-        return self._channel.run(self._malloc_key(timeout, name, cache_timeout, holder))
+        if timeout is not _UNSET:
+            lease_timeout = _renamed_timeout("Allocator.malloc_key", timeout)
+        return self._channel.run(self._malloc_key(lease_timeout, name, cache_timeout, holder))
 
     async def amalloc_key(
         self,
         *,
-        timeout: float | None = None,
+        lease_timeout: Seconds = DEFAULT,
         name: str | None = None,
         cache_timeout: float | None = None,
         holder: str | None = None,
+        timeout: Any = _UNSET,
     ) -> AllocatedKey | None:
         """:meth:`malloc_key` on the event loop."""
-        return await self._channel.arun(self._malloc_key(timeout, name, cache_timeout, holder))
+        if timeout is not _UNSET:
+            lease_timeout = _renamed_timeout("Allocator.amalloc_key", timeout)
+        return await self._channel.arun(
+            self._malloc_key(lease_timeout, name, cache_timeout, holder)
+        )
 
     def _malloc_key(
         self,
-        timeout: float | None,
+        lease_timeout: Seconds,
         name: str | None,
         cache_timeout: float | None,
         holder: str | None,
     ) -> Steps[AllocatedKey | None]:
-        if timeout is None:
+        if lease_timeout is DEFAULT:
             lease_ms = self._lease_ms
         else:
-            lease_ms = to_ms(check_lease_timeout(timeout, "timeout"))
+            lease_ms = to_ms(check_lease_timeout(lease_timeout))
         bind = "" if name is None else check_holder(name, "name")
         bind_timeout = self._bind_timeout(cache_timeout)
         holder = default_holder() if holder is None else check_holder(holder)
@@ -306,16 +340,20 @@ class Allocator(LeasedPrimitive):
     def malloc(
         self,
         *,
-        timeout: float | None = None,
+        lease_timeout: Seconds = DEFAULT,
         obj: Any = None,
         params: Any = None,
         cache_timeout: float | None = None,
+        timeout: Any = _UNSET,
     ) -> AllocatorObject | None:
         """:meth:`malloc_key` wrapped in an :class:`AllocatorObject`. ``obj``'s
         ``name`` attribute (if any) is the soft-binding name, and its
-        ``set_config(key, params)`` (if any) is called with the key."""
+        ``set_config(key, params)`` (if any) is called with the key.
+        (``timeout=`` is the deprecated name of ``lease_timeout``.)"""
+        if timeout is not _UNSET:
+            lease_timeout = _renamed_timeout("Allocator.malloc", timeout)
         name = getattr(obj, "name", None)
-        key = self.malloc_key(timeout=timeout, name=name, cache_timeout=cache_timeout)
+        key = self.malloc_key(lease_timeout=lease_timeout, name=name, cache_timeout=cache_timeout)
         if key is None:
             return None
         configure = getattr(obj, "set_config", None)
@@ -354,13 +392,53 @@ class Allocator(LeasedPrimitive):
             return obj.close()
         return self.free_keys(obj) == 1
 
+    def hold(
+        self,
+        *,
+        lease_timeout: Seconds = DEFAULT,
+        name: str | None = None,
+        holder: str | None = None,
+    ) -> Hold:
+        """Context manager: a key for the ``with`` block (a :class:`Hold`,
+        yielding the :class:`AllocatedKey` that :meth:`malloc_key` would hand
+        out), freed on exit. Raises :class:`ResourceUnavailable` at once when
+        no key is free (it never waits; ``retry_after`` when a turn is
+        expected: :meth:`turn_estimate`)."""
+        return Hold(
+            self,
+            lambda: self.malloc_key(lease_timeout=lease_timeout, name=name, holder=holder),
+            f"no key of allocator {self.name!r} is free",
+            release=self.free_keys,
+        )
+
+    def ahold(
+        self,
+        *,
+        lease_timeout: Seconds = DEFAULT,
+        name: str | None = None,
+        holder: str | None = None,
+    ) -> AsyncHold:
+        """:meth:`hold` as an async context manager (``async with``)."""
+        return AsyncHold(
+            self,
+            lambda: self.amalloc_key(lease_timeout=lease_timeout, name=name, holder=holder),
+            f"no key of allocator {self.name!r} is free",
+            release=self.afree_keys,
+        )
+
     # -- soft bindings ------------------------------------------------------------
 
-    def update_soft_bind(self, name: str, key: str, *, timeout: float | None = None) -> None:
-        """Bind ``name`` to ``key`` for ``timeout`` seconds (None:
-        ``soft_bind_timeout``)."""
+    def update_soft_bind(
+        self, name: str, key: str, *, cache_timeout: float | None = None, timeout: Any = _UNSET
+    ) -> None:
+        """Bind ``name`` to ``key`` for ``cache_timeout`` seconds (None:
+        ``soft_bind_timeout``), as :meth:`malloc_key` binds. (``timeout=`` is
+        its deprecated name.)"""
+        if timeout is not _UNSET:
+            renamed("Allocator.update_soft_bind(timeout=)", "cache_timeout=")
+            cache_timeout = timeout
         name, key = check_holder(name, "name"), check_name(key, "key")
-        ms = to_ms(self._bind_timeout(timeout))
+        ms = to_ms(self._bind_timeout(cache_timeout))
         self._channel.run(self._channel.op("alloc_bind", "set", name, key, ms))
 
     def unbind_soft_bind(self, name: str) -> bool:
@@ -470,6 +548,13 @@ class Allocator(LeasedPrimitive):
         if seconds is None:
             return self.soft_bind_timeout
         return check_duration(seconds, "cache_timeout")
+
+
+def _renamed_timeout(method: str, timeout: Any) -> Seconds:
+    """A deprecated ``timeout=`` of ``method``: its ``lease_timeout`` (warned;
+    None keeps its old meaning, the default)."""
+    renamed(f"{method}(timeout=)", "lease_timeout=", stacklevel=4)
+    return DEFAULT if timeout is None else timeout
 
 
 def _check_priority(value: object) -> int:

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import contextlib
 import logging
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -29,11 +28,11 @@ from .validators import (
 
 __all__ = [
     "DEFAULT_KEY_PREFIX",
+    "AsyncHold",
     "Collected",
+    "Hold",
     "LeasedPrimitive",
     "Snapshot",
-    "aholding",
-    "holding",
     "lease_as_dict",
     "waiter_as_dict",
 ]
@@ -45,48 +44,85 @@ logger = logging.getLogger("django_redis_pool")
 DEFAULT_KEY_PREFIX = "drp"
 
 
-@contextlib.contextmanager
-def holding(
-    lease: Lease | None,
-    auto_renew: bool,
-    unavailable: str,
-    owner: LeasedPrimitive | None = None,
-    permits: int = 1,
-) -> Iterator[Lease]:
-    """Yield ``lease`` for a ``with`` block and release it on exit; raise
-    :class:`ResourceUnavailable` with message ``unavailable`` if it is None
-    (its ``retry_after``: ``owner``'s :meth:`~LeasedPrimitive.turn_estimate`
-    for ``permits``). ``auto_renew=True`` renews it in the background until
-    the block exits."""
-    if lease is None:
-        turn = None if owner is None else owner.turn_estimate(permits)
-        raise ResourceUnavailable(unavailable, retry_after=turn)
-    if auto_renew:
-        lease.start_auto_renew()
-    try:
-        yield lease
-    finally:
-        lease.release()
+class Hold:
+    """What ``hold()`` returns: a context manager for one ``with`` block.
+
+    Entering takes the hold as ``hold()`` was asked (waiting up to its
+    ``timeout``) and returns it: a :class:`Lease`. A refusal raises
+    :class:`ResourceUnavailable`: ``reason`` ``"timeout"`` (nothing granted in
+    time) or ``"full"`` (refused at once: ``max_waiting`` callers already
+    wait), ``retry_after`` when a turn is expected
+    (:meth:`LeasedPrimitive.turn_estimate`). ``auto_renew`` renews the lease in
+    the background until the block exits. Leaving releases it.
+    """
+
+    __slots__ = ("_auto_renew", "_owner", "_permits", "_release", "_take", "_unavailable", "held")
+
+    def __init__(
+        self,
+        owner: LeasedPrimitive,
+        take: Callable[[], Any],
+        unavailable: str,
+        *,
+        release: Callable[[Any], Any] | None = None,
+        permits: int = 1,
+        auto_renew: bool = False,
+    ) -> None:
+        self._owner, self._take, self._unavailable = owner, take, unavailable
+        self._release, self._permits, self._auto_renew = release, permits, auto_renew
+        #: What entering took (a :class:`Lease`, an allocator's key; None before).
+        self.held: Any = None
+
+    def __enter__(self) -> Lease:
+        try:
+            lease = self._take()
+        except ResourceUnavailable as exc:  # refused at once: max_waiting callers wait
+            if exc.retry_after is None:
+                exc.retry_after = self._owner.turn_estimate(self._permits)
+            raise
+        if lease is None:
+            turn = self._owner.turn_estimate(self._permits)
+            raise ResourceUnavailable(self._unavailable, retry_after=turn)
+        return self._entered(lease)
+
+    def _entered(self, held: Any) -> Any:
+        if self._auto_renew:
+            held.start_auto_renew()
+        self.held = held
+        return held
+
+    def __exit__(self, *exc_info: object) -> None:
+        held, self.held = self.held, None
+        if held is not None:
+            (self._release or Lease.release)(held)
 
 
-@contextlib.asynccontextmanager
-async def aholding(
-    lease: Lease | None,
-    auto_renew: bool,
-    unavailable: str,
-    owner: LeasedPrimitive | None = None,
-    permits: int = 1,
-) -> AsyncIterator[Lease]:
-    """:func:`holding` for an ``async with`` block (the renewal is a task of the loop)."""
-    if lease is None:
-        turn = None if owner is None else await owner.aturn_estimate(permits)
-        raise ResourceUnavailable(unavailable, retry_after=turn)
-    if auto_renew:
-        lease.start_auto_renew()
-    try:
-        yield lease
-    finally:
-        await lease.arelease()
+class AsyncHold(Hold):
+    """What ``ahold()`` returns: :class:`Hold` for an ``async with`` block (its
+    ``take`` and ``release`` are coroutine functions; the renewal is a task of
+    the loop)."""
+
+    __slots__ = ()
+
+    def __enter__(self) -> Lease:
+        raise TypeError("ahold() is for `async with`; use hold() in a `with` block")
+
+    async def __aenter__(self) -> Lease:
+        try:
+            lease = await self._take()
+        except ResourceUnavailable as exc:
+            if exc.retry_after is None:
+                exc.retry_after = await self._owner.aturn_estimate(self._permits)
+            raise
+        if lease is None:
+            turn = await self._owner.aturn_estimate(self._permits)
+            raise ResourceUnavailable(self._unavailable, retry_after=turn)
+        return self._entered(lease)
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        held, self.held = self.held, None
+        if held is not None:
+            await (self._release or Lease.arelease)(held)
 
 
 @dataclass(frozen=True)

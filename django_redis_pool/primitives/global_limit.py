@@ -14,7 +14,7 @@ import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Union
 
-from ..exceptions import NotConfigured
+from ..exceptions import NotConfigured, ResourceUnavailable
 from .lease import Lease
 
 if TYPE_CHECKING:
@@ -55,7 +55,7 @@ class GlobalLimit:
                     "outside Django, give a Semaphore or a function that returns one"
                 )
             limit = semaphore_by_name(limit)
-        elif callable(limit) and not hasattr(limit, "acquire_lease"):
+        elif callable(limit) and not hasattr(limit, "set_max_size"):
             limit = limit()
         self._limit = limit
         return limit  # type: ignore[return-value]
@@ -66,9 +66,13 @@ class GlobalLimit:
         semaphore = self.semaphore()
         identity = f"{os.getpid()}:{uuid.uuid4().hex}"
         while True:
-            lease = semaphore.acquire_lease(identity, timeout=1.0, lease_timeout=self.lease_timeout)
-            if lease is not None:
-                lease.start_auto_renew()
-                return lease
-            if not needed():
-                return None
+            # (the hold() of the slot, entered here and ended with the object)
+            hold = semaphore.hold(identity, timeout=1.0, lease_timeout=self.lease_timeout)
+            try:
+                lease: Lease = hold.__enter__()
+            except ResourceUnavailable:
+                if not needed():
+                    return None
+                continue
+            lease.start_auto_renew()
+            return lease

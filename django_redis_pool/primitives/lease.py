@@ -31,6 +31,7 @@ from .deadlines import DEADLINE_SLACK, deadline
 from .keys import new_token
 from .protocol import Mode
 from .steps import Op, Steps, new_op
+from .validators import DEFAULT, Seconds
 
 if TYPE_CHECKING:
     from .channel import Channel
@@ -155,20 +156,21 @@ class Lease:
         """Name of the primitive that granted the lease."""
         return self._owner.channel.name
 
-    def renew(self, lease_timeout: float | None = None) -> bool:
-        """Extend the lease by ``lease_timeout`` seconds from now (None keeps its
-        current duration). Returns False once the lease is lost."""
+    def renew(self, lease_timeout: Seconds = DEFAULT) -> bool:
+        """Extend the lease by ``lease_timeout`` seconds from now (DEFAULT keeps
+        its current duration; None: no expiry from now on). Returns False once
+        the lease is lost."""
         return not (self.lost or self.released) and self._owner.channel.run(
             self._renewed(lease_timeout)
         )
 
-    async def arenew(self, lease_timeout: float | None = None) -> bool:
+    async def arenew(self, lease_timeout: Seconds = DEFAULT) -> bool:
         """:meth:`renew` on the event loop."""
         return not (self.lost or self.released) and await self._owner.channel.arun(
             self._renewed(lease_timeout)
         )
 
-    def _renewed(self, lease_timeout: float | None) -> Steps[bool]:
+    def _renewed(self, lease_timeout: Seconds) -> Steps[bool]:
         ok = yield from renew_steps(self, lease_timeout)
         if not ok:
             self._mark_lost("renewal found it gone (expired, force-released or removed)")
@@ -284,10 +286,11 @@ class LeaseOwner(Protocol):
     channel: Channel
 
     def renew_resource_steps(
-        self, resource: str, token: str, lease_timeout: float | None
+        self, resource: str, token: str, lease_timeout: float | None, *, keep: bool = True
     ) -> Steps[float | bool | None]:
-        """Extend the lease on ``resource`` held by ``token``: its new expiry,
-        or False if it is gone."""
+        """Extend the lease on ``resource`` held by ``token`` (None keeps its
+        duration; with ``keep=False``: no expiry): its new expiry, or False if
+        it is gone."""
         ...
 
     def release_steps(
@@ -298,18 +301,21 @@ class LeaseOwner(Protocol):
         ...
 
 
-def renew_steps(lease: Lease, lease_timeout: float | None) -> Steps[bool]:
-    """Extend ``lease`` (None keeps its duration); False if it is gone. Its
-    term is counted from when the renewal was sent."""
+def renew_steps(lease: Lease, lease_timeout: Seconds = DEFAULT) -> Steps[bool]:
+    """Extend ``lease`` (DEFAULT keeps its duration; None: no expiry); False
+    if it is gone. Its term is counted from when the renewal was sent."""
     sent = time.monotonic()
-    expires = yield from lease._owner.renew_resource_steps(
-        lease.resource, lease.token, lease_timeout
-    )
+    if lease_timeout is DEFAULT:
+        expires = yield from lease._owner.renew_resource_steps(lease.resource, lease.token, None)
+    else:  # (0 ends it now: redis-allocator's update(0) frees)
+        expires = yield from lease._owner.renew_resource_steps(
+            lease.resource, lease.token, lease_timeout, keep=False
+        )
     if expires is False:
         return False
     lease._term_from = sent
     lease.expires_at = expires  # type: ignore[assignment]
-    if lease_timeout is not None:
+    if lease_timeout is not DEFAULT:
         lease.lease_timeout = lease_timeout
     return True
 
@@ -443,7 +449,7 @@ def _renewal(lease: Lease) -> Steps[float | None]:
     assert lease.lease_timeout is not None
     interval = lease.lease_timeout * 2 / 3
     try:
-        ok = yield from renew_steps(lease, None)
+        ok = yield from renew_steps(lease)
     except PoolError as exc:
         if not lease._renewing:  # released or stopped meanwhile: nothing to report
             return None

@@ -206,7 +206,7 @@ class LeaseEngine:
                     lease = yield from self._wait(token, args, until, chunk, reply)
                 elif "\n" in reply:  # (a grant: :meth:`_lease`'s, written out)
                     lease, provisional = records.lease_of(self, *reply.split("\n", 1), started)
-                    if provisional and not (yield from renew_steps(lease, None)):
+                    if provisional and not (yield from renew_steps(lease)):
                         lease = None
                 else:
                     refusal = reply  # (nothing of ours is queued or granted)
@@ -378,7 +378,7 @@ class LeaseEngine:
         ``sent`` (monotonic); a provisional (unconfirmed) grant to a waiter is
         confirmed first. None if the grant was lost before it could be."""
         lease, provisional = records.lease_of(self, *grant.split("\n", 1), sent)
-        if provisional and not (yield from renew_steps(lease, None)):
+        if provisional and not (yield from renew_steps(lease)):
             return None
         return lease
 

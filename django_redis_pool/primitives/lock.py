@@ -12,11 +12,18 @@ from typing import Any
 
 from ..exceptions import HeldByCaller, NotOwned, ResourceUnavailable
 from . import records
-from .base import DEFAULT_KEY_PREFIX, LeasedPrimitive
+from .base import DEFAULT_KEY_PREFIX, AsyncHold, Hold, LeasedPrimitive
 from .lease import Lease, release_lease_steps
 from .protocol import Mode
 from .steps import Steps
-from .validators import check_holder, check_lease_timeout, check_timeout
+from .validators import (
+    DEFAULT,
+    Seconds,
+    check_holder,
+    check_lease_timeout,
+    check_timeout,
+    renamed,
+)
 
 __all__ = ["Lock"]
 
@@ -122,18 +129,20 @@ class Lock(LeasedPrimitive):
 
     @property
     def lease(self) -> Lease | None:
-        """The :class:`Lease` of this thread's holder, if it acquired the lock
-        through this object and has not released it (None otherwise)."""
+        """Deprecated (``DeprecationWarning``): the :class:`Lease` of this
+        thread's holder; :meth:`hold` yields it."""
+        renamed("Lock.lease", "the Lease that Lock.hold() yields")
         return self._leases.get(self._holder())
 
-    def for_holder(self, holder: str, *, lease_timeout: float | None = None) -> Lock:
+    def for_holder(self, holder: str, *, lease_timeout: Seconds = DEFAULT) -> Lock:
         """A Lock on the same name with the same options, acting as ``holder``
         in every thread (e.g. one per web request). ``lease_timeout`` replaces
-        this lock's own if given. Of this lock's class. Does no I/O."""
+        this lock's own unless DEFAULT (None: no expiry). Of this lock's class.
+        Does no I/O."""
         lock = type(self)(
             self.client,
             self.name,
-            lease_timeout=self.lease_timeout if lease_timeout is None else lease_timeout,
+            lease_timeout=self.lease_timeout if lease_timeout is DEFAULT else lease_timeout,
             reentrant=self.reentrant,
             auto_renew=self.auto_renew,
             timeout=self.timeout,
@@ -211,16 +220,52 @@ class Lock(LeasedPrimitive):
         except ResourceUnavailable:  # (refused for max_waiting)
             return False
 
-    def take(self, timeout: float | None) -> bool:
-        """:meth:`acquire` (blocking, for the caller's own holder), but strict
-        about the queue: a caller refused for ``max_waiting`` gets
-        :class:`ResourceUnavailable` (``reason`` ``"full"``), not False
-        (a request's hold uses it)."""
-        return self._channel.run(self._acquire(True, timeout, None, sync=True))
+    def hold(self, *, timeout: Seconds = DEFAULT, holder: str | None = None) -> Hold:
+        """Context manager: take the lock for the ``with`` block (a
+        :class:`Hold`, yielding this holder's :class:`Lease`), released on exit.
 
-    async def atake(self, timeout: float | None) -> bool:
-        """:meth:`take` on the event loop."""
-        return await self._channel.arun(self._acquire(True, timeout, None))
+        Waits up to ``timeout`` seconds (DEFAULT: the lock's ``timeout``; None:
+        forever; 0: do not wait). Raises :class:`ResourceUnavailable` when not
+        granted in time, or at once when ``max_waiting`` callers already wait
+        (its ``reason`` says which; its ``retry_after`` when a turn is
+        expected: :meth:`turn_estimate`). ``holder`` as for :meth:`acquire`.
+        (``with lock:`` is the same hold, yielding the Lock.)"""
+        wait = self.timeout if timeout is DEFAULT else timeout
+        return Hold(
+            self,
+            lambda: self._take(wait, holder),
+            self._unavailable(wait),
+            release=lambda lease: self.release(holder=holder),
+        )
+
+    def ahold(self, *, timeout: Seconds = DEFAULT, holder: str | None = None) -> AsyncHold:
+        """:meth:`hold` as an async context manager (``async with``), as this
+        task's holder."""
+        wait = self.timeout if timeout is DEFAULT else timeout
+
+        async def release(lease: Lease) -> None:
+            await self.arelease(holder=holder)
+
+        return AsyncHold(
+            self, lambda: self._atake(wait, holder), self._unavailable(wait), release=release
+        )
+
+    def _take(self, timeout: float | None, holder: str | None) -> Lease | None:
+        """:meth:`acquire` (blocking), answering the holder's :class:`Lease` (None:
+        not granted in time) and raising :class:`ResourceUnavailable` when
+        refused for ``max_waiting``: what :meth:`hold` enters."""
+        if not self._channel.run(self._acquire(True, timeout, holder, sync=True)):
+            return None
+        return self._leases.get(self._holder(holder))
+
+    async def _atake(self, timeout: float | None, holder: str | None) -> Lease | None:
+        """:meth:`_take` on the event loop."""
+        if not await self._channel.arun(self._acquire(True, timeout, holder)):
+            return None
+        return self._leases.get(self._holder(holder))
+
+    def _unavailable(self, timeout: float | None) -> str:
+        return f"lock {self.name!r} was not acquired within {timeout} s"
 
     def _acquire(
         self, blocking: bool, timeout: float | None, holder: str | None, *, sync: bool = False
@@ -318,22 +363,21 @@ class Lock(LeasedPrimitive):
                 del self._leases[name]
         lease.stop_auto_renew()
 
-    def extend(self, lease_timeout: float | None = None, *, holder: str | None = None) -> bool:
-        """Restart the lease: ``lease_timeout`` seconds from now (None: the lock's
-        ``lease_timeout``). True when extended; raises :class:`NotOwned` if the
-        holder does not hold the lock (e.g. its lease expired)."""
+    def extend(self, lease_timeout: Seconds = DEFAULT, *, holder: str | None = None) -> bool:
+        """Restart the lease: ``lease_timeout`` seconds from now (DEFAULT: the
+        lock's ``lease_timeout``; None: no expiry). True when extended; raises
+        :class:`NotOwned` if the holder does not hold the lock (e.g. its lease
+        expired)."""
         return self._channel.run(self._extend(lease_timeout, holder))
 
-    async def aextend(
-        self, lease_timeout: float | None = None, *, holder: str | None = None
-    ) -> bool:
+    async def aextend(self, lease_timeout: Seconds = DEFAULT, *, holder: str | None = None) -> bool:
         """:meth:`extend` on the event loop."""
         return await self._channel.arun(self._extend(lease_timeout, holder))
 
-    def _extend(self, lease_timeout: float | None, holder: str | None) -> Steps[bool]:
-        lease_timeout = check_lease_timeout(lease_timeout)
-        if lease_timeout is None:
+    def _extend(self, lease_timeout: Seconds, holder: str | None) -> Steps[bool]:
+        if lease_timeout is DEFAULT:
             lease_timeout = self.lease_timeout
+        lease_timeout = check_lease_timeout(lease_timeout)
         name = self._holder(holder)
         # None is the lock's own: no expiry, whatever an earlier extend set
         expires = yield from self._engine.renew_resource_steps(name, "", lease_timeout, keep=False)
@@ -370,7 +414,7 @@ class Lock(LeasedPrimitive):
     # -- context manager ------------------------------------------------------------
 
     # (The four below drive the steps themselves: one call less per hold than
-    # through take/release, a coroutine less on the event loop.)
+    # through hold(), a coroutine less on the event loop.)
 
     def __enter__(self) -> Lock:
         try:

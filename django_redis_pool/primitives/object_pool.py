@@ -10,7 +10,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
@@ -20,11 +20,14 @@ from .global_limit import GlobalLimit, Limit
 from .lease import Lease
 from .object_waiters import Waiter, WaitLine
 from .validators import (
+    DEFAULT,
+    Seconds,
     check_count,
     check_lease_timeout,
     check_max_waiting,
     check_priority,
     check_timeout,
+    renamed,
 )
 
 __all__ = ["ObjectPool"]
@@ -245,16 +248,16 @@ class ObjectPool(Generic[T]):
 
     # -- borrowing ------------------------------------------------------------------
 
-    def acquire(self, *, priority: int = 0, timeout: float | None = None) -> T:
+    def acquire(self, *, priority: int = 0, timeout: Seconds = DEFAULT) -> T:
         """An object on loan: idle, or newly created. Waits up to ``timeout``
-        seconds (None: ``acquire_timeout``). Raises
+        seconds (DEFAULT: ``acquire_timeout``; None: forever). Raises
         :class:`ResourceUnavailable` on timeout, when ``max_waiting`` callers
         already wait (at once), while draining, and when the factory keeps
         failing (its last error as ``__cause__``)."""
         if self._pid != os.getpid():
             self._own()
         priority = check_priority(priority) if priority else 0
-        timeout = self.acquire_timeout if timeout is None else check_timeout(timeout)
+        timeout = self.acquire_timeout if timeout is DEFAULT else check_timeout(timeout)
         while True:
             got = self._queue(priority)
             if isinstance(got, Waiter):
@@ -264,7 +267,7 @@ class ObjectPool(Generic[T]):
                 return got.obj
             self._take_back(got, destroy=True)
 
-    async def aacquire(self, *, priority: int = 0, timeout: float | None = None) -> T:
+    async def aacquire(self, *, priority: int = 0, timeout: Seconds = DEFAULT) -> T:
         """:meth:`acquire` on the event loop: an idle object at once, else a wait
         that holds no thread (objects are still made by creation threads).
         Cancelled while waiting, it gives up its place (and an object lent to
@@ -272,7 +275,7 @@ class ObjectPool(Generic[T]):
         if self._pid != os.getpid():
             self._own()
         priority = check_priority(priority) if priority else 0
-        timeout = self.acquire_timeout if timeout is None else check_timeout(timeout)
+        timeout = self.acquire_timeout if timeout is DEFAULT else check_timeout(timeout)
         loop = asyncio.get_running_loop()
         watch = CancelWatch()
         while True:
@@ -356,17 +359,18 @@ class ObjectPool(Generic[T]):
         """Destroy ``obj`` (on loan from this pool) instead of giving it back."""
         self._take_back(self._loaned_item(obj), destroy=True)
 
-    def use(
-        self, fn: Callable[[T], Any], *, priority: int = 0, timeout: float | None = None
-    ) -> Any:
+    def use(self, fn: Callable[[T], Any], *, priority: int = 0, timeout: Seconds = DEFAULT) -> Any:
         """``fn(obj)`` with an object on loan: released after, destroyed if
         ``fn`` raises (it may be broken; the exception propagates)."""
-        with self.borrow(priority=priority, timeout=timeout) as obj:
+        with self.hold(priority=priority, timeout=timeout) as obj:
             return fn(obj)
 
     @contextlib.contextmanager
-    def borrow(self, *, priority: int = 0, timeout: float | None = None) -> Iterator[T]:
-        """An object on loan for a ``with`` block (destroyed if the block raises)."""
+    def hold(self, *, priority: int = 0, timeout: Seconds = DEFAULT) -> Iterator[T]:
+        """Context manager: an object on loan (:meth:`acquire`'s) for the
+        ``with`` block, released on exit, destroyed if the block raises (it may
+        be broken; the exception propagates). Raises
+        :class:`ResourceUnavailable` as :meth:`acquire` does."""
         obj = self.acquire(priority=priority, timeout=timeout)
         try:
             yield obj
@@ -374,6 +378,23 @@ class ObjectPool(Generic[T]):
             self.destroy(obj)
             raise
         self.release(obj)
+
+    @contextlib.asynccontextmanager
+    async def ahold(self, *, priority: int = 0, timeout: Seconds = DEFAULT) -> AsyncIterator[T]:
+        """:meth:`hold` as an async context manager (``async with``): the wait
+        (:meth:`aacquire`) holds no thread."""
+        obj = await self.aacquire(priority=priority, timeout=timeout)
+        try:
+            yield obj
+        except BaseException:
+            self.destroy(obj)
+            raise
+        self.release(obj)
+
+    def borrow(self, *, priority: int = 0, timeout: Seconds = DEFAULT) -> Any:
+        """Deprecated name of :meth:`hold` (``DeprecationWarning``)."""
+        renamed("ObjectPool.borrow()", "ObjectPool.hold()")
+        return self.hold(priority=priority, timeout=timeout)
 
     def _loaned_item(self, obj: T) -> _Item[T]:
         self._own()

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import contextlib
 import logging
-from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
-from ..exceptions import ResourceUnavailable
-from .base import DEFAULT_KEY_PREFIX, Collected, LeasedPrimitive, aholding, holding
+from .base import DEFAULT_KEY_PREFIX, AsyncHold, Collected, Hold, LeasedPrimitive
 from .keys import to_ms
 from .lease import Lease
 from .protocol import Mode
@@ -16,11 +14,14 @@ from .records import default_holder
 from .steps import Steps
 from .text import text
 from .validators import (
+    DEFAULT,
+    Seconds,
     check_holder,
     check_lease_timeout,
     check_name,
     check_priority,
     check_timeout,
+    renamed,
 )
 
 __all__ = ["ORDERS", "ResourcePool"]
@@ -48,7 +49,7 @@ class ResourcePool(LeasedPrimitive):
 
     ``max_waiting`` (None: no limit) bounds how many callers wait at once,
     counted across every process and host: one more is refused at once, as a
-    timeout refuses it (``acquire`` returns None, ``lease()`` raises
+    timeout refuses it (``acquire`` returns None, ``hold()`` raises
     :class:`ResourceUnavailable` with ``reason`` ``"full"``); 0: none ever waits.
 
     Building a pool does no I/O.
@@ -138,17 +139,19 @@ class ResourcePool(LeasedPrimitive):
         self,
         *,
         timeout: float | None = 0,
-        lease_timeout: float | None = None,
+        lease_timeout: Seconds = DEFAULT,
         holder: str | None = None,
         priority: int = 0,
     ) -> Lease | None:
         """Lease an available resource, waiting up to ``timeout`` seconds
         (0: do not wait, None: forever). Returns None if nothing was granted
-        (in time, or at once when ``max_waiting`` callers already wait).
+        (in time, or at once when ``max_waiting`` callers already wait); never
+        raises for a refusal (:meth:`hold` does, telling which).
 
-        ``lease_timeout`` (None: the pool's default) is how long the lease lives
-        unless renewed; ``holder`` labels the holder (default ``host:pid:thread``);
-        a larger ``priority`` is served first among blocked callers.
+        ``lease_timeout`` is how long the lease lives unless renewed (DEFAULT:
+        the pool's ``lease_timeout``; None: no expiry); ``holder`` labels the
+        holder (default ``host:pid:thread``); a larger ``priority`` is served
+        first among blocked callers.
         """
         return self._engine.acquire(**self._ask(timeout, lease_timeout, holder, priority))
 
@@ -156,7 +159,7 @@ class ResourcePool(LeasedPrimitive):
         self,
         *,
         timeout: float | None = 0,
-        lease_timeout: float | None = None,
+        lease_timeout: Seconds = DEFAULT,
         holder: str | None = None,
         priority: int = 0,
     ) -> Lease | None:
@@ -166,38 +169,28 @@ class ResourcePool(LeasedPrimitive):
         propagates."""
         return await self._engine.aacquire(**self._ask(timeout, lease_timeout, holder, priority))
 
-    def take(
-        self,
-        timeout: float | None,
-        lease_timeout: float | None = None,
-        holder: str | None = None,
-        priority: int = 0,
+    def _take(
+        self, timeout: float | None, lease_timeout: Seconds, holder: str | None, priority: int
     ) -> Lease | None:
-        """:meth:`acquire`, but strict about the queue: a caller refused for
-        ``max_waiting`` gets :class:`ResourceUnavailable` (``reason``
-        ``"full"``), not None. None still means "nothing granted within
-        ``timeout``". ``lease()`` and a request's hold use it."""
+        """:meth:`acquire`, raising :class:`ResourceUnavailable` (``reason``
+        ``"full"``) when refused for ``max_waiting``: what :meth:`hold` enters."""
         ask = self._ask(timeout, lease_timeout, holder, priority)
         return self._channel.run(
             self._engine.acquire_steps(**ask, bounded=self._channel.sync_bounded)
         )
 
-    async def atake(
-        self,
-        timeout: float | None,
-        lease_timeout: float | None = None,
-        holder: str | None = None,
-        priority: int = 0,
+    async def _atake(
+        self, timeout: float | None, lease_timeout: Seconds, holder: str | None, priority: int
     ) -> Lease | None:
-        """:meth:`take` on the event loop."""
+        """:meth:`_take` on the event loop."""
         ask = self._ask(timeout, lease_timeout, holder, priority)
         return await self._channel.arun(self._engine.acquire_steps(**ask))
 
     def _ask(
-        self, timeout: float | None, lease_timeout: float | None, holder: str | None, priority: int
+        self, timeout: float | None, lease_timeout: Seconds, holder: str | None, priority: int
     ) -> dict[str, Any]:
         """The engine's acquire arguments, validated."""
-        if lease_timeout is None:
+        if lease_timeout is DEFAULT:
             lease_ms = self._lease_ms
         else:
             lease_ms = to_ms(check_lease_timeout(lease_timeout))
@@ -234,52 +227,63 @@ class ResourcePool(LeasedPrimitive):
         steps = self._engine.release_steps(check_name(lease_or_resource, "resource"))
         return await self._channel.arun(steps) != 0
 
-    @contextlib.contextmanager
-    def lease(
+    def hold(
         self,
         *,
-        timeout: float | None = None,
-        lease_timeout: float | None = None,
+        timeout: Seconds = DEFAULT,
+        lease_timeout: Seconds = DEFAULT,
         holder: str | None = None,
         priority: int = 0,
         auto_renew: bool = False,
-    ) -> Iterator[Lease]:
-        """Context manager: lease a resource for the ``with`` block.
+    ) -> Hold:
+        """Context manager: lease a resource for the ``with`` block (a
+        :class:`Hold`, yielding the :class:`Lease`), released on exit.
 
-        Raises :class:`ResourceUnavailable` when nothing is granted within
-        ``timeout`` (None: wait forever), or at once when ``max_waiting``
-        callers already wait (its ``reason`` says which; its ``retry_after``
-        when a turn is expected: :meth:`turn_estimate`). ``auto_renew=True`` renews the lease in
-        the background at about 2/3 of its duration until the block exits; a
-        failed renewal is logged and marks the lease ``lost``.
+        Waits up to ``timeout`` seconds (DEFAULT or None: forever; 0: do not
+        wait). Raises :class:`ResourceUnavailable` when nothing is granted in
+        time, or at once when ``max_waiting`` callers already wait (its
+        ``reason`` says which; its ``retry_after`` when a turn is expected:
+        :meth:`turn_estimate`). ``lease_timeout`` as for :meth:`acquire`.
+        ``auto_renew=True`` renews the lease in the background at about 2/3 of
+        its duration until the block exits; a failed renewal is logged and
+        marks the lease ``lost``.
         """
-        try:
-            lease = self.take(timeout, lease_timeout, holder, priority)
-        except ResourceUnavailable as exc:  # refused at once: max_waiting callers wait
-            exc.retry_after = self.turn_estimate()
-            raise
-        with holding(lease, auto_renew, self._unavailable(timeout), self) as held:
-            yield held
+        wait = None if timeout is DEFAULT else timeout
+        return Hold(
+            self,
+            lambda: self._take(wait, lease_timeout, holder, priority),
+            self._unavailable(wait),
+            auto_renew=auto_renew,
+        )
 
-    @contextlib.asynccontextmanager
-    async def alease(
+    def ahold(
         self,
         *,
-        timeout: float | None = None,
-        lease_timeout: float | None = None,
+        timeout: Seconds = DEFAULT,
+        lease_timeout: Seconds = DEFAULT,
         holder: str | None = None,
         priority: int = 0,
         auto_renew: bool = False,
-    ) -> AsyncIterator[Lease]:
-        """:meth:`lease` as an async context manager (``async with``); its
+    ) -> AsyncHold:
+        """:meth:`hold` as an async context manager (``async with``); its
         auto-renewal is a task of the loop."""
-        try:
-            lease = await self.atake(timeout, lease_timeout, holder, priority)
-        except ResourceUnavailable as exc:
-            exc.retry_after = await self.aturn_estimate()
-            raise
-        async with aholding(lease, auto_renew, self._unavailable(timeout), self) as held:
-            yield held
+        wait = None if timeout is DEFAULT else timeout
+        return AsyncHold(
+            self,
+            lambda: self._atake(wait, lease_timeout, holder, priority),
+            self._unavailable(wait),
+            auto_renew=auto_renew,
+        )
+
+    def lease(self, **kwargs: Any) -> Hold:
+        """Deprecated name of :meth:`hold` (``DeprecationWarning``)."""
+        renamed("ResourcePool.lease()", "ResourcePool.hold()")
+        return self.hold(**kwargs)
+
+    def alease(self, **kwargs: Any) -> AsyncHold:
+        """Deprecated name of :meth:`ahold` (``DeprecationWarning``)."""
+        renamed("ResourcePool.alease()", "ResourcePool.ahold()")
+        return self.ahold(**kwargs)
 
     def _unavailable(self, timeout: float | None) -> str:
         return f"no resource of pool {self.name!r} became available within {timeout} s"

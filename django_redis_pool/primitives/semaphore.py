@@ -2,24 +2,25 @@
 
 from __future__ import annotations
 
-import contextlib
 import uuid
-from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
-from ..exceptions import ResourceUnavailable, backend_errors
-from .base import DEFAULT_KEY_PREFIX, LeasedPrimitive, aholding, holding
+from ..exceptions import backend_errors
+from .base import DEFAULT_KEY_PREFIX, AsyncHold, Hold, LeasedPrimitive
 from .keys import to_ms
 from .lease import Lease
 from .protocol import Mode
 from .records import default_holder
 from .validators import (
+    DEFAULT,
+    Seconds,
     check_count,
     check_holder,
     check_lease_timeout,
     check_permits,
     check_priority,
     check_timeout,
+    renamed,
 )
 
 __all__ = ["Semaphore", "check_max_size"]
@@ -108,75 +109,56 @@ class Semaphore(LeasedPrimitive):
 
     # -- acquiring and releasing ----------------------------------------------------
 
-    def acquire_lease(
-        self,
-        identity: str,
-        *,
-        timeout: float | None = 0,
-        lease_timeout: float | None = None,
-        priority: int = 0,
-        permits: int = 1,
-    ) -> Lease | None:
-        """Like :meth:`acquire`, but returns the hold's :class:`Lease` (None if
-        not granted): its ``fence``, ``permits``, ``expires_at``, ``renew()``
-        and ``release()``."""
-        return self._engine.acquire(
-            **self._ask(identity, timeout, lease_timeout, priority, permits)
-        )
+    def acquire_lease(self, identity: str, **kwargs: Any) -> Lease | None:
+        """Deprecated: :meth:`acquire` answers whether it was granted,
+        :meth:`hold` yields the :class:`Lease` (``DeprecationWarning``)."""
+        renamed("Semaphore.acquire_lease()", "Semaphore.hold() (or acquire())")
+        return self._engine.acquire(**self._ask(identity, **_asked(kwargs)))
 
-    async def aacquire_lease(
-        self,
-        identity: str,
-        *,
-        timeout: float | None = 0,
-        lease_timeout: float | None = None,
-        priority: int = 0,
-        permits: int = 1,
-    ) -> Lease | None:
-        """:meth:`acquire_lease` on the event loop (see :meth:`aacquire`)."""
-        return await self._engine.aacquire(
-            **self._ask(identity, timeout, lease_timeout, priority, permits)
-        )
+    async def aacquire_lease(self, identity: str, **kwargs: Any) -> Lease | None:
+        """Deprecated: see :meth:`acquire_lease` (``DeprecationWarning``)."""
+        renamed("Semaphore.aacquire_lease()", "Semaphore.ahold() (or aacquire())")
+        return await self._engine.aacquire(**self._ask(identity, **_asked(kwargs)))
 
-    def take(
+    def _take(
         self,
         identity: str,
         timeout: float | None,
-        lease_timeout: float | None = None,
-        priority: int = 0,
-        permits: int = 1,
+        lease_timeout: Seconds,
+        priority: int,
+        permits: int,
     ) -> Lease | None:
-        """:meth:`acquire_lease`, but strict about the queue: a caller refused
-        for ``max_waiting`` gets :class:`ResourceUnavailable` (``reason``
-        ``"full"``), not None. ``hold()`` and a request's hold use it."""
+        """The lease :meth:`acquire` would take, raising
+        :class:`ResourceUnavailable` (``reason`` ``"full"``) when refused for
+        ``max_waiting``: what :meth:`hold` enters."""
         ask = self._ask(identity, timeout, lease_timeout, priority, permits)
         return self._channel.run(
             self._engine.acquire_steps(**ask, bounded=self._channel.sync_bounded)
         )
 
-    async def atake(
+    async def _atake(
         self,
         identity: str,
         timeout: float | None,
-        lease_timeout: float | None = None,
-        priority: int = 0,
-        permits: int = 1,
+        lease_timeout: Seconds,
+        priority: int,
+        permits: int,
     ) -> Lease | None:
-        """:meth:`take` on the event loop."""
+        """:meth:`_take` on the event loop."""
         ask = self._ask(identity, timeout, lease_timeout, priority, permits)
         return await self._channel.arun(self._engine.acquire_steps(**ask))
 
     def _ask(
         self,
         identity: str,
-        timeout: float | None,
-        lease_timeout: float | None,
-        priority: int,
-        permits: int,
+        timeout: float | None = 0,
+        lease_timeout: Seconds = DEFAULT,
+        priority: int = 0,
+        permits: int = 1,
     ) -> dict[str, Any]:
         """The engine's acquire arguments, validated (a single permit, the
         common case, at once)."""
-        if lease_timeout is None:
+        if lease_timeout is DEFAULT:
             lease_ms = self._lease_ms
         else:
             lease_ms = to_ms(check_lease_timeout(lease_timeout))
@@ -199,14 +181,17 @@ class Semaphore(LeasedPrimitive):
         identity: str,
         *,
         timeout: float | None = 0,
-        lease_timeout: float | None = None,
+        lease_timeout: Seconds = DEFAULT,
         priority: int = 0,
         permits: int = 1,
     ) -> bool:
         """Take ``permits`` (an int >= 1; a slot by default) for ``identity``,
         all at once, waiting up to ``timeout`` seconds (0: do not wait, None:
         forever). True if granted; False if not (in time, or at once when
-        ``max_waiting`` callers already wait).
+        ``max_waiting`` callers already wait): it never raises for a refusal
+        (:meth:`hold` does, telling which, and yields the hold's
+        :class:`Lease`). ``lease_timeout``: how long the hold lives unless
+        renewed (DEFAULT: the semaphore's ``lease_timeout``; None: no expiry).
 
         While a caller waits, a newcomer (even with ``timeout=0``) takes no
         permits ahead of it, unless its priority is higher: the first waiter
@@ -228,7 +213,7 @@ class Semaphore(LeasedPrimitive):
         identity: str,
         *,
         timeout: float | None = 0,
-        lease_timeout: float | None = None,
+        lease_timeout: Seconds = DEFAULT,
         priority: int = 0,
         permits: int = 1,
     ) -> bool:
@@ -250,56 +235,59 @@ class Semaphore(LeasedPrimitive):
         steps = self._engine.release_steps(check_holder(identity, "identity"))
         return await self._channel.arun(steps) != 0
 
-    @contextlib.contextmanager
     def hold(
         self,
         identity: str | None = None,
         *,
-        timeout: float | None = None,
-        lease_timeout: float | None = None,
+        timeout: Seconds = DEFAULT,
+        lease_timeout: Seconds = DEFAULT,
         priority: int = 0,
         auto_renew: bool = False,
         permits: int = 1,
-    ) -> Iterator[Lease]:
+    ) -> Hold:
         """Context manager: hold ``permits`` (a slot by default) for the
-        ``with`` block.
+        ``with`` block (a :class:`Hold`, yielding the :class:`Lease`),
+        released on exit.
 
-        ``identity`` defaults to a unique id. Raises :class:`ResourceUnavailable`
-        when nothing is granted within ``timeout`` (None: wait forever), or at
-        once when ``max_waiting`` callers already wait (its ``reason`` says which;
-        its ``retry_after`` when a turn is expected: :meth:`turn_estimate`).
+        ``identity`` defaults to a unique id. Waits up to ``timeout`` seconds
+        (DEFAULT or None: forever; 0: do not wait). Raises
+        :class:`ResourceUnavailable` when nothing is granted in time, or at
+        once when ``max_waiting`` callers already wait (its ``reason`` says
+        which; its ``retry_after`` when a turn is expected:
+        :meth:`turn_estimate`). ``lease_timeout`` as for :meth:`acquire`.
         ``auto_renew=True`` renews the lease in the background until the block exits.
         """
         identity = _unique_identity() if identity is None else identity
-        try:
-            lease = self.take(identity, timeout, lease_timeout, priority, permits)
-        except ResourceUnavailable as exc:  # refused at once: max_waiting callers wait
-            exc.retry_after = self.turn_estimate(permits)
-            raise
-        with holding(lease, auto_renew, self._unavailable(timeout), self, permits) as held:
-            yield held
+        wait = None if timeout is DEFAULT else timeout
+        return Hold(
+            self,
+            lambda: self._take(identity, wait, lease_timeout, priority, permits),
+            self._unavailable(wait),
+            permits=permits,
+            auto_renew=auto_renew,
+        )
 
-    @contextlib.asynccontextmanager
-    async def ahold(
+    def ahold(
         self,
         identity: str | None = None,
         *,
-        timeout: float | None = None,
-        lease_timeout: float | None = None,
+        timeout: Seconds = DEFAULT,
+        lease_timeout: Seconds = DEFAULT,
         priority: int = 0,
         auto_renew: bool = False,
         permits: int = 1,
-    ) -> AsyncIterator[Lease]:
+    ) -> AsyncHold:
         """:meth:`hold` as an async context manager (``async with``); its
         auto-renewal is a task of the loop."""
         identity = _unique_identity() if identity is None else identity
-        try:
-            lease = await self.atake(identity, timeout, lease_timeout, priority, permits)
-        except ResourceUnavailable as exc:
-            exc.retry_after = await self.aturn_estimate(permits)
-            raise
-        async with aholding(lease, auto_renew, self._unavailable(timeout), self, permits) as held:
-            yield held
+        wait = None if timeout is DEFAULT else timeout
+        return AsyncHold(
+            self,
+            lambda: self._atake(identity, wait, lease_timeout, priority, permits),
+            self._unavailable(wait),
+            permits=permits,
+            auto_renew=auto_renew,
+        )
 
     def _unavailable(self, timeout: float | None) -> str:
         return f"no permit of semaphore {self.name!r} was granted within {timeout} s"
@@ -319,6 +307,14 @@ class Semaphore(LeasedPrimitive):
 def check_max_size(n: object, what: str = "max size") -> int:
     """A semaphore's number of permits: an int >= 0."""
     return check_count(n, what)
+
+
+def _asked(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """A deprecated acquire's keyword arguments, as :meth:`Semaphore._ask` takes them."""
+    unknown = set(kwargs) - {"timeout", "lease_timeout", "priority", "permits"}
+    if unknown:
+        raise TypeError(f"unexpected keyword arguments: {', '.join(sorted(unknown))}")
+    return kwargs
 
 
 def _unique_identity() -> str:

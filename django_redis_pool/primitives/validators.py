@@ -7,13 +7,18 @@ Nothing here imports Django.
 
 from __future__ import annotations
 
+import enum
 import math
 import re
-from typing import Any
+import warnings
+from typing import Any, Final, Literal
 
 __all__ = [
+    "DEFAULT",
     "MAX_NAME_LENGTH",
     "MAX_SECONDS",
+    "Default",
+    "Seconds",
     "check_client",
     "check_count",
     "check_duration",
@@ -26,6 +31,7 @@ __all__ = [
     "check_priority",
     "check_seconds",
     "check_timeout",
+    "renamed",
 ]
 
 MAX_NAME_LENGTH = 200
@@ -36,6 +42,36 @@ MAX_NAME_LENGTH = 200
 #: microseconds, in Lua numbers exact up to 2**53: ten years from now in
 #: microseconds is well inside, 1e20 seconds in milliseconds is not).
 MAX_SECONDS = 10 * 365 * 24 * 3600
+
+
+class Default(enum.Enum):
+    """The type of :data:`DEFAULT` (its only value)."""
+
+    DEFAULT = "DEFAULT"
+
+    def __repr__(self) -> str:
+        return "DEFAULT"
+
+    __str__ = __repr__
+
+
+#: "The primitive's default": what an omitted ``timeout`` or ``lease_timeout``
+#: means (the primitive's own, e.g. a pool's ``lease_timeout``), as opposed to
+#: ``None``, which always means "wait forever" / "no expiry".
+DEFAULT: Final = Default.DEFAULT
+#: A duration argument that may be left to the primitive: seconds, None, or DEFAULT.
+Seconds = float | None | Literal[Default.DEFAULT]
+
+
+def renamed(old: str, new: str, *, stacklevel: int = 3) -> None:
+    """Warn (``DeprecationWarning``) that ``old`` is named ``new`` from 0.1.0 on."""
+    warnings.warn(
+        f"{old} is deprecated: use {new} (one verb, one meaning, from 0.1.0)",
+        DeprecationWarning,
+        stacklevel=stacklevel,
+    )
+
+
 _FORBIDDEN = re.compile(r"[{}\s]")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 

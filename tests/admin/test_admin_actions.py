@@ -39,6 +39,7 @@ from tests.support.admin_pages import (
     page_text,
     table,
 )
+from tests.support.primitive_helpers import own_lease, slot_lease
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.django_db
@@ -250,11 +251,11 @@ def regranted(world: World, kind: str) -> tuple[str, str, Lease, Lease | None]:
     if kind == "semaphore":
         old = world.semaphore_lease
         assert old.release()
-        return "reports", "job-1", old, world.semaphore.acquire_lease("job-1")
+        return "reports", "job-1", old, slot_lease(world.semaphore, "job-1")
     lock, old = world.lock, world.lock_lease
     lock.release(holder="importer")
     assert lock.acquire(holder="importer", blocking=False)
-    return "imports", "importer", old, lock.lease
+    return "imports", "importer", old, own_lease(lock)
 
 
 @pytest.mark.parametrize("kind", ["pool", "semaphore", "lock"])

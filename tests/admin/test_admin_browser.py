@@ -307,7 +307,7 @@ def test_the_activity_chart_is_drawn_and_named_in_a_real_browser(
     call_command("pool_sync", verbosity=0)
     printers = django_redis_pool.get_pool("printers")
     for _ in range(4):
-        with printers.lease(timeout=1):
+        with printers.hold(timeout=1):
             pass
     held = printers.acquire(holder="web-1:4711:worker-3")
     assert held is not None and printers.acquire(timeout=0) is None  # refused

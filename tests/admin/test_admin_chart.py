@@ -94,7 +94,7 @@ def test_the_page_charts_the_hours_grants_refusals_and_wait_in_words(
 ) -> None:
     pool = get_pool("printers")
     for _ in range(5):
-        with pool.lease(timeout=1):
+        with pool.hold(timeout=1):
             pass
     held = [pool.acquire(holder=f"h{i}") for i in range(3)]
     assert pool.acquire(timeout=0) is None  # refused: nothing free
@@ -327,7 +327,7 @@ def test_each_row_of_the_overview_has_a_sparkline_of_its_hour(
 ) -> None:
     pool = get_pool("printers")
     for _ in range(2):
-        with pool.lease(timeout=1):
+        with pool.hold(timeout=1):
             pass
     flushed()
 

@@ -19,6 +19,7 @@ from django_redis_pool import dashboard as panels
 from django_redis_pool.primitives.validators import MAX_SECONDS
 from tests.support.admin_fixtures import World, action_url, dashboard_url, detail_url
 from tests.support.admin_pages import confirm, data_rows, messages_of, page_text
+from tests.support.primitive_helpers import slot_lease
 
 pytestmark = pytest.mark.django_db
 
@@ -36,7 +37,7 @@ def test_a_hold_of_the_longest_lease_still_renders(world: World, operator: Clien
 def test_an_identity_with_spaces_can_be_found_and_force_released(
     world: World, operator: Client
 ) -> None:
-    spaced = world.semaphore.acquire_lease(" job 2 ")
+    spaced = slot_lease(world.semaphore, " job 2 ")
     assert spaced is not None
 
     found = operator.get(detail_url("reports"), {"find": " job 2 "})

@@ -35,6 +35,7 @@ import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
+from django_redis_pool import DEFAULT
 from django_redis_pool.primitives.allocator import Allocator, AllocatorObject
 from tests.support.primitive_helpers import ops
 
@@ -375,13 +376,13 @@ class RedisAllocator:
 
     # keys
     def extend(self, keys: Any = None, timeout: Any = -1) -> None:
-        self.ours.extend(list(keys or []), timeout=_forever(timeout))
+        self.ours.extend(list(keys or []), lease_timeout=_forever(timeout))
 
     def shrink(self, keys: Any = None) -> None:
         self.ours.shrink(list(keys or []))
 
     def assign(self, keys: Any = None, timeout: Any = -1) -> None:
-        self.ours.assign(list(keys or []), timeout=_forever(timeout))
+        self.ours.assign(list(keys or []), lease_timeout=_forever(timeout))
 
     def keys(self) -> list[str]:
         return self.ours.keys()
@@ -406,14 +407,19 @@ class RedisAllocator:
         self, timeout: Any = 120, name: str | None = None, cache_timeout: Any = 3600
     ) -> str | None:
         return self.ours.malloc_key(
-            timeout=_forever(timeout), name=name or None, cache_timeout=_seconds(cache_timeout)
+            lease_timeout=_forever(timeout),
+            name=name or None,
+            cache_timeout=_seconds(cache_timeout),
         )
 
     def malloc(
         self, timeout: Any = 120, obj: Any = None, params: Any = None, cache_timeout: Any = 3600
     ) -> AllocatorObject | None:
         made = self.ours.malloc(
-            timeout=_forever(timeout), obj=obj, params=params, cache_timeout=_seconds(cache_timeout)
+            lease_timeout=_forever(timeout),
+            obj=obj,
+            params=params,
+            cache_timeout=_seconds(cache_timeout),
         )
         if made is not None:  # (the same object, under the peer's class name)
             made.__class__, made.allocator = RedisAllocatorObject, self
@@ -431,7 +437,7 @@ class RedisAllocator:
 
     # soft bindings
     def update_soft_bind(self, name: str, key: str, timeout: Any = 3600) -> None:
-        self.ours.update_soft_bind(name, key, timeout=_seconds(timeout))
+        self.ours.update_soft_bind(name, key, cache_timeout=_seconds(timeout))
 
     def unbind_soft_bind(self, name: str) -> None:
         self.ours.unbind_soft_bind(name)
@@ -444,9 +450,15 @@ class RedisAllocatorObject(AllocatorObject):
     """Our ``AllocatorObject`` (what ``malloc`` hands out), built with the
     peer's order of arguments: ``(allocator, key, obj, params)``; its
     allocator is the adapter (whose ``free_keys`` is ours). Nothing else is
-    added: where the peer's object has more (``open``, ``release``,
-    ``refresh``; ``close`` that closes the object but keeps the key), the
-    suite meets ours as it is."""
+    added but the peer's name of ``update``'s argument (``timeout``, ours
+    ``lease_timeout``): where the peer's object has more (``open``,
+    ``release``, ``refresh``; ``close`` that closes the object but keeps the
+    key), the suite meets ours as it is."""
 
     def __init__(self, allocator: Any, key: str, obj: Any = None, params: Any = None) -> None:
         super().__init__(allocator, key, params, obj)
+
+    def update(self, timeout: Any = DEFAULT, **kwargs: Any) -> bool:  # type: ignore[override]
+        """The peer's ``update(timeout)``: ours with ``lease_timeout``."""
+        seconds = timeout if timeout is DEFAULT or timeout is None else _seconds(timeout)
+        return super().update(seconds, **kwargs)

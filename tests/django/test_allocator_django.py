@@ -245,7 +245,7 @@ def test_pool_gc_reports_the_expired_bindings_it_dropped(settings: Any, redis_ur
         "ALLOCATORS": {"binds": {"KEYS": ["k1"]}},
     }
     allocator = get_allocator("binds")
-    allocator.update_soft_bind("gone", "k1", timeout=0.01)
+    allocator.update_soft_bind("gone", "k1", cache_timeout=0.01)
     wait_for(lambda: allocator.get_soft_bind("gone") is None, what="the binding to expire")
     out = io.StringIO()
     call_command("pool_gc", "--name", "binds", stdout=out, no_color=True)

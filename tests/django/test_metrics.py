@@ -24,7 +24,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from django_redis_pool import Allocator, Lock, ResourcePool, ResourceUnavailable, Semaphore
 from django_redis_pool.primitives import counts
-from tests.support.primitive_helpers import ops, redis_time
+from tests.support.primitive_helpers import ops, redis_time, slot_lease
 from tests.support.stoppable_servers import closed_port, hung_server  # noqa: F401
 from tests.support.waiting import wait_blocked, wait_for
 
@@ -47,16 +47,16 @@ def test_grants_refusals_and_hold_times_are_counted_for_each_kind(client: Any) -
     sem = Semaphore(client, unique("s"), default_max_size=1, max_waiting=0)
     lock = Lock(client, unique("l"), max_waiting=0)
     for _ in range(3):
-        with pool.lease(timeout=1):
+        with pool.hold(timeout=1):
             pass
         with sem.hold("me", timeout=1):
             pass
         with lock:
             pass
-    held = [pool.acquire(holder="a"), sem.acquire_lease("a"), lock.acquire(holder="a")]
+    held = [pool.acquire(holder="a"), slot_lease(sem, "a"), lock.acquire(holder="a")]
     assert all(held)
     assert pool.acquire(timeout=0) is None  # refused: its wait (none) timed out
-    with pytest.raises(ResourceUnavailable), pool.lease(timeout=5):  # refused: max_waiting=0
+    with pytest.raises(ResourceUnavailable), pool.hold(timeout=5):  # refused: max_waiting=0
         pass
     assert sem.acquire("b", timeout=0) is False
     assert lock.acquire(blocking=False, holder="b") is False
@@ -72,7 +72,7 @@ def test_grants_refusals_and_hold_times_are_counted_for_each_kind(client: Any) -
 def test_an_allocator_counts_its_grants_refusals_and_reclaims(client: Any) -> None:
     alloc = Allocator(client, unique("a"))
     alloc.extend(["k1"])
-    key = alloc.malloc_key(timeout=0.05)
+    key = alloc.malloc_key(lease_timeout=0.05)
     assert key is not None
     assert alloc.malloc_key() is None
     wait_for(lambda: alloc.gc() == 1, what="the expired lock to be reclaimed")
@@ -117,7 +117,7 @@ def _cycles(url: str, name: str, n: int) -> None:
 
     pool = ResourcePool(redis.Redis.from_url(url), name)
     for _ in range(n):
-        with pool.lease(timeout=30):
+        with pool.hold(timeout=30):
             pass
     counts.flush()
 
@@ -145,7 +145,7 @@ def test_counts_reach_redis_without_a_flush(
     monkeypatch.setattr(counts, "background", True)
     pool = ResourcePool(redis_client, unique("p"))
     pool.associate("r1")
-    with pool.lease():
+    with pool.hold():
         pass
     wait_for(
         lambda: pool.activity().totals.get("acquired") == 1,
@@ -164,7 +164,7 @@ def test_a_forked_child_never_adds_its_parents_counts(redis_url: str) -> None:
     pool = ResourcePool(redis.Redis.from_url(redis_url), unique("p"))
     pool.associate("r1")
     assert counts.flush() == 0
-    with pool.lease():
+    with pool.hold():
         pass
     child = mp.Process(target=_child_flushes, args=(redis_url, pool.name))
     child.start()
@@ -184,7 +184,7 @@ def test_a_retried_flush_adds_nothing_twice(redis_client: Any) -> None:
 def test_activity_has_the_last_minutes_on_the_redis_clock(client: Any) -> None:
     pool = ResourcePool(client, unique("p"))
     pool.associate("r1")
-    with pool.lease():
+    with pool.hold():
         pass
     counts.flush()
     activity = pool.activity(minutes=5)
@@ -245,7 +245,7 @@ def test_the_metrics_view_exports_state_counters_and_histograms(
     configure(settings, redis_url)
     printers = get_pool("printers")
     printers.associate_many(["p1", "p2"])
-    with printers.lease():
+    with printers.hold():
         pass
     held = printers.acquire(holder="busy")
     assert held is not None
@@ -379,7 +379,7 @@ def test_the_counts_of_a_primitive_dropped_before_the_flush_are_added(redis_clie
     name = unique("p")
     pool = ResourcePool(redis_client, name)
     pool.associate("r1")
-    with pool.lease():
+    with pool.hold():
         pass
     del pool
     gc.collect()
@@ -392,7 +392,7 @@ def _count_in_child(url: str, name: str) -> None:
 
     pool = _POOLS[name]
     ops(pool).client = redis.Redis.from_url(url)
-    with pool.lease(timeout=5):
+    with pool.hold(timeout=5):
         pass
     counts.flush()
 

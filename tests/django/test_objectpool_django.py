@@ -51,14 +51,14 @@ def configured(settings: Any, redis_url: str) -> None:
 def test_the_setting_builds_this_process_pool(configured: None) -> None:
     pool = get_object_pool("clients")
     assert isinstance(pool, ObjectPool) and pool.max == 2 and pool.test_on_borrow
-    with pool.borrow(timeout=5) as client:
+    with pool.hold(timeout=5) as client:
         assert isinstance(client, Made)
     assert get_semaphore("clients-everywhere").get_current_size() == 1, "one global slot held"
 
 
 def test_a_pool_built_in_code_may_name_a_configured_semaphore(configured: None) -> None:
     pool: ObjectPool[Made] = ObjectPool(Made, max=1, global_limit="clients-everywhere")
-    with pool.borrow(timeout=5):
+    with pool.hold(timeout=5):
         assert get_semaphore("clients-everywhere").get_current_size() == 1
     pool.clear()
     assert get_semaphore("clients-everywhere").get_current_size() == 0
@@ -104,12 +104,12 @@ def test_a_request_past_max_waiting_is_refused_at_once(settings: Any, redis_url:
 
     pool = get_object_pool("clients")
     pool.max_waiting = None  # (a creation waits too: make the one object first)
-    with pool.borrow(timeout=5):
+    with pool.hold(timeout=5):
         pass
     pool.max_waiting = 0
     signals.resource_unavailable.connect(receiver, weak=False)
     try:
-        with pool.borrow(timeout=5):  # the only object, on loan
+        with pool.hold(timeout=5):  # the only object, on loan
             started = time.monotonic()
             response = view(RequestFactory().get("/"))
             assert time.monotonic() - started < LONG / 2, "refused at once, not after LONG"

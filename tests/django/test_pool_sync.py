@@ -48,7 +48,7 @@ def test_adds_the_configured_resources(pools: None) -> None:
 
 def test_second_run_changes_nothing(pools: None) -> None:
     sync()
-    with get_pool("printers").lease(timeout=0) as lease:
+    with get_pool("printers").hold(timeout=0) as lease:
         output = sync()
         assert get_pool("printers").is_occupied(lease.resource)  # a holder keeps its lease
     assert "printers: 0 added, 3 already there" in output

@@ -56,7 +56,7 @@ def test_get_pool_returns_a_working_pool_on_the_configured_redis(
     assert isinstance(pool, ResourcePool)
     assert pool.lease_timeout == 30
     assert pool.associate("p1") is True
-    with pool.lease(timeout=1) as lease:
+    with pool.hold(timeout=1) as lease:
         assert lease.resource == "p1"
         assert pool.occupied_count() == 1
         assert lease.expires_at is not None
@@ -279,7 +279,7 @@ def test_cache_form_reuses_djangos_builtin_redis_cache(
     pool = get_pool("printers")
     assert isinstance(pool.client, redis.Redis)
     assert pool.associate("p1") is True
-    with pool.lease(timeout=1) as lease:
+    with pool.hold(timeout=1) as lease:
         assert lease.resource == "p1"
     assert redis_client.dbsize() > 0
 
@@ -322,6 +322,6 @@ def test_cluster_form_works_on_a_redis_cluster(
     pool = get_pool("printers")
     assert isinstance(pool.client, RedisCluster)
     assert pool.associate("p1") is True
-    with pool.lease(timeout=1) as lease:
+    with pool.hold(timeout=1) as lease:
         assert lease.resource == "p1"
     assert pool.available() == ["p1"]

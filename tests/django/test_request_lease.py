@@ -18,8 +18,9 @@ import pytest
 from django.core.management import call_command
 from django.test import RequestFactory
 
-from django_redis_pool import get_lock, get_pool, get_semaphore
+from django_redis_pool import DEFAULT, get_lock, get_pool, get_resource, get_semaphore, registry
 from django_redis_pool.guard import Guard
+from tests.support.primitive_helpers import slot_lease
 from tests.support.waiting import wait_for
 
 NAMES = ["printers", "reports", "imports"]
@@ -42,7 +43,7 @@ def is_taken(name: str) -> bool:
     if name == "printers":
         lease = get_pool(name).acquire(timeout=0)
     elif name == "reports":
-        lease = get_semaphore(name).acquire_lease("someone-else", timeout=0)
+        lease = slot_lease(get_semaphore(name), "someone-else")
     else:
         lock = get_lock(name).for_holder("someone-else")
         if not lock.acquire(blocking=False):
@@ -147,3 +148,39 @@ def test_a_hold_older_than_long_hold_is_flagged(settings: Any, redis_url: str) -
     assert "over LONG_HOLD" in out.getvalue()
     lease.release()
     assert lease_summary(pool).health == "ok"
+
+
+def test_lease_timeout_none_asks_a_renewed_request_lease_even_of_a_leased_primitive(
+    settings: Any, redis_url: str
+) -> None:
+    settings.DJANGO_REDIS_POOL = {
+        "CONNECTION": {"URL": redis_url},
+        "REQUEST_LEASE": 1,
+        "POOLS": {"printers": {"RESOURCES": ["p1"], "LEASE_TIMEOUT": 60}},
+    }
+    call_command("pool_sync", stdout=io.StringIO())
+    request = RequestFactory().get("/")
+    for lease_timeout, expected in ((None, 1), (DEFAULT, 60)):
+        guard = Guard("printers", timeout=0, lease_timeout=lease_timeout)
+        held = guard.enter(request)
+        assert held is not None and held.lease is not None
+        assert held.lease.lease_timeout == expected, lease_timeout
+        assert held.lease._renewing is (lease_timeout is None), "None: renewed while it runs"
+        guard.exit(request, held)
+
+
+def test_timeout_default_waits_the_kinds_own_and_none_for_ever(
+    settings: Any, redis_url: str
+) -> None:
+    settings.DJANGO_REDIS_POOL = {
+        "CONNECTION": {"URL": redis_url},
+        "LOCKS": {"imports": {"TIMEOUT": 5}},
+        "OBJECT_POOLS": {"clients": {"FACTORY": "builtins.object", "ACQUIRE_TIMEOUT": 3}},
+        "MIDDLEWARE": [{"PATH": "^/", "RESOURCE": "imports"}],
+    }
+    lock, objects = get_lock("imports"), get_resource("clients")
+    assert Guard("imports").wait_of(lock) == 5, "DEFAULT: the lock's TIMEOUT"
+    assert Guard("imports", timeout=None).wait_of(lock) is None, "None: for ever"
+    assert Guard("clients").wait_of(objects) == 3, "DEFAULT: the pool's ACQUIRE_TIMEOUT"
+    (rule,) = registry.get_config().middleware
+    assert rule.options["timeout"] is DEFAULT and rule.options["lease_timeout"] is DEFAULT

@@ -78,7 +78,7 @@ def test_a_key_with_a_lifetime_leaves_when_it_ends(client):
     assert allocator.free_keys(allocator.malloc_key()) == 1
     lifetime = max(0.3, 20 * (time.monotonic() - started))
     before = redis_time(client)  # the lifetime starts later, with the extend
-    allocator.extend(["brief"], timeout=lifetime, priority=1)
+    allocator.extend(["brief"], lease_timeout=lifetime, priority=1)
     got = allocator.malloc_key()
     # Whether the malloc came before the end (Redis clock; 2 ms for rounding to
     # ms): after a long pause of this process it could not tell.
@@ -97,7 +97,7 @@ def test_a_key_with_a_lifetime_leaves_when_it_ends(client):
 
 def test_fractional_lifetimes_are_milliseconds_not_forever(client):
     allocator = Allocator(client, "a")
-    allocator.extend(["k"], timeout=0.5)
+    allocator.extend(["k"], lease_timeout=0.5)
     start = redis_time(client)
     wait_for(lambda: redis_time(client) > start + 0.55, what="half a second")
     assert allocator.gc(10) == 1
@@ -178,7 +178,7 @@ def test_fractional_lock_timeouts_are_honoured(client):
     allocator = Allocator(client, "a")
     allocator.extend(["k"])
     before = redis_time(client)
-    key = allocator.malloc_key(timeout=0.25)
+    key = allocator.malloc_key(lease_timeout=0.25)
     after = redis_time(client)
     assert key.lease.lease_timeout == 0.25
     # (the lease was stamped between the two readings; Redis keeps milliseconds)
@@ -238,10 +238,10 @@ def test_a_timer_set_after_a_malloc_is_kept(client, timer):
     allocator.extend(["k1", "k2"])
     allocator.free_keys(allocator.malloc_key())  # the due time is now known: none
     if timer == "lease":
-        short = allocator.malloc_key(timeout=0.3)
+        short = allocator.malloc_key(lease_timeout=0.3)
         assert allocator.malloc_key() is not None  # the other key, for ever
     elif timer == "lifetime":
-        allocator.extend(["k1"], timeout=0.3, priority=1)
+        allocator.extend(["k1"], lease_timeout=0.3, priority=1)
     else:
         assert allocator.report_unhealthy("k1", cooldown=0.3)
     start = redis_time(client)
@@ -332,7 +332,7 @@ def test_bindings_of_names_never_seen_again_go_without_gc(redis_client):
     stored = f"{ops(allocator).base}:bind"
     allocator.extend(["k1", "k2"])
     for i in range(40):  # 40 addresses seen once (bound by hand: none dropped meanwhile)
-        allocator.update_soft_bind(f"10.0.0.{i}", "k1", timeout=0.05)
+        allocator.update_soft_bind(f"10.0.0.{i}", "k1", cache_timeout=0.05)
     start = redis_time(client)
     wait_for(lambda: redis_time(client) > start + 0.1, what="the bindings to expire")
     for i in range(15):  # the next 15 clients
@@ -471,7 +471,7 @@ def test_one_malloc_call_does_bounded_work_whatever_has_expired(redis_client):
     Redis serves other clients in between."""
     allocator = Allocator(redis_client, "a", lease_timeout=0.05)
     # (a lifetime that the 100 mallocs below do not outlast on a busy machine)
-    allocator.extend([f"brief-{i}" for i in range(5_000)], timeout=LIFETIME, priority=1)
+    allocator.extend([f"brief-{i}" for i in range(5_000)], lease_timeout=LIFETIME, priority=1)
     allocator.extend(["lasting"])
     held = [allocator.malloc_key() for _ in range(100)]  # their locks expire too
     assert all(k.startswith("brief-") for k in held)

@@ -57,7 +57,7 @@ def test_a_freed_key_is_queued_by_when_it_was_freed(client):
 def test_a_key_whose_lock_expired_is_queued_by_when_it_came_back(client):
     allocator = Allocator(client, "a", lease_timeout=30)
     allocator.extend(["a", "b"])
-    first = allocator.malloc_key(timeout=0.05)
+    first = allocator.malloc_key(lease_timeout=0.05)
     assert first == "a"
     allocator.free_keys(allocator.malloc_key())  # b, freed before a's lock ends
     wait_for(lambda: not allocator.is_locked("a"), what="a's lock to end (Redis clock)")
@@ -70,7 +70,7 @@ def test_re_adding_free_keys_keeps_their_places(client):
     allocator.extend(["a", "b", "c"])
     allocator.free_keys(allocator.malloc_key())  # order now b, c, a
     allocator.extend(["a", "b", "c"])
-    allocator.extend(["b"], timeout=3600)  # a lifetime does not move it either
+    allocator.extend(["b"], lease_timeout=3600)  # a lifetime does not move it either
     assert drain(allocator) == ["b", "c", "a"]
 
 

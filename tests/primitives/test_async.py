@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from django_redis_pool import Lease, Lock, ResourcePool, Semaphore
 from django_redis_pool.primitives.async_clients import aclose_async_clients, async_client_for
 from django_redis_pool.primitives.stopwatch import Stopwatch
-from tests.support.primitive_helpers import ops
+from tests.support.primitive_helpers import aslot_lease, ops, slot_lease
 from tests.support.waiting import await_for, wait_for
 
 
@@ -162,8 +162,8 @@ def test_a_cancellation_at_any_await_point_leaves_nothing_behind(
         acquire = functools.partial(primitive.aacquire, holder="second")
     else:
         primitive = Semaphore(redis_client, "c", lease_timeout=30, default_max_size=1)
-        holder = primitive.acquire_lease("first")
-        acquire = functools.partial(primitive.aacquire_lease, "second")
+        holder = slot_lease(primitive, "first")
+        acquire = functools.partial(aslot_lease, primitive, "second")
     assert holder is not None
     cancel = CancelAt(at, when, release_at, holder)
 
@@ -207,7 +207,7 @@ def test_an_async_lease_renews_itself_as_a_task_and_awaits_a_coroutine_on_lost(r
         lost.append(lease)
 
     async def scenario() -> None:
-        async with pool.alease(timeout=1, auto_renew=True) as lease:
+        async with pool.ahold(timeout=1, auto_renew=True) as lease:
             await asyncio.sleep(3.2)  # two lease durations: renewed by a task of this loop
             assert not lease.lost and pool.is_occupied("r")
             # (<=: a thread of an earlier test may have ended meanwhile)
@@ -229,7 +229,7 @@ def test_async_context_managers_release_on_error(redis_client):
     lock = Lock(redis_client, "cm", timeout=1)
 
     async def scenario() -> None:
-        for manager in (pool.alease(timeout=1), semaphore.ahold(timeout=1), lock):
+        for manager in (pool.ahold(timeout=1), semaphore.ahold(timeout=1), lock):
             with pytest.raises(KeyError):
                 async with manager:
                     raise KeyError("boom")

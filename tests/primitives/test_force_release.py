@@ -23,7 +23,15 @@ import pytest
 
 from django_redis_pool import Lease, Lock, NotOwned, ResourcePool, Semaphore
 from django_redis_pool.primitives.base import LeasedPrimitive
-from tests.support.primitive_helpers import expire_now, finish, in_thread, ops, pool_of
+from tests.support.primitive_helpers import (
+    expire_now,
+    finish,
+    in_thread,
+    ops,
+    own_lease,
+    pool_of,
+    slot_lease,
+)
 from tests.support.waiting import wait_for
 
 # ----------------------------------------------------------------------- helpers
@@ -161,8 +169,8 @@ def test_pool_force_release_hands_the_resource_to_the_head_waiter(client: Any) -
 
 def test_semaphore_force_release_ends_an_identitys_hold(client: Any) -> None:
     semaphore = Semaphore(client, "frsem", default_max_size=2)
-    alice = semaphore.acquire_lease("alice", lease_timeout=30)
-    bob = semaphore.acquire_lease("bob", lease_timeout=30)
+    alice = slot_lease(semaphore, "alice", lease_timeout=30)
+    bob = slot_lease(semaphore, "bob", lease_timeout=30)
     assert alice is not None and bob is not None
     assert semaphore.snapshot().free == 0
     assert semaphore.force_release("alice") is True
@@ -177,8 +185,8 @@ def test_semaphore_force_release_ends_an_identitys_hold(client: Any) -> None:
 
 def test_semaphore_force_release_ends_a_shared_hold_entirely(client: Any) -> None:
     semaphore = Semaphore(client, "frsemshare", default_max_size=1)
-    first = semaphore.acquire_lease("alice", lease_timeout=30)
-    again = semaphore.acquire_lease("alice", lease_timeout=30)  # the same hold
+    first = slot_lease(semaphore, "alice", lease_timeout=30)
+    again = slot_lease(semaphore, "alice", lease_timeout=30)  # the same hold
     assert first is not None and again is not None and first.fence == again.fence
     assert semaphore.force_release("alice", fence=first.fence) is True
     assert not semaphore.is_holding("alice")
@@ -190,8 +198,8 @@ def test_semaphore_force_release_ends_a_shared_hold_entirely(client: Any) -> Non
 def test_semaphore_force_release_with_fence_and_without_a_live_hold(client: Any) -> None:
     semaphore = Semaphore(client, "frsemfence", default_max_size=2)
     assert semaphore.force_release("nobody") is False
-    lease = semaphore.acquire_lease("alice", lease_timeout=30)
-    late = semaphore.acquire_lease("late", lease_timeout=30)
+    lease = slot_lease(semaphore, "alice", lease_timeout=30)
+    late = slot_lease(semaphore, "late", lease_timeout=30)
     assert lease is not None and late is not None
     assert semaphore.force_release("alice", fence=lease.fence + 1) is False
     assert semaphore.is_holding("alice")
@@ -203,9 +211,9 @@ def test_semaphore_force_release_with_fence_and_without_a_live_hold(client: Any)
 
 def test_semaphore_force_release_hands_the_slot_to_the_head_waiter(client: Any) -> None:
     semaphore = Semaphore(client, "frsemwait", default_max_size=1)
-    alice = semaphore.acquire_lease("alice", lease_timeout=30)
+    alice = slot_lease(semaphore, "alice", lease_timeout=30)
     assert alice is not None
-    thread, out = in_thread(lambda: semaphore.acquire_lease("bob", timeout=15, lease_timeout=30))
+    thread, out = in_thread(lambda: slot_lease(semaphore, "bob", timeout=15, lease_timeout=30))
     wait_for(lambda: semaphore.waiting_count() == 1, what="bob to queue")
     assert semaphore.force_release("alice") is True
     bob = finish(thread, out)
@@ -221,7 +229,7 @@ def test_semaphore_force_release_hands_the_slot_to_the_head_waiter(client: Any) 
 def test_lock_force_release_ends_the_holders_lock(client: Any) -> None:
     lock = Lock(client, "frlock", lease_timeout=30, holder="job")
     assert lock.acquire()
-    lease = lock.lease
+    lease = own_lease(lock)
     assert lease is not None
     assert lock.force_release("other") is False, "not the holder"
     assert lock.force_release("job") is True
@@ -248,8 +256,8 @@ def test_lock_force_release_with_fence(client: Any) -> None:
 def test_lock_force_release_of_an_expired_hold_is_false(client: Any) -> None:
     lock = Lock(client, "frlockexp", lease_timeout=30, holder="job")
     assert lock.acquire()
-    assert lock.lease is not None
-    expire_now(lock.lease)
+    assert own_lease(lock) is not None
+    expire_now(own_lease(lock))
     assert lock.force_release("job") is False
     assert lock.force_release("job", fence=lock.fence) is False
     assert not lock.locked()
@@ -297,7 +305,7 @@ def test_reentrant_lock_force_release_with_fence_ends_the_whole_hold(client: Any
     lock = Lock(client, "frrlockfence", lease_timeout=30, holder="job", reentrant=True)
     for _ in range(3):
         assert lock.acquire()
-    lease = lock.lease
+    lease = own_lease(lock)
     assert lease is not None
     assert lock.force_release("job", fence=lock.fence) is True
     assert not lock.locked()

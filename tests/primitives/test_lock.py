@@ -40,6 +40,7 @@ from tests.support.primitive_helpers import (
     assert_constructor_does_no_io,
     expire,
     ops,
+    own_lease,
     redis_time,
 )
 from tests.support.waiting import STALL, floor_of, wait_blocked, wait_for
@@ -501,7 +502,7 @@ def test_extend_restarts_the_lease(client):
     time.sleep(0.7)
     assert lock.owned(), "extended past the original 0.5 s lease"
     before = time.time()
-    assert lock.extend() is True  # None: the lock's own lease_timeout
+    assert lock.extend() is True  # DEFAULT: the lock's own lease_timeout
     [lease] = lock.holders()
     assert before < lease.expires_at < time.time() + 0.6
     assert lease.lease_timeout == 0.5
@@ -519,9 +520,9 @@ def test_extend_without_a_timeout_uses_the_locks_own_even_after_a_timed_extend(c
     lock = Lock(client, "forever", lease_timeout=None)
     assert lock.acquire()
     assert lock.extend(2)
-    assert lock.lease.expires_at is not None
+    assert own_lease(lock).expires_at is not None
     assert lock.extend()
-    assert lock.lease.expires_at is None and lock.lease.lease_timeout is None
+    assert own_lease(lock).expires_at is None and own_lease(lock).lease_timeout is None
     stored = lock.lease_of(lock.holder())
     assert stored is not None and stored.expires_at is None, "stored without an expiry"
     lock.release()
@@ -530,13 +531,13 @@ def test_extend_without_a_timeout_uses_the_locks_own_even_after_a_timed_extend(c
 def test_expired_lease_cannot_be_released_or_extended_by_the_old_holder(client):
     lock = Lock(client, "exp", lease_timeout=0.2)
     assert lock.acquire()
-    expire(lock.lease)
+    expire(own_lease(lock))
     assert not lock.owned() and not lock.locked()
     with pytest.raises(NotOwned):
         lock.release()
 
     assert lock.acquire()
-    expire(lock.lease)
+    expire(own_lease(lock))
     with pytest.raises(NotOwned):
         lock.extend()
     with pytest.raises(NotOwned):
@@ -548,7 +549,7 @@ def test_expired_lease_is_reclaimed_by_the_next_holder_and_the_old_one_is_fenced
     old = Lock(client, "exp2", lease_timeout=0.2)
     assert old.acquire()
     old_fence, old_holder = old.fence, old.holder()
-    expire(old.lease)
+    expire(own_lease(old))
     # Not reclaimed yet (lazily, by the next acquire) but no longer counted.
     snap = old.snapshot(limit=0)
     assert (snap.held_count, snap.expired_count) == (0, 1)
@@ -569,7 +570,7 @@ def test_gc_reclaims_expired_leases(client):
     lock = Lock(client, "gc", lease_timeout=0.1)
     assert lock.gc() == 0
     assert lock.acquire()
-    expire(lock.lease)
+    expire(own_lease(lock))
     assert lock.gc() == 1
     snap = lock.snapshot(limit=0)
     assert (snap.held_count, snap.expired_count) == (0, 0)
@@ -767,7 +768,7 @@ def test_auto_renew_holds_a_short_lease_for_much_longer(client):
     # machine's stalls do not reach)
     lock = Lock(client, "renew", lease_timeout=1.5, auto_renew=True)
     assert lock.acquire()
-    lease = lock.lease
+    lease = own_lease(lock)
     time.sleep(3.2)  # two lease durations
     assert lock.owned()
     assert Lock(client, "renew").acquire(blocking=False) is False
@@ -895,13 +896,13 @@ def test_a_release_that_cannot_reach_redis_stops_auto_renewal() -> None:
     try:
         lock = Lock(server.client(), "renewed", lease_timeout=2, auto_renew=True)
         assert lock.acquire(blocking=False)
-        lease = lock.lease
+        lease = own_lease(lock)
         assert lease is not None and lease._renewing
         before = pending_releases()
         server.stop()
         lock.release()  # (refused: it goes on in the background)
         assert not lease._renewing, "no longer renewed"
-        assert lock.lease is None
+        assert own_lease(lock) is None
         assert pending_releases() >= before + 1
         wait_for(lambda: pending_releases() <= before, what="the late release to give up")
     finally:

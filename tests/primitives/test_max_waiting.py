@@ -97,10 +97,7 @@ class Busy:
     @contextlib.contextmanager
     def hold(self, timeout: float) -> Iterator[None]:
         """One caller's context manager: ``lease()``, ``hold()``, ``with lock:``."""
-        if self.kind == "pool":
-            with self.primitive.lease(timeout=timeout):
-                yield
-        elif self.kind == "semaphore":
+        if self.kind == "pool" or self.kind == "semaphore":
             with self.primitive.hold(timeout=timeout):
                 yield
         else:

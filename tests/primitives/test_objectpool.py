@@ -225,10 +225,10 @@ def test_use_releases_and_destroys_on_an_exception() -> None:
 
 def test_borrow_is_a_context_manager() -> None:
     pool, _ = make_pool(max=1)
-    with pool.borrow() as obj:
+    with pool.hold() as obj:
         assert pool.borrowed == 1
     assert pool.borrowed == 0 and pool.available == 1
-    with pytest.raises(KeyError), pool.borrow() as obj:
+    with pytest.raises(KeyError), pool.hold() as obj:
         raise KeyError("broken")
     assert obj.closed
 
@@ -399,7 +399,7 @@ def _capped_worker(spec: tuple[str, str, int], log_key: str, seconds: float) -> 
 
     def borrow_repeatedly() -> None:  # three borrowers: this process wants up to 3
         while time.monotonic() < deadline:
-            with pool.borrow(timeout=30) as _obj:
+            with pool.hold(timeout=30) as _obj:
                 time.sleep(0.01)
             if int(time.monotonic() * 10) % 3 == 0:
                 pool.clear()  # objects come and go

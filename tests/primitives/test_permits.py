@@ -32,7 +32,7 @@ from django_redis_pool import NotConfigured, ResourceUnavailable, Semaphore
 from django_redis_pool.primitives.base import lease_as_dict
 from django_redis_pool.primitives.protocol import Reply
 from tests.support.client_specs import client_from, spec_of
-from tests.support.primitive_helpers import LONG_CHUNK, expire_now, ops, redis_time
+from tests.support.primitive_helpers import LONG_CHUNK, expire_now, ops, redis_time, slot_lease
 from tests.support.waiter_model import FATES, INF, SLOT_STEPS, WaiterModel
 from tests.support.waiting import wait_blocked, wait_for
 
@@ -96,10 +96,10 @@ def test_an_acquire_takes_its_permits_at_once_and_a_release_gives_them_all_back(
 def test_the_lease_holders_and_snapshot_show_each_holds_permits(client):
     sem = Semaphore(client, "show")
     sem.set_max_size(4)
-    lease = sem.acquire_lease("a", permits=3, lease_timeout=30)
+    lease = slot_lease(sem, "a", permits=3, lease_timeout=30)
     assert lease is not None and lease.permits == 3
     assert "permits=3" in repr(lease)
-    one = sem.acquire_lease("b")
+    one = slot_lease(sem, "b")
     assert one is not None and one.permits == 1
     assert sem.lease_of("a").permits == 3
     snap = sem.snapshot()
@@ -144,7 +144,7 @@ def test_a_newcomer_whose_own_waiter_is_served_first_shares_that_hold_and_loses_
     # permits), and no second grant over it leaves a permit counted forever.
     sem = Semaphore(client, "served-first")
     sem.set_max_size(3)
-    first = sem.acquire_lease("a", permits=3, lease_timeout=30)
+    first = slot_lease(sem, "a", permits=3, lease_timeout=30)
     assert first is not None
     waiter, got = in_thread(sem.acquire, "b", permits=2, timeout=30)
     wait_for(lambda: [w.holder for w in sem.waiters()] == ["b"], what="b to queue")
@@ -162,9 +162,8 @@ def test_a_newcomer_whose_own_waiter_is_served_first_shares_that_hold_and_loses_
 def test_bad_permits_raise_value_error_naming_them(client, bad):
     sem = Semaphore(client, "bad")
     sem.set_max_size(3)
-    for call in (sem.acquire, sem.acquire_lease):
-        with pytest.raises(ValueError, match="permits"):
-            call("a", permits=bad)
+    with pytest.raises(ValueError, match="permits"):
+        sem.acquire("a", permits=bad)
     with pytest.raises(ValueError, match="permits"), sem.hold("a", permits=bad):
         pass
     assert sem.get_current_size() == 0
@@ -247,7 +246,7 @@ def test_a_waiter_giving_up_lets_the_waiters_behind_it_be_served_at_once(long_cl
     # (big waits long enough to be seen queued, and small behind it, on a busy machine)
     big, big_result = in_thread(sem.acquire, "big", permits=3, timeout=5)
     wait_for(lambda: sem.waiting_count() == 1, what="big to queue")
-    small, small_result = in_thread(sem.acquire_lease, "small", timeout=60)
+    small, small_result = in_thread(slot_lease, sem, "small", timeout=60)
     wait_for(lambda: sem.waiting_count() == 2, what="small to queue")
     big.join(30)
     gave_up = time.monotonic()
@@ -267,7 +266,7 @@ def test_a_large_waiter_is_not_starved_by_a_stream_of_small_ones(client):
     def small(n: int) -> None:
         rng = random.Random(n)
         while not stop.is_set():
-            lease = sem.acquire_lease(f"small-{n}", timeout=5)
+            lease = slot_lease(sem, f"small-{n}", timeout=5)
             if lease is not None:
                 granted_at.append(lease.acquired_at)
                 time.sleep(rng.uniform(0.005, 0.03))
@@ -278,7 +277,7 @@ def test_a_large_waiter_is_not_starved_by_a_stream_of_small_ones(client):
         for worker in workers:
             worker.start()
         wait_for(lambda: len(granted_at) >= 20, 30, "the small ones to run")
-        big, result = in_thread(sem.acquire_lease, "big", permits=4, timeout=20)
+        big, result = in_thread(slot_lease, sem, "big", permits=4, timeout=20)
         wait_for(
             lambda: any(w.holder == "big" for w in sem.waiters()) or result,
             what="the large one to queue",
@@ -373,7 +372,7 @@ def test_lowering_the_max_keeps_weighted_holds_and_new_acquires_wait_below_it(cl
 def test_an_expired_weighted_hold_gives_its_permits_back(client):
     sem = Semaphore(client, "expiry")
     sem.set_max_size(4)
-    lease = sem.acquire_lease("gone", permits=3, lease_timeout=30)
+    lease = slot_lease(sem, "gone", permits=3, lease_timeout=30)
     assert lease is not None and sem.acquire("stays") is True
     expire_now(lease)
     snap = sem.snapshot()
@@ -387,7 +386,7 @@ def test_an_expired_weighted_hold_gives_its_permits_back(client):
 def test_gc_and_force_release_give_a_weighted_holds_permits_back(client):
     sem = Semaphore(client, "collect")
     sem.set_max_size(6)
-    expiring = sem.acquire_lease("expiring", permits=3, lease_timeout=30)
+    expiring = slot_lease(sem, "expiring", permits=3, lease_timeout=30)
     assert expiring is not None and sem.acquire("forced", permits=2) is True
     assert extra_in_redis(sem) == 3
     expire_now(expiring)

@@ -150,7 +150,7 @@ def test_old_holder_release_after_expiry_reclaims_without_claiming_success(clien
     assert pool.is_available("a")
 
 
-def test_renew_extends_and_none_keeps_the_current_duration(client):
+def test_renew_extends_and_by_default_keeps_the_current_duration(client):
     # Renewed every 0.5 s, a 2 s lease outlives its first 2 s: 1.5 s of margin
     # for each step, which a busy machine's stalls do not reach.
     pool = ResourcePool(client, "p", lease_timeout=2)
@@ -165,10 +165,10 @@ def test_renew_extends_and_none_keeps_the_current_duration(client):
     assert lease.expires_at >= before + 60 - 0.001
     before = _redis_time(client)
     assert lease.renew() is True
-    assert lease.expires_at >= before + 60 - 0.001, "None keeps the 60 s duration"
+    assert lease.expires_at >= before + 60 - 0.001, "DEFAULT keeps the 60 s duration"
 
 
-def test_acquire_lease_timeout_overrides_the_pool_default(client):
+def test_an_acquires_lease_timeout_overrides_the_pool_default(client):
     pool = ResourcePool(client, "p", lease_timeout=60)
     pool.associate("a")
     lease = pool.acquire(lease_timeout=0.1)
@@ -236,17 +236,17 @@ def test_random_order_is_roughly_uniform(client):
 
 
 def test_lease_context_manager_releases_on_exit_and_on_error(pool):
-    with pool.lease(timeout=1) as lease:
+    with pool.hold(timeout=1) as lease:
         assert pool.is_occupied(lease.resource)
     assert pool.is_available(lease.resource)
-    with pytest.raises(RuntimeError), pool.lease(timeout=1) as lease:
+    with pytest.raises(RuntimeError), pool.hold(timeout=1) as lease:
         raise RuntimeError("boom")
     assert pool.occupied_count() == 0
 
 
 def test_lease_context_manager_raises_resource_unavailable_on_timeout(pool):
     held = [pool.acquire() for _ in range(3)]
-    with pytest.raises(ResourceUnavailable) as info, pool.lease(timeout=0.05):
+    with pytest.raises(ResourceUnavailable) as info, pool.hold(timeout=0.05):
         pass
     assert isinstance(info.value, TimeoutError) and isinstance(info.value, PoolError)
     assert len(held) == 3
@@ -263,7 +263,7 @@ def test_auto_renew_keeps_a_short_lease_alive(client):
     # machine's stalls do not reach)
     pool = ResourcePool(client, "p", lease_timeout=1.5)
     pool.associate("a")
-    with pool.lease(auto_renew=True) as lease:
+    with pool.hold(auto_renew=True) as lease:
         time.sleep(3.2)  # two lease durations
         assert pool.is_occupied("a")
         assert not lease.lost

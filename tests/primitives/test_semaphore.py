@@ -41,6 +41,7 @@ from tests.support.primitive_helpers import (
     assert_constructor_does_no_io,
     expire_now,
     ops,
+    slot_lease,
 )
 from tests.support.waiting import wait_blocked, wait_for
 
@@ -437,7 +438,7 @@ def test_hold_auto_renew_keeps_a_short_lease_alive(client):
 def test_an_expired_lease_gives_its_slot_back(client):
     sem = Semaphore(client, "expiry", lease_timeout=30)  # (ended on purpose below)
     sem.set_max_size(1)
-    crashed = sem.acquire_lease("crashed")
+    crashed = slot_lease(sem, "crashed")
     assert crashed is not None
     assert sem.acquire("other") is False
     expire_now(crashed)
@@ -453,7 +454,7 @@ def test_gc_reclaims_expired_holders(client):
     sem.set_max_size(3)
     # (a and b outlast the acquires, however busy the machine is: the next
     # acquire would reclaim an expired one; then they are ended together)
-    leases = [sem.acquire_lease(identity, lease_timeout=30) for identity in "ab"]
+    leases = [slot_lease(sem, identity, lease_timeout=30) for identity in "ab"]
     assert all(leases)
     assert sem.acquire("c") is True
     expire_now(*leases)
@@ -718,12 +719,12 @@ def test_a_shared_identitys_other_releases_are_not_losses(redis_client):
     from django_redis_pool.primitives import counts
 
     sem = Semaphore(redis_client, "shared-id", default_max_size=1)
-    shares = [sem.acquire_lease("job", timeout=0) for _ in range(3)]
+    shares = [slot_lease(sem, "job", timeout=0) for _ in range(3)]
     assert all(shares)
     assert [share.release() for share in shares] == [True, False, False]
     assert not any(share.lost for share in shares) and all(share.released for share in shares)
     assert ops(sem).counts.take()[0][counts.LOST] == 0
-    short = sem.acquire_lease("job", timeout=0, lease_timeout=0.05)
+    short = slot_lease(sem, "job", timeout=0, lease_timeout=0.05)
     assert short is not None
     expire_now(short)
     wait_for(lambda: not short.unexpired(), what="its lease to have run out here too")

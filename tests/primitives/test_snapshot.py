@@ -1,5 +1,5 @@
 """Primitive-level operator APIs: ``snapshot()``, ``collect()`` / ``gc()``,
-``Semaphore(default_max_size=)`` and ``acquire_lease``, ``Lock.for_holder`` and
+``Semaphore(default_max_size=)`` and its holds' leases, ``Lock.for_holder`` and
 the lease-lost listeners.
 
 Every test that can runs against a real redis-server and again against the real
@@ -29,9 +29,11 @@ from tests.support.primitive_helpers import (
     finish,
     in_thread,
     ops,
+    own_lease,
     pool_of,
     queue_dead_waiter,
     redis_time,
+    slot_lease,
 )
 from tests.support.waiting import wait_for
 
@@ -227,7 +229,7 @@ def test_expired_lock_and_semaphore_holds_are_not_listed_as_held(client: Any) ->
     lock = Lock(client, "snapexplock", lease_timeout=0.05, holder="gone")
     semaphore = Semaphore(client, "snapexpsem", lease_timeout=0.05, default_max_size=2)
     assert lock.acquire()
-    lease = semaphore.acquire_lease("gone")
+    lease = slot_lease(semaphore, "gone")
     assert lease is not None
     expire(lease)
     wait_for(lambda: not lock.owned(), what="the lock's lease to expire")
@@ -346,7 +348,7 @@ def test_collect_works_for_locks_and_semaphores(client: Any) -> None:
     lock = Lock(client, "colllock", lease_timeout=0.05, holder="crashed")
     semaphore = Semaphore(client, "collsem", lease_timeout=0.05, default_max_size=1)
     assert lock.acquire()
-    lease = semaphore.acquire_lease("crashed-too")
+    lease = slot_lease(semaphore, "crashed-too")
     assert lease is not None
     expire(lease)
     wait_for(lambda: not lock.owned(), what="the lock's lease to expire")
@@ -425,19 +427,19 @@ def test_default_max_size_must_be_an_int_at_least_0(client: Any, bad: Any) -> No
         Semaphore(client, "defsize4", default_max_size=bad)
 
 
-def test_acquire_lease_returns_the_slot_lease_or_none_when_full(client: Any) -> None:
+def test_a_slots_hold_yields_its_lease_and_is_refused_when_full(client: Any) -> None:
     semaphore = Semaphore(client, "semlease", lease_timeout=30, default_max_size=1)
-    lease = semaphore.acquire_lease("alice")
+    lease = slot_lease(semaphore, "alice")
     assert isinstance(lease, Lease)
     assert (lease.resource, lease.holder) == ("alice", "alice")
     assert lease.fence > 0 and lease.expires_at is not None and lease.lease_timeout == 30
     assert lease.primitive_kind == "semaphore" and lease.primitive_name == "semlease"
-    assert semaphore.acquire_lease("bob", timeout=0) is None, "full"
+    assert slot_lease(semaphore, "bob", timeout=0) is None, "full"
     assert lease.renew(60)
     assert lease.lease_timeout == 60
     assert lease.release() is True
     assert not semaphore.is_holding("alice")
-    assert semaphore.acquire_lease("bob") is not None
+    assert slot_lease(semaphore, "bob") is not None
 
 
 # ------------------------------------------------------------ Lock.for_holder
@@ -451,7 +453,7 @@ def test_for_holder_lock_is_usable_from_another_thread(client: Any) -> None:
     assert acquired is True
     assert request_lock.owned(), "any thread acts as req-1"
     assert request_lock.fence == fence_in_thread, "the fence falls back to req-1's lease"
-    lease = request_lock.lease
+    lease = own_lease(request_lock)
     assert isinstance(lease, Lease)
     assert (lease.holder, lease.fence) == ("req-1", fence_in_thread)
     assert request_lock.extend(60) is True
@@ -460,7 +462,7 @@ def test_for_holder_lock_is_usable_from_another_thread(client: Any) -> None:
     assert lock.holder() == "req-1"
     request_lock.release()
     assert not lock.locked()
-    assert request_lock.lease is None and request_lock.fence is None
+    assert own_lease(request_lock) is None and request_lock.fence is None
     with pytest.raises(NotOwned):
         request_lock.release()
 
@@ -471,9 +473,9 @@ def test_for_holder_leaves_the_original_lock_alone(client: Any) -> None:
     assert (request_lock.lease_timeout, lock.lease_timeout) == (5, 30)
     assert request_lock.name == lock.name and request_lock is not lock
     assert request_lock.acquire(blocking=False)
-    assert request_lock.lease is not None and request_lock.lease.lease_timeout == 5
+    assert own_lease(request_lock) is not None and own_lease(request_lock).lease_timeout == 5
     assert lock.locked()
-    assert not lock.owned() and lock.lease is None and lock.fence is None
+    assert not lock.owned() and own_lease(lock) is None and lock.fence is None
     assert not lock.acquire(blocking=False), "the same lock, held by req-2"
     request_lock.release()
     assert lock.acquire(blocking=False)

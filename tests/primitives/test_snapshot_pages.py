@@ -26,7 +26,14 @@ from hypothesis import HealthCheck, given, settings
 
 from django_redis_pool import Lease, Lock, ResourcePool, Semaphore
 from django_redis_pool.primitives.base import LeasedPrimitive, Snapshot
-from tests.support.primitive_helpers import expire_now, pool_of, queue_dead_waiter, redis_time
+from tests.support.primitive_helpers import (
+    expire_now,
+    own_lease,
+    pool_of,
+    queue_dead_waiter,
+    redis_time,
+    slot_lease,
+)
 from tests.support.waiting import wait_for
 
 LISTS = ("available", "holders", "waiters")
@@ -217,7 +224,7 @@ def test_semaphore_pages_concatenate_to_the_whole(client: Any) -> None:
     semaphore = Semaphore(client, "pagesem")
     semaphore.set_max_size(5)
     timeouts = {"a": 30, "b": 20, "c": None, "d": 25, "e": 30}
-    leases = {i: semaphore.acquire_lease(i, lease_timeout=t) for i, t in timeouts.items()}
+    leases = {i: slot_lease(semaphore, i, lease_timeout=t) for i, t in timeouts.items()}
     for holder, priority in (("w1", 0), ("w2", 3), ("w3", 0), ("w4", -1)):
         queue_dead_waiter(semaphore, holder, priority)
     lease_a = leases["a"]
@@ -244,7 +251,7 @@ def test_lock_pages_concatenate_to_the_whole(client: Any) -> None:
     assert (full.size, full.free, full.held_count, full.waiting_count) == (1, 0, 1, 3)
     assert_pages_match(lock, full)
 
-    expire_now(lock.lease)  # type: ignore[arg-type]
+    expire_now(own_lease(lock))  # type: ignore[arg-type]
     expired = full_snapshot(lock)
     assert expired.leases == []
     assert (expired.free, expired.held_count, expired.expired_count) == (1, 0, 1)
@@ -482,9 +489,9 @@ def test_acquired_at_is_the_redis_time_of_the_grant_and_is_in_the_snapshot(clien
         (pool, _granted_between(client, lambda: pool.acquire())),
         (
             semaphore,
-            _granted_between(client, lambda: semaphore.acquire_lease("x", lease_timeout=30)),
+            _granted_between(client, lambda: slot_lease(semaphore, "x", lease_timeout=30)),
         ),
-        (lock, _granted_between(client, lambda: lock.lease if lock.acquire() else None)),
+        (lock, _granted_between(client, lambda: own_lease(lock) if lock.acquire() else None)),
     ]
     for primitive, lease in leases:
         [listed] = [
@@ -505,15 +512,15 @@ def test_acquired_at_is_when_the_hold_began_not_its_latest_renewal_or_reacquire(
     semaphore = Semaphore(client, "acqkeepsem", default_max_size=1)
     lock = Lock(client, "acqkeeplock", lease_timeout=30, holder="job", reentrant=True)
     lease = pool.acquire(lease_timeout=30)
-    slot = semaphore.acquire_lease("x", lease_timeout=30)
+    slot = slot_lease(semaphore, "x", lease_timeout=30)
     assert lease is not None and slot is not None and lock.acquire()
-    held = lock.lease
+    held = own_lease(lock)
     assert held is not None
     began = {"pool": lease.acquired_at, "semaphore": slot.acquired_at, "lock": held.acquired_at}
     time.sleep(0.05)
     assert lease.renew(40)
     assert lease.acquired_at == began["pool"]
-    again = semaphore.acquire_lease("x", lease_timeout=40)  # the same identity: the same hold
+    again = slot_lease(semaphore, "x", lease_timeout=40)  # the same identity: the same hold
     assert again is not None and again.acquired_at == began["semaphore"]
     assert lock.acquire()  # reentrant: the same hold
     for primitive in (pool, semaphore, lock):
@@ -596,7 +603,7 @@ class _Model:
             else:
                 assert isinstance(primitive, Semaphore)
                 identity = f"i{op[2]}"
-                lease = primitive.acquire_lease(identity, lease_timeout=op[1])
+                lease = slot_lease(primitive, identity, lease_timeout=op[1])
                 granted = identity in self.live or len(self.live) < 3
                 assert (lease is not None) is granted
             if lease is not None:

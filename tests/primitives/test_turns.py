@@ -224,7 +224,7 @@ def test_a_pool_held_without_timed_holds_has_no_estimate(redis_client: Any) -> N
     pool = pool_of(redis_client, "no-times", "r1")
     assert pool.acquire() is not None
     assert pool.turn_estimate() is None
-    with pytest.raises(ResourceUnavailable) as refused, pool.lease(timeout=0):
+    with pytest.raises(ResourceUnavailable) as refused, pool.hold(timeout=0):
         pass
     assert refused.value.retry_after is None
 
@@ -271,7 +271,7 @@ def test_a_pool_refusal_of_lease_carries_the_estimate(redis_client: Any, unkept:
     pool = pool_of(redis_client, "lease-refused", "r1", lease_timeout=60)
     timed(pool, 10.0)
     assert pool.acquire() is not None
-    with pytest.raises(ResourceUnavailable) as refused, pool.lease(timeout=0):
+    with pytest.raises(ResourceUnavailable) as refused, pool.hold(timeout=0):
         pass
     assert refused.value.reason == ResourceUnavailable.TIMEOUT
     assert refused.value.retry_after is not None and 5.0 < refused.value.retry_after <= 10.0
@@ -283,7 +283,7 @@ def test_a_refusal_at_once_for_max_waiting_carries_the_estimate(
     pool = pool_of(redis_client, "full", "r1", lease_timeout=60, max_waiting=0)
     timed(pool, 10.0)
     assert pool.acquire() is not None
-    with pytest.raises(ResourceUnavailable) as refused, pool.lease(timeout=5):
+    with pytest.raises(ResourceUnavailable) as refused, pool.hold(timeout=5):
         pass
     assert refused.value.reason == ResourceUnavailable.FULL
     assert refused.value.retry_after is not None and 5.0 < refused.value.retry_after <= 10.0
@@ -296,7 +296,7 @@ def test_an_awaited_pool_refusal_carries_the_estimate(redis_client: Any, unkept:
 
     async def refused() -> ResourceUnavailable:
         with pytest.raises(ResourceUnavailable) as refusal:
-            async with pool.alease(timeout=0):
+            async with pool.ahold(timeout=0):
                 pass
         return refusal.value
 
@@ -353,7 +353,7 @@ def test_a_hold_whose_record_cannot_be_read_is_expected_as_one_not_read(
     lease = pool.acquire()
     assert lease is not None
     redis_client.hset(f"{ops(pool).base}:info", lease.resource, b"\xff|not|a|record")
-    with pytest.raises(ResourceUnavailable) as refused, pool.lease(timeout=0):
+    with pytest.raises(ResourceUnavailable) as refused, pool.hold(timeout=0):
         pass
     assert refused.value.retry_after == pytest.approx(10.0), "a mean hold from now"
 

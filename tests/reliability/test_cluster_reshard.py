@@ -38,7 +38,7 @@ from django_redis_pool import (
 )
 from django_redis_pool.testing import EmbeddedRedisCluster
 from django_redis_pool.testing.reshard import SlotMigration
-from tests.support.primitive_helpers import ops
+from tests.support.primitive_helpers import ops, slot_lease
 from tests.support.waiting import wait_for
 
 pytestmark = [pytest.mark.cluster, pytest.mark.reshard]
@@ -145,7 +145,7 @@ def worker(ports: list[int], witness: Witness, stop: Any, out: Any) -> None:
         return at
 
     def sem() -> float | None:
-        lease = prims["sem"].acquire_lease(identity, timeout=1)
+        lease = slot_lease(prims["sem"], identity, timeout=1)
         if lease is None:
             return None
         at = time.time()

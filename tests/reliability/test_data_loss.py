@@ -15,7 +15,7 @@ import pytest
 
 from django_redis_pool import Allocator, Lock, ResourcePool, Semaphore
 from django_redis_pool.primitives.base import LeasedPrimitive
-from tests.support.primitive_helpers import expire_now, ops, pool_of
+from tests.support.primitive_helpers import expire_now, ops, pool_of, slot_lease
 
 
 def lose(client: Any, primitive: LeasedPrimitive, suffix: str = "") -> None:
@@ -39,7 +39,7 @@ def take(primitive: Any, who: str) -> tuple[int, Any]:
         assert primitive.acquire(timeout=1)
         return primitive.fence, primitive.release
     if isinstance(primitive, Semaphore):
-        lease = primitive.acquire_lease(who, timeout=1)
+        lease = slot_lease(primitive, who, timeout=1)
     else:
         lease = primitive.acquire(timeout=1)
     return lease.fence, lease.release

@@ -23,7 +23,7 @@ from django_redis_pool import (
     registry,
 )
 from django_redis_pool.checks import validate
-from tests.support.primitive_helpers import ops
+from tests.support.primitive_helpers import ops, slot_lease
 
 FUZZ = settings(
     max_examples=150,
@@ -79,7 +79,7 @@ def test_semaphore_identities_and_lock_holders(
     redis_client.flushdb()
     semaphore = Semaphore(redis_client, "fuzz", default_max_size=1)
     try:
-        lease = semaphore.acquire_lease(identity, timeout=0)
+        lease = slot_lease(semaphore, identity, timeout=0)
     except ValueError:
         assert semaphore.get_current_size() == 0
     else:

@@ -31,6 +31,7 @@ from django_redis_pool.primitives import pending_releases, releases
 from django_redis_pool.primitives.connections import DeadlineConnection
 from django_redis_pool.primitives.deadlines import DEADLINE_SLACK
 from django_redis_pool.primitives.stopwatch import Stopwatch
+from tests.support.primitive_helpers import own_lease
 from tests.support.waiting import STALL, await_for, floor_of, wait_for
 
 pytestmark = pytest.mark.urls(__name__)
@@ -165,7 +166,7 @@ def test_a_pools_lease_released_late_returns_in_time_and_frees_its_resource(
 ):
     pool = ResourcePool(deadline_client(redis_url), "late", resources=["r"], lease_timeout=LEASE)
     floor = floor_of(lambda: pool.release(pool.acquire()))  # (Redis answering)
-    with pool.lease(timeout=0) as lease:
+    with pool.hold(timeout=0) as lease:
         paused_redis.client_pause(PAUSE_MS, all=False)
         watch = Stopwatch()
     assert watch.waited() < DEADLINE_SLACK + 10 * floor + STALL, "held past the deadline"
@@ -189,7 +190,7 @@ def test_a_lock_released_late_returns_in_time_and_is_free_again(redis_url, pause
         paused_redis.client_pause(PAUSE_MS, all=False)
         watch = Stopwatch()
     assert watch.waited() < DEADLINE_SLACK + 10 * floor + STALL, "held past the deadline"
-    assert lock.lease is None, "this object let go of it"
+    assert own_lease(lock) is None, "this object let go of it"
     paused_redis.client_unpause()
     wait_for(lambda: not lock.locked(), BACK, "the lock to be free again")
     wait_for(lambda: pending_releases() == 0, BACK, "the late release to end")

@@ -36,6 +36,7 @@ from django_redis_pool.primitives.connections import (
     DeadlineSentinelManagedConnection,
 )
 from django_redis_pool.testing.sentinel import EmbeddedSentinelGroup
+from tests.support.primitive_helpers import slot_lease
 
 PROCESSES = 4
 PERMITS = 2
@@ -71,7 +72,7 @@ def worker(sentinels: list[tuple[str, int]], stop: Any, out: Any, index: int) ->
     others: list[str] = []
 
     def hold_sem() -> None:
-        lease = sem.acquire_lease(identity, timeout=1)
+        lease = slot_lease(sem, identity, timeout=1)
         if lease is None:
             return
         began = time.monotonic()

@@ -31,6 +31,7 @@ from django_redis_pool.primitives.deadlines import DEADLINE_SLACK, deadline
 from django_redis_pool.primitives.lease_engine import LATE_GRANT
 from django_redis_pool.primitives.stopwatch import Stopwatch, busy_time
 from django_redis_pool.testing import EmbeddedRedis
+from tests.support.primitive_helpers import own_lease
 from tests.support.waiting import STALL, wait_for
 
 
@@ -210,11 +211,11 @@ def test_a_renewal_stuck_on_a_hung_redis_delays_no_renewal_on_another(hung_serve
         for _ in range(15):  # 3 s: two lease durations
             time.sleep(0.2)
             assert healthy.owned(), "the healthy Redis's lease expired: its renewal was held up"
-        assert healthy.lease is not None and not healthy.lease.lost
+        assert own_lease(healthy) is not None and not own_lease(healthy).lost
     finally:
         healthy.release()
-        assert stuck.lease is not None
-        stuck.lease.stop_auto_renew()  # its renewal, once Redis answers, reports nothing
+        assert own_lease(stuck) is not None
+        own_lease(stuck).stop_auto_renew()  # its renewal, once Redis answers, reports nothing
 
 
 def test_renewal_threads_are_one_per_server_and_end_when_idle(monkeypatch):
@@ -279,7 +280,7 @@ def test_a_renewal_failing_after_its_lease_was_let_go_reports_no_loss():
         # longer than the 0.33 s after which a 0.5 s lease is renewed)
         lock = Lock(server.client(), "let-go", lease_timeout=30, on_lost=lost.append)
         assert lock.acquire(blocking=False)
-        lease = lock.lease
+        lease = own_lease(lock)
         assert lease is not None
         lease.start_auto_renew()
         lease._failing_since = time.monotonic() - 60  # failing for longer than the lease

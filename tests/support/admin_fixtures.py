@@ -23,6 +23,7 @@ from django_redis_pool import Lease, get_lock, get_pool, get_semaphore
 from django_redis_pool.primitives.lock import Lock
 from django_redis_pool.primitives.pool import ResourcePool
 from django_redis_pool.primitives.semaphore import Semaphore
+from tests.support.primitive_helpers import own_lease, slot_lease
 from tests.support.redis_inspect import redis_state
 from tests.support.waiting import wait_for
 
@@ -78,10 +79,10 @@ def world(configured: None, redis_client: redis.Redis) -> World:
     semaphore = get_semaphore("reports")
     lock = get_lock("imports")
     pool_lease = pool.acquire(holder="worker-1")
-    semaphore_lease = semaphore.acquire_lease("job-1")
+    semaphore_lease = slot_lease(semaphore, "job-1")
     assert lock.acquire(holder="importer", blocking=False)
-    assert pool_lease is not None and semaphore_lease is not None and lock.lease is not None
-    return World(redis_client, pool, semaphore, lock, pool_lease, semaphore_lease, lock.lease)
+    assert pool_lease is not None and semaphore_lease is not None and own_lease(lock) is not None
+    return World(redis_client, pool, semaphore, lock, pool_lease, semaphore_lease, own_lease(lock))
 
 
 def permission(codename: str) -> Permission:
@@ -199,13 +200,13 @@ def expired_hold(world: World, kind: str) -> tuple[str, Lease]:
         expire(lease, lambda: world.pool.is_occupied(lease.resource))
         return "printers", lease
     if kind == "semaphore":
-        lease = world.semaphore.acquire_lease("crashed")
+        lease = slot_lease(world.semaphore, "crashed")
         assert lease is not None
         expire(lease, lambda: world.semaphore.is_holding("crashed"))
         return "reports", lease
     lock = get_lock("plain")
     assert lock.acquire(holder="crashed", blocking=False)
-    assert lock.lease is not None
-    lease = lock.lease
+    assert own_lease(lock) is not None
+    lease = own_lease(lock)
     expire(lease, lambda: lock.owned(holder="crashed"))
     return "plain", lease

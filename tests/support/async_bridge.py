@@ -1,8 +1,8 @@
 """Running the primitives' behaviour tests on their asyncio twins.
 
 :func:`async_path` reroutes each blocking method of the primitives
-(``acquire``, ``release``, ``lease()``...) to its async twin (``aacquire``,
-``arelease``, ``alease()``...), run on an event loop in a thread of its own:
+(``acquire``, ``release``, ``hold()``...) to its async twin (``aacquire``,
+``arelease``, ``ahold()``...), run on an event loop in a thread of its own:
 the same test then checks the same behaviour on the asyncio path, against the
 same real Redis. Each test thread gets one task of that loop, which runs all
 its calls in turn, so a thread of the test is one asyncio task to the
@@ -104,40 +104,42 @@ def _twin(bridge: LoopThread, name: str) -> Callable[..., Any]:
     return blocking
 
 
+class _Bridged:
+    """An async context manager entered and left from a test thread, as a
+    blocking one (like ``hold()``'s, it may be entered alone: nothing is left
+    to release it behind the test's back)."""
+
+    def __init__(self, bridge: LoopThread, manager: Any) -> None:
+        self.bridge, self.manager = bridge, manager
+
+    def __enter__(self) -> Any:
+        return self.bridge.call(self.manager.__aenter__)
+
+    def __exit__(self, *exc_info: Any) -> Any:
+        return self.bridge.call(self.manager.__aexit__, *exc_info)
+
+
 def _twin_cm(bridge: LoopThread, name: str) -> Callable[..., Any]:
-    @contextlib.contextmanager
-    def blocking(self: Any, *args: Any, **kwargs: Any) -> Iterator[Any]:
-        manager = getattr(self, name)(*args, **kwargs)
-        held = bridge.call(manager.__aenter__)
-        try:
-            yield held
-        except BaseException as exc:
-            if not bridge.call(manager.__aexit__, type(exc), exc, exc.__traceback__):
-                raise
-        else:
-            bridge.call(manager.__aexit__, None, None, None)
+    def blocking(self: Any, *args: Any, **kwargs: Any) -> _Bridged:
+        return _Bridged(bridge, getattr(self, name)(*args, **kwargs))
 
     return blocking
 
 
 #: class -> {blocking method: its async twin}; "cm:" marks a context manager.
 TWINS: dict[type, dict[str, str]] = {
-    ResourcePool: {"acquire": "aacquire", "release": "arelease", "lease": "cm:alease"},
-    Semaphore: {
-        "acquire": "aacquire",
-        "acquire_lease": "aacquire_lease",
-        "release": "arelease",
-        "hold": "cm:ahold",
-    },
+    ResourcePool: {"acquire": "aacquire", "release": "arelease", "hold": "cm:ahold"},
+    Semaphore: {"acquire": "aacquire", "release": "arelease", "hold": "cm:ahold"},
     Lock: {
         "acquire": "aacquire",
         "release": "arelease",
         "extend": "aextend",
+        "hold": "cm:ahold",
         "__enter__": "__aenter__",
         "__exit__": "__aexit__",
     },
     Lease: {"release": "arelease", "renew": "arenew"},
-    Allocator: {"malloc_key": "amalloc_key", "free_keys": "afree_keys"},
+    Allocator: {"malloc_key": "amalloc_key", "free_keys": "afree_keys", "hold": "cm:ahold"},
     TaskQueue: {"enqueue": "aenqueue", "query": "aquery", "submit": "asubmit"},
     RateLimiter: {
         "acquire": "aacquire",

@@ -10,8 +10,9 @@ import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from django_redis_pool import Lease, ResourcePool
+from django_redis_pool import Lease, Lock, ResourcePool, ResourceUnavailable, Semaphore
 from django_redis_pool.primitives.base import LeasedPrimitive
+from django_redis_pool.primitives.validators import check_holder
 from tests.support.waiting import wait_for
 
 #: The chunk (the longest blocking read) of the primitives of a test that uses
@@ -64,6 +65,37 @@ def pool_of(client: Any, name: str, *resources: str, **kwargs: Any) -> ResourceP
     for resource in resources:
         assert pool.associate(resource)
     return pool
+
+
+def own_lease(lock: Lock) -> Lease | None:
+    """The Lease that this thread's (or task's) holder holds through ``lock``
+    (what ``lock.hold()`` yields), from the lock's own record; None once it let
+    go. (A test's look inside: the public way to the lease is ``hold()``.)"""
+    return lock._leases.get(lock._holder())
+
+
+def slot_lease(semaphore: Semaphore, identity: str, **kwargs: Any) -> Lease | None:
+    """``identity``'s hold of ``semaphore``, kept past any block (the test gives
+    it back): what entering ``semaphore.hold()`` takes, not waiting by default
+    (``timeout=0``, as ``acquire``); None when refused. ``identity`` is
+    required and checked, as ``acquire`` checks it (``hold()`` makes one up
+    for None)."""
+    kwargs.setdefault("timeout", 0)
+    check_holder(identity, "identity")
+    try:
+        return semaphore.hold(identity, **kwargs).__enter__()
+    except ResourceUnavailable:
+        return None
+
+
+async def aslot_lease(semaphore: Semaphore, identity: str, **kwargs: Any) -> Lease | None:
+    """:func:`slot_lease` through ``semaphore.ahold()``."""
+    kwargs.setdefault("timeout", 0)
+    check_holder(identity, "identity")
+    try:
+        return await semaphore.ahold(identity, **kwargs).__aenter__()
+    except ResourceUnavailable:
+        return None
 
 
 def assert_constructor_does_no_io(build: Callable[[Any], object]) -> None:

@@ -46,6 +46,7 @@ from typing import Any
 
 import redis
 
+from tests.support.primitive_helpers import own_lease, slot_lease
 from tests.support.waiting import answers_ping, wait_for
 
 LEASE = 2.0  #: every lease, in seconds (holds last at most ~30 ms)
@@ -177,9 +178,9 @@ def _take(kind: str, primitive: Any, who: str, rng: random.Random) -> tuple[Any,
                 return False
             return True
 
-        return primitive.lease, release
+        return own_lease(primitive), release
     if kind == "semaphore":
-        lease = primitive.acquire_lease(f"{who}-{rng.randrange(1 << 30)}", timeout=0.2)
+        lease = slot_lease(primitive, f"{who}-{rng.randrange(1 << 30)}", timeout=0.2)
     else:
         lease = primitive.acquire(timeout=0.2, holder=who)
     return lease, (lease.release if lease is not None else None)
