@@ -17,7 +17,7 @@ import functools
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
-from . import counts
+from . import counts, wire
 from .async_clients import async_client_for
 from .connections import keeps_deadlines, socket_timeout
 from .driving import arun, is_async_client, run
@@ -28,8 +28,9 @@ __all__ = ["MIN_BLOCK", "PACKED", "Channel"]
 
 T = TypeVar("T")
 
-#: The operations whose arguments are sent packed into one (see ``engine.lua``).
-PACKED = frozenset({"acquire", "release", "renew", "wait", "withdraw", "alloc_malloc"})
+#: The operations whose arguments are sent packed into one, each by its
+#: encoder in :mod:`.wire` (see ``engine.lua``).
+PACKED = frozenset(wire.ENCODERS)
 
 #: The shortest blocking read sent to Redis, in seconds: Redis < 7.0.8 reads a
 #: timeout under about 1 ms as 0, which means "block forever".
@@ -90,11 +91,11 @@ class Channel:
     def op(self, op: str, *args: Any) -> Op:
         """The step (``reply = yield channel.op(...)``) that runs operation
         ``op`` (``lua/<op>.lua``) with its own ``args``; those of the
-        operations in :data:`PACKED` are sent joined by "|" as one argument
-        (the last one may hold "|"), behind the mode. Its reply comes back
-        decoded, a Redis error of it translated (:func:`.driving.run`)."""
+        operations in :data:`PACKED` are sent as one argument, behind the
+        mode, by their encoder (:mod:`.wire`). Its reply comes back decoded, a
+        Redis error of it translated (:func:`.driving.run`)."""
         if op in PACKED:  # (with the mode: "mode|arg|arg...", split by engine.lua)
-            args = (self.key, (self.packed_mode + "|".join(map(str, args))).encode())
+            args = (self.key, wire.ENCODERS[op](self.packed_mode, *args))
         else:
             args = (self.key, self.encoded_mode, *args)
         return new_op(Op, (op, args, self.streaks))

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from redis import BlockingConnectionPool, ConnectionPool
 
 from ..exceptions import BackendUnavailable, PoolError
-from . import counts, releases
+from . import counts, releases, wire
 from .deadlines import DEADLINE_SLACK, deadline
 from .keys import new_token
 from .protocol import Mode
@@ -351,8 +351,8 @@ def release_lease_steps(
     channel = lease._owner.channel
     request = new_token()
     # (the owner's release_steps, written out: on every release)
-    packed = f"{channel.packed_mode}{lease.token}|{request}||0|{lease.resource}"
-    step = new_op(Op, ("release", (channel.key, packed.encode()), channel.streaks))
+    packed = wire.release(channel.packed_mode, lease.token, request, "", 0, lease.resource)
+    step = new_op(Op, ("release", (channel.key, packed), channel.streaks))
     try:
         if bounded:
             with deadline(DEADLINE_SLACK):

@@ -43,16 +43,15 @@ from ..exceptions import (
     ResourceUnavailable,
     backend_errors,
 )
-from . import counts, deadlines, records, releases
+from . import counts, records, releases, wire
 from .channel import MIN_BLOCK, Channel
-from .deadlines import DEADLINE_SLACK
 from .keys import new_token, to_ms
 from .lease import Lease, release_lease_steps, renew_steps
 from .protocol import Reply, Restore
 from .records import Waiter
 from .steps import Call, Op, Steps, new_op
-from .stopwatch import Stopwatch
 from .text import text
+from .waits import FOREVER, Wait
 
 __all__ = ["LeaseEngine"]
 
@@ -103,7 +102,7 @@ class LeaseEngine:
     def acquire(
         self,
         *,
-        timeout: float | None,
+        timeout: float | Wait | None,
         lease_ms: int,
         holder: str,
         priority: int,
@@ -111,7 +110,9 @@ class LeaseEngine:
         permits: int = 1,
     ) -> Lease | None:
         """Grant a lease now, or wait up to ``timeout`` seconds (None: forever;
-        0: do not wait) for one, fairly. Returns None if nothing was granted.
+        0: do not wait; or a :class:`.Wait` made by the caller, whose deadline
+        counts from when it was made) for one, fairly. Returns None if nothing
+        was granted.
         ``permits``: a semaphore's permits it takes (any other mode takes 1).
 
         With ``max_waiting`` (None: no limit), a caller that would wait while
@@ -145,7 +146,7 @@ class LeaseEngine:
     async def aacquire(
         self,
         *,
-        timeout: float | None,
+        timeout: float | Wait | None,
         lease_ms: int,
         holder: str,
         priority: int,
@@ -163,7 +164,7 @@ class LeaseEngine:
 
     def acquire_steps(
         self,
-        timeout: float | None,
+        timeout: float | Wait | None,
         lease_ms: int,
         holder: str,
         priority: int,
@@ -175,35 +176,47 @@ class LeaseEngine:
         """The operation behind :meth:`acquire` and :meth:`aacquire`: None when
         nothing was granted in time; raises :class:`ResourceUnavailable`
         (``reason`` ``FULL``) when refused at once for ``max_waiting``.
-        ``bounded``: arm the deadline of ``timeout + DEADLINE_SLACK``
-        (:attr:`sync_bounded` for the blocking client; always on an event loop).
+        ``bounded``: arm the wait's deadline (:meth:`.Wait.bound`: ``timeout +
+        DEADLINE_SLACK``; not again when a caller armed it already) --
+        :attr:`sync_bounded` for the blocking client; always on an event loop.
 
         One generator for the common case (granted or refused by the first
         call); only a caller that queues goes on in :meth:`_wait`."""
         args = (lease_ms, priority, -1 if max_waiting is None else max_waiting, permits, holder)
         token = new_token()
-        if timeout is None:  # (nothing reads the thread's busy time: no Stopwatch)
-            watch, started = None, time.monotonic()
-            wait_ms, until = -1, None
-        else:
-            watch = Stopwatch()
-            started = watch.started
-            until = None if timeout == 0 else started + timeout
-            wait_ms = -2 if until is None else _remaining_ms(until)
+        # (a number here is checked already: the primitive's verb checks it)
+        wait = timeout if type(timeout) is Wait else FOREVER if timeout is None else Wait(timeout)
+        started, seconds = wait.started, wait.seconds
         chunk, chunk_ms = self.channel.chunk or self.channel.read_chunk()
         lease = refusal = None
-        # (entered and left by hand, not by ``with``: no calls when unbounded)
+        # The wait's one deadline (:meth:`.Wait.bound`), unless it is in force
+        # already (a guard armed it): entered and left by hand, not by
+        # ``with``, so that an unbounded wait makes no calls.
         bound = None
-        if bounded and watch is not None:
-            bound = deadlines.deadline(timeout + DEADLINE_SLACK, watch)
-            bound.__enter__()
+        if bounded and seconds is not None:
+            bound = wait.bound()
+            bound.__enter__()  # type: ignore[union-attr]
         try:
             try:
-                reply = yield self._request(token, args, wait_ms, chunk_ms)
+                channel = self.channel
+                wait_ms = wait.fixed_ms
+                packed = wire.acquire(
+                    channel.packed_mode,
+                    token,
+                    lease_ms,
+                    priority,
+                    wait.wire_ms() if wait_ms is None else wait_ms,
+                    args[2],
+                    chunk_ms,
+                    self.restore,
+                    permits,
+                    holder,
+                )
+                reply = yield new_op(Op, ("acquire", (channel.key, packed), channel.streaks))
                 if reply == Reply.EMPTY and self._heal is not None:
-                    reply = yield from self._healed(token, args, wait_ms, chunk_ms)
+                    reply = yield from self._healed(token, args, wait, chunk_ms)
                 if type(reply) is int:
-                    lease = yield from self._wait(token, args, until, chunk, reply)
+                    lease = yield from self._wait(token, args, wait, chunk, reply)
                 elif "\n" in reply:  # (a grant: :meth:`_lease`'s, written out)
                     lease, provisional = records.lease_of(self, *reply.split("\n", 1), started)
                     if provisional and not (yield from renew_steps(lease)):
@@ -221,16 +234,16 @@ class LeaseEngine:
                 # and its reply): give up our place, and anything granted or
                 # handed to us meanwhile.
                 with contextlib.suppress(Exception):
-                    yield self.channel.op("withdraw", token)
+                    yield self._op("withdraw", wire.withdraw(self.channel.packed_mode, token))
                 raise
             if refusal is not None:
-                self._refused(refusal, args, timeout != 0)
+                self._refused(refusal, args, seconds != 0)
             if bound is not None:
                 bound.__exit__()
                 bound = None
             took = time.monotonic() - started
-            if lease is not None and watch is not None and took - timeout > LATE_GRANT:
-                lease = yield from self._unless_late(lease, timeout, watch, bounded)
+            if lease is not None and seconds is not None and took - seconds > LATE_GRANT:
+                lease = yield from self._unless_late(lease, wait, bounded)
         except ResourceUnavailable:
             self.channel.counts.add(counts.REFUSED_FULL)
             raise
@@ -243,16 +256,14 @@ class LeaseEngine:
             self.channel.counts.granted(took)
         return lease
 
-    def _unless_late(
-        self, lease: Lease, timeout: float, watch: Stopwatch, bounded: bool
-    ) -> Steps[Lease | None]:
+    def _unless_late(self, lease: Lease, wait: Wait, bounded: bool) -> Steps[Lease | None]:
         """``lease``, or None having given it back if it came more than
         ``LATE_GRANT`` seconds after the ``timeout`` of waiting on Redis.
         (The time this thread spent running or waiting for a CPU is not
         Redis's lateness: a busy loop or a starved process delays a grant that
         Redis gave in time.) The give-back is a lease's release: one that
         Redis does not answer in time goes on in the background."""
-        late = watch.waited() - timeout
+        late = wait.waited() - wait.seconds  # type: ignore[operator]
         if late <= LATE_GRANT:
             return lease
         logger.warning(
@@ -260,7 +271,7 @@ class LeaseEngine:
             "(slow or paused?); given back",
             self.label,
             late,
-            timeout,
+            wait.seconds,
         )
         with contextlib.suppress(Exception):  # (not a hold: not counted as one)
             yield from release_lease_steps(lease, bounded=bounded, counted=False)
@@ -270,18 +281,20 @@ class LeaseEngine:
         self,
         token: str,
         args: AcquireArgs,
-        deadline: float | None,
+        wait: Wait,
         chunk: float,
         next_expiry_ms: int,
     ) -> Steps[Lease | None]:
-        wake_key = self.channel.wake_prefix + token
+        channel = self.channel
+        wake_key = channel.wake_prefix + token
         alive_ms = to_ms(chunk)
+        until = wait.until
         while True:
             block = chunk
-            if deadline is not None:
-                remaining = deadline - time.monotonic()
+            if until is not None:
+                remaining = until - time.monotonic()
                 if remaining <= 0:
-                    yield self.channel.op("withdraw", token)
+                    yield self._op("withdraw", wire.withdraw(channel.packed_mode, token))
                     return None
                 block = min(block, remaining)
             if next_expiry_ms >= 0:
@@ -297,7 +310,7 @@ class LeaseEngine:
             if popped:
                 reply = text(popped[1])  # (the grant, as the operations answer it)
             else:
-                reply = yield self.channel.op("wait", token, alive_ms)
+                reply = yield self._op("wait", wire.wait(channel.packed_mode, token, alive_ms))
             if type(reply) is str and "\n" in reply:
                 lease = yield from self._lease(reply, sent)
                 if lease is not None:
@@ -308,13 +321,12 @@ class LeaseEngine:
                 # (a blocking read can return up to one server tick, 1/hz s,
                 # late), we were presumed dead after a long pause, or a
                 # provisional grant lapsed. Queue again only if time is left.
-                if deadline is not None and deadline <= time.monotonic():
+                if wait.passed():
                     return None
                 sent = time.monotonic()
-                wait_ms = _remaining_ms(deadline)
-                reply = yield self._request(token, args, wait_ms, alive_ms)
+                reply = yield self._request(token, args, wait.wire_ms(), alive_ms)
                 if reply == Reply.EMPTY and self._heal is not None:
-                    reply = yield from self._healed(token, args, wait_ms, alive_ms)
+                    reply = yield from self._healed(token, args, wait, alive_ms)
                 if type(reply) is str and "\n" in reply:
                     lease = yield from self._lease(reply, sent)
                     if lease is not None:
@@ -328,24 +340,37 @@ class LeaseEngine:
     def _request(
         self, token: str, args: AcquireArgs, wait_ms: int, alive_ms: int, restore: bool = True
     ) -> Op:
-        """The acquire operation for ``token`` (``args``: see :data:`AcquireArgs`);
-        ``restore``: whether it restores lost keys (see ``LeaseEngine``)."""
+        """The acquire operation for ``token`` (``args``: see :data:`AcquireArgs`;
+        ``wait_ms``: the wait's wire value, :meth:`.Wait.wire_ms`); ``restore``:
+        whether it restores lost keys (see ``LeaseEngine``)."""
         lease_ms, priority, max_waiting, permits, holder = args
         restores = self.restore if restore else Restore.NOTHING
-        # (:meth:`op`'s packing, written out: on every acquire)
-        packed = (
-            f"{self.channel.packed_mode}{token}|{lease_ms}|{priority}|{wait_ms}|{max_waiting}|"
-            f"{alive_ms}|{restores}|{permits}|{holder}"
-        )
         channel = self.channel
-        return new_op(Op, ("acquire", (channel.key, packed.encode()), channel.streaks))
+        packed = wire.acquire(
+            channel.packed_mode,
+            token,
+            lease_ms,
+            priority,
+            wait_ms,
+            max_waiting,
+            alive_ms,
+            restores,
+            permits,
+            holder,
+        )
+        return new_op(Op, ("acquire", (channel.key, packed), channel.streaks))
 
-    def _healed(self, token: str, args: AcquireArgs, wait_ms: int, alive_ms: int) -> Steps[Any]:
+    def _op(self, op: str, packed: bytes) -> Op:
+        """Operation ``op`` with its ``packed`` argument (:mod:`.wire`)."""
+        channel = self.channel
+        return new_op(Op, (op, (channel.key, packed), channel.streaks))
+
+    def _healed(self, token: str, args: AcquireArgs, wait: Wait, alive_ms: int) -> Steps[Any]:
         """After the acquire found the pool holding nothing (Redis lost its
         keys; nothing was changed): restore its members, and ask again."""
         assert self._heal is not None
         yield from self._heal()
-        return (yield self._request(token, args, wait_ms, alive_ms, False))
+        return (yield self._request(token, args, wait.wire_ms(), alive_ms, False))
 
     def _refused(self, reply: str, args: AcquireArgs, wait: bool) -> None:
         """Raise for the acquire replies that mean it cannot be served: a
@@ -392,7 +417,8 @@ class LeaseEngine:
         the new expiry (unix seconds, None for none), or False if there is no
         such live lease."""
         lease_ms = -2 if lease_timeout is None and keep else to_ms(lease_timeout)
-        expires = int((yield self.channel.op("renew", token, lease_ms, resource)))
+        packed = wire.renew(self.channel.packed_mode, token, lease_ms, resource)
+        expires = int((yield self._op("renew", packed)))
         if expires == -2:
             return False
         return None if expires == -1 else expires / 1000
@@ -416,9 +442,11 @@ class LeaseEngine:
         """
         request = request or new_token()
         fence_arg = "" if fence is None else fence
-        channel = self.channel
-        packed = f"{channel.packed_mode}{token}|{request}|{fence_arg}|{int(force)}|{resource}"
-        return int((yield new_op(Op, ("release", (channel.key, packed.encode()), channel.streaks))))
+        packed = wire.release(
+            self.channel.packed_mode, token, request, fence_arg, int(force), resource
+        )
+        channel = self.channel  # (not :meth:`_op`: on every release)
+        return int((yield new_op(Op, ("release", (channel.key, packed), channel.streaks))))
 
     def release(self, resource: str, token: str = "", *args: Any, **kwargs: Any) -> int:
         """:meth:`release_steps`, blocking."""
@@ -452,11 +480,3 @@ AcquireArgs = tuple[int, int, int, int, str]
 #: How late after its timeout an acquire may still take a grant, in seconds;
 #: a later one is given back (see ``LeaseEngine.acquire``).
 LATE_GRANT = 0.25
-
-
-def _remaining_ms(deadline: float | None) -> int:
-    """Milliseconds left until ``deadline`` (a monotonic time), at least 1;
-    -1 for no deadline."""
-    if deadline is None:
-        return -1
-    return max(1, to_ms(deadline - time.monotonic()))

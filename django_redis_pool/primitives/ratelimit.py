@@ -39,13 +39,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from . import counts
+from . import counts, wire
 from .base import DEFAULT_KEY_PREFIX
 from .channel import Channel
 from .counts import Activity
 from .protocol import Mode
 from .steps import Local, Op, Steps
-from .validators import check_client, check_count, check_duration, check_name, check_timeout
+from .validators import check_client, check_count, check_duration, check_name
+from .waits import Wait
 
 __all__ = [
     "INDEX_LIMIT",
@@ -175,8 +176,8 @@ class RateLimiter:
         #: Every key of the limiter is this base plus a suffix (``engine.lua``).
         self.base = self._channel.base
         #: What every decision's packed argument starts with: the mode, the
-        #: interval and the burst (``ratelimit_decide.lua``).
-        self._packed_head = f"{Mode.RATELIMIT}|{self.interval_us}|{self.burst}|"
+        #: interval and the burst (:func:`.wire.ratelimit_decide`).
+        self._packed_head = wire.ratelimit_head(Mode.RATELIMIT, self.interval_us, self.burst)
         #: A limited key's own base is this, the key and "}" (:meth:`key_base`).
         self._key_head = self.base[:-1] + ":"
         self._mode = Mode.RATELIMIT.encode()
@@ -228,7 +229,7 @@ class RateLimiter:
         self,
         key: str,
         cost: int,
-        timeout: float | None,
+        timeout: float | Wait | None,
         sleep: Callable[[float], Any],
         whole: bool,
     ) -> Steps[Decision | bool]:
@@ -239,20 +240,19 @@ class RateLimiter:
             _check_key(key)
         if type(cost) is not int or not 1 <= cost <= self.burst:
             self._check_cost(cost)
-        if timeout == 0:
-            wait_us = 0
-        else:
-            timeout = check_timeout(timeout)
-            wait_us = -1 if timeout is None else int(timeout * 1e6)
+        # (the wait sent as every operation's: -1 forever, 0 do not wait, else ms)
+        wait_ms = 0 if timeout == 0 else Wait.of(timeout).wire_ms()
         keybase = f"{self._key_head}{key}}}".encode()
-        reply = yield Op("ratelimit_decide", (keybase, f"{self._packed_head}{cost}|{wait_us}"))
+        reply = yield Op(
+            "ratelimit_decide", (keybase, wire.ratelimit_decide(self._packed_head, cost, wait_ms))
+        )
         if reply[0] == "0":
             self._counts.add(counts.REFUSED_LIMITED)
             if not whole:
                 return False
             _, remaining, delay, debt, now, _ = map(int, reply.split("|"))
             return Decision(False, remaining, delay / 1e6, debt / 1e6, self.burst, 0.0, now / 1e6)
-        if wait_us == 0 and not whole:  # (the common case: passed at once)
+        if wait_ms == 0 and not whole:  # (the common case: passed at once)
             self._counts.decided(key, reply[reply.rindex("|") + 1 :])
             return True
         _, remaining, delay, debt, now, tat = map(int, reply.split("|"))

@@ -269,7 +269,7 @@ class PoolWaiterModel(WaiterModel):
     @rule(priority=PRIORITIES)
     def acquire_now(self, priority: int) -> None:
         token = uuid.uuid4().hex
-        reply = self.op("acquire", token, LONG_MS, priority, -2, -1, LONG_MS, "", 1, "model")
+        reply = self.op("acquire", token, LONG_MS, priority, 0, -1, LONG_MS, "", 1, "model")
         resource = self.newcomer(token)
         self.granted(reply, resource)
         if resource is None:

@@ -87,7 +87,7 @@ def twice(client: Any, primitive: LeasedPrimitive, op: str, *args: Any) -> Any:
 
 def test_a_retried_acquire_returns_the_same_grant(client: Any) -> None:
     pool = pool_of(client, "retry-acquire", "r1", "r2")
-    first, again = twice(client, pool, "acquire", "tok-1", 30000, 0, -2, -1, 2000, "", 1, "h")
+    first, again = twice(client, pool, "acquire", "tok-1", 30000, 0, 0, -1, 2000, "", 1, "h")
     assert first == again and "\n" in first, "a grant: resource and record"
     assert pool.available_count() == 1, "one resource granted, not two"
 
@@ -110,7 +110,7 @@ def test_a_retried_reacquire_by_the_same_identity_counts_once(client: Any, kind:
     else:
         primitive = Lock(client, "retry-rlock", reentrant=True, holder="me")
         assert primitive.acquire()
-    args = ("tok-2", 30000, 0, -2, -1, 2000, "", 1, "me")
+    args = ("tok-2", 30000, 0, 0, -1, 2000, "", 1, "me")
     first, again = twice(client, primitive, "acquire", *args)
     assert first == again
     if kind == "rlock":
@@ -303,7 +303,7 @@ def _exhaust(primitive: LeasedPrimitive) -> None:
 
 
 def _hold(primitive: LeasedPrimitive) -> None:
-    ops(primitive).run("acquire", "held-tok", 30000, 0, -2, -1, 2000, "", 1, "h")
+    ops(primitive).run("acquire", "held-tok", 30000, 0, 0, -1, 2000, "", 1, "h")
 
 
 def _hold_and_queue(primitive: LeasedPrimitive) -> None:
@@ -313,25 +313,25 @@ def _hold_and_queue(primitive: LeasedPrimitive) -> None:
 
 def _hold_weighted(primitive: LeasedPrimitive) -> None:
     """``_hold``, of two permits in a semaphore."""
-    ops(primitive).run("acquire", "held-tok", 30000, 0, -2, -1, 2000, "", 2, "h")
+    ops(primitive).run("acquire", "held-tok", 30000, 0, 0, -1, 2000, "", 2, "h")
 
 
 def _hold_two(primitive: LeasedPrimitive) -> None:
     """A semaphore's holder of two permits (the others' holder of one)."""
-    ops(primitive).run("acquire", "two-tok", 30000, 0, -2, -1, 2000, "", 2, "two")
+    ops(primitive).run("acquire", "two-tok", 30000, 0, 0, -1, 2000, "", 2, "two")
 
 
 @pytest.mark.parametrize("kind", ["pool", "semaphore", "lock", "rlock"])
 @pytest.mark.parametrize(
     ("setup", "wait_ms", "token"),
     [
-        (_nothing, -2, "new"),  # granted
-        (_exhaust, -2, "new"),  # none (or held)
+        (_nothing, 0, "new"),  # granted
+        (_exhaust, 0, "new"),  # none (or held)
         (_exhaust, 60000, "new"),  # would queue: slow
-        (_hold, -2, "held-tok"),  # a retried request: slow
-        (_hold, -2, "new"),  # the holder asking again: held, or slow (a refresh)
-        (_hold_and_queue, -2, "new"),  # somebody queued: slow
-        (_hold_two, -2, "new"),  # two permits held: a semaphore's newcomer finds none free
+        (_hold, 0, "held-tok"),  # a retried request: slow
+        (_hold, 0, "new"),  # the holder asking again: held, or slow (a refresh)
+        (_hold_and_queue, 0, "new"),  # somebody queued: slow
+        (_hold_two, 0, "new"),  # two permits held: a semaphore's newcomer finds none free
     ],
     ids=["free", "exhausted", "wait", "retry", "again", "queued", "weighted"],
 )
@@ -348,7 +348,7 @@ def test_the_fast_acquire_agrees_with_acquire(
         "acquire",
         *(token, 30000, 0, wait_ms, max_waiting, 2000, "", permits, "h"),
     )
-    if setup in (_nothing, _exhaust, _hold_two) and wait_ms == -2:
+    if setup in (_nothing, _exhaust, _hold_two) and wait_ms == 0:
         assert answered, "the common case is the fast script's to answer"
     if setup is _exhaust and wait_ms > 0:
         assert not answered, "a caller that would wait is the whole script's (max_waiting too)"
@@ -399,7 +399,7 @@ def test_the_fast_renew_agrees_with_renew(
 
 def test_the_fast_renew_leaves_an_expired_lease_to_the_whole_renew(client: Any) -> None:
     def expired(primitive: LeasedPrimitive) -> None:
-        ops(primitive).run("acquire", "held-tok", 1, 0, -2, -1, 2000, "", 1, "h")
+        ops(primitive).run("acquire", "held-tok", 1, 0, 0, -1, 2000, "", 1, "h")
         wait_for(lambda: primitive.lease_of("h") is None, what="the 1 ms lease to expire")
 
     assert not _fast_and_full(client, "lock", expired, "renew", "held-tok", 60000, "h")

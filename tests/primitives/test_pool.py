@@ -309,7 +309,7 @@ def test_release_is_idempotent_when_redis_py_retries_it(pool):
 
 def test_acquire_is_idempotent_when_redis_py_retries_it(pool):
     engine = ops(pool)
-    args = (-1, 0, -2, -1, 2000, "", 1, "h")
+    args = (-1, 0, 0, -1, 2000, "", 1, "h")
     first = engine.run("acquire", "tok-1", *args)
     again = engine.run("acquire", "tok-1", *args)
     assert first == again, "same lease, same fence"

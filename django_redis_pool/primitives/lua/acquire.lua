@@ -1,7 +1,8 @@
 -- acquire: grant a lease now, or queue the caller as a waiter.
--- args[2] (packed): token (one per acquire call: running this again returns the
--- same lease or queue place, never a second one) | lease ms (-1 none) |
--- priority | wait ms (-2 do not wait, -1 forever) | max waiting: the most
+-- args[2] (packed by primitives/wire.py's acquire): token (one per acquire
+-- call: running this again returns the same lease or queue place, never a
+-- second one) | lease ms (-1 none) | priority | wait (as every operation gets
+-- it: -1 forever, 0 do not wait, n > 0 ms left) | max waiting: the most
 -- callers queued at once, this one included (-1 no limit; each caller sends
 -- its own, nothing is stored) | liveness window ms (the waiter checks in at
 -- least this often) | restore: what Redis may have lost, a semaphore's max
@@ -98,7 +99,7 @@ else
     return REPLY_EMPTY  -- its keys were lost: the caller restores them, then asks again
   end
 end
-if wait_ms == -2 then
+if wait_ms == 0 then
   return REPLY_NONE
 end
 if max_waiting >= 0 and not room_to_wait(max_waiting) then
@@ -107,7 +108,7 @@ end
 
 local id = string.format('%016d', next_seq())
 local deadline = -1
-if wait_ms >= 0 then
+if wait_ms > 0 then
   deadline = NOW + wait_ms
 end
 redis.call('ZADD', K_WAITQ, -priority, id)

@@ -34,7 +34,7 @@ else
     return resource .. '\n' .. grant(resource, token, holder, lease_ms, false)
   end
 end
-if wait_ms == -2 and (restore ~= RESTORE_HEAL or redis.call('ZCARD', K_LEASES) > 0) then
+if wait_ms == 0 and (restore ~= RESTORE_HEAL or redis.call('ZCARD', K_LEASES) > 0) then
   return REPLY_NONE  -- (a pool with no resource at all may need healing: acquire tells)
 end
 return REPLY_SLOW

@@ -1,5 +1,6 @@
 -- alloc_malloc: hand out a key at once (an allocator never queues).
--- args[2] (packed, see malloc_args): request token|lease ms (-1: none)|
+-- args[2] (packed by primitives/wire.py's alloc_malloc, read by
+-- malloc_args): request token|lease ms (-1: none)|
 -- soft-binding ms|'1' if the caller restores the keys when Redis lost them,
 -- else '0', then on lines of their own the soft-binding name ('' none) and
 -- the holder (neither holds a control character).

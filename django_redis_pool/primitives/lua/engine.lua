@@ -97,7 +97,8 @@
 --                 replies are always known, and an idle primitive keeps none.
 -- args[1] (ARGV[1]) is the mode; an operation's own arguments start at args[2].
 -- The operations run on every acquire and release (acquire, release, renew,
--- wait, withdraw) take theirs packed into args[2], joined by "|" with the one
+-- wait, withdraw; alloc_malloc, ratelimit_decide) take theirs packed into
+-- args[2] (each by its encoder in primitives/wire.py), joined by "|" with the one
 -- that may hold "|" (a holder or a resource) last: one argument to send and
 -- one pattern match to read, instead of one per value. The modes:
 --   fifo | lifo | random  a pool of named resources, handed out in that order;

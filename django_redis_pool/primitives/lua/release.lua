@@ -1,5 +1,6 @@
 -- release: end a lease and hand the resource to the head waiter (or to avail).
--- args[2] (packed): the lease's token, or '' for whoever holds it | request id
+-- args[2] (packed by primitives/wire.py's release):
+-- the lease's token, or '' for whoever holds it | request id
 -- (a retried request gets the first run's answer) | a fence, or '': only the
 -- lease with that fence is ended | '1' for an operator's force-release, which
 -- ends the hold entirely (no rlock count-down) | resource.

@@ -1,5 +1,6 @@
 -- renew: extend a live lease (and confirm a provisional grant). args[2]
--- (packed): token ('' for whoever holds it) | lease ms (-1 no expiry, -2 keep
+-- (packed by primitives/wire.py's renew):
+-- token ('' for whoever holds it) | lease ms (-1 no expiry, -2 keep
 -- the lease's own duration) | resource.
 -- Returns the new expiry in ms (-1 none), or -2 when the lease is lost (an
 -- expired one is reclaimed on the way).

@@ -2,7 +2,7 @@
 -- expired leases (a crashed holder's resource goes to the head waiter), then
 -- returns the caller's grant if it has one (a share of its identity's hold
 -- included), else renews its liveness window.
--- args[2] (packed): token | liveness window ms.
+-- args[2] (packed by primitives/wire.py's wait): token | liveness window ms.
 -- Returns "resource\nrecord" (a grant) | ms until the next expiry (-1 none; 0
 -- when a pool's resource is free but its serving gave up on a run of dead
 -- waiters before this one: each check-in drops SKIP_LIMIT more) | REPLY_GONE.

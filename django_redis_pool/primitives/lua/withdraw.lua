@@ -4,7 +4,7 @@
 -- behind it be served (it needed more permits than were free): they are. A
 -- reentrant lock's hold handed or shared to it (see shared_with) gives back
 -- the one count that was its: the hold ends only if no other count is left.
--- args[2] token. Returns 1 if something was given back.
+-- args[2] token (primitives/wire.py's withdraw). Returns 1 if something was given back.
 local token = args[2]
 local state, value, raw = token_state(token)
 local rec

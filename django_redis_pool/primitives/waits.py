@@ -1,0 +1,100 @@
+"""One wait, from the caller to the wire: :class:`Wait`.
+
+A caller's ``timeout`` (seconds; 0: do not wait; None: forever) is checked
+once, by :meth:`Wait.of`, and becomes one value that carries it down: its
+deadline on the monotonic clock, taken once when the wait began; the bound
+on the Redis calls made for it (:meth:`Wait.bound`, its timeout plus
+:data:`.deadlines.DEADLINE_SLACK`, counting only time spent waiting: a
+:class:`Wait` is the :class:`.stopwatch.Stopwatch` of its own wait); and the
+one encoding every operation sends (:meth:`Wait.wire_ms`): -1 for forever, 0
+for "do not wait" (or no time left), n > 0 for the milliseconds left. Nothing
+here imports Django.
+"""
+
+from __future__ import annotations
+
+import time
+
+from .deadlines import DEADLINE_SLACK, deadline
+from .stopwatch import Stopwatch
+from .validators import MAX_SECONDS, check_timeout
+
+__all__ = ["FOREVER", "Wait"]
+
+_NUMBERS = (int, float)
+
+
+class Wait(Stopwatch):
+    """A validated wait: ``seconds`` (None: forever; 0.0: do not wait) from
+    when it was made (``started``, monotonic), until ``until`` (None: never).
+    Made by :meth:`of`; not changed once made."""
+
+    seconds: float | None
+    until: float | None
+    #: Its wire value when it does not depend on the time left (-1 forever,
+    #: 0 do not wait); None: :meth:`wire_ms` counts what is left.
+    fixed_ms: int | None
+
+    def __init__(self, seconds: float | None = None) -> None:
+        """A wait of ``seconds`` already checked (:meth:`of` checks them)."""
+        super().__init__()
+        self.seconds = seconds
+        self.until = None if seconds is None else self.started + seconds
+        self.fixed_ms = -1 if seconds is None else 0 if seconds == 0 else None
+
+    __slots__ = ("fixed_ms", "seconds", "until")
+
+    @classmethod
+    def of(cls, timeout: object, what: str = "timeout") -> Wait:
+        """The wait of ``timeout``: ``timeout`` itself if it is a :class:`Wait`,
+        else checked (``ValueError`` naming ``what``): seconds >= 0 (0: do not
+        wait), None or infinity for forever."""
+        if type(timeout) is cls:
+            return timeout  # type: ignore[return-value]
+        if type(timeout) in _NUMBERS and 0 <= timeout <= MAX_SECONDS:  # type: ignore[operator]
+            seconds: float | None = float(timeout)  # type: ignore[arg-type]
+        elif timeout is None or (seconds := check_timeout(timeout, what)) is None:
+            return FOREVER
+        return cls(seconds)
+
+    @property
+    def forever(self) -> bool:
+        """Whether it waits for ever."""
+        return self.seconds is None
+
+    def remaining(self) -> float | None:
+        """Seconds left (never below 0); None for forever."""
+        if self.until is None:
+            return None
+        return max(0.0, self.until - time.monotonic())
+
+    def passed(self) -> bool:
+        """Whether its deadline has passed (never, for forever)."""
+        return self.until is not None and self.until <= time.monotonic()
+
+    def wire_ms(self) -> int:
+        """What every operation is sent for it: -1 forever, 0 do not wait (or
+        no time left), else the milliseconds left (at least 1)."""
+        if self.fixed_ms is not None:
+            return self.fixed_ms
+        left = self.until - time.monotonic()  # type: ignore[operator]
+        if left <= 0:
+            return 0
+        ms = int(left * 1000 + 0.5)
+        return ms if ms > 0 else 1
+
+    def bound(self, slack: float = DEADLINE_SLACK) -> deadline | None:
+        """The deadline that bounds the Redis calls made for this wait: its
+        timeout plus ``slack`` of waiting, counted from when it began (None:
+        forever, no bound)."""
+        if self.seconds is None:
+            return None
+        return deadline(self.seconds + slack, self)
+
+    def __repr__(self) -> str:
+        return f"<Wait {'forever' if self.seconds is None else f'{self.seconds:g} s'}>"
+
+
+#: The wait that never ends (its ``started`` is when this module was loaded;
+#: nothing reads it).
+FOREVER = Wait()

@@ -1,0 +1,117 @@
+"""The packed arguments: every encoder of an operation that takes its
+arguments packed into one, beside the name of the Lua that parses it.
+
+The operations run on every acquire, release and decision take their own
+arguments joined by "|" into one (``args[2]`` of the scripts; the last field
+may hold "|"): one argument to send and one pattern match to read, instead of
+one per value. Those of a primitive's own keys carry its mode in front of
+them (``"mode|..."``, split back by ``begin()`` in ``lua/engine.lua``): the
+``head`` each encoder takes is :attr:`.channel.Channel.packed_mode`. Nothing
+else in the package builds a packed argument (``tests/primitives/test_wire.py``
+checks it), so the Python side and the Lua side of each one are read side by
+side here and in the file each comment names.
+
+A wait is sent one way for every operation (:meth:`.waits.Wait.wire_ms`):
+-1 for "forever", 0 for "do not wait", n > 0 for the milliseconds left.
+Nothing here imports Django.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = [
+    "ENCODERS",
+    "acquire",
+    "alloc_malloc",
+    "ratelimit_decide",
+    "ratelimit_head",
+    "release",
+    "renew",
+    "wait",
+    "withdraw",
+]
+
+
+# Parsed by ``acquire_request`` in lua/engine_lease.lua (for acquire.lua and
+# acquire_fast.lua). ``wait_ms``: the wait's wire value (-1 forever, 0 do not
+# wait, n > 0 ms left); ``max_waiting`` -1 for no limit; the holder last.
+def acquire(
+    head: str,
+    token: str,
+    lease_ms: int,
+    priority: int,
+    wait_ms: int,
+    max_waiting: int,
+    alive_ms: int,
+    restore: str,
+    permits: int,
+    holder: str,
+) -> bytes:
+    """The acquire operation's packed argument."""
+    return (
+        f"{head}{token}|{lease_ms}|{priority}|{wait_ms}|{max_waiting}|"
+        f"{alive_ms}|{restore}|{permits}|{holder}"
+    ).encode()
+
+
+# Parsed by the first line of lua/release.lua (and of lua/release_fast.lua).
+# ``fence``: '' for any; ``force``: 1 for an operator's force-release; the
+# resource last.
+def release(
+    head: str, token: str, request: str, fence: int | str, force: int, resource: str
+) -> bytes:
+    """The release operation's packed argument."""
+    return f"{head}{token}|{request}|{fence}|{force}|{resource}".encode()
+
+
+# Parsed by ``renew_request`` in lua/engine_lease.lua (for lua/renew.lua).
+# ``lease_ms``: -1 no expiry, -2 the lease's own duration; the resource last.
+def renew(head: str, token: str, lease_ms: int, resource: str) -> bytes:
+    """The renew operation's packed argument."""
+    return f"{head}{token}|{lease_ms}|{resource}".encode()
+
+
+# Parsed by the first line of lua/wait.lua: the waiter's token | its liveness
+# window in ms.
+def wait(head: str, token: str, alive_ms: int) -> bytes:
+    """The wait (check-in) operation's packed argument."""
+    return f"{head}{token}|{alive_ms}".encode()
+
+
+# Read whole by lua/withdraw.lua: the waiter's token.
+def withdraw(head: str, token: str) -> bytes:
+    """The withdraw operation's packed argument."""
+    return f"{head}{token}".encode()
+
+
+# Parsed by ``malloc_args`` in lua/engine_alloc.lua (for lua/alloc_malloc.lua
+# and lua/alloc_malloc_fast.lua); ``tail`` is "heal\nbinding name\nholder".
+def alloc_malloc(head: str, token: str, lease_ms: int, bind_ms: int, tail: str) -> bytes:
+    """The malloc operation's packed argument."""
+    return f"{head}{token}|{lease_ms}|{bind_ms}|{tail}".encode()
+
+
+# Parsed by the first line of lua/ratelimit_decide.lua. ``head`` is
+# "ratelimit|interval µs|burst|" (:func:`ratelimit_head`); ``wait_ms``: the
+# wait's wire value (-1 forever, 0 do not wait, n > 0 ms left).
+def ratelimit_decide(head: str, cost: int, wait_ms: int) -> bytes:
+    """A rate limiter's decision's packed argument."""
+    return f"{head}{cost}|{wait_ms}".encode()
+
+
+def ratelimit_head(mode: str, interval_us: int, burst: int) -> str:
+    """What every decision of one rate limiter starts with (see :func:`ratelimit_decide`)."""
+    return f"{mode}|{interval_us}|{burst}|"
+
+
+#: The encoder of each operation whose arguments are sent packed, by name
+#: (:meth:`.channel.Channel.op` sends those through it).
+ENCODERS: dict[str, Any] = {
+    "acquire": acquire,
+    "release": release,
+    "renew": renew,
+    "wait": wait,
+    "withdraw": withdraw,
+    "alloc_malloc": alloc_malloc,
+}
