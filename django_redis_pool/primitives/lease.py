@@ -350,8 +350,10 @@ def release_lease_steps(
             return 0
     channel = lease._owner.channel
     request = new_token()
-    # (the owner's release_steps, written out: on every release)
-    packed = wire.release(channel.packed_mode, lease.token, request, "", 0, lease.resource)
+    # (the owner's release_steps, written out, and :func:`.wire.release`
+    # formatted in place: on every release)
+    head = channel.packed_mode
+    packed = (wire.RELEASE % (head, lease.token, request, "", 0, lease.resource)).encode()
     step = new_op(Op, ("release", (channel.key, packed), channel.streaks))
     try:
         if bounded:

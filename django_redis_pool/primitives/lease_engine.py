@@ -185,8 +185,12 @@ class LeaseEngine:
         args = (lease_ms, priority, -1 if max_waiting is None else max_waiting, permits, holder)
         token = new_token()
         # (a number here is checked already: the primitive's verb checks it)
-        wait = timeout if type(timeout) is Wait else FOREVER if timeout is None else Wait(timeout)
-        started, seconds = wait.started, wait.seconds
+        if timeout is None or timeout is FOREVER:  # (nothing reads the thread's busy time)
+            wait, started = FOREVER, time.monotonic()
+        else:
+            wait = timeout if type(timeout) is Wait else Wait(timeout)
+            started = wait.started
+        seconds = wait.seconds
         chunk, chunk_ms = self.channel.chunk or self.channel.read_chunk()
         lease = refusal = None
         # The wait's one deadline (:meth:`.Wait.bound`), unless it is in force
@@ -199,13 +203,12 @@ class LeaseEngine:
         try:
             try:
                 channel = self.channel
-                wait_ms = wait.fixed_ms
                 packed = wire.acquire(
                     channel.packed_mode,
                     token,
                     lease_ms,
                     priority,
-                    wait.wire_ms() if wait_ms is None else wait_ms,
+                    wait,
                     args[2],
                     chunk_ms,
                     self.restore,
@@ -324,7 +327,7 @@ class LeaseEngine:
                 if wait.passed():
                     return None
                 sent = time.monotonic()
-                reply = yield self._request(token, args, wait.wire_ms(), alive_ms)
+                reply = yield self._request(token, args, wait, alive_ms)
                 if reply == Reply.EMPTY and self._heal is not None:
                     reply = yield from self._healed(token, args, wait, alive_ms)
                 if type(reply) is str and "\n" in reply:
@@ -338,11 +341,11 @@ class LeaseEngine:
             next_expiry_ms = reply
 
     def _request(
-        self, token: str, args: AcquireArgs, wait_ms: int, alive_ms: int, restore: bool = True
+        self, token: str, args: AcquireArgs, wait: Wait, alive_ms: int, restore: bool = True
     ) -> Op:
-        """The acquire operation for ``token`` (``args``: see :data:`AcquireArgs`;
-        ``wait_ms``: the wait's wire value, :meth:`.Wait.wire_ms`); ``restore``:
-        whether it restores lost keys (see ``LeaseEngine``)."""
+        """The acquire operation for ``token`` (``args``: see :data:`AcquireArgs`)
+        waiting for ``wait``; ``restore``: whether it restores lost keys (see
+        ``LeaseEngine``)."""
         lease_ms, priority, max_waiting, permits, holder = args
         restores = self.restore if restore else Restore.NOTHING
         channel = self.channel
@@ -351,7 +354,7 @@ class LeaseEngine:
             token,
             lease_ms,
             priority,
-            wait_ms,
+            wait,
             max_waiting,
             alive_ms,
             restores,
@@ -370,7 +373,7 @@ class LeaseEngine:
         keys; nothing was changed): restore its members, and ask again."""
         assert self._heal is not None
         yield from self._heal()
-        return (yield self._request(token, args, wait.wire_ms(), alive_ms, False))
+        return (yield self._request(token, args, wait, alive_ms, False))
 
     def _refused(self, reply: str, args: AcquireArgs, wait: bool) -> None:
         """Raise for the acquire replies that mean it cannot be served: a
@@ -442,10 +445,9 @@ class LeaseEngine:
         """
         request = request or new_token()
         fence_arg = "" if fence is None else fence
-        packed = wire.release(
-            self.channel.packed_mode, token, request, fence_arg, int(force), resource
-        )
-        channel = self.channel  # (not :meth:`_op`: on every release)
+        channel = self.channel  # (not :meth:`_op`, nor :func:`.wire.release`: on every release)
+        head = channel.packed_mode
+        packed = (wire.RELEASE % (head, token, request, fence_arg, int(force), resource)).encode()
         return int((yield new_op(Op, ("release", (channel.key, packed), channel.streaks))))
 
     def release(self, resource: str, token: str = "", *args: Any, **kwargs: Any) -> int:

@@ -76,11 +76,16 @@ class Stopwatch:
     """Time elapsed since it was made, and the part of it its thread spent
     waiting: blocked on I/O (a Redis reply), sleeping or stopped, but neither
     running nor waiting for a CPU (:func:`busy_time`). Read on another thread,
-    waiting time is the whole elapsed time."""
+    waiting time is the whole elapsed time.
 
-    __slots__ = ("busy", "started", "thread")
+    ``seconds`` (None: no end) is how long the wait it times may last, ending
+    at ``until`` (monotonic; None: never): a :class:`.waits.Wait` reads them
+    (set here, so that starting a wait is one call)."""
 
-    def __init__(self) -> None:
+    __slots__ = ("busy", "seconds", "started", "thread", "until")
+
+    def __init__(self, seconds: float | None = None) -> None:
+        self.seconds = seconds
         self.thread = threading.get_ident()
         # busy_time() as read, parsed only when needed (_busy_of): a stopwatch
         # is started on every acquire, and read back only when one was slow.
@@ -88,7 +93,8 @@ class Stopwatch:
             self.busy: bytes | float = os.pread(_local.reader.fd, 128, 0)
         except (AttributeError, OSError):  # (no reader on this thread yet, or none can be)
             self.busy = busy_time()
-        self.started = time.monotonic()
+        self.started = started = time.monotonic()
+        self.until = None if seconds is None else started + seconds
 
     def elapsed(self) -> float:
         """Seconds since it was made."""

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import time
 
+from . import wire
 from .deadlines import DEADLINE_SLACK, deadline
 from .stopwatch import Stopwatch
 from .validators import MAX_SECONDS, check_timeout
@@ -29,20 +30,7 @@ class Wait(Stopwatch):
     when it was made (``started``, monotonic), until ``until`` (None: never).
     Made by :meth:`of`; not changed once made."""
 
-    seconds: float | None
-    until: float | None
-    #: Its wire value when it does not depend on the time left (-1 forever,
-    #: 0 do not wait); None: :meth:`wire_ms` counts what is left.
-    fixed_ms: int | None
-
-    def __init__(self, seconds: float | None = None) -> None:
-        """A wait of ``seconds`` already checked (:meth:`of` checks them)."""
-        super().__init__()
-        self.seconds = seconds
-        self.until = None if seconds is None else self.started + seconds
-        self.fixed_ms = -1 if seconds is None else 0 if seconds == 0 else None
-
-    __slots__ = ("fixed_ms", "seconds", "until")
+    __slots__ = ()
 
     @classmethod
     def of(cls, timeout: object, what: str = "timeout") -> Wait:
@@ -73,15 +61,9 @@ class Wait(Stopwatch):
         return self.until is not None and self.until <= time.monotonic()
 
     def wire_ms(self) -> int:
-        """What every operation is sent for it: -1 forever, 0 do not wait (or
-        no time left), else the milliseconds left (at least 1)."""
-        if self.fixed_ms is not None:
-            return self.fixed_ms
-        left = self.until - time.monotonic()  # type: ignore[operator]
-        if left <= 0:
-            return 0
-        ms = int(left * 1000 + 0.5)
-        return ms if ms > 0 else 1
+        """What every operation is sent for it (:func:`.wire.wait_ms`): -1
+        forever, 0 do not wait (or no time left), else the milliseconds left."""
+        return wire.wait_ms(self)
 
     def bound(self, slack: float = DEADLINE_SLACK) -> deadline | None:
         """The deadline that bounds the Redis calls made for this wait: its

@@ -18,10 +18,13 @@ Nothing here imports Django.
 
 from __future__ import annotations
 
-from typing import Any
+import time
+from typing import Any, Protocol
 
 __all__ = [
     "ENCODERS",
+    "RELEASE",
+    "Waiting",
     "acquire",
     "alloc_malloc",
     "ratelimit_decide",
@@ -29,19 +32,40 @@ __all__ = [
     "release",
     "renew",
     "wait",
+    "wait_ms",
     "withdraw",
 ]
 
 
+class Waiting(Protocol):
+    """A wait as the encoders read it (a :class:`.waits.Wait`): ``seconds``
+    (None: forever; 0: do not wait) ending at ``until`` (monotonic)."""
+
+    seconds: float | None
+    until: float | None
+
+
+def wait_ms(wait: Waiting) -> int:
+    """What every operation is sent for ``wait``: -1 forever, 0 do not wait
+    (or no time left), else the milliseconds left, at least 1."""
+    until = wait.until
+    if until is None:
+        return -1
+    if wait.seconds == 0:
+        return 0
+    left = until - time.monotonic()
+    return 0 if left <= 0 else max(1, int(left * 1000 + 0.5))
+
+
 # Parsed by ``acquire_request`` in lua/engine_lease.lua (for acquire.lua and
-# acquire_fast.lua). ``wait_ms``: the wait's wire value (-1 forever, 0 do not
-# wait, n > 0 ms left); ``max_waiting`` -1 for no limit; the holder last.
+# acquire_fast.lua). ``wait`` sent as :func:`wait_ms` says (an int: that
+# value already); ``max_waiting`` -1 for no limit; the holder last.
 def acquire(
     head: str,
     token: str,
     lease_ms: int,
     priority: int,
-    wait_ms: int,
+    wait: Waiting | int,
     max_waiting: int,
     alive_ms: int,
     restore: str,
@@ -49,6 +73,16 @@ def acquire(
     holder: str,
 ) -> bytes:
     """The acquire operation's packed argument."""
+    # (:func:`wait_ms`, written out: on every acquire)
+    if type(wait) is int:
+        wait_ms = wait
+    elif (until := wait.until) is None:  # type: ignore[union-attr]
+        wait_ms = -1
+    elif wait.seconds == 0:  # type: ignore[union-attr]
+        wait_ms = 0
+    else:
+        left = until - time.monotonic()
+        wait_ms = 0 if left <= 0 else max(1, int(left * 1000 + 0.5))
     return (
         f"{head}{token}|{lease_ms}|{priority}|{wait_ms}|{max_waiting}|"
         f"{alive_ms}|{restore}|{permits}|{holder}"
@@ -57,12 +91,16 @@ def acquire(
 
 # Parsed by the first line of lua/release.lua (and of lua/release_fast.lua).
 # ``fence``: '' for any; ``force``: 1 for an operator's force-release; the
-# resource last.
+# resource last. A template, formatted with ``%`` in place where a release is
+# sent on every cycle (no call more than packing it there).
+RELEASE = "%s%s|%s|%s|%s|%s"
+
+
 def release(
     head: str, token: str, request: str, fence: int | str, force: int, resource: str
 ) -> bytes:
-    """The release operation's packed argument."""
-    return f"{head}{token}|{request}|{fence}|{force}|{resource}".encode()
+    """The release operation's packed argument (:data:`RELEASE`)."""
+    return (RELEASE % (head, token, request, fence, force, resource)).encode()
 
 
 # Parsed by ``renew_request`` in lua/engine_lease.lua (for lua/renew.lua).
