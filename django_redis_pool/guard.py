@@ -43,7 +43,7 @@ from .exceptions import NotConfigured, PoolError, ResourceUnavailable
 from .holders import request_holder, request_of, task_holder, user_unread, username_of
 from .kinds import Held
 from .outcomes import Refusal
-from .primitives.deadlines import DEADLINE_SLACK, deadline
+from .primitives.clients.deadlines import DEADLINE_SLACK, deadline
 from .primitives.text import escaped
 from .primitives.validators import (
     DEFAULT,

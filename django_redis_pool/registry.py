@@ -29,7 +29,7 @@ from . import conf
 from .exceptions import BackendUnavailable, NotConfigured, backend_errors
 from .kinds.builtin import KINDS
 from .kinds.contract import Configured, Kind, Primitive
-from .primitives.connections import (
+from .primitives.clients.connections import (
     CONNECTION_CLASSES,
     MAX_CONNECTIONS,
     DeadlineBackoff,

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..kinds.contract import Kind
-from ..primitives.base import DEFAULT_KEY_PREFIX
 from ..primitives.validators import check_seconds
+from ..primitives.wire.keys import DEFAULT_KEY_PREFIX
 
 __all__ = [
     "AUTH_MIDDLEWARE_PATH",

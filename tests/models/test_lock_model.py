@@ -25,7 +25,7 @@ from hypothesis.stateful import (
 )
 
 from django_redis_pool import Lock
-from django_redis_pool.primitives.protocol import Reply
+from django_redis_pool.primitives.wire.protocol import Reply
 from tests.support.primitive_helpers import ops
 from tests.support.waiter_model import FATES, INF, LONG_MS, SLOT_STEPS, WaiterModel
 

@@ -37,8 +37,8 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from django_redis_pool.primitives.queue import Task, TaskQueue
-from django_redis_pool.primitives.queue_task import task_from_fields, task_from_flat
+from django_redis_pool.primitives.queue.task import task_from_fields, task_from_flat
+from django_redis_pool.primitives.queue.taskqueue import Task, TaskQueue
 from tests.support.primitive_helpers import ops
 from tests.support.waiter_model import WaiterModel
 from tests.support.waiting import wait_for
@@ -57,7 +57,7 @@ LONG_MS = 60_000
 MOMENT_MS = 30
 UPKEEP_LIMIT = 16  # engine.lua's: what every take does first
 WAKE_TOKENS = 64  # engine.lua's: wake tokens kept per task name
-WORKER_LOST = "django_redis_pool.primitives.queue.WorkerLost"
+WORKER_LOST = "django_redis_pool.primitives.queue.taskqueue.WorkerLost"
 TIMES = [
     ("enqueued", "enqueued_at"),
     ("started", "started_at"),

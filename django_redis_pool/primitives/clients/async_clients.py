@@ -26,8 +26,8 @@ from collections.abc import AsyncGenerator
 from functools import cache
 from typing import Any
 
+from ..wire.scripts import share_path
 from .connections import MAX_CONNECTIONS
-from .scripts import share_path
 
 __all__ = ["aclose_async_clients", "async_client_for"]
 

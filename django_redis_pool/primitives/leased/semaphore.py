@@ -5,13 +5,8 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from ..exceptions import backend_errors
-from .base import DEFAULT_KEY_PREFIX, AsyncHold, Hold, LeasedPrimitive
-from .keys import to_ms
-from .lease import Lease
-from .protocol import Mode
-from .records import default_holder
-from .validators import (
+from ...exceptions import backend_errors
+from ..validators import (
     DEFAULT,
     Seconds,
     check_count,
@@ -22,6 +17,11 @@ from .validators import (
     check_timeout,
     renamed,
 )
+from ..wire.keys import to_ms
+from ..wire.protocol import Mode
+from .lease import Lease
+from .primitive import DEFAULT_KEY_PREFIX, AsyncHold, Hold, LeasedPrimitive
+from .records import default_holder
 
 __all__ = ["Semaphore", "check_max_size"]
 

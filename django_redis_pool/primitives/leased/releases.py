@@ -33,12 +33,12 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ..exceptions import BackendUnavailable
-from .deadlines import deadline
-from .steps import Steps
+from ...exceptions import BackendUnavailable
+from ..clients.deadlines import deadline
+from ..wire.steps import Steps
 
 if TYPE_CHECKING:
-    from .channel import Channel
+    from ..wire.channel import Channel
 
 __all__ = ["Released", "Releaser", "continue_in_background", "pending_releases"]
 

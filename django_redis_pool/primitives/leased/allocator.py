@@ -8,14 +8,8 @@ from collections.abc import Iterable, Mapping
 from types import TracebackType
 from typing import Any
 
-from . import counts, records
-from .base import DEFAULT_KEY_PREFIX, AsyncHold, Collected, Hold, LeasedPrimitive
-from .keys import new_token, to_ms
-from .lease import Lease, release_lease_steps
-from .protocol import Mode, Reply
-from .records import default_holder
-from .steps import Steps
-from .validators import (
+from .. import counts
+from ..validators import (
     DEFAULT,
     Seconds,
     check_count,
@@ -25,6 +19,13 @@ from .validators import (
     check_name,
     renamed,
 )
+from ..wire.keys import new_token, to_ms
+from ..wire.protocol import Mode, Reply
+from ..wire.steps import Steps
+from . import records
+from .lease import Lease, release_lease_steps
+from .primitive import DEFAULT_KEY_PREFIX, AsyncHold, Collected, Hold, LeasedPrimitive
+from .records import default_holder
 
 __all__ = ["MAX_KEY_PRIORITY", "AllocatedKey", "Allocator", "AllocatorObject"]
 

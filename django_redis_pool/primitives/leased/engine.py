@@ -36,22 +36,24 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from ..exceptions import (
+from ...exceptions import (
     BackendUnavailable,
     HeldByCaller,
     NotConfigured,
     ResourceUnavailable,
     backend_errors,
 )
-from . import counts, records, releases, wire
-from .channel import MIN_BLOCK, Channel
-from .keys import new_token, to_ms
+from .. import counts
+from ..clients.waits import FOREVER, Wait
+from ..text import text
+from ..wire import packing as wire
+from ..wire.channel import MIN_BLOCK, Channel
+from ..wire.keys import new_token, to_ms
+from ..wire.protocol import Reply, Restore
+from ..wire.steps import Call, Op, Steps, new_op
+from . import records, releases
 from .lease import Lease, release_lease_steps, renew_steps
-from .protocol import Reply, Restore
 from .records import Waiter
-from .steps import Call, Op, Steps, new_op
-from .text import text
-from .waits import FOREVER, Wait
 
 __all__ = ["LeaseEngine"]
 

@@ -9,7 +9,10 @@ import itertools
 import os
 from collections.abc import Callable
 
-__all__ = ["key_prefix", "new_token", "to_ms"]
+__all__ = ["DEFAULT_KEY_PREFIX", "key_prefix", "new_token", "to_ms"]
+
+#: First part of every key name: ``<prefix>:{<kind>:<name>}:...``.
+DEFAULT_KEY_PREFIX = "drp"
 
 
 def to_ms(seconds: float | None) -> int:

@@ -6,14 +6,8 @@ import logging
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from .base import DEFAULT_KEY_PREFIX, AsyncHold, Collected, Hold, LeasedPrimitive
-from .keys import to_ms
-from .lease import Lease
-from .protocol import Mode
-from .records import default_holder
-from .steps import Steps
-from .text import text
-from .validators import (
+from ..text import text
+from ..validators import (
     DEFAULT,
     Seconds,
     check_holder,
@@ -23,6 +17,12 @@ from .validators import (
     check_timeout,
     renamed,
 )
+from ..wire.keys import to_ms
+from ..wire.protocol import Mode
+from ..wire.steps import Steps
+from .lease import Lease
+from .primitive import DEFAULT_KEY_PREFIX, AsyncHold, Collected, Hold, LeasedPrimitive
+from .records import default_holder
 
 __all__ = ["ORDERS", "ResourcePool"]
 

@@ -37,7 +37,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .counts import BUCKETS, Activity
+from ..counts import BUCKETS, Activity
 
 __all__ = [
     "FRESH_FOR",

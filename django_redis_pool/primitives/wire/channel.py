@@ -17,11 +17,12 @@ import functools
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
-from . import counts, wire
-from .async_clients import async_client_for
-from .connections import keeps_deadlines, socket_timeout
-from .driving import arun, is_async_client, run
+from .. import counts
+from ..clients.async_clients import async_client_for
+from ..clients.connections import keeps_deadlines, socket_timeout
+from . import packing
 from .keys import key_prefix, to_ms
+from .runner import arun, is_async_client, run
 from .steps import Op, Steps, new_op
 
 __all__ = ["MIN_BLOCK", "PACKED", "Channel"]
@@ -29,8 +30,8 @@ __all__ = ["MIN_BLOCK", "PACKED", "Channel"]
 T = TypeVar("T")
 
 #: The operations whose arguments are sent packed into one, each by its
-#: encoder in :mod:`.wire` (see ``engine.lua``).
-PACKED = frozenset(wire.ENCODERS)
+#: encoder in :mod:`.packing` (see ``engine.lua``).
+PACKED = frozenset(packing.ENCODERS)
 
 #: The shortest blocking read sent to Redis, in seconds: Redis < 7.0.8 reads a
 #: timeout under about 1 ms as 0, which means "block forever".
@@ -92,10 +93,10 @@ class Channel:
         """The step (``reply = yield channel.op(...)``) that runs operation
         ``op`` (``lua/<op>.lua``) with its own ``args``; those of the
         operations in :data:`PACKED` are sent as one argument, behind the
-        mode, by their encoder (:mod:`.wire`). Its reply comes back decoded, a
+        mode, by their encoder (:mod:`.packing`). Its reply comes back decoded, a
         Redis error of it translated (:func:`.driving.run`)."""
         if op in PACKED:  # (with the mode: "mode|arg|arg...", split by engine.lua)
-            args = (self.key, wire.ENCODERS[op](self.packed_mode, *args))
+            args = (self.key, packing.ENCODERS[op](self.packed_mode, *args))
         else:
             args = (self.key, self.encoded_mode, *args)
         return new_op(Op, (op, args, self.streaks))

@@ -16,18 +16,18 @@ import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ..exceptions import CorruptRecord, PoolError, backend_errors
-from . import counts
-from .channel import MIN_BLOCK
-from .connections import waits_client
-from .deadlines import deadline
-from .keys import to_ms
-from .protocol import TaskStatus
-from .queue_task import Task, dumps, error_message, task_from_fields
-from .text import printable, text
+from ...exceptions import CorruptRecord, PoolError, backend_errors
+from .. import counts
+from ..clients.connections import waits_client
+from ..clients.deadlines import deadline
+from ..text import printable, text
+from ..wire.channel import MIN_BLOCK
+from ..wire.keys import to_ms
+from ..wire.protocol import TaskStatus
+from .task import Task, dumps, error_message, task_from_fields
 
 if TYPE_CHECKING:
-    from .channel import Channel
+    from ..wire.channel import Channel
 
 __all__ = ["Budget", "Served", "Worker", "run_workers"]
 

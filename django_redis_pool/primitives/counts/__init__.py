@@ -35,13 +35,16 @@ from collections.abc import Generator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from . import deadlines
+from ..clients import deadlines
 
 __all__ = [
     "BUCKETS",
     "DECIDED_LIMIT",
+    "FAST",
     "FIELDS",
+    "HELPERS",
     "NO_COUNTS",
+    "OPERATIONS",
     "Activity",
     "Counts",
     "Owner",
@@ -53,6 +56,13 @@ __all__ = [
 ]
 
 logger = logging.getLogger("django_redis_pool")
+
+#: The family's named operations, each ``<op>.lua`` beside this file.
+OPERATIONS = ("counts_add", "counts_read")
+#: On the EVALSHA path: operation -> the script of its common case: none.
+FAST: dict[str, str] = {}
+#: The family's helper files: none (its operations use ``engine.lua``'s).
+HELPERS: tuple[str, ...] = ()
 
 #: Upper bounds (seconds) of the wait and hold time histograms' buckets; a
 #: last bucket takes what is longer.

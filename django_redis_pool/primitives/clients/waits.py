@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import time
 
+from ..validators import MAX_SECONDS, check_timeout
 from .deadlines import DEADLINE_SLACK, deadline
 from .stopwatch import Stopwatch
-from .validators import MAX_SECONDS, check_timeout
 
 __all__ = ["FOREVER", "Wait"]
 

@@ -1,8 +1,11 @@
 """How the primitives' Lua runs: one function library on Redis >= 7, else EVALSHA.
 
-``lua/engine.lua`` holds the keys, the constants and the shared helpers, the
-``lua/engine_<family>.lua`` files the helpers of leases, allocators and task
-queues (:data:`HELPERS`), each operation its own ``lua/<op>.lua``.
+``engine.lua`` (beside this module) holds the keys, the constants and the
+shared helpers; each family of primitives (:data:`FAMILIES`) declares its
+operations in its package, its Lua beside its Python: its helper files
+(``leased/engine_lease.lua``, ``leased/engine_alloc.lua``,
+``queue/engine_queue.lua``: :data:`HELPERS`), each operation its own
+``<family>/<op>.lua``.
 Two ways of running them share the same source, keys and semantics, so
 clients on either path may serve one primitive together:
 
@@ -51,15 +54,18 @@ from typing import Any
 
 from redis.exceptions import NoPermissionError, NoScriptError, ResponseError
 
-from ..exceptions import PoolError
+from ...exceptions import PoolError
+from .. import counts, leased, queue, ratelimit, wire
 from . import permissions
 from .protocol import Reply
 from .steps import Call, Op, Steps
 
 __all__ = [
+    "FAMILIES",
     "FAST",
     "HELPERS",
     "LIBRARY_NAME",
+    "LUA_FILES",
     "MISS",
     "NUM_KEYS",
     "OPERATIONS",
@@ -68,13 +74,34 @@ __all__ = [
     "ScriptRunner",
     "guarded",
     "library_source",
+    "load_lua",
     "runner_for",
     "script_sha",
     "script_source",
     "share_path",
 ]
 
-_LUA_DIR = Path(__file__).with_name("lua")
+#: The families of primitives whose Lua runs here, each a package that
+#: declares its own operations beside their Lua (``OPERATIONS``, one
+#: ``<op>.lua`` each; ``FAST``, the common-case script of some; ``HELPERS``,
+#: its files of helpers), in the order their helpers are defined: a helper
+#: comes before any later family's helper that calls it, and this package's
+#: ``engine.lua`` (the header: the keys, the constants, ``begin``, and the
+#: helpers every family shares) first.
+FAMILIES = (wire, leased, queue, counts, ratelimit)
+
+#: Every named operation of every family.
+OPERATIONS = tuple(op for family in FAMILIES for op in family.OPERATIONS)
+#: On the EVALSHA path: operation -> the script of its common case, run first.
+FAST = {op: fast for family in FAMILIES for op, fast in family.FAST.items()}
+#: The files of the helpers, by family, in the order their helpers are defined.
+HELPERS = tuple(name for family in FAMILIES for name in family.HELPERS)
+#: Every Lua file by name (without ``.lua``): in the folder of its family.
+LUA_FILES = {
+    name: Path(family.__file__).with_name(f"{name}.lua")
+    for family in FAMILIES
+    for name in (*family.HELPERS, *family.OPERATIONS, *family.FAST.values())
+}
 _lua_cache: dict[str, str] = {}
 
 
@@ -83,56 +110,11 @@ def load_lua(*names: str) -> str:
     parts = []
     for name in names:
         if name not in _lua_cache:
-            _lua_cache[name] = (_LUA_DIR / f"{name}.lua").read_text()
+            _lua_cache[name] = LUA_FILES[name].read_text()
         parts.append(_lua_cache[name])
     return "\n".join(parts)
 
 
-#: Every named operation of every primitive, one ``lua/<name>.lua`` each.
-OPERATIONS = (
-    "acquire",
-    "release",
-    "renew",
-    "wait",
-    "withdraw",
-    "gc",
-    "read",
-    "pool_associate",
-    "pool_disassociate",
-    "sem_set_max",
-    "alloc_extend",
-    "alloc_shrink",
-    "alloc_malloc",
-    "alloc_health",
-    "alloc_bind",
-    "alloc_gc",
-    "alloc_read",
-    "queue_enqueue",
-    "queue_take",
-    "queue_beat",
-    "queue_leave",
-    "queue_halt",
-    "queue_finish",
-    "queue_progress",
-    "queue_withdraw",
-    "queue_collect",
-    "queue_admin",
-    "queue_gc",
-    "queue_read",
-    "counts_add",
-    "counts_read",
-    "ratelimit_decide",
-    "ratelimit_refund",
-    "ratelimit_read",
-    "ratelimit_reset",
-)
-#: On the EVALSHA path: operation -> the script of its common case, run first.
-FAST = {
-    "acquire": "acquire_fast",
-    "release": "release_fast",
-    "renew": "renew_fast",
-    "alloc_malloc": "alloc_malloc_fast",
-}
 #: Calls of an operation that skip its common-case script after it said 'slow'.
 SLOW_STREAK = 8
 _SLOW = (Reply.SLOW.encode(), Reply.SLOW)
@@ -173,13 +155,6 @@ def _inline(code: str) -> str:
     EVALSHA script (a lookup and an allocation each), a literal costs nothing."""
     constants = _constants()
     return _TOKEN.sub(lambda m: constants.get(m.group(), m.group()), code)
-
-
-#: The files of the engine's helpers, by family, in the order their helpers
-#: are defined (a helper comes before any later file's helper that calls it):
-#: ``engine.lua`` holds the header (the keys, the constants, ``begin``) and
-#: the helpers every family shares.
-HELPERS = ("engine", "engine_lease", "engine_alloc", "engine_queue")
 
 
 @cache

@@ -39,14 +39,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from . import counts, wire
-from .base import DEFAULT_KEY_PREFIX
-from .channel import Channel
-from .counts import Activity
-from .protocol import Mode
-from .steps import Local, Op, Steps
-from .validators import check_client, check_count, check_duration, check_name
-from .waits import Wait
+from .. import counts
+from ..clients.waits import Wait
+from ..counts import Activity
+from ..validators import check_client, check_count, check_duration, check_name
+from ..wire import packing
+from ..wire.channel import Channel
+from ..wire.keys import DEFAULT_KEY_PREFIX
+from ..wire.protocol import Mode
+from ..wire.steps import Local, Op, Steps
 
 __all__ = [
     "INDEX_LIMIT",
@@ -176,8 +177,8 @@ class RateLimiter:
         #: Every key of the limiter is this base plus a suffix (``engine.lua``).
         self.base = self._channel.base
         #: What every decision's packed argument starts with: the mode, the
-        #: interval and the burst (:func:`.wire.ratelimit_decide`).
-        self._packed_head = wire.ratelimit_head(Mode.RATELIMIT, self.interval_us, self.burst)
+        #: interval and the burst (:func:`.packing.ratelimit_decide`).
+        self._packed_head = packing.ratelimit_head(Mode.RATELIMIT, self.interval_us, self.burst)
         #: A limited key's own base is this, the key and "}" (:meth:`key_base`).
         self._key_head = self.base[:-1] + ":"
         self._mode = Mode.RATELIMIT.encode()
@@ -244,7 +245,8 @@ class RateLimiter:
         wait_ms = 0 if timeout == 0 else Wait.of(timeout).wire_ms()
         keybase = f"{self._key_head}{key}}}".encode()
         reply = yield Op(
-            "ratelimit_decide", (keybase, wire.ratelimit_decide(self._packed_head, cost, wait_ms))
+            "ratelimit_decide",
+            (keybase, packing.ratelimit_decide(self._packed_head, cost, wait_ms)),
         )
         if reply[0] == "0":
             self._counts.add(counts.REFUSED_LIMITED)

@@ -18,13 +18,20 @@ import uuid
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from ..exceptions import BackendUnavailable, PoolError, ResourceUnavailable, backend_errors
-from . import counts
-from .base import DEFAULT_KEY_PREFIX
-from .channel import MIN_BLOCK, Channel
-from .keys import to_ms
-from .protocol import Mode, TaskStatus
-from .queue_task import (
+from ...exceptions import BackendUnavailable, PoolError, ResourceUnavailable, backend_errors
+from .. import counts
+from ..validators import (
+    check_client,
+    check_duration,
+    check_instant,
+    check_name,
+    check_timeout,
+)
+from ..wire.channel import MIN_BLOCK, Channel
+from ..wire.keys import DEFAULT_KEY_PREFIX, to_ms
+from ..wire.protocol import Mode, TaskStatus
+from ..wire.steps import Call, Local, Steps
+from .task import (
     MAX_PAYLOAD,
     Task,
     check_payload_limit,
@@ -33,15 +40,7 @@ from .queue_task import (
     task_from_fields,
     task_from_flat,
 )
-from .queue_worker import run_workers
-from .steps import Call, Local, Steps
-from .validators import (
-    check_client,
-    check_duration,
-    check_instant,
-    check_name,
-    check_timeout,
-)
+from .worker import run_workers
 
 __all__ = ["Task", "TaskExecutePolicy", "TaskFailed", "TaskQueue", "WorkerLost"]
 
@@ -62,7 +61,7 @@ class WorkerLost(TaskFailed):
     """A task failed by the queue, not by its handler: its worker died or
     stalled (no heartbeat within the visibility timeout) on each of its
     ``max_attempts`` deliveries. Its stored error is
-    ``"django_redis_pool.primitives.queue.WorkerLost: its worker died or stalled
+    ``"django_redis_pool.primitives.queue.taskqueue.WorkerLost: its worker died or stalled
     on each of its N attempt(s)"``, and :meth:`TaskQueue.query` raises it for
     such a task."""
 

@@ -16,9 +16,9 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
-from ..exceptions import CorruptRecord
+from ...exceptions import CorruptRecord
+from ..text import printable
 from .lease import Lease, LeaseOwner
-from .text import printable
 
 logger = logging.getLogger("django_redis_pool")
 

@@ -10,13 +10,8 @@ from collections.abc import Callable
 from types import TracebackType
 from typing import Any
 
-from ..exceptions import HeldByCaller, NotOwned, ResourceUnavailable
-from . import records
-from .base import DEFAULT_KEY_PREFIX, AsyncHold, Hold, LeasedPrimitive
-from .lease import Lease, release_lease_steps
-from .protocol import Mode
-from .steps import Steps
-from .validators import (
+from ...exceptions import HeldByCaller, NotOwned, ResourceUnavailable
+from ..validators import (
     DEFAULT,
     Seconds,
     check_holder,
@@ -24,6 +19,11 @@ from .validators import (
     check_timeout,
     renamed,
 )
+from ..wire.protocol import Mode
+from ..wire.steps import Steps
+from . import records
+from .lease import Lease, release_lease_steps
+from .primitive import DEFAULT_KEY_PREFIX, AsyncHold, Hold, LeasedPrimitive
 
 __all__ = ["Lock"]
 

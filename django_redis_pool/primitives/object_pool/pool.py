@@ -14,12 +14,9 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from ..exceptions import NotOwned, PoolError, ResourceUnavailable
-from .driving import CancelWatch
-from .global_limit import GlobalLimit, Limit
-from .lease import Lease
-from .object_waiters import Waiter, WaitLine
-from .validators import (
+from ...exceptions import NotOwned, PoolError, ResourceUnavailable
+from ..leased.lease import Lease
+from ..validators import (
     DEFAULT,
     Seconds,
     check_count,
@@ -29,6 +26,9 @@ from .validators import (
     check_timeout,
     renamed,
 )
+from ..wire.runner import CancelWatch
+from .global_limit import GlobalLimit, Limit
+from .waiters import Waiter, WaitLine
 
 __all__ = ["ObjectPool"]
 

@@ -25,16 +25,18 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from redis import BlockingConnectionPool, ConnectionPool
 
-from ..exceptions import BackendUnavailable, PoolError
-from . import counts, releases, wire
-from .deadlines import DEADLINE_SLACK, deadline
-from .keys import new_token
-from .protocol import Mode
-from .steps import Op, Steps, new_op
-from .validators import DEFAULT, Seconds
+from ...exceptions import BackendUnavailable, PoolError
+from .. import counts
+from ..clients.deadlines import DEADLINE_SLACK, deadline
+from ..validators import DEFAULT, Seconds
+from ..wire import packing
+from ..wire.keys import new_token
+from ..wire.protocol import Mode
+from ..wire.steps import Op, Steps, new_op
+from . import releases
 
 if TYPE_CHECKING:
-    from .channel import Channel
+    from ..wire.channel import Channel
 
 __all__ = ["Lease", "LeaseOwner", "lost_listeners", "release_lease_steps", "renew_steps"]
 
@@ -351,7 +353,7 @@ def release_lease_steps(
     channel = lease._owner.channel
     request = new_token()
     # (the owner's release_steps, written out: on every release)
-    packed = wire.release(channel.packed_mode, lease.token, request, "", 0, lease.resource)
+    packed = packing.release(channel.packed_mode, lease.token, request, "", 0, lease.resource)
     step = new_op(Op, ("release", (channel.key, packed), channel.streaks))
     try:
         if bounded:

@@ -7,17 +7,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from ..exceptions import ResourceUnavailable
-from . import counts, records, turns
-from .channel import Channel
-from .counts import Activity
-from .deadlines import deadline
-from .keys import to_ms
-from .lease import Lease
-from .lease_engine import LeaseEngine
-from .records import Waiter
-from .steps import Steps
-from .validators import (
+from ...exceptions import ResourceUnavailable
+from .. import counts
+from ..clients.deadlines import deadline
+from ..counts import Activity
+from ..validators import (
     check_client,
     check_count,
     check_holder,
@@ -25,6 +19,13 @@ from .validators import (
     check_max_waiting,
     check_name,
 )
+from ..wire.channel import Channel
+from ..wire.keys import DEFAULT_KEY_PREFIX, to_ms
+from ..wire.steps import Steps
+from . import records, turns
+from .engine import LeaseEngine
+from .lease import Lease
+from .records import Waiter
 
 __all__ = [
     "DEFAULT_KEY_PREFIX",
@@ -39,9 +40,6 @@ __all__ = [
 
 
 logger = logging.getLogger("django_redis_pool")
-
-#: First part of every key name: ``<prefix>:{<kind>:<name>}:...``.
-DEFAULT_KEY_PREFIX = "drp"
 
 
 class Hold:

@@ -15,9 +15,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..exceptions import CorruptRecord
-from .protocol import TaskStatus
-from .text import is_text, printable, text
+from ...exceptions import CorruptRecord
+from ..text import is_text, printable, text
+from ..wire.protocol import TaskStatus
 
 __all__ = [
     "MAX_PAYLOAD",

@@ -14,11 +14,11 @@ import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Union
 
-from ..exceptions import NotConfigured, ResourceUnavailable
-from .lease import Lease
+from ...exceptions import NotConfigured, ResourceUnavailable
+from ..leased.lease import Lease
 
 if TYPE_CHECKING:
-    from .semaphore import Semaphore
+    from ..leased.semaphore import Semaphore
 
 __all__ = ["GlobalLimit", "Limit", "semaphore_by_name"]
 

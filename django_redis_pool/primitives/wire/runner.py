@@ -26,12 +26,12 @@ import time
 from collections.abc import Iterator
 from typing import Any, TypeVar
 
-from ..exceptions import translated
-from .connections import waits_client
-from .deadlines import current_deadline, expired
+from ...exceptions import translated
+from ..clients.connections import waits_client
+from ..clients.deadlines import current_deadline, expired
+from ..text import text
 from .scripts import MISS, runner_for
 from .steps import Call, Local, Op, Steps, single
-from .text import text
 
 __all__ = ["CancelWatch", "arun", "is_async_client", "run"]
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..exceptions import docs_url
+from ...exceptions import docs_url
 from .steps import Call, Steps
 
 __all__ = [
