@@ -283,7 +283,7 @@ class LeasedPrimitive:
         self._channel = Channel(
             client, kind=self.kind, name=self.name, mode=mode, prefix=self.key_prefix
         )
-        #: The lease protocol over it (:mod:`.lease_engine`).
+        #: The lease protocol over it (:mod:`.engine`).
         self._engine = LeaseEngine(self._channel, default_max=default_max, heal=heal)
         #: Its refusals' estimates, kept a short while (:mod:`.turns`).
         self._turns = turns.Turns()

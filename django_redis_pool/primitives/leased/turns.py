@@ -205,7 +205,7 @@ class Queue:
 
     @classmethod
     def of(cls, snapshot: Any) -> Queue:
-        """The queue of a :class:`.base.Snapshot` (one page of it)."""
+        """The queue of a :class:`.primitive.Snapshot` (one page of it)."""
         now = snapshot.now
         holds = tuple(
             LiveHold(

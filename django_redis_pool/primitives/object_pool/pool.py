@@ -300,7 +300,7 @@ class ObjectPool(Generic[T]):
 
     def _queue(self, priority: int, on_ready: Callable[[], object] | None = None) -> Any:
         """An idle object now (an :class:`_Item`), or a place among the waiters
-        (a :class:`.object_waiters.Waiter`, served by :meth:`_dispense`)."""
+        (a :class:`.waiters.Waiter`, served by :meth:`_dispense`)."""
         if not self.test_on_borrow:
             with self._lock:  # the common case: an idle object, nobody waiting, no Redis
                 if self._idle and not self._line.pending and not self._draining:

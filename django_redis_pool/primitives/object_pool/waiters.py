@@ -1,4 +1,4 @@
-"""The callers waiting for an object of an :class:`.object_pool.ObjectPool`.
+"""The callers waiting for an object of an :class:`.pool.ObjectPool`.
 
 A :class:`WaitLine` orders them by priority (larger first), then by arrival;
 each :class:`Waiter` is served once (an object, or an error) or gives up. The

@@ -1,6 +1,6 @@
--- The lease engine's helpers of task queues: ready tasks, a task's fields,
--- its end, and the bounded upkeep of deferred tasks and dead workers (see
--- engine.lua for the keys).
+-- The task queue's helpers: ready tasks, a task's fields, its end, and the
+-- bounded upkeep of deferred tasks and dead workers (on the header of
+-- wire/engine.lua, which names the keys).
 
 -- @fn queue_ready
 -- Task queues: make task `id` (of `name`) ready for a worker and wake one idle

@@ -2,8 +2,8 @@
 gets, and what :meth:`.queue.TaskQueue.get_task` reads), the JSON its params,
 results and progress are written as (:func:`dumps`), how it is read from its
 hash in Redis (:func:`task_from_fields`) and how a handler's error is stored
-(:func:`error_message`). The queue's operations are :mod:`.queue`'s, its
-workers :mod:`.queue_worker`'s. Nothing here imports Django."""
+(:func:`error_message`). The queue's operations are :mod:`.taskqueue`'s, its
+workers :mod:`.worker`'s. Nothing here imports Django."""
 
 from __future__ import annotations
 

@@ -2,8 +2,8 @@
 reliable delivery and results (redis-allocator's RedisTaskQueue, made safe).
 
 This module holds the queue's operations (enqueue, read, query, upkeep) and
-its errors; the task itself and its encoding are :mod:`.queue_task`'s, the
-workers of :meth:`TaskQueue.listen` :mod:`.queue_worker`'s. Every public name
+its errors; the task itself and its encoding are :mod:`.task`'s, the
+workers of :meth:`TaskQueue.listen` :mod:`.worker`'s. Every public name
 of those is importable from here too."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """RateLimiter: at most ``rate`` units per ``per`` seconds per key, decided in Redis.
 
-Each decision is one Lua operation (``lua/ratelimit_decide.lua``, run by the
+Each decision is one Lua operation (``ratelimit_decide.lua``, beside this module, run by the
 lease engine's script runner: a function of the library on Redis >= 7, else
 EVALSHA; Redis Cluster too), so it is exact under any concurrency: GCRA (the
 generic cell rate algorithm, a token bucket kept as one timestamp) on the Redis

@@ -2,11 +2,11 @@
 
 Every primitive talks to Redis through one :class:`Channel`: it names the
 primitive's keys (one base under the hash tag ``{kind:name}``), makes the step
-of a named operation (``lua/<op>.lua``, run as a Redis 7 function or by
+of a named operation (``<family>/<op>.lua``, run as a Redis 7 function or by
 EVALSHA: :mod:`.scripts`), runs an operation written as a generator of steps
-(:mod:`.driving`) on the blocking client or on the event loop, and keeps the
+(:mod:`.runner`) on the blocking client or on the event loop, and keeps the
 counts of what the primitive did (:mod:`.counts`). What is leased and how
-(grants, renewals, releases) is the lease engine's (:mod:`.lease_engine`),
+(grants, renewals, releases) is the lease engine's (:mod:`.leased.engine`),
 used by the leased primitives only; the task queue and the rate limiter use a
 channel alone. Nothing here imports Django.
 """
@@ -91,10 +91,10 @@ class Channel:
 
     def op(self, op: str, *args: Any) -> Op:
         """The step (``reply = yield channel.op(...)``) that runs operation
-        ``op`` (``lua/<op>.lua``) with its own ``args``; those of the
+        ``op`` (``<family>/<op>.lua``) with its own ``args``; those of the
         operations in :data:`PACKED` are sent as one argument, behind the
         mode, by their encoder (:mod:`.packing`). Its reply comes back decoded, a
-        Redis error of it translated (:func:`.driving.run`)."""
+        Redis error of it translated (:func:`.runner.run`)."""
         if op in PACKED:  # (with the mode: "mode|arg|arg...", split by engine.lua)
             args = (self.key, packing.ENCODERS[op](self.packed_mode, *args))
         else:
@@ -115,7 +115,7 @@ class Channel:
         """Run the operation ``steps`` on this event loop's asyncio client: the
         client itself if it is one, else the twin of the blocking client
         (:func:`.async_clients.async_client_for`). (Not a coroutine function
-        itself: the coroutine it returns is :func:`.driving.arun`'s, one frame
+        itself: the coroutine it returns is :func:`.runner.arun`'s, one frame
         less on every resumption of an awaited call.)"""
         return arun(self.client if self.is_async else async_client_for(self.client), steps)
 

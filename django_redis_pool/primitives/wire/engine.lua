@@ -1,8 +1,9 @@
--- The lease engine: the keys, the constants, begin() and the helpers shared by
--- every family of operations (engine_lease.lua, engine_alloc.lua and
--- engine_queue.lua hold the helpers of leases, allocators and task queues).
+-- The header of every operation of every family: the keys, the constants,
+-- begin() and the helpers they all share. Each family's own helpers are in its
+-- package, beside its Python and its operations: leased/engine_lease.lua and
+-- leased/engine_alloc.lua (leases, allocators), queue/engine_queue.lua.
 --
--- The same source serves two ways of running (see engine.py):
+-- The same source serves two ways of running (see scripts.py, beside this):
 --   * Redis >= 7: one function library holding every operation, loaded once
 --     (FUNCTION LOAD), so nothing here is rebuilt per call;
 --   * EVALSHA (Redis 6.2, Cluster, or where FUNCTION LOAD is refused): one

@@ -5,7 +5,7 @@ The operations run on every acquire, release and decision take their own
 arguments joined by "|" into one (``args[2]`` of the scripts; the last field
 may hold "|"): one argument to send and one pattern match to read, instead of
 one per value. Those of a primitive's own keys carry its mode in front of
-them (``"mode|..."``, split back by ``begin()`` in ``lua/engine.lua``): the
+them (``"mode|..."``, split back by ``begin()`` in ``engine.lua``): the
 ``head`` each encoder takes is :attr:`.channel.Channel.packed_mode`. Nothing
 else in the package builds a packed argument (``tests/primitives/test_wire.py``
 checks it), so the Python side and the Lua side of each one are read side by
@@ -33,7 +33,7 @@ __all__ = [
 ]
 
 
-# Parsed by ``acquire_request`` in lua/engine_lease.lua (for acquire.lua and
+# Parsed by ``acquire_request`` in leased/engine_lease.lua (for acquire.lua and
 # acquire_fast.lua). ``wait_ms``: the wait's wire value (-1 forever, 0 do not
 # wait, n > 0 ms left); ``max_waiting`` -1 for no limit; the holder last.
 def acquire(
@@ -55,7 +55,7 @@ def acquire(
     ).encode()
 
 
-# Parsed by the first line of lua/release.lua (and of lua/release_fast.lua).
+# Parsed by the first line of leased/release.lua (and of leased/release_fast.lua).
 # ``fence``: '' for any; ``force``: 1 for an operator's force-release; the
 # resource last.
 def release(
@@ -65,34 +65,34 @@ def release(
     return f"{head}{token}|{request}|{fence}|{force}|{resource}".encode()
 
 
-# Parsed by ``renew_request`` in lua/engine_lease.lua (for lua/renew.lua).
+# Parsed by ``renew_request`` in leased/engine_lease.lua (for leased/renew.lua).
 # ``lease_ms``: -1 no expiry, -2 the lease's own duration; the resource last.
 def renew(head: str, token: str, lease_ms: int, resource: str) -> bytes:
     """The renew operation's packed argument."""
     return f"{head}{token}|{lease_ms}|{resource}".encode()
 
 
-# Parsed by the first line of lua/wait.lua: the waiter's token | its liveness
+# Parsed by the first line of leased/wait.lua: the waiter's token | its liveness
 # window in ms.
 def wait(head: str, token: str, alive_ms: int) -> bytes:
     """The wait (check-in) operation's packed argument."""
     return f"{head}{token}|{alive_ms}".encode()
 
 
-# Read whole by lua/withdraw.lua: the waiter's token.
+# Read whole by leased/withdraw.lua: the waiter's token.
 def withdraw(head: str, token: str) -> bytes:
     """The withdraw operation's packed argument."""
     return f"{head}{token}".encode()
 
 
-# Parsed by ``malloc_args`` in lua/engine_alloc.lua (for lua/alloc_malloc.lua
-# and lua/alloc_malloc_fast.lua); ``tail`` is "heal\nbinding name\nholder".
+# Parsed by ``malloc_args`` in leased/engine_alloc.lua (for leased/alloc_malloc.lua
+# and leased/alloc_malloc_fast.lua); ``tail`` is "heal\nbinding name\nholder".
 def alloc_malloc(head: str, token: str, lease_ms: int, bind_ms: int, tail: str) -> bytes:
     """The malloc operation's packed argument."""
     return f"{head}{token}|{lease_ms}|{bind_ms}|{tail}".encode()
 
 
-# Parsed by the first line of lua/ratelimit_decide.lua. ``head`` is
+# Parsed by the first line of ratelimit/ratelimit_decide.lua. ``head`` is
 # "ratelimit|interval µs|burst|" (:func:`ratelimit_head`); ``wait_ms``: the
 # wait's wire value (-1 forever, 0 do not wait, n > 0 ms left).
 def ratelimit_decide(head: str, cost: int, wait_ms: int) -> bytes:

@@ -29,7 +29,7 @@ __all__ = [
     "message",
 ]
 
-#: The commands the scripts run (``lua/*.lua``), each with the arguments its
+#: The commands the scripts run (every family's ``*.lua``), each with the arguments its
 #: probe runs it with: ``{k}`` is a throw-away key of the probe's own.
 _PROBES: tuple[tuple[str, str], ...] = (
     ("SET", "{k}:s 1 PX 60000"),

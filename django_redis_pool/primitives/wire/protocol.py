@@ -1,7 +1,7 @@
-"""The words the Python side and the Lua scripts (``lua/``) exchange.
+"""The words the Python side and the Lua scripts (each family's ``*.lua``) exchange.
 
 Every constant here has a twin of the same value among the local constants
-at the top of ``lua/engine.lua``, which every script carries: ``Mode.SEM``
+at the top of ``engine.lua`` (beside this module), which every script carries: ``Mode.SEM``
 is ``MODE_SEM`` there, ``Reply.SLOW`` is ``REPLY_SLOW``, ``Restore.HEAL`` is
 ``RESTORE_HEAL``, ``TaskStatus.DONE`` is ``TASK_DONE`` (``tests/primitives/test_engine.py``
 checks that they agree). Both sides use the names,

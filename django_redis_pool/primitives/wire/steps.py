@@ -1,10 +1,10 @@
-"""What an operation yields: the steps that :mod:`.driving` runs.
+"""What an operation yields: the steps that :mod:`.runner` runs.
 
 An operation that talks to Redis is a generator (:data:`Steps`) that yields
 each step it needs and is sent back its reply: a :class:`Call` of a redis-py
 method, an :class:`Op` (a named operation, run by :mod:`.scripts`) or a
 :class:`Local` function of this process. This module only names them, so
-that :mod:`.scripts` (which yields calls) and :mod:`.driving` (which runs every
+that :mod:`.scripts` (which yields calls) and :mod:`.runner` (which runs every
 step, an engine operation by :mod:`.scripts`) depend on it and not on each
 other. Nothing here imports Django.
 """
@@ -30,7 +30,8 @@ class Call(NamedTuple):
 
 
 class Op(NamedTuple):
-    """A named operation (``lua/<op>.lua``), run by the client's :class:`.scripts.ScriptRunner`."""
+    """A named operation (``<family>/<op>.lua``), run by the client's
+    :class:`.scripts.ScriptRunner`."""
 
     op: str
     keys_and_args: tuple[Any, ...]
