@@ -172,7 +172,7 @@ def _with_default_timeouts(
 
 def _keeping_deadlines(url: str, options: dict[str, Any]) -> dict[str, Any]:
     """``options`` with the connection class that keeps deadlines (see
-    :mod:`.primitives.deadlines`) for ``url``'s scheme, unless one is set."""
+    :mod:`.primitives.clients.deadlines`) for ``url``'s scheme, unless one is set."""
     scheme = url.split("://", 1)[0].lower()
     if "connection_class" in options or scheme not in CONNECTION_CLASSES:
         return options

@@ -19,7 +19,7 @@ from django.core.exceptions import SuspiciousOperation
 from django.core.management import call_command
 
 from django_redis_pool import get_queue
-from django_redis_pool.primitives.queue.taskqueue import WorkerLost
+from django_redis_pool.primitives.queue import WorkerLost
 from django_redis_pool.tasks import TASK_NAME
 
 try:

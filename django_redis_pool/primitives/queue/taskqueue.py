@@ -31,6 +31,7 @@ from ..wire.channel import MIN_BLOCK, Channel
 from ..wire.keys import DEFAULT_KEY_PREFIX, to_ms
 from ..wire.protocol import Mode, TaskStatus
 from ..wire.steps import Call, Local, Steps
+from . import TaskFailed, WorkerLost
 from .task import (
     MAX_PAYLOAD,
     Task,
@@ -45,25 +46,6 @@ from .worker import run_workers
 __all__ = ["Task", "TaskExecutePolicy", "TaskFailed", "TaskQueue", "WorkerLost"]
 
 logger = logging.getLogger("django_redis_pool")
-
-
-class TaskFailed(PoolError):
-    """A task's handler raised (or returned something that is not JSON, or its
-    worker died on every attempt: :class:`WorkerLost`). The message is the
-    handler's error; the traceback is stored with the task (``Task.traceback``)."""
-
-    def __init__(self, message: str, task: Task | None = None) -> None:
-        super().__init__(message)
-        self.task = task
-
-
-class WorkerLost(TaskFailed):
-    """A task failed by the queue, not by its handler: its worker died or
-    stalled (no heartbeat within the visibility timeout) on each of its
-    ``max_attempts`` deliveries. Its stored error is
-    ``"django_redis_pool.primitives.queue.taskqueue.WorkerLost: its worker died or stalled
-    on each of its N attempt(s)"``, and :meth:`TaskQueue.query` raises it for
-    such a task."""
 
 
 #: How the stored error of a task failed by the queue starts (``engine.lua``).

@@ -121,7 +121,7 @@
 -- permits it asks for|holder
 
 -- The words the scripts and the Python side exchange, never written bare:
--- primitives/protocol.py holds their twins, of the same values.
+-- protocol.py (beside this file) holds their twins, of the same values.
 -- Modes (args[1], MODE):
 local MODE_FIFO = 'fifo'        -- a pool: available longest first
 local MODE_LIFO = 'lifo'        -- a pool: released last first
