@@ -19,14 +19,14 @@ from .exceptions import (
     PoolError,
     ResourceUnavailable,
 )
-from .primitives.allocator import AllocatedKey, Allocator, AllocatorObject
-from .primitives.lease import Lease
-from .primitives.lock import Lock
-from .primitives.object_pool import ObjectPool
-from .primitives.pool import ResourcePool
-from .primitives.queue import Task, TaskExecutePolicy, TaskFailed, TaskQueue, WorkerLost
-from .primitives.ratelimit import Decision, KeyState, RateLimiter
-from .primitives.semaphore import Semaphore
+from .primitives.leased.allocator import AllocatedKey, Allocator, AllocatorObject
+from .primitives.leased.lease import Lease
+from .primitives.leased.lock import Lock
+from .primitives.leased.pool import ResourcePool
+from .primitives.leased.semaphore import Semaphore
+from .primitives.object_pool.pool import ObjectPool
+from .primitives.queue.taskqueue import Task, TaskExecutePolicy, TaskFailed, TaskQueue, WorkerLost
+from .primitives.ratelimit.limiter import Decision, KeyState, RateLimiter
 from .primitives.validators import DEFAULT
 
 if TYPE_CHECKING:

@@ -29,7 +29,7 @@ class DjangoRedisPoolConfig(AppConfig):
         from . import checks, registry
         from .dashboard.panels import register_panels
         from .kinds import accessors  # noqa: F401 (a GLOBAL_LIMIT found by name)
-        from .primitives import lease
+        from .primitives.leased import lease
 
         django_checks.register(checks.check_settings, checks.TAG)
         django_checks.register(checks.check_deploy, checks.TAG, deploy=True)

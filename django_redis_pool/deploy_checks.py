@@ -15,9 +15,9 @@ from urllib.parse import urlsplit
 
 from . import conf, registry
 from .exceptions import docs_url
-from .primitives import permissions
-from .primitives.driving import run
-from .primitives.keys import key_prefix
+from .primitives.wire import permissions
+from .primitives.wire.keys import key_prefix
+from .primitives.wire.runner import run
 
 __all__ = ["findings"]
 

@@ -21,7 +21,7 @@ from django.http import HttpRequest
 
 from .kinds import Held
 from .outcomes import Refusal
-from .primitives.deadlines import DEADLINE_SLACK
+from .primitives.clients.deadlines import DEADLINE_SLACK
 
 __all__ = [
     "WAITING_THREADS",

@@ -147,7 +147,7 @@ def translated(exc: BaseException) -> BaseException:
     if name == "ResponseError" and any(part in str(exc) for part in _CLUSTER_WORDS):
         return BackendUnavailable(f"Redis Cluster refused a command of the operation: {exc}")
     if isinstance(exc, _UNREACHABLE):
-        if getattr(exc, "answered", False):  # (see primitives.deadlines.expired)
+        if getattr(exc, "answered", False):  # (see primitives.clients.deadlines.expired)
             error = BackendUnavailable(str(exc))
             error.answered = True
             return error

@@ -43,7 +43,7 @@ from .exceptions import NotConfigured, PoolError, ResourceUnavailable
 from .holders import request_holder, request_of, task_holder, user_unread, username_of
 from .kinds import Held
 from .outcomes import Refusal
-from .primitives.deadlines import DEADLINE_SLACK, deadline
+from .primitives.clients.deadlines import DEADLINE_SLACK, deadline
 from .primitives.text import escaped
 from .primitives.validators import (
     DEFAULT,
@@ -334,7 +334,7 @@ class Guard:
     def exit(self, request: HttpRequest | None, held: Held) -> None:
         """Release ``held`` now, waiting at most ``DEADLINE_SLACK`` for Redis;
         never raises. A lease's release that Redis does not answer by then goes
-        on in the background (:mod:`.primitives.releases`); a hold that cannot
+        on in the background (:mod:`.primitives.leased.releases`); a hold that cannot
         be released at all is reclaimed when its lease expires."""
         if held.lease is not None:
             held.lease.stop_auto_renew()

@@ -35,7 +35,7 @@ from django.http import HttpRequest, HttpResponse
 from . import registry
 from .exceptions import PoolError
 from .primitives import counts
-from .primitives.deadlines import deadline
+from .primitives.clients.deadlines import deadline
 
 __all__ = ["RedisPoolCollector", "flush", "metrics_view", "register_collector"]
 

@@ -29,7 +29,7 @@ from . import conf
 from .exceptions import BackendUnavailable, NotConfigured, backend_errors
 from .kinds.builtin import KINDS
 from .kinds.contract import Configured, Kind, Primitive
-from .primitives.connections import (
+from .primitives.clients.connections import (
     CONNECTION_CLASSES,
     MAX_CONNECTIONS,
     DeadlineBackoff,
@@ -172,7 +172,7 @@ def _with_default_timeouts(
 
 def _keeping_deadlines(url: str, options: dict[str, Any]) -> dict[str, Any]:
     """``options`` with the connection class that keeps deadlines (see
-    :mod:`.primitives.deadlines`) for ``url``'s scheme, unless one is set."""
+    :mod:`.primitives.clients.deadlines`) for ``url``'s scheme, unless one is set."""
     scheme = url.split("://", 1)[0].lower()
     if "connection_class" in options or scheme not in CONNECTION_CLASSES:
         return options

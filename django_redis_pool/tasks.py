@@ -52,11 +52,11 @@ from .exceptions import NotConfigured
 from .kinds.accessors import get_queue
 from .kinds.queue import KIND as QUEUE_KIND
 from .kinds.queue import register_runner
-from .primitives.protocol import TaskStatus
-from .primitives.queue import Task as QueueTask
-from .primitives.queue import TaskFailed, TaskQueue
-from .primitives.queue_task import dumps
+from .primitives.queue.task import dumps
+from .primitives.queue.taskqueue import Task as QueueTask
+from .primitives.queue.taskqueue import TaskFailed, TaskQueue
 from .primitives.text import printable
+from .primitives.wire.protocol import TaskStatus
 
 __all__ = ["TASK_NAME", "RedisBackend", "run_django_task", "serves"]
 

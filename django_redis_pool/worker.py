@@ -22,7 +22,7 @@ from django.db import close_old_connections
 
 from . import registry
 from .kinds.queue import KIND
-from .primitives.queue import Task, TaskQueue
+from .primitives.queue.taskqueue import Task, TaskQueue
 
 __all__ = ["closing_connections", "on_signals", "work", "work_in_processes"]
 

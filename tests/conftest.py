@@ -38,7 +38,7 @@ import redis
 from redis.cluster import RedisCluster
 
 from django_redis_pool.primitives import counts
-from django_redis_pool.primitives.channel import Channel
+from django_redis_pool.primitives.wire.channel import Channel
 from django_redis_pool.testing import EmbeddedRedis, EmbeddedRedisCluster, find_redis_binary
 from tests.support.async_bridge import async_path
 from tests.support.client_specs import client_from, spec_of

@@ -428,4 +428,3 @@ def run(args: argparse.Namespace) -> dict[str, Any] | None:
         },
         "skipped": skip,
     }
-

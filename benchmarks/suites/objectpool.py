@@ -23,7 +23,7 @@ from typing import Any
 from benchmarks import servers
 from benchmarks.results import choose, heading, median, plural, say
 from django_redis_pool import Semaphore
-from django_redis_pool.primitives.object_pool import ObjectPool
+from django_redis_pool.primitives.object_pool.pool import ObjectPool
 
 NAME = "objectpool"
 HELP = "ObjectPool vs a LifoQueue pool; Redis commands per object"

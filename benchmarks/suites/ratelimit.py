@@ -255,7 +255,7 @@ def most_in_a_second(calls: list[tuple[float, float]]) -> tuple[int, int]:
 def bench_server(label: str, srv: servers.Server, s: Settings, names: list[str]) -> dict[str, Any]:
     """Everything measured on one server."""
     from django_redis_pool import RateLimiter
-    from django_redis_pool.primitives.scripts import runner_for
+    from django_redis_pool.primitives.wire.scripts import runner_for
 
     url = srv.url
     client = redis.Redis.from_url(url)

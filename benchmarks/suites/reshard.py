@@ -46,7 +46,7 @@ from django_redis_pool import (
     Semaphore,
     TaskQueue,
 )
-from django_redis_pool.primitives.keys import key_prefix
+from django_redis_pool.primitives.wire.keys import key_prefix
 from django_redis_pool.testing import EmbeddedRedisCluster
 from django_redis_pool.testing.reshard import SlotMigration
 

@@ -33,7 +33,7 @@ import redis
 
 from benchmarks import servers
 from benchmarks.results import choose, heading, median, plural, quantile, ratio, say, skipped
-from django_redis_pool.primitives.queue import Task, TaskQueue
+from django_redis_pool.primitives.queue.taskqueue import Task, TaskQueue
 
 NAME = "queue"
 HELP = "TaskQueue vs RQ: tasks/s and enqueue -> start latency"

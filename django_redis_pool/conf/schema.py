@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..kinds.contract import Kind
-from ..primitives.base import DEFAULT_KEY_PREFIX
 from ..primitives.validators import check_seconds
+from ..primitives.wire.keys import DEFAULT_KEY_PREFIX
 
 __all__ = [
     "AUTH_MIDDLEWARE_PATH",
@@ -66,7 +66,7 @@ DEFAULT_CONNECTION: Mapping[str, Any] = {"URL": "redis://127.0.0.1:6379/0"}
 #: Used for connections built from a URL when OPTIONS set neither ``socket_timeout``
 #: nor ``retry``: a refused connection then fails in about a second, and
 #: a hung Redis fails an acquire within its timeout + about 1 s (see
-#: :mod:`..primitives.deadlines`), not after minutes of retrying.
+#: :mod:`..primitives.clients.deadlines`), not after minutes of retrying.
 DEFAULT_SOCKET_TIMEOUT = 5.0
 DEFAULT_RETRIES = 3
 DEFAULT_RETRY_BASE = 0.05

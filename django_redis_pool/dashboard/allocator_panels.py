@@ -10,7 +10,7 @@ from typing import Any
 from django import forms
 
 from ..kinds.leased import LeaseKind
-from ..primitives.allocator import MAX_KEY_PRIORITY
+from ..primitives.leased.allocator import MAX_KEY_PRIORITY
 from . import action, message_or_fail, section
 from .lease_panels import LeaseDisplay, ResourceForm, register
 from .tables import PAGE_SIZE, as_datetime, page_number, paged_table

@@ -19,8 +19,8 @@ from django.template.defaultfilters import pluralize
 from .. import registry
 from ..holders import process_of, request_of
 from ..kinds.leased import LeaseKind, long_hold_note
-from ..primitives.base import Snapshot
-from ..primitives.lease import Lease
+from ..primitives.leased.lease import Lease
+from ..primitives.leased.primitive import Snapshot
 from ..primitives.validators import check_name
 from . import ActionFailed, Summary, action, charts, message_or_fail, section, summary
 from .tables import PAGE_SIZE, as_datetime, page_number, paged_table

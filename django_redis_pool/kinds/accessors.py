@@ -13,14 +13,14 @@ from __future__ import annotations
 from typing import Any
 
 from .. import registry
-from ..primitives import global_limit
-from ..primitives.allocator import Allocator
-from ..primitives.lock import Lock
-from ..primitives.object_pool import ObjectPool
-from ..primitives.pool import ResourcePool
-from ..primitives.queue import TaskQueue
-from ..primitives.ratelimit import RateLimiter
-from ..primitives.semaphore import Semaphore
+from ..primitives.leased.allocator import Allocator
+from ..primitives.leased.lock import Lock
+from ..primitives.leased.pool import ResourcePool
+from ..primitives.leased.semaphore import Semaphore
+from ..primitives.object_pool import global_limit
+from ..primitives.object_pool.pool import ObjectPool
+from ..primitives.queue.taskqueue import TaskQueue
+from ..primitives.ratelimit.limiter import RateLimiter
 from . import allocator, lock, object_pool, pool, queue, ratelimit, semaphore
 
 __all__ = [

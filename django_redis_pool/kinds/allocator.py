@@ -10,7 +10,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from .. import conf
-from ..primitives.allocator import MAX_KEY_PRIORITY, AllocatedKey, Allocator
+from ..primitives.leased.allocator import MAX_KEY_PRIORITY, AllocatedKey, Allocator
 from ..primitives.validators import check_duration, check_name
 from .contract import Ask, Held, Option, Report, validate_bool
 from .leased import LeaseKind, Members, lease_timeout_option

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Generic, Literal, NamedTuple, Protocol, TypeVar
 
 from ..exceptions import NotConfigured
-from ..primitives.lease import Lease
+from ..primitives.leased.lease import Lease
 from ..primitives.validators import Seconds, check_max_waiting
 
 __all__ = [

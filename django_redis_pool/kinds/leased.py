@@ -18,8 +18,8 @@ from typing import Any, ClassVar, NamedTuple, TypeVar
 from .. import conf, signals
 from ..exceptions import ResourceUnavailable
 from ..holders import holder_words, request_of
-from ..primitives.base import AsyncHold, Hold, LeasedPrimitive, Snapshot
-from ..primitives.lease import Lease
+from ..primitives.leased.lease import Lease
+from ..primitives.leased.primitive import AsyncHold, Hold, LeasedPrimitive, Snapshot
 from ..primitives.validators import check_lease_timeout
 from .contract import Ask, Held, Kind, Option, Report
 

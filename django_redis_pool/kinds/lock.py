@@ -8,8 +8,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..exceptions import NotOwned
-from ..primitives.lease import Lease
-from ..primitives.lock import Lock
+from ..primitives.leased.lease import Lease
+from ..primitives.leased.lock import Lock
 from ..primitives.validators import check_timeout
 from .contract import MAX_WAITING, Ask, Held, Option, validate_bool
 from .leased import LeaseKind, lease_timeout_option

@@ -17,7 +17,7 @@ from typing import Any
 
 from .. import conf
 from ..exceptions import NotOwned, ResourceUnavailable
-from ..primitives.object_pool import ObjectPool
+from ..primitives.object_pool.pool import ObjectPool
 from ..primitives.validators import check_count, check_lease_timeout, check_name, check_timeout
 from .contract import MAX_WAITING, Ask, Held, Kind, Option, Report, validate_bool
 

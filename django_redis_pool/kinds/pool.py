@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..primitives.pool import ORDERS, ResourcePool
+from ..primitives.leased.pool import ORDERS, ResourcePool
 from ..primitives.validators import check_name
 from .contract import MAX_WAITING, Ask, Held, Option, Report
 from .leased import LEASE_TIMEOUT, LeaseKind, Members

@@ -13,8 +13,8 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
-from ..primitives.queue import Task, TaskQueue
-from ..primitives.queue_task import MAX_PAYLOAD, check_payload_limit
+from ..primitives.queue.task import MAX_PAYLOAD, check_payload_limit
+from ..primitives.queue.taskqueue import Task, TaskQueue
 from ..primitives.validators import check_duration, check_name
 from .contract import Kind, Option, Report
 
@@ -31,7 +31,7 @@ _handlers_lock = threading.Lock()
 def task(name: str | None = None, *, queue: str = "default") -> Callable[[Handler], Handler]:
     """Register the decorated ``handler(task) -> result`` for tasks ``name``
     (default: the function's dotted path) of the configured queue ``queue``.
-    The handler gets the :class:`~django_redis_pool.primitives.queue.Task`
+    The handler gets the :class:`~django_redis_pool.primitives.queue.taskqueue.Task`
     (``params``, ``update(current, total)``) and returns a JSON result."""
     queue = check_name(queue, "queue")
 

@@ -9,7 +9,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from ..primitives.ratelimit import Decision, RateLimiter
+from ..primitives.ratelimit.limiter import Decision, RateLimiter
 
 __all__ = ["QuotaHeaders", "headers_of", "policy_headers"]
 

@@ -20,7 +20,7 @@ from typing import Any
 
 from .. import conf
 from ..exceptions import ResourceUnavailable
-from ..primitives.ratelimit import MAX_KEY_LENGTH, Decision, RateLimiter
+from ..primitives.ratelimit.limiter import MAX_KEY_LENGTH, Decision, RateLimiter
 from .contract import Ask, EntryWarning, Held, Kind, OptionError, Report
 from .quota_headers import QuotaHeaders, headers_of, policy_headers
 from .ratelimit_keys import KEY_SOURCES, Policy, attach_policy, hashed, policy_of

@@ -17,7 +17,7 @@ from asgiref.sync import sync_to_async
 
 from .. import conf
 from ..client_address import client_ip
-from ..primitives.ratelimit import MAX_KEY_LENGTH, RateLimiter
+from ..primitives.ratelimit.limiter import MAX_KEY_LENGTH, RateLimiter
 from .quota_headers import policy_headers
 
 __all__ = ["KEY_SOURCES", "Policy", "attach_policy", "hashed", "policy_of"]

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from typing import Any, NamedTuple
 
-from ..primitives.ratelimit import check_limits
+from ..primitives.ratelimit.limiter import check_limits
 from .contract import OptionError
 
 __all__ = ["UNITS", "Rate", "check_countable", "parse_rate"]

@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .. import conf
-from ..primitives.semaphore import Semaphore, check_max_size
+from ..primitives.leased.semaphore import Semaphore, check_max_size
 from ..primitives.validators import check_permits
 from .contract import MAX_WAITING, Ask, Held, Option, OptionError, Report
 from .leased import LEASE_TIMEOUT, LeaseKind

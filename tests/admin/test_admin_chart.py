@@ -21,8 +21,8 @@ from django_redis_pool import get_pool, get_queue
 from django_redis_pool.dashboard import charts
 from django_redis_pool.exceptions import BackendUnavailable, PoolError
 from django_redis_pool.primitives import counts
-from django_redis_pool.primitives.base import LeasedPrimitive
 from django_redis_pool.primitives.counts import BUCKETS, Activity
+from django_redis_pool.primitives.leased.primitive import LeasedPrimitive
 from tests.support.admin_fixtures import dashboard_url, detail_url, lease_setting
 from tests.support.admin_pages import dashboard_row, page_text, sparkline, table, text_of
 

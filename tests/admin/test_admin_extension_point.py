@@ -21,9 +21,9 @@ from django.test import Client
 
 from django_redis_pool import dashboard as panels
 from django_redis_pool.exceptions import BackendUnavailable
-from django_redis_pool.primitives.lock import Lock
-from django_redis_pool.primitives.pool import ResourcePool
-from django_redis_pool.primitives.semaphore import Semaphore
+from django_redis_pool.primitives.leased.lock import Lock
+from django_redis_pool.primitives.leased.pool import ResourcePool
+from django_redis_pool.primitives.leased.semaphore import Semaphore
 from tests.support.admin_fixtures import NA, World, action_url, dashboard_url, detail_url
 from tests.support.admin_pages import (
     confirm,

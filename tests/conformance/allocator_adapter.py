@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django_redis_pool import DEFAULT
-from django_redis_pool.primitives.allocator import Allocator, AllocatorObject
+from django_redis_pool.primitives.leased.allocator import Allocator, AllocatorObject
 from tests.support.primitive_helpers import ops
 
 __all__ = [

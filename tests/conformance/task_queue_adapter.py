@@ -21,7 +21,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from django_redis_pool.primitives.queue import Task, TaskExecutePolicy, TaskFailed, TaskQueue
+from django_redis_pool.primitives.queue.taskqueue import (
+    Task,
+    TaskExecutePolicy,
+    TaskFailed,
+    TaskQueue,
+)
 
 __all__ = ["RedisTask", "RedisTaskQueue", "TaskExecutePolicy"]
 

@@ -13,7 +13,7 @@ import pytest
 from django.test import AsyncClient
 
 from django_redis_pool import get_pool, registry
-from django_redis_pool.primitives.async_clients import async_client_for
+from django_redis_pool.primitives.clients.async_clients import async_client_for
 from tests.support.waiting import wait_for
 from tests.urlconfs import decorated_views as views
 

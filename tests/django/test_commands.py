@@ -27,7 +27,7 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from django_redis_pool import Lease, ResourcePool, get_lock, get_pool, get_semaphore
-from django_redis_pool.primitives.base import LeasedPrimitive
+from django_redis_pool.primitives.leased.primitive import LeasedPrimitive
 from django_redis_pool.signals import lease_reclaimed
 from tests.primitives.test_snapshot import HOLDER_KEYS, WAITER_KEYS, contents_of
 from tests.primitives.test_snapshot import SNAPSHOT_KEYS as PRIMITIVE_KEYS

@@ -35,7 +35,7 @@ from django_redis_pool import (
 )
 from django_redis_pool.decorators import with_resource
 from django_redis_pool.guard import request_of
-from django_redis_pool.primitives.channel import Channel
+from django_redis_pool.primitives.wire.channel import Channel
 from django_redis_pool.testing import EmbeddedRedis
 from tests.support.primitive_helpers import ops, own_lease, slot_lease
 from tests.support.stoppable_servers import closed_port

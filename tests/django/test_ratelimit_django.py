@@ -816,9 +816,7 @@ def test_a_refusal_is_logged_once_with_its_reason_and_not_as_a_server_error(
     assert len(ours) == 1 and ours[0].levelno == logging.INFO
 
 
-def test_redis_down_is_still_a_server_error_for_django_request(
-    settings: Any, caplog: Any
-) -> None:
+def test_redis_down_is_still_a_server_error_for_django_request(settings: Any, caplog: Any) -> None:
     configure(settings, f"redis://127.0.0.1:{closed_port()}/0")
     with caplog.at_level(logging.DEBUG):
         assert Client().get("/limited/").status_code == 503

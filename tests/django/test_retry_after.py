@@ -25,7 +25,8 @@ from django_redis_pool import (
     holding,
 )
 from django_redis_pool.decorators import with_resource
-from django_redis_pool.primitives import counts, turns
+from django_redis_pool.primitives import counts
+from django_redis_pool.primitives.leased import turns
 from tests.support.primitive_helpers import ops
 from tests.support.waiting import wait_for
 

@@ -25,7 +25,7 @@ from hypothesis.stateful import (
 )
 
 from django_redis_pool import Lock
-from django_redis_pool.primitives.protocol import Reply
+from django_redis_pool.primitives.wire.protocol import Reply
 from tests.support.primitive_helpers import ops
 from tests.support.waiter_model import FATES, INF, LONG_MS, SLOT_STEPS, WaiterModel
 
@@ -145,7 +145,7 @@ class LockModel(WaiterModel):
     def acquire_now(self, holder: str, priority: int) -> None:
         expected = self.acquire(holder, priority)
         reply = self.engine.run(
-            "acquire", uuid.uuid4().hex, LONG_MS, priority, -2, -1, LONG_MS, "", 1, holder
+            "acquire", uuid.uuid4().hex, LONG_MS, priority, 0, -1, LONG_MS, "", 1, holder
         )
         got = "granted" if "\n" in str(reply) else {Reply.HELD: "held", Reply.NONE: "not"}[reply]
         assert got == expected, (holder, reply)

@@ -26,7 +26,7 @@ from hypothesis.stateful import (
 )
 
 from django_redis_pool import ResourcePool
-from django_redis_pool.primitives.protocol import Reply
+from django_redis_pool.primitives.wire.protocol import Reply
 from tests.support.primitive_helpers import ops
 from tests.support.waiter_model import FATES, LONG_MS, SERVE_LIMIT, WaiterModel
 

@@ -37,8 +37,8 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from django_redis_pool.primitives.queue import Task, TaskQueue
-from django_redis_pool.primitives.queue_task import task_from_fields, task_from_flat
+from django_redis_pool.primitives.queue.task import task_from_fields, task_from_flat
+from django_redis_pool.primitives.queue.taskqueue import Task, TaskQueue
 from tests.support.primitive_helpers import ops
 from tests.support.waiter_model import WaiterModel
 from tests.support.waiting import wait_for

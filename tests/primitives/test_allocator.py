@@ -13,7 +13,7 @@ import time
 import pytest
 
 from django_redis_pool import AllocatedKey, Allocator, AllocatorObject
-from django_redis_pool.primitives.allocator import MAX_KEY_PRIORITY
+from django_redis_pool.primitives.leased.allocator import MAX_KEY_PRIORITY
 from tests.support.primitive_helpers import (
     assert_constructor_does_no_io,
     expire_now,

@@ -19,8 +19,11 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from django_redis_pool import Lease, Lock, ResourcePool, Semaphore
-from django_redis_pool.primitives.async_clients import aclose_async_clients, async_client_for
-from django_redis_pool.primitives.stopwatch import Stopwatch
+from django_redis_pool.primitives.clients.async_clients import (
+    aclose_async_clients,
+    async_client_for,
+)
+from django_redis_pool.primitives.clients.stopwatch import Stopwatch
 from tests.support.primitive_helpers import aslot_lease, ops, slot_lease
 from tests.support.waiting import await_for, wait_for
 

@@ -9,19 +9,19 @@ import random
 import re
 import threading
 import time
-from pathlib import Path
 from typing import Any
 
 import pytest
 import redis
 
-from django_redis_pool import Lock, ResourcePool, Semaphore, primitives
-from django_redis_pool.primitives.async_clients import async_client_for
-from django_redis_pool.primitives.base import LeasedPrimitive
-from django_redis_pool.primitives.protocol import Mode, Reply, Restore, TaskStatus
-from django_redis_pool.primitives.scripts import (
+from django_redis_pool import Lock, ResourcePool, Semaphore
+from django_redis_pool.primitives.clients.async_clients import async_client_for
+from django_redis_pool.primitives.leased.primitive import LeasedPrimitive
+from django_redis_pool.primitives.wire.protocol import Mode, Reply, Restore, TaskStatus
+from django_redis_pool.primitives.wire.scripts import (
     FAST,
     LIBRARY_NAME,
+    LUA_FILES,
     library_source,
     load_lua,
     runner_for,
@@ -632,8 +632,7 @@ def test_the_scripts_and_python_name_the_protocol_words_alike() -> None:
     assert dict(declared.findall(header)) == words
     # (task statuses are also words of their own: token states, read selectors)
     bare = {value for name, value in words.items() if not name.startswith("TASK_") and value}
-    lua = Path(primitives.__file__).with_name("lua")
-    for path in sorted(lua.glob("*.lua")):
+    for path in sorted(LUA_FILES.values()):
         code = declared.sub("", re.sub(r"--[^\n]*", "", path.read_text()))
         found = set(re.findall(r"'([^'\n]*)'", code)) & bare
         assert found == set(), f"{path.name} writes {sorted(found)} bare"
@@ -642,7 +641,7 @@ def test_the_scripts_and_python_name_the_protocol_words_alike() -> None:
 def test_scripts_carry_the_constants_as_literals() -> None:
     # A constant that stayed a local would be an upvalue of every helper that
     # names it: made anew on every run of an EVALSHA script.
-    from django_redis_pool.primitives.scripts import OPERATIONS, _constants, library_source
+    from django_redis_pool.primitives.wire.scripts import OPERATIONS, _constants, library_source
 
     names = set(_constants())
     assert {"REPLY_SLOW", "MODE_SEM", "PROVISIONAL_MS", "F_EXTRA"} <= names
@@ -656,7 +655,7 @@ def test_an_evalsha_script_runs_begin_and_its_operation_as_its_own_code(redis_cl
     # Every run of an EVALSHA script makes each function it defines anew (a
     # closure, and an upvalue for each local it names): the two that every run
     # calls once are its own code; the function library keeps them functions.
-    from django_redis_pool.primitives.scripts import OPERATIONS
+    from django_redis_pool.primitives.wire.scripts import OPERATIONS
 
     for op in sorted({*OPERATIONS, *FAST.values()}):
         source = script_source(op)
@@ -669,7 +668,7 @@ def test_an_evalsha_script_runs_begin_and_its_operation_as_its_own_code(redis_cl
 
 
 def test_request_tokens_are_unique_and_safe_in_records() -> None:
-    from django_redis_pool.primitives.keys import new_token
+    from django_redis_pool.primitives.wire.keys import new_token
 
     tokens = {new_token() for _ in range(10_000)}
     assert len(tokens) == 10_000
@@ -679,7 +678,7 @@ def test_request_tokens_are_unique_and_safe_in_records() -> None:
 def test_a_forked_child_makes_tokens_of_its_own() -> None:
     import os
 
-    from django_redis_pool.primitives.keys import new_token
+    from django_redis_pool.primitives.wire.keys import new_token
 
     read, write = os.pipe()
     pid = os.fork()

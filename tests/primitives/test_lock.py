@@ -30,8 +30,8 @@ from django_redis_pool import (
     PoolError,
     ResourceUnavailable,
 )
-from django_redis_pool.primitives import lock as lock_module
 from django_redis_pool.primitives import pending_releases
+from django_redis_pool.primitives.leased import lock as lock_module
 from django_redis_pool.testing import EmbeddedRedis
 from tests.support.client_specs import client_from, spec_of
 from tests.support.primitive_helpers import (

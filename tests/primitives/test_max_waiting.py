@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 
 from django_redis_pool import Lock, ObjectPool, ResourcePool, ResourceUnavailable, Semaphore
-from django_redis_pool.primitives.protocol import Reply
+from django_redis_pool.primitives.wire.protocol import Reply
 from tests.support.client_specs import client_from, spec_of
 from tests.support.primitive_helpers import ops, redis_time
 from tests.support.waiting import STALL, floor_of, wait_blocked, wait_for

@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from django_redis_pool import NotConfigured, NotOwned, ResourceUnavailable, Semaphore
-from django_redis_pool.primitives import global_limit
-from django_redis_pool.primitives.object_pool import ObjectPool
+from django_redis_pool.primitives.object_pool import global_limit
+from django_redis_pool.primitives.object_pool.pool import ObjectPool
 from tests.support.client_specs import client_from, spec_of
 from tests.support.waiting import STALL, floor_of, wait_for
 

@@ -29,8 +29,8 @@ from hypothesis.stateful import (
 )
 
 from django_redis_pool import NotConfigured, ResourceUnavailable, Semaphore
-from django_redis_pool.primitives.base import lease_as_dict
-from django_redis_pool.primitives.protocol import Reply
+from django_redis_pool.primitives.leased.primitive import lease_as_dict
+from django_redis_pool.primitives.wire.protocol import Reply
 from tests.support.client_specs import client_from, spec_of
 from tests.support.primitive_helpers import LONG_CHUNK, expire_now, ops, redis_time, slot_lease
 from tests.support.waiter_model import FATES, INF, SLOT_STEPS, WaiterModel

@@ -14,8 +14,8 @@ import time
 import uuid
 
 from django_redis_pool import ResourcePool
-from django_redis_pool.primitives.channel import Channel
-from django_redis_pool.primitives.scripts import _constants
+from django_redis_pool.primitives.wire.channel import Channel
+from django_redis_pool.primitives.wire.scripts import _constants
 from tests.support.client_specs import client_from, spec_of
 from tests.support.primitive_helpers import (
     LONG_CHUNK,

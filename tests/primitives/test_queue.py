@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from django_redis_pool import ResourceUnavailable
-from django_redis_pool.primitives.queue import (
+from django_redis_pool.primitives.queue.taskqueue import (
     Task,
     TaskExecutePolicy,
     TaskFailed,

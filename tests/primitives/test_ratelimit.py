@@ -24,8 +24,9 @@ import pytest
 
 from django_redis_pool import Decision, KeyState, RateLimiter
 from django_redis_pool.metrics import COUNTERS
-from django_redis_pool.primitives import counts, ratelimit
-from django_redis_pool.primitives.ratelimit import INDEX_LIMIT, MAX_KEY_LENGTH
+from django_redis_pool.primitives import counts
+from django_redis_pool.primitives.ratelimit import limiter as limiter_module
+from django_redis_pool.primitives.ratelimit.limiter import INDEX_LIMIT, MAX_KEY_LENGTH
 from tests.support.client_specs import client_from, spec_of
 from tests.support.primitive_helpers import (
     assert_constructor_does_no_io,
@@ -238,7 +239,7 @@ def sleeps_counted(monkeypatch: Any) -> list[float]:
         slept.append(seconds)
         await asyncio.sleep(seconds)
 
-    monkeypatch.setattr(ratelimit, "asyncio", types.SimpleNamespace(sleep=sleep))
+    monkeypatch.setattr(limiter_module, "asyncio", types.SimpleNamespace(sleep=sleep))
     return slept
 
 
@@ -298,7 +299,7 @@ def test_an_interrupted_blocking_wait_gives_its_units_back(redis_client, monkeyp
         assert tat_of(redis_client, limiter) != before, "its turn is reserved"
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(ratelimit, "time", types.SimpleNamespace(sleep=interrupted))
+    monkeypatch.setattr(limiter_module, "time", types.SimpleNamespace(sleep=interrupted))
     with pytest.raises(KeyboardInterrupt):
         limiter.acquire(timeout=300)
     assert 0 < slept[0] <= 60

@@ -18,10 +18,10 @@ from typing import Any
 import pytest
 
 from django_redis_pool import Lease, Lock, NotOwned, ResourcePool, Semaphore
-from django_redis_pool.primitives import lease as lease_module
-from django_redis_pool.primitives.base import Collected, LeasedPrimitive, Snapshot
-from django_redis_pool.primitives.channel import Channel
-from django_redis_pool.primitives.records import Waiter
+from django_redis_pool.primitives.leased import lease as lease_module
+from django_redis_pool.primitives.leased.primitive import Collected, LeasedPrimitive, Snapshot
+from django_redis_pool.primitives.leased.records import Waiter
+from django_redis_pool.primitives.wire.channel import Channel
 from tests.support.client_specs import client_from, spec_of
 from tests.support.primitive_helpers import (
     expire,

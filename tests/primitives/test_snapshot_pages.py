@@ -25,7 +25,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from django_redis_pool import Lease, Lock, ResourcePool, Semaphore
-from django_redis_pool.primitives.base import LeasedPrimitive, Snapshot
+from django_redis_pool.primitives.leased.primitive import LeasedPrimitive, Snapshot
 from tests.support.primitive_helpers import (
     expire_now,
     own_lease,

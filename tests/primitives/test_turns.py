@@ -1,5 +1,5 @@
 """When a refused caller can expect its turn (issue 49): the pure estimate of
-:mod:`django_redis_pool.primitives.turns`, and the leased primitives'
+:mod:`django_redis_pool.primitives.leased.turns`, and the leased primitives'
 ``turn_estimate()`` and the ``retry_after`` of the refusals their
 ``lease()``, ``hold()`` and ``with lock`` raise, on a real redis-server."""
 
@@ -20,11 +20,12 @@ from hypothesis import strategies as st
 from redis.retry import Retry
 
 from django_redis_pool import Allocator, Lock, ResourcePool, ResourceUnavailable, Semaphore
-from django_redis_pool.primitives import counts, turns
-from django_redis_pool.primitives.connections import DeadlineBackoff, DeadlineConnection
+from django_redis_pool.primitives import counts
+from django_redis_pool.primitives.clients.connections import DeadlineBackoff, DeadlineConnection
+from django_redis_pool.primitives.clients.stopwatch import Stopwatch
 from django_redis_pool.primitives.counts import Activity
-from django_redis_pool.primitives.stopwatch import Stopwatch
-from django_redis_pool.primitives.turns import (
+from django_redis_pool.primitives.leased import turns
+from django_redis_pool.primitives.leased.turns import (
     MAX_TURN,
     MIN_TURN,
     OVERDUE_SHARE,

@@ -1,4 +1,4 @@
-"""Every packed argument is built by its encoder in ``primitives/wire.py``,
+"""Every packed argument is built by its encoder in ``primitives/wire/packing.py``,
 and a wait is sent one way (issue 50)."""
 
 from __future__ import annotations
@@ -6,10 +6,10 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from django_redis_pool.primitives import wire
-from django_redis_pool.primitives.waits import FOREVER, Wait
+from django_redis_pool.primitives.clients.waits import FOREVER, Wait
+from django_redis_pool.primitives.wire import packing
 
-PACKAGE = Path(wire.__file__).resolve().parents[1]
+PACKAGE = Path(packing.__file__).resolve().parents[2]
 #: What building a packed argument by hand looks like: the mode's head, or a
 #: literal "|"-joined f-string of fields.
 BY_HAND = re.compile(r"packed_mode\s*\+|\{[^}]*packed_mode\}|f\"[^\"]*\}\|\{[^\"]*\"|\"\|\"\.join")
@@ -19,7 +19,7 @@ def test_nothing_outside_wire_builds_a_packed_argument() -> None:
     found = [
         f"{path.relative_to(PACKAGE)}:{number}: {line.strip()}"
         for path in PACKAGE.rglob("*.py")
-        if path.name != "wire.py"
+        if path.name != "packing.py"
         for number, line in enumerate(path.read_text().splitlines(), 1)
         if BY_HAND.search(line)
     ]
@@ -27,12 +27,12 @@ def test_nothing_outside_wire_builds_a_packed_argument() -> None:
 
 
 def test_each_encoder_names_the_lua_that_parses_it() -> None:
-    source = Path(wire.__file__).read_text()
-    for name in [*wire.ENCODERS, "ratelimit_decide"]:
+    source = Path(packing.__file__).read_text()
+    for name in [*packing.ENCODERS, "ratelimit_decide"]:
         template = f"\n{name.upper()} = "  # (an encoder's template, where it has one)
         at = source.index(template if template in source else f"\ndef {name}(")
         comment = source[:at].rsplit("\n\n", 1)[-1]
-        assert "lua/" in comment, f"{name}'s encoder names no Lua file"
+        assert ".lua" in comment, f"{name}'s encoder names no Lua file"
 
 
 def test_a_wait_is_sent_as_minus_one_zero_or_the_milliseconds_left() -> None:

@@ -1,7 +1,9 @@
 """Pin the package's shape as docs/architecture.md draws it: its layers, no
 import circle and no import back up the layers (not even one made inside a
 function), no module over 600 lines (Lua files included), no Django in the
-primitives, kind modules free of presentation, Django's settings read by the
+primitives, primitives/ grouped by layer then by family (at most 12 entries at
+its top, each family a package that declares its operations, its Lua beside
+its Python), kind modules free of presentation, Django's settings read by the
 registry and the checks only, and no private name crossing a module boundary (none imported
 from another module; none of another module's objects used by the Django
 layer, but the few of Django's that are named below). And the test suite's,
@@ -261,13 +263,97 @@ def test_no_module_is_over_600_lines(module):
     assert lines <= 600, f"{module} has {lines} lines: split it along a seam"
 
 
-LUA = sorted((PACKAGE / "primitives" / "lua").glob("*.lua"))
+PRIMITIVES = PACKAGE / "primitives"
+LUA = sorted(PRIMITIVES.rglob("*.lua"))
 
 
 @pytest.mark.parametrize("script", LUA, ids=[path.name for path in LUA])
 def test_no_lua_file_is_over_600_lines(script):
     lines = script.read_text(encoding="utf-8").count("\n")
     assert lines <= 600, f"{script.name} has {lines} lines: split it by family"
+
+
+# -- primitives/: by layer, then by family -------------------------------------
+
+#: What primitives/ holds at its top (docs/architecture.md, "Layer 0"): the
+#: shared checks and text, the wire and the clients, then one package per
+#: family of primitives.
+PRIMITIVES_TOP = {
+    "__init__.py",
+    "validators.py",
+    "text.py",
+    "wire",
+    "clients",
+    "counts",
+    "leased",
+    "queue",
+    "ratelimit",
+    "object_pool",
+}
+
+
+def test_primitives_holds_at_most_12_entries_each_folder_a_package_and_no_lua():
+    entries = {path.name for path in PRIMITIVES.iterdir() if path.name != "__pycache__"}
+    assert len(entries) <= 12, f"{len(entries)} entries at the top of primitives/: {entries}"
+    assert entries == PRIMITIVES_TOP
+    folders = [PRIMITIVES / name for name in entries if (PRIMITIVES / name).is_dir()]
+    assert [path.name for path in folders if not (path / "__init__.py").exists()] == []
+    nested = [
+        f"{path.name}/{inner.name}"
+        for path in folders
+        for inner in path.iterdir()
+        if inner.is_dir() and inner.name != "__pycache__"
+    ]
+    assert nested == [], "one level of families"
+    assert sorted(path.name for path in PRIMITIVES.glob("*.lua")) == []
+
+
+def declared(package: Path) -> dict[str, object]:
+    """``OPERATIONS``, ``FAST`` and ``HELPERS`` as ``package/__init__.py``
+    assigns them (literals), those it assigns."""
+    names = {}
+    for node in ast.parse((package / "__init__.py").read_text(encoding="utf-8")).body:
+        target = node.targets[0] if isinstance(node, ast.Assign) else getattr(node, "target", None)
+        if isinstance(target, ast.Name) and target.id in ("OPERATIONS", "FAST", "HELPERS"):
+            names[target.id] = ast.literal_eval(node.value)  # type: ignore[union-attr, arg-type]
+    return names
+
+
+def families_run() -> list[str]:
+    """The families the script loader reads (``FAMILIES`` of ``wire/scripts.py``)."""
+    tree = ast.parse((PRIMITIVES / "wire" / "scripts.py").read_text(encoding="utf-8"))
+    [value] = [
+        node.value
+        for node in tree.body
+        if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") == "FAMILIES"
+    ]
+    return [element.id for element in value.elts]  # type: ignore[attr-defined]
+
+
+def test_each_family_declares_its_operations_and_holds_their_lua_beside_its_python():
+    """A family's Lua is the files its package declares (``OPERATIONS``, their
+    ``FAST`` scripts, its ``HELPERS``), in its own folder, each declared once
+    in the whole package; the script loader reads every family that has Lua."""
+    seen: dict[str, str] = {}
+    with_lua = set()
+    for package in sorted(path for path in PRIMITIVES.iterdir() if path.is_dir()):
+        if not (package / "__init__.py").exists():
+            continue
+        lua = {path.stem for path in package.glob("*.lua")}
+        names = declared(package)
+        if lua:
+            with_lua.add(package.name)
+            assert set(names) == {"OPERATIONS", "FAST", "HELPERS"}, package.name
+        files = [
+            *names.get("HELPERS", ()),  # type: ignore[misc]
+            *names.get("OPERATIONS", ()),  # type: ignore[misc]
+            *names.get("FAST", {}).values(),  # type: ignore[attr-defined]
+        ]
+        assert sorted(files) == sorted(lua), f"{package.name}: declared {files}, has {lua}"
+        for name in files:
+            assert name not in seen, f"{name}.lua in {package.name} and {seen[name]}"
+            seen[name] = package.name
+    assert with_lua and set(families_run()) == with_lua
 
 
 PRESENTATION = ("django.forms", "django.template", "django.utils.html", "format_html", "mark_safe")

@@ -209,11 +209,13 @@ def test_an_install_waits_for_another_dev_py_install_of_the_same_venv(
         assert other.stdout.readline() == "locking\n"
         # (the kernel lists a process waiting for an flock in /proc/locks, "->")
         wait_for(
-            lambda: any(
-                "-> FLOCK" in line and f" {other.pid} " in line
-                for line in Path("/proc/locks").read_text().splitlines()
-            )
-            or other.poll() is not None,
+            lambda: (
+                any(
+                    "-> FLOCK" in line and f" {other.pid} " in line
+                    for line in Path("/proc/locks").read_text().splitlines()
+                )
+                or other.poll() is not None
+            ),
             what="the other install to wait for the lock",
         )
         assert other.poll() is None, "it went on while this process held the lock"

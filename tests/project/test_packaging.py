@@ -130,7 +130,7 @@ def test_wheel_carries_every_file_of_the_package(dist: dict[str, Path]) -> None:
     assert {name for name in source if name.endswith(".lua")}, "no Lua script in the tree?"
     assert source - names == set(), "files of the package missing from the wheel"
     # the kinds of data that a glob in pyproject.toml must name, checked one by one
-    for pattern in ("primitives/lua/*.lua", "templates/**/*.html", "migrations/*.py"):
+    for pattern in ("primitives/*/*.lua", "templates/**/*.html", "migrations/*.py"):
         expected = {p.relative_to(ROOT).as_posix() for p in PACKAGE.glob(pattern)}
         assert expected, pattern
         assert expected <= names, pattern

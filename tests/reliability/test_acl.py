@@ -13,7 +13,7 @@ from django.core.checks import run_checks
 
 from django_redis_pool import Lock, PoolError, RateLimiter, ResourcePool, Semaphore, TaskQueue
 from django_redis_pool.checks import TAG
-from django_redis_pool.primitives import permissions
+from django_redis_pool.primitives.wire import permissions
 
 PASSWORD = "acl-pw"
 

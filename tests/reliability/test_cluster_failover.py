@@ -21,8 +21,8 @@ from typing import Any
 import pytest
 
 from django_redis_pool import Lock, PoolError, ResourcePool, get_pool
-from django_redis_pool.primitives.deadlines import DEADLINE_SLACK
-from django_redis_pool.primitives.stopwatch import Stopwatch
+from django_redis_pool.primitives.clients.deadlines import DEADLINE_SLACK
+from django_redis_pool.primitives.clients.stopwatch import Stopwatch
 from django_redis_pool.testing import EmbeddedRedis, EmbeddedRedisCluster
 from tests.support.primitive_helpers import ops
 from tests.support.waiting import STALL, wait_for

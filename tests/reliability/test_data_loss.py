@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from django_redis_pool import Allocator, Lock, ResourcePool, Semaphore
-from django_redis_pool.primitives.base import LeasedPrimitive
+from django_redis_pool.primitives.leased.primitive import LeasedPrimitive
 from tests.support.primitive_helpers import expire_now, ops, pool_of, slot_lease
 
 

@@ -22,7 +22,7 @@ from django_redis_pool import (
     Semaphore,
     TaskQueue,
 )
-from django_redis_pool.primitives.queue_task import MAX_PAYLOAD
+from django_redis_pool.primitives.queue.task import MAX_PAYLOAD
 from django_redis_pool.primitives.validators import MAX_SECONDS
 from tests.support.primitive_helpers import own_lease
 

@@ -27,10 +27,11 @@ from django.urls import path
 
 from django_redis_pool import BackendUnavailable, Lock, ResourcePool, get_pool
 from django_redis_pool.decorators import with_resource
-from django_redis_pool.primitives import pending_releases, releases
-from django_redis_pool.primitives.connections import DeadlineConnection
-from django_redis_pool.primitives.deadlines import DEADLINE_SLACK
-from django_redis_pool.primitives.stopwatch import Stopwatch
+from django_redis_pool.primitives import pending_releases
+from django_redis_pool.primitives.clients.connections import DeadlineConnection
+from django_redis_pool.primitives.clients.deadlines import DEADLINE_SLACK
+from django_redis_pool.primitives.clients.stopwatch import Stopwatch
+from django_redis_pool.primitives.leased import releases
 from tests.support.primitive_helpers import own_lease
 from tests.support.waiting import STALL, await_for, floor_of, wait_for
 

@@ -31,7 +31,7 @@ from redis.retry import Retry
 from redis.sentinel import Sentinel
 
 from django_redis_pool import BackendUnavailable, Lock, NotOwned, Semaphore
-from django_redis_pool.primitives.connections import (
+from django_redis_pool.primitives.clients.connections import (
     DeadlineBackoff,
     DeadlineSentinelManagedConnection,
 )
@@ -127,8 +127,7 @@ def test_failovers_keep_the_fenced_model_and_every_process_goes_on(group):
     ctx = multiprocessing.get_context("fork")
     stop, out = ctx.Event(), ctx.Queue()
     procs = [
-        ctx.Process(target=worker, args=(group.sentinels, stop, out, i))
-        for i in range(PROCESSES)
+        ctx.Process(target=worker, args=(group.sentinels, stop, out, i)) for i in range(PROCESSES)
     ]
     for proc in procs:
         proc.start()

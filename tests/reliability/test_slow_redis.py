@@ -24,12 +24,12 @@ from redis.retry import Retry
 from django_redis_pool import BackendUnavailable, Lock, ResourcePool, ResourceUnavailable
 from django_redis_pool.guard import Guard, Refusal
 from django_redis_pool.kinds import Held
-from django_redis_pool.primitives import lease as lease_module
 from django_redis_pool.primitives import pending_releases
-from django_redis_pool.primitives.connections import DeadlineBackoff, DeadlineConnection
-from django_redis_pool.primitives.deadlines import DEADLINE_SLACK, deadline
-from django_redis_pool.primitives.lease_engine import LATE_GRANT
-from django_redis_pool.primitives.stopwatch import Stopwatch, busy_time
+from django_redis_pool.primitives.clients.connections import DeadlineBackoff, DeadlineConnection
+from django_redis_pool.primitives.clients.deadlines import DEADLINE_SLACK, deadline
+from django_redis_pool.primitives.clients.stopwatch import Stopwatch, busy_time
+from django_redis_pool.primitives.leased import lease as lease_module
+from django_redis_pool.primitives.leased.engine import LATE_GRANT
 from django_redis_pool.testing import EmbeddedRedis
 from tests.support.primitive_helpers import own_lease
 from tests.support.waiting import STALL, wait_for

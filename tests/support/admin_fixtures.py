@@ -20,9 +20,9 @@ from django.test import Client
 from django.urls import reverse
 
 from django_redis_pool import Lease, get_lock, get_pool, get_semaphore
-from django_redis_pool.primitives.lock import Lock
-from django_redis_pool.primitives.pool import ResourcePool
-from django_redis_pool.primitives.semaphore import Semaphore
+from django_redis_pool.primitives.leased.lock import Lock
+from django_redis_pool.primitives.leased.pool import ResourcePool
+from django_redis_pool.primitives.leased.semaphore import Semaphore
 from tests.support.primitive_helpers import own_lease, slot_lease
 from tests.support.redis_inspect import redis_state
 from tests.support.waiting import wait_for

@@ -22,8 +22,8 @@ from typing import Any
 import pytest
 
 from django_redis_pool import Allocator, Lease, Lock, RateLimiter, ResourcePool, Semaphore
-from django_redis_pool.primitives.lock import _TaskScope
-from django_redis_pool.primitives.queue import TaskQueue
+from django_redis_pool.primitives.leased.lock import _TaskScope
+from django_redis_pool.primitives.queue.taskqueue import TaskQueue
 
 __all__ = ["LoopThread", "async_path"]
 

@@ -11,7 +11,7 @@ from django_redis_pool import registry
 from django_redis_pool.dashboard import action, lease_panels
 from django_redis_pool.dashboard.panels import PANELS
 from django_redis_pool.kinds.lock import LockKind
-from django_redis_pool.primitives.lock import Lock
+from django_redis_pool.primitives.leased.lock import Lock
 
 
 class Gate(Lock):

@@ -11,7 +11,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from django_redis_pool import Lease, Lock, ResourcePool, ResourceUnavailable, Semaphore
-from django_redis_pool.primitives.base import LeasedPrimitive
+from django_redis_pool.primitives.leased.primitive import LeasedPrimitive
 from django_redis_pool.primitives.validators import check_holder
 from tests.support.waiting import wait_for
 

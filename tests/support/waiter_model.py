@@ -25,8 +25,8 @@ import hypothesis.strategies as st
 from hypothesis import HealthCheck, settings
 from hypothesis.stateful import RuleBasedStateMachine, precondition, rule
 
-from django_redis_pool.primitives.protocol import Reply
-from django_redis_pool.primitives.scripts import _constants
+from django_redis_pool.primitives.wire.protocol import Reply
+from django_redis_pool.primitives.wire.scripts import _constants
 from tests.support.primitive_helpers import redis_time
 from tests.support.waiting import wait_for
 
