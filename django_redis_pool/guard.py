@@ -44,6 +44,7 @@ from .holders import request_holder, request_of, task_holder, user_unread, usern
 from .kinds import Held
 from .outcomes import Refusal
 from .primitives.clients.deadlines import DEADLINE_SLACK, deadline
+from .primitives.clients.waits import Wait
 from .primitives.text import escaped
 from .primitives.validators import (
     DEFAULT,
@@ -152,7 +153,7 @@ class Guard:
         try:
             primitive = registry.get_resource(self.name)  # a Cluster client connects here
             kind, ask, watched = self._ask(request, primitive, holder or self.holder_of(request))
-            with deadline(None if ask.timeout is None else ask.timeout + DEADLINE_SLACK):
+            with ask.timeout.bound():  # (the wait's one deadline)
                 held = kind.hold(primitive, ask)
         except NotConfigured:
             raise  # a configuration error, not a busy resource
@@ -192,7 +193,7 @@ class Guard:
                 return await enter_in_thread(self, request)  # (enter() traces it)
             span = tracing.start(self.name, started, self.caller is not None)
             kind, ask, watched = self._ask(request, primitive, await self.aholder_of(request))
-            with deadline(None if ask.timeout is None else ask.timeout + DEADLINE_SLACK):
+            with ask.timeout.bound():
                 held = await kind.ahold(primitive, ask)
         except NotConfigured:
             raise
@@ -244,7 +245,7 @@ class Guard:
         ask = kinds.Ask(
             holder=holder,
             identity=self.identity_of(holder),
-            timeout=self.wait_of(primitive),
+            timeout=Wait.of(self.wait_of(primitive)),  # (checked once: a number or None)
             lease_timeout=lease_timeout,
             request=request,
             permits=self.permits,

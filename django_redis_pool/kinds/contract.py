@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Generic, Literal, NamedTuple, Protocol, TypeVar
 
 from ..exceptions import NotConfigured
+from ..primitives.clients.waits import Wait
 from ..primitives.leased.lease import Lease
 from ..primitives.validators import Seconds, check_max_waiting
 
@@ -137,7 +138,11 @@ class Ask:
 
     holder: str  #: who holds: ``identity(request)``, else a unique id of the request
     identity: str | None  #: ``identity(request)`` if the view names one, else None
-    timeout: float | None  #: how long to wait (None: forever; 0: do not wait)
+    #: how long to wait: the request's one wait (``seconds`` None: forever; 0:
+    #: do not wait), started and bounded by the guard; a kind hands it to its
+    #: primitive as it is (``timeout=ask.timeout``: no second check, no second
+    #: deadline)
+    timeout: Wait
     #: the hold's lease (DEFAULT: the primitive's default; the guard never asks
     #: for None, no expiry: it asks a renewed ``REQUEST_LEASE`` instead)
     lease_timeout: Seconds

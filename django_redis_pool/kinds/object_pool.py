@@ -127,7 +127,7 @@ class ObjectPoolKind(Kind[ObjectPool[Any]]):
     def hold(self, primitive: ObjectPool[Any], ask: Ask) -> Held | None:
         """The borrowed object itself; given back after the response."""
         try:
-            obj = started(primitive).acquire(timeout=ask.timeout)
+            obj = started(primitive).acquire(timeout=ask.timeout.seconds)
         except ResourceUnavailable as exc:
             if exc.reason == exc.FULL:
                 raise  # refused at once: the guard refuses the request with it
@@ -138,7 +138,7 @@ class ObjectPoolKind(Kind[ObjectPool[Any]]):
         """:meth:`hold` on the event loop (giving back runs in a thread: it may
         destroy the object, or free its global slot in Redis)."""
         try:
-            obj = await started(primitive).aacquire(timeout=ask.timeout)
+            obj = await started(primitive).aacquire(timeout=ask.timeout.seconds)
         except ResourceUnavailable as exc:
             if exc.reason == exc.FULL:
                 raise

@@ -286,3 +286,29 @@ def test_redis_unreachable_raises_or_runs_without_a_hold_with_fail_open(
         and "test_holding" in record.getMessage()
         for record in caplog.records
     )
+
+
+@pytest.mark.parametrize("timeout", [0, 1.5])
+def test_a_hold_checks_its_wait_once_and_arms_one_deadline(
+    configured: None, monkeypatch: Any, timeout: float
+) -> None:
+    """One wait from the guard to the wire: the guard starts it and arms its
+    deadline; the primitive takes it as it is (no second check, no second
+    deadline)."""
+    from django_redis_pool.primitives.clients import deadlines, waits
+
+    armed: list[float | None] = []  # (the deadlines of a wait; a release's has none)
+    checked: list[object] = []
+    enter, check = deadlines.deadline.__enter__, waits.check_timeout
+
+    def arm(self: Any) -> None:
+        if isinstance(self.watch, waits.Wait):
+            armed.append(self.seconds)
+        enter(self)
+
+    monkeypatch.setattr(deadlines.deadline, "__enter__", arm)
+    monkeypatch.setattr(waits, "check_timeout", lambda *a: (checked.append(a[0]), check(*a))[1])
+    with holding("printers", timeout=timeout) as lease:
+        assert lease is not None
+    assert armed == [timeout + deadlines.DEADLINE_SLACK], "one deadline for the wait"
+    assert checked == [], "the wait handed down is not checked again"

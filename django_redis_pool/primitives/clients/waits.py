@@ -20,7 +20,7 @@ from ..wire import packing
 from .deadlines import DEADLINE_SLACK, deadline
 from .stopwatch import Stopwatch
 
-__all__ = ["FOREVER", "Wait"]
+__all__ = ["FOREVER", "Wait", "checked"]
 
 _NUMBERS = (int, float)
 
@@ -65,16 +65,24 @@ class Wait(Stopwatch):
         forever, 0 do not wait (or no time left), else the milliseconds left."""
         return packing.wait_ms(self)
 
-    def bound(self, slack: float = DEADLINE_SLACK) -> deadline | None:
+    def bound(self, slack: float = DEADLINE_SLACK) -> deadline:
         """The deadline that bounds the Redis calls made for this wait: its
-        timeout plus ``slack`` of waiting, counted from when it began (None:
-        forever, no bound)."""
-        if self.seconds is None:
-            return None
-        return deadline(self.seconds + slack, self)
+        timeout plus ``slack`` of waiting, counted from when it began (for
+        ever: none, a deadline that arms nothing). Whoever made the wait arms
+        it, once: a :class:`Wait` handed to a primitive is bounded by its
+        caller (the request guard), a number by the primitive."""
+        return deadline(None if self.seconds is None else self.seconds + slack, self)
 
     def __repr__(self) -> str:
         return f"<Wait {'forever' if self.seconds is None else f'{self.seconds:g} s'}>"
+
+
+def checked(timeout: object, what: str = "timeout") -> float | Wait | None:
+    """``timeout`` as a primitive's verb takes it: a :class:`Wait` handed down
+    as it is (checked when it was made), else checked (:func:`check_timeout`)."""
+    if type(timeout) is Wait:
+        return timeout
+    return check_timeout(timeout, what)
 
 
 #: The wait that never ends (its ``started`` is when this module was loaded;

@@ -179,7 +179,7 @@ class LeaseEngine:
         nothing was granted in time; raises :class:`ResourceUnavailable`
         (``reason`` ``FULL``) when refused at once for ``max_waiting``.
         ``bounded``: arm the wait's deadline (:meth:`.Wait.bound`: ``timeout +
-        DEADLINE_SLACK``; not again when a caller armed it already) --
+        DEADLINE_SLACK``), unless ``timeout`` is a Wait its caller armed --
         :attr:`sync_bounded` for the blocking client; always on an event loop.
 
         One generator for the common case (granted or refused by the first
@@ -195,11 +195,12 @@ class LeaseEngine:
         seconds = wait.seconds
         chunk, chunk_ms = self.channel.chunk or self.channel.read_chunk()
         lease = refusal = None
-        # The wait's one deadline (:meth:`.Wait.bound`), unless it is in force
-        # already (a guard armed it): entered and left by hand, not by
-        # ``with``, so that an unbounded wait makes no calls.
+        # The wait's one deadline (:meth:`.Wait.bound`), armed by whoever made
+        # the wait: here for a number, by the caller for a Wait handed down
+        # (the request guard). Entered and left by hand, not by ``with``, so
+        # that an unbounded wait makes no calls.
         bound = None
-        if bounded and seconds is not None:
+        if bounded and seconds is not None and wait is not timeout:
             bound = wait.bound()
             bound.__enter__()  # type: ignore[union-attr]
         try:

@@ -11,6 +11,7 @@ from types import TracebackType
 from typing import Any
 
 from ...exceptions import HeldByCaller, NotOwned, ResourceUnavailable
+from ..clients.waits import checked
 from ..validators import (
     DEFAULT,
     Seconds,
@@ -275,7 +276,7 @@ class Lock(LeasedPrimitive):
             raise ValueError(
                 f"timeout={timeout!r} cannot be combined with blocking=False; pass one or the other"
             )
-        wait = 0 if not blocking else None if timeout is None else check_timeout(timeout)
+        wait = 0 if not blocking else None if timeout is None else checked(timeout)
         scope, name = self._scoped_holder(holder)
         lease_ms = self._lease_ms
         bounded = not sync or self._channel.sync_bounded

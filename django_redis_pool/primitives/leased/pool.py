@@ -6,6 +6,7 @@ import logging
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from ..clients.waits import checked
 from ..text import text
 from ..validators import (
     DEFAULT,
@@ -14,7 +15,6 @@ from ..validators import (
     check_lease_timeout,
     check_name,
     check_priority,
-    check_timeout,
     renamed,
 )
 from ..wire.keys import to_ms
@@ -198,7 +198,7 @@ class ResourcePool(LeasedPrimitive):
             # (the defaults, 0 and None, taken at once: no call on the common path)
             "timeout": timeout
             if timeout is None or (type(timeout) is int and timeout == 0)
-            else check_timeout(timeout),
+            else checked(timeout),
             "lease_ms": lease_ms,
             "holder": default_holder() if holder is None else check_holder(holder),
             "priority": priority

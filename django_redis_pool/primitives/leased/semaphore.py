@@ -6,6 +6,7 @@ import uuid
 from typing import Any
 
 from ...exceptions import backend_errors
+from ..clients.waits import checked
 from ..validators import (
     DEFAULT,
     Seconds,
@@ -14,7 +15,6 @@ from ..validators import (
     check_lease_timeout,
     check_permits,
     check_priority,
-    check_timeout,
     renamed,
 )
 from ..wire.keys import to_ms
@@ -166,7 +166,7 @@ class Semaphore(LeasedPrimitive):
             # (the defaults, 0 and None, taken at once: no call on the common path)
             "timeout": timeout
             if timeout is None or (type(timeout) is int and timeout == 0)
-            else check_timeout(timeout),
+            else checked(timeout),
             "lease_ms": lease_ms,
             "holder": check_holder(identity, "identity"),
             "priority": priority
