@@ -6,7 +6,7 @@ reported, as E099); ``docs/checks.md`` lists every id, what triggers it and the
 fix.
 
 * :func:`check_settings`: the setting, read by the registry
-  (:func:`.registry.read_settings`) and validated by :func:`.conf.read`, as the
+  (:func:`.registry.settings_report`) and validated by :func:`.conf.setting_report`, as the
   registry builds from it. Never connects to Redis.
 * :func:`check_deploy` (``--deploy``): the Redis server and production needs
   (:mod:`.deploy_checks`).
@@ -42,13 +42,13 @@ def messages(findings: Iterable[conf.Finding]) -> list[checks.CheckMessage]:
 def validate(raw: Any, caches: Any) -> list[checks.CheckMessage]:
     """All problems of the setting value ``raw``, given the ``CACHES`` setting
     (without comparing it to ``settings.MIDDLEWARE``). Never raises."""
-    return messages(conf.read(raw, registry.KINDS, caches=caches).findings)
+    return messages(conf.setting_report(raw, registry.KINDS, caches=caches).findings)
 
 
 def check_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
     """The system check: validate ``settings.DJANGO_REDIS_POOL`` (an unexpected
     failure is the finding E099). Never raises."""
-    return messages(registry.read_settings().findings)
+    return messages(registry.settings_report().findings)
 
 
 def check_deploy(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
@@ -58,7 +58,7 @@ def check_deploy(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMes
     from django.conf import settings
 
     try:
-        config = registry.read_settings().config
+        config = registry.settings_report().config
         if config is None:
             return []
         return messages(deploy_checks.findings(config, getattr(settings, "CACHES", {})))
@@ -81,5 +81,5 @@ def check_view_resources(app_configs: Any = None, **kwargs: Any) -> list[checks.
 
     if not getattr(settings, "ROOT_URLCONF", None):
         return []
-    config = registry.read_settings().config
+    config = registry.settings_report().config
     return [] if config is None else messages(url_checks.findings(config))

@@ -4,9 +4,9 @@ for the typed accessors of the kinds (``get_pool``, in
 :func:`by_name`).
 
 The registry is the one reader of Django's settings at run time
-(:func:`read_settings`; the system checks are the other reader): it passes
+(:func:`settings_report`; the system checks are the other reader): it passes
 ``DJANGO_REDIS_POOL``, ``CACHES``, ``MIDDLEWARE`` and the proxy settings to
-:func:`.conf.read` with :data:`KINDS`, and tells each kind what it needs of
+:func:`.conf.setting_report` with :data:`KINDS`, and tells each kind what it needs of
 them (the entry's options when it builds a primitive, then
 :class:`~.kinds.contract.Configured`). Everything is built lazily on first
 use and cached per process: one Redis client (:func:`get_connection`) and one
@@ -53,7 +53,7 @@ __all__ = [
     "get_connection",
     "get_resource",
     "plurals",
-    "read_settings",
+    "settings_report",
 ]
 
 #: The primitive a kind's accessor asks for (:func:`get`).
@@ -119,8 +119,8 @@ def plurals() -> str:
 # ------------------------------------------------------------------ settings
 
 
-def read_settings() -> conf.Reading:
-    """:func:`.conf.read` of Django's settings: ``DJANGO_REDIS_POOL`` with
+def settings_report() -> conf.SettingReport:
+    """The report on Django's settings (:func:`.conf.setting_report`): ``DJANGO_REDIS_POOL`` with
     ``CACHES``, ``MIDDLEWARE`` and the proxy settings set
     (:data:`.conf.PROXY_SETTINGS`), with :data:`KINDS`. Never raises."""
     from django.conf import settings
@@ -130,8 +130,8 @@ def read_settings() -> conf.Reading:
         caches, middleware = getattr(settings, "CACHES", {}), getattr(settings, "MIDDLEWARE", ())
         proxied = [name for name in conf.PROXY_SETTINGS if getattr(settings, name, None)]
     except Exception as exc:  # e.g. a settings module that raises on access
-        return conf.unreadable(exc)
-    return conf.read(raw, KINDS, caches=caches, middleware=middleware, proxied=proxied)
+        return conf.failed_report(exc)
+    return conf.setting_report(raw, KINDS, caches=caches, middleware=middleware, proxied=proxied)
 
 
 def get_config() -> conf.Config:
@@ -143,10 +143,10 @@ def get_config() -> conf.Config:
         return config
     with _lock:
         if _config is None:
-            reading = read_settings()
-            if reading.config is None:
-                raise ImproperlyConfigured("\n".join(map(str, reading.errors)))
-            _config = reading.config
+            report = settings_report()
+            if report.config is None:
+                raise ImproperlyConfigured("\n".join(map(str, report.errors)))
+            _config = report.config
         return _config
 
 

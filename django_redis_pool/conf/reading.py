@@ -1,9 +1,9 @@
 """Reading the ``DJANGO_REDIS_POOL`` setting: one pass that validates the whole
 setting and, when it is valid, builds its :class:`~.schema.Config`.
 
-:func:`read` is the only place a setting is validated. It reads no Django
+:func:`setting_report` is the only place a setting is validated. It reads no Django
 settings: it validates the values it is given, with the kinds it is given.
-The registry (:func:`..registry.read_settings`) reads Django's settings and
+The registry (:func:`..registry.settings_report`) reads Django's settings and
 passes them in with its list of kinds; it builds from the config or raises
 ``ImproperlyConfigured`` with the errors, and the system checks
 (:mod:`..checks`) turn the findings into check messages. Each value is checked
@@ -41,8 +41,8 @@ from .schema import (
     Entry,
     Finding,
     Findings,
-    Reading,
     Rule,
+    SettingReport,
     check_retry_after,
     check_status,
     did_you_mean,
@@ -52,37 +52,44 @@ from .schema import (
     top_level_keys,
 )
 
-__all__ = ["entry_options", "parse", "parse_rule", "permits_problem", "read", "unreadable"]
+__all__ = [
+    "entry_options",
+    "failed_report",
+    "parse_rule",
+    "permits_problem",
+    "setting_report",
+    "valid_config",
+]
 
 
-def read(
+def setting_report(
     raw: Any,
     kinds: Sequence[Kind],
     *,
     caches: Any,
     middleware: Any = None,
     proxied: Sequence[str] = (),
-) -> Reading:
-    """Validate the setting value ``raw`` with ``kinds`` (one mapping of the
-    setting each, in the order messages list them), given the ``CACHES``
-    setting, and build its config if it is valid. With ``middleware``
+) -> SettingReport:
+    """The report on the setting value ``raw``: every finding of validating it
+    with ``kinds`` (one mapping of the setting each, in the order messages list
+    them), given the ``CACHES`` setting, and its config if it is valid. With ``middleware``
     (``settings.MIDDLEWARE``), also whether the ``MIDDLEWARE`` rules and
     ``ResourceMiddleware`` go together (W002, W007, W008); ``proxied``: the
     :data:`~.schema.PROXY_SETTINGS` that are set (W009). Never raises: an
     unexpected failure is the finding E099."""
     found = Findings()
     try:
-        config = _read(raw, tuple(kinds), caches, found, tuple(proxied))
+        config = _draft_config(raw, tuple(kinds), caches, found, tuple(proxied))
         if middleware is not None:
             _read_installed_middleware(raw, middleware, found)
     except Exception as exc:  # a check must report, never crash `manage.py check`
-        return unreadable(exc)
-    return Reading(None if found.serious else config, tuple(found))
+        return failed_report(exc)
+    return SettingReport(None if found.serious else config, tuple(found))
 
 
-def unreadable(exc: Exception) -> Reading:
-    """The reading of a setting that could not be read: ``exc`` as E099."""
-    return Reading(None, (_failure(exc),))
+def failed_report(exc: Exception) -> SettingReport:
+    """The report on a setting that could not be read: ``exc`` as E099."""
+    return SettingReport(None, (_failure(exc),))
 
 
 def _failure(exc: Exception) -> Finding:
@@ -94,17 +101,17 @@ def _failure(exc: Exception) -> Finding:
     )
 
 
-def parse(raw: Any, kinds: Sequence[Kind], caches: Any) -> Config:
+def valid_config(raw: Any, kinds: Sequence[Kind], caches: Any) -> Config:
     """The :class:`~.schema.Config` of the valid setting value ``raw``, read
     with ``kinds`` (``caches``: the ``CACHES`` setting). Raises ``ValueError``
-    with the errors of an invalid one."""
-    reading = read(raw, kinds, caches=caches)
-    if reading.config is None:
-        raise ValueError("\n".join(map(str, reading.errors)))
-    return reading.config
+    with the errors of an invalid one (where :func:`setting_report` reports them)."""
+    report = setting_report(raw, kinds, caches=caches)
+    if report.config is None:
+        raise ValueError("\n".join(map(str, report.errors)))
+    return report.config
 
 
-def _read(
+def _draft_config(
     raw: Any, kinds: tuple[Kind, ...], caches: Any, found: Findings, proxied: tuple[str, ...]
 ) -> Config | None:
     """Record every problem of ``raw`` in ``found``; the config (a draft while
@@ -277,7 +284,7 @@ def _read_entry(
 def entry_options(kind: Kind, name: str, entry: Mapping[str, Any]) -> dict[str, Any]:
     """Every option of ``kind`` for one entry, validated and with defaults filled in.
 
-    Raises ``ValueError`` for an invalid value (unknown keys are left to :func:`read`).
+    Raises ``ValueError`` for an invalid value (unknown keys are left to :func:`setting_report`).
     """
     options = {}
     for key, option in kind.options.items():

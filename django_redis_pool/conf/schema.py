@@ -45,8 +45,8 @@ __all__ = [
     "Entry",
     "Finding",
     "Findings",
-    "Reading",
     "Rule",
+    "SettingReport",
     "accepts",
     "check_retry_after",
     "check_status",
@@ -337,9 +337,10 @@ class Config:
 
 
 @dataclass(frozen=True)
-class Reading:
-    """What reading the setting gives: the :class:`Config` when it is valid, and
-    every finding (the warnings of a valid setting, or its errors)."""
+class SettingReport:
+    """The report on one reading of the setting (:func:`.reading.setting_report`):
+    the :class:`Config` when it is valid, and every finding (the warnings of a
+    valid setting, or its errors)."""
 
     config: Config | None  #: None when a finding is an error
     findings: tuple[Finding, ...]

@@ -151,7 +151,7 @@ def test_any_setting_gives_check_messages_or_a_working_config(redis_client: Any,
     messages = validate(raw, {})  # never raises
     if any(message.is_serious() for message in messages):
         return
-    config = conf.parse(raw, registry.KINDS, caches={})
+    config = conf.valid_config(raw, registry.KINDS, caches={})
     for entry_ in config.entries.values():
         with contextlib.suppress(NotConfigured):
             entry_.kind.build(redis_client, entry_.name, config.key_prefix, entry_.options)
