@@ -148,24 +148,24 @@ class Guard:
         span = tracing.start(self.name, started, self.caller is not None)
         primitive: Any = None
         outcome: Held | Refusal | None = None
-        signal: outcomes.PendingSignal | None
+        held: Held | None = None
+        failure: PoolError | None = None
         kind = ask = None
+        watched = False
         try:
-            primitive = registry.get_resource(self.name)  # a Cluster client connects here
-            kind, ask, watched = self._ask(request, primitive, holder or self.holder_of(request))
-            with ask.timeout.bound():  # (the wait's one deadline)
-                held = kind.hold(primitive, ask)
-        except NotConfigured:
-            raise  # a configuration error, not a busy resource
-        except ResourceUnavailable as exc:  # refused at once: max_waiting callers wait
-            turn = self.turn_of(kind, primitive, ask, exc)
-            outcome, signal = outcomes.refused_at_once(self, request, primitive, exc, started, turn)
-        except PoolError as exc:  # Redis unreachable, or refusing (OOM, ...)
-            outcome, signal = outcomes.redis_failed(self, request, primitive, exc, started)
-        else:
-            turn = None if held is not None else self.turn_of(kind, primitive, ask)
-            outcome, signal = outcomes.held_or_refused(
-                self, request, primitive, held, watched, started, turn
+            try:
+                primitive = registry.get_resource(self.name)  # a Cluster client connects here
+                holder = holder or self.holder_of(request)
+                kind, ask, watched = self._ask(request, primitive, holder)
+                with ask.timeout.bound():  # (the wait's one deadline)
+                    held = kind.hold(primitive, ask)
+            except NotConfigured:
+                raise  # a configuration error, not a busy resource
+            except PoolError as exc:  # refused at once, or Redis failed (see _outcome_of)
+                failure = exc
+            turn = self.turn_of(kind, primitive, ask, held, failure)
+            outcome, signal = self._outcome_of(
+                request, primitive, held, failure, watched, started, turn
             )
         finally:
             if span is not None:
@@ -181,31 +181,30 @@ class Guard:
         started = time.monotonic()
         primitive: Any = registry.cached(self.name)
         outcome: Held | Refusal | None = None
-        signal: outcomes.PendingSignal | None
+        held: Held | None = None
+        failure: PoolError | None = None
         span = None
         kind = ask = None
+        watched = False
         try:
-            if primitive is None:  # built off the loop: a Cluster client connects then
-                primitive = await sync_to_async(registry.get_resource, thread_sensitive=False)(
-                    self.name
-                )
-            if not registry.by_name()[primitive.kind].holds_on_loop:
-                return await enter_in_thread(self, request)  # (enter() traces it)
-            span = tracing.start(self.name, started, self.caller is not None)
-            kind, ask, watched = self._ask(request, primitive, await self.aholder_of(request))
-            with ask.timeout.bound():
-                held = await kind.ahold(primitive, ask)
-        except NotConfigured:
-            raise
-        except ResourceUnavailable as exc:
-            turn = await self.aturn_of(kind, primitive, ask, exc)
-            outcome, signal = outcomes.refused_at_once(self, request, primitive, exc, started, turn)
-        except PoolError as exc:
-            outcome, signal = outcomes.redis_failed(self, request, primitive, exc, started)
-        else:
-            turn = None if held is not None else await self.aturn_of(kind, primitive, ask)
-            outcome, signal = outcomes.held_or_refused(
-                self, request, primitive, held, watched, started, turn
+            try:
+                if primitive is None:  # built off the loop: a Cluster client connects then
+                    primitive = await sync_to_async(registry.get_resource, thread_sensitive=False)(
+                        self.name
+                    )
+                if not registry.by_name()[primitive.kind].holds_on_loop:
+                    return await enter_in_thread(self, request)  # (enter() traces it)
+                span = tracing.start(self.name, started, self.caller is not None)
+                kind, ask, watched = self._ask(request, primitive, await self.aholder_of(request))
+                with ask.timeout.bound():
+                    held = await kind.ahold(primitive, ask)
+            except NotConfigured:
+                raise
+            except PoolError as exc:
+                failure = exc
+            turn = await self.aturn_of(kind, primitive, ask, held, failure)
+            outcome, signal = self._outcome_of(
+                request, primitive, held, failure, watched, started, turn
             )
         finally:
             if span is not None:
@@ -220,6 +219,28 @@ class Guard:
         if request is None or (self._identity is None and not user_unread(request)):
             return self.holder_of(request)
         return await sync_to_async(self.holder_of)(request)
+
+    def _outcome_of(
+        self,
+        request: HttpRequest | None,
+        primitive: Any,
+        held: Held | None,
+        failure: PoolError | None,
+        watched: bool,
+        started: float,
+        turn: float | None,
+    ) -> tuple[Held | Refusal | None, outcomes.PendingSignal | None]:
+        """What one attempt to hold means for ``request`` (the outcome
+        :meth:`enter` and :meth:`aenter` return) and the signal to send about
+        it: the attempt answered ``held`` (None: nothing granted in time), or
+        raised ``failure``: a :class:`ResourceUnavailable` is a refusal at once
+        (``max_waiting`` callers wait), any other :class:`PoolError` is Redis
+        unreachable or refusing (OOM, ...). ``turn``: a refusal's estimated turn."""
+        if isinstance(failure, ResourceUnavailable):
+            return outcomes.refused_at_once(self, request, primitive, failure, started, turn)
+        if failure is not None:
+            return outcomes.redis_failed(self, request, primitive, failure, started)
+        return outcomes.held_or_refused(self, request, primitive, held, watched, started, turn)
 
     def _ask(
         self, request: HttpRequest | None, primitive: Any, holder: str
@@ -275,14 +296,17 @@ class Guard:
         kind: kinds.Kind[Any] | None,
         primitive: Any,
         ask: kinds.Ask | None,
-        error: ResourceUnavailable | None = None,
+        held: Held | None = None,
+        failure: PoolError | None = None,
     ) -> float | None:
         """When a hold refused now can expect its turn, in seconds, as its kind
         estimates it (:meth:`Kind.turn <.kinds.Kind.turn>`: for a kind on the
-        lease engine, from its holds and the callers waiting); None
-        when the guard's ``retry_after`` or the refusal's own (``error``'s)
-        answers instead, or the kind cannot tell. Never raises."""
-        if not self._turn_wanted(kind, ask, error):
+        lease engine, from its holds and the callers waiting); None when the
+        attempt was not refused (it answered ``held``, or its ``failure`` is
+        not a :class:`ResourceUnavailable`), when the guard's ``retry_after``
+        or the refusal's own (``failure``'s) answers instead, or when the kind
+        cannot tell. Never raises."""
+        if not self._turn_wanted(kind, ask, held, failure):
             return None
         try:
             return kind.turn(primitive, ask)  # type: ignore[union-attr,arg-type]
@@ -295,10 +319,11 @@ class Guard:
         kind: kinds.Kind[Any] | None,
         primitive: Any,
         ask: kinds.Ask | None,
-        error: ResourceUnavailable | None = None,
+        held: Held | None = None,
+        failure: PoolError | None = None,
     ) -> float | None:
         """:meth:`turn_of` on the event loop."""
-        if not self._turn_wanted(kind, ask, error):
+        if not self._turn_wanted(kind, ask, held, failure):
             return None
         try:
             return await kind.aturn(primitive, ask)  # type: ignore[union-attr,arg-type]
@@ -306,10 +331,17 @@ class Guard:
             logger.debug("estimating the turn of %r failed: %s", self.name, exc)
             return None
 
-    def _turn_wanted(self, kind: Any, ask: Any, error: ResourceUnavailable | None) -> bool:
-        """Whether a refusal's turn is to be estimated: no ``retry_after`` of
-        the guard's nor of the refusal's."""
-        told = None if error is None else error.retry_after
+    def _turn_wanted(
+        self, kind: Any, ask: Any, held: Held | None, failure: PoolError | None
+    ) -> bool:
+        """Whether the attempt was refused (nothing ``held`` and no ``failure``
+        but a :class:`ResourceUnavailable`) and its turn is to be estimated: no
+        ``retry_after`` of the guard's nor of the refusal's."""
+        if held is not None:
+            return False
+        if failure is not None and not isinstance(failure, ResourceUnavailable):
+            return False  # Redis failed: no turn to tell
+        told = None if failure is None else failure.retry_after
         return self.retry_after is None and told is None and kind is not None and ask is not None
 
     def retry_after_for(self, primitive: Any) -> int:
