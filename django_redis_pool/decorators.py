@@ -30,7 +30,7 @@ def with_resource(
     """Hold the configured primitive ``name`` while the decorated view runs.
 
     Before the view, acquire what the primitive's kind holds for a request
-    (:meth:`Kind.hold <django_redis_pool.kinds.Kind.hold>`; the kind's docs say
+    (:meth:`Kind.grant <django_redis_pool.kinds.Kind.grant>`; the kind's docs say
     what: a :class:`Lease`, or an object of the request's own), as the holder
     ``identity(request)`` (default: a unique id per request). The hold is
     ``request.resources[name]``. It is released once the response is closed (for a

@@ -19,7 +19,7 @@ from typing import Any, Protocol
 from asgiref.sync import sync_to_async
 from django.http import HttpRequest
 
-from .kinds import Held
+from .kinds import Grant
 from .outcomes import Refusal
 from .primitives.clients.deadlines import DEADLINE_SLACK
 
@@ -38,15 +38,15 @@ class Enterable(Protocol):
 
     def enter(
         self, request: HttpRequest | None, holder: str | None = None
-    ) -> Held | Refusal | None:
+    ) -> Grant | Refusal | None:
         """Take the hold, blocking."""
         ...
 
-    def exit(self, request: HttpRequest | None, held: Held) -> None:
+    def exit(self, request: HttpRequest | None, held: Grant) -> None:
         """Give it back, blocking."""
         ...
 
-    async def aexit(self, request: HttpRequest | None, held: Held) -> None:
+    async def aexit(self, request: HttpRequest | None, held: Grant) -> None:
         """Give it back on the loop."""
         ...
 
@@ -97,9 +97,9 @@ def waiting_threads() -> ThreadPoolExecutor:
         return _waiting
 
 
-async def enter_in_thread(guard: Enterable, request: HttpRequest | None) -> Held | Refusal | None:
+async def enter_in_thread(guard: Enterable, request: HttpRequest | None) -> Grant | Refusal | None:
     """``guard.enter(request)`` in a thread of :func:`waiting_threads`, for a
-    kind without :meth:`Kind.ahold <.kinds.Kind.ahold>`. Cancelled while the
+    kind without :meth:`Kind.agrant <.kinds.Kind.agrant>`. Cancelled while the
     thread waits (the client went away, or the loop is shutting down), it
     leaves nothing held: whatever the thread still gets is given back at once,
     by the thread itself, or here if it got it just before we gave up."""
@@ -119,11 +119,11 @@ async def enter_in_thread(guard: Enterable, request: HttpRequest | None) -> Held
 
 def _enter_unless_abandoned(
     guard: Enterable, request: HttpRequest | None, abandoned: threading.Event, holder: str | None
-) -> Held | Refusal | None:
+) -> Grant | Refusal | None:
     if abandoned.is_set():  # given up while queued for a thread
         return None
     outcome = guard.enter(request, holder)
-    if isinstance(outcome, Held) and abandoned.is_set():
+    if isinstance(outcome, Grant) and abandoned.is_set():
         guard.exit(request, outcome)
         return None
     return outcome
@@ -136,14 +136,14 @@ def _give_back_late_grant(
     if task.cancelled() or task.exception() is not None:
         return
     held = task.result()
-    if isinstance(held, Held):
+    if isinstance(held, Grant):
         asyncio.get_running_loop().run_in_executor(None, guard.exit, request, held)
 
 
 def release_soon(
     guard: Enterable,
     request: HttpRequest | None,
-    held: Held,
+    held: Grant,
     loop: asyncio.AbstractEventLoop | None,
 ) -> None:
     """Release ``held`` as its request's ``loop`` does (``guard.aexit``) while

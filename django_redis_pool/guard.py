@@ -4,7 +4,7 @@ task, a command or a script runs (``holding()``).
 :class:`Guard` is the one hold shared by ``@with_resource``,
 ``ResourceMiddleware`` and :func:`~django_redis_pool.holds.holding` (which
 passes ``request=None`` and names its ``caller``): it acquires before the view
-(through the primitive's kind, :meth:`Kind.hold <.kinds.Kind.hold>`),
+(through the primitive's kind, :meth:`Kind.grant <.kinds.Kind.grant>`),
 exposes the hold as ``request.resources[name]``, releases once the response is
 closed (after its last chunk) or when the view raises, and
 answers "nothing granted in time" with the response of :mod:`.refusals` (never
@@ -40,8 +40,8 @@ from django.http.response import HttpResponseBase
 from . import conf, kinds, outcomes, refusals, registry, tracing
 from .event_loop import WAITING_THREADS, enter_in_thread, on_event_loop, release_soon, start_task
 from .exceptions import NotConfigured, PoolError, ResourceUnavailable
-from .holders import request_holder, request_of, task_holder, user_unread, username_of
-from .kinds import Held
+from .holder_names import request_holder, request_of, task_holder, user_unread, username_of
+from .kinds import Grant
 from .outcomes import Refusal
 from .primitives.clients.deadlines import DEADLINE_SLACK, deadline
 from .primitives.clients.waits import Wait
@@ -113,12 +113,12 @@ class Guard:
     def holder_of(self, request: HttpRequest | None) -> str:
         """Who holds for ``request``: ``identity(request)``, else a unique id
         naming the host, process and request: its method, path and user
-        (:func:`~django_redis_pool.holders.request_holder`; :func:`request_of`
+        (:func:`~django_redis_pool.holder_names.request_holder`; :func:`request_of`
         reads them back). An identity that is not a valid holder (empty, not a
         str, over 200 characters, control characters) is the client's fault:
         ``BadRequest`` (a 400), logged as a warning. Outside a request
         (``request`` None): the identity, else a unique id naming the host, the
-        process and the :attr:`caller` (:func:`~django_redis_pool.holders.task_holder`)."""
+        process and the :attr:`caller` (:func:`~django_redis_pool.holder_names.task_holder`)."""
         if request is None:
             if isinstance(self._identity, str) and self._identity:
                 return self._identity
@@ -139,7 +139,7 @@ class Guard:
 
     def enter(
         self, request: HttpRequest | None, holder: str | None = None
-    ) -> Held | Refusal | None:
+    ) -> Grant | Refusal | None:
         """Acquire for ``request`` (blocking; never on the event loop) as
         ``holder`` (default: :meth:`holder_of`). None when Redis fails and
         ``FAIL_OPEN`` lets the view run without a hold. ``request`` None: a
@@ -147,8 +147,8 @@ class Guard:
         started = time.monotonic()
         span = tracing.start(self.name, started, self.caller is not None)
         primitive: Any = None
-        outcome: Held | Refusal | None = None
-        held: Held | None = None
+        outcome: Grant | Refusal | None = None
+        held: Grant | None = None
         failure: PoolError | None = None
         kind = ask = None
         watched = False
@@ -158,7 +158,7 @@ class Guard:
                 holder = holder or self.holder_of(request)
                 kind, ask, watched = self._ask(request, primitive, holder)
                 with ask.timeout.bound():  # (the wait's one deadline)
-                    held = kind.hold(primitive, ask)
+                    held = kind.grant(primitive, ask)
             except NotConfigured:
                 raise  # a configuration error, not a busy resource
             except PoolError as exc:  # refused at once, or Redis failed (see _outcome_of)
@@ -174,14 +174,14 @@ class Guard:
             signal.send()
         return outcome
 
-    async def aenter(self, request: HttpRequest | None) -> Held | Refusal | None:
+    async def aenter(self, request: HttpRequest | None) -> Grant | Refusal | None:
         """:meth:`enter` on the event loop: the wait holds no thread (for a kind
-        that has :meth:`Kind.ahold <.kinds.Kind.ahold>`; else it runs in a
+        that has :meth:`Kind.agrant <.kinds.Kind.agrant>`; else it runs in a
         thread). Cancelled while waiting, it leaves nothing held."""
         started = time.monotonic()
         primitive: Any = registry.cached(self.name)
-        outcome: Held | Refusal | None = None
-        held: Held | None = None
+        outcome: Grant | Refusal | None = None
+        held: Grant | None = None
         failure: PoolError | None = None
         span = None
         kind = ask = None
@@ -197,7 +197,7 @@ class Guard:
                 span = tracing.start(self.name, started, self.caller is not None)
                 kind, ask, watched = self._ask(request, primitive, await self.aholder_of(request))
                 with ask.timeout.bound():
-                    held = await kind.ahold(primitive, ask)
+                    held = await kind.agrant(primitive, ask)
             except NotConfigured:
                 raise
             except PoolError as exc:
@@ -224,12 +224,12 @@ class Guard:
         self,
         request: HttpRequest | None,
         primitive: Any,
-        held: Held | None,
+        held: Grant | None,
         failure: PoolError | None,
         watched: bool,
         started: float,
         turn: float | None,
-    ) -> tuple[Held | Refusal | None, outcomes.PendingSignal | None]:
+    ) -> tuple[Grant | Refusal | None, outcomes.PendingSignal | None]:
         """What one attempt to hold means for ``request`` (the outcome
         :meth:`enter` and :meth:`aenter` return) and the signal to send about
         it: the attempt answered ``held`` (None: nothing granted in time), or
@@ -296,7 +296,7 @@ class Guard:
         kind: kinds.Kind[Any] | None,
         primitive: Any,
         ask: kinds.Ask | None,
-        held: Held | None = None,
+        held: Grant | None = None,
         failure: PoolError | None = None,
     ) -> float | None:
         """When a hold refused now can expect its turn, in seconds, as its kind
@@ -319,7 +319,7 @@ class Guard:
         kind: kinds.Kind[Any] | None,
         primitive: Any,
         ask: kinds.Ask | None,
-        held: Held | None = None,
+        held: Grant | None = None,
         failure: PoolError | None = None,
     ) -> float | None:
         """:meth:`turn_of` on the event loop."""
@@ -332,7 +332,7 @@ class Guard:
             return None
 
     def _turn_wanted(
-        self, kind: Any, ask: Any, held: Held | None, failure: PoolError | None
+        self, kind: Any, ask: Any, held: Grant | None, failure: PoolError | None
     ) -> bool:
         """Whether the attempt was refused (nothing ``held`` and no ``failure``
         but a :class:`ResourceUnavailable`) and its turn is to be estimated: no
@@ -364,7 +364,7 @@ class Guard:
 
     # -- releasing -------------------------------------------------------------
 
-    def exit(self, request: HttpRequest | None, held: Held) -> None:
+    def exit(self, request: HttpRequest | None, held: Grant) -> None:
         """Release ``held`` now, waiting at most ``DEADLINE_SLACK`` for Redis;
         never raises. A lease's release that Redis does not answer by then goes
         on in the background (:mod:`.primitives.leased.releases`); a hold that cannot
@@ -378,7 +378,7 @@ class Guard:
             ok = outcomes.release_failed(self, request, exc)
         outcomes.released(self, request, held, ok).send()
 
-    async def aexit(self, request: HttpRequest | None, held: Held) -> None:
+    async def aexit(self, request: HttpRequest | None, held: Grant) -> None:
         """:meth:`exit` on the event loop (in a thread for a hold without ``arelease``)."""
         if held.arelease is None:
             await sync_to_async(self.exit, thread_sensitive=False)(request, held)
@@ -401,7 +401,7 @@ class Guard:
         self,
         request: HttpRequest,
         response: Any,
-        held: Held | None,
+        held: Grant | None,
         loop: asyncio.AbstractEventLoop | None = None,
     ) -> Any:
         """Release ``held`` once ``response`` is closed: after its last chunk is

@@ -21,7 +21,7 @@ from asgiref.sync import iscoroutinefunction
 
 from .event_loop import start_task
 from .guard import Guard
-from .kinds import Held
+from .kinds import Grant
 from .outcomes import Refusal
 from .primitives.validators import DEFAULT, Seconds
 
@@ -41,8 +41,8 @@ def caller_of(frame: FrameType | None) -> str:
     return module if function == "<module>" else f"{module}.{function}"
 
 
-def enter(guard: Guard) -> Held | None:
-    """Take ``guard``'s hold outside a request, blocking: the :class:`Held`,
+def enter(guard: Guard) -> Grant | None:
+    """Take ``guard``'s hold outside a request, blocking: the :class:`Grant`,
     None when Redis failed and ``FAIL_OPEN`` lets the body run; a refusal is
     raised."""
     outcome = guard.enter(None)
@@ -51,7 +51,7 @@ def enter(guard: Guard) -> Held | None:
     return outcome
 
 
-async def aenter(guard: Guard) -> Held | None:
+async def aenter(guard: Guard) -> Grant | None:
     """:func:`enter`, waiting on the event loop."""
     outcome = await guard.aenter(None)
     if isinstance(outcome, Refusal):
@@ -59,13 +59,13 @@ async def aenter(guard: Guard) -> Held | None:
     return outcome
 
 
-def leave(guard: Guard, held: Held | None) -> None:
+def leave(guard: Guard, held: Grant | None) -> None:
     """Give ``held`` back (nothing for None), blocking."""
     if held is not None:
         guard.exit(None, held)
 
 
-async def aleave(guard: Guard, held: Held | None) -> None:
+async def aleave(guard: Guard, held: Grant | None) -> None:
     """:func:`leave` on the event loop; it completes even when the task
     that awaits it is cancelled (again)."""
     if held is not None:
@@ -120,7 +120,7 @@ class holding:  # (lower case: used as the function it reads as, ``with holding(
         }
         frame = inspect.currentframe()
         self.guard = Guard(name, caller=caller_of(frame and frame.f_back), **self._options)
-        self._entered: list[Held | None] = []
+        self._entered: list[Grant | None] = []
 
     def __repr__(self) -> str:
         return f"<holding {self.guard.name!r} in {self.guard.caller}>"

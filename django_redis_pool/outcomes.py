@@ -22,7 +22,7 @@ from django.http import HttpRequest
 
 from . import registry, signals
 from .exceptions import BackendUnavailable, PoolError, ResourceUnavailable
-from .kinds import Held
+from .kinds import Grant
 from .primitives.text import escaped
 
 __all__ = [
@@ -99,11 +99,11 @@ def held_or_refused(
     guard: Guarded,
     request: HttpRequest | None,
     primitive: Any,
-    held: Held | None,
+    held: Grant | None,
     watched: bool,
     started: float,
     turn: float | None = None,
-) -> tuple[Held | Refusal, PendingSignal]:
+) -> tuple[Grant | Refusal, PendingSignal]:
     """What an acquire that answered ``held`` means for the request, and the
     signal to send about it. ``watched``: the hold needs a watchdog lease,
     renewed while the request runs; ``turn``: a refusal's estimated turn
@@ -249,7 +249,7 @@ def release_failed(guard: Guarded, request: HttpRequest | None, exc: Exception) 
     return False
 
 
-def released(guard: Guarded, request: HttpRequest | None, held: Held, ok: bool) -> PendingSignal:
+def released(guard: Guarded, request: HttpRequest | None, held: Grant, ok: bool) -> PendingSignal:
     """Log the release of ``held`` (``ok``: it was still there), and the
     ``resource_released`` signal to send about it."""
     held_for = time.monotonic() - held.granted_at

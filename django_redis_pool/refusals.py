@@ -89,7 +89,7 @@ def _finished(view: Any, response: Any, error: PoolError) -> HttpResponseBase:
 
 
 def with_headers(response: Any, held: Any) -> Any:
-    """``response`` with the ``headers`` of ``held`` (a :class:`~.kinds.Held`,
+    """``response`` with the ``headers`` of ``held`` (a :class:`~.kinds.Grant`,
     or None) that it does not set itself (e.g. what is left of a quota)."""
     if held is not None and held.headers and isinstance(response, HttpResponseBase):
         _add_headers(response, held.headers)

@@ -91,7 +91,7 @@ def start(name: str, started: float, outside_request: bool = False) -> Any:
 
 def finish(span: Any, primitive: Any, outcome: Any, started: float, raised: Any) -> None:
     """End ``span`` with what the hold came to: ``outcome`` is the guard's
-    (a ``Held``, a ``Refusal``, or None: Redis failed and ``FAIL_OPEN`` let
+    (a ``Grant``, a ``Refusal``, or None: Redis failed and ``FAIL_OPEN`` let
     it run, or an error was ``raised``); ``started``: ``time.monotonic()``
     when it began waiting."""
     trace = _trace

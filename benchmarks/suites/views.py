@@ -154,11 +154,11 @@ def guard_cost(kind: str, n: int) -> tuple[float, float]:
 
     from django_redis_pool import registry
     from django_redis_pool.guard import Guard
-    from django_redis_pool.kinds import Held
+    from django_redis_pool.kinds import Grant
 
     spent = [0.0]
     held_kind = registry.by_name()[kind]
-    original = held_kind.hold
+    original = held_kind.grant
 
     def timed_acquire(*args: Any, **kwargs: Any) -> Any:
         start = time.perf_counter()
@@ -177,16 +177,16 @@ def guard_cost(kind: str, n: int) -> tuple[float, float]:
 
     guard = Guard(GUARDED[kind], timeout=0)
     request = RequestFactory().get("/bench/")
-    held_kind.hold = timed_acquire  # type: ignore[method-assign]
+    held_kind.grant = timed_acquire  # type: ignore[method-assign]
     try:
         start = time.perf_counter()
         for _ in range(n):
             held = guard.enter(request)
-            assert isinstance(held, Held)
+            assert isinstance(held, Grant)
             guard.exit(request, held)
         total = time.perf_counter() - start
     finally:
-        del held_kind.hold  # the class's method again
+        del held_kind.grant  # the class's method again
     return total / n * 1e6, spent[0] / n * 1e6
 
 

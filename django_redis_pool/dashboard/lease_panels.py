@@ -17,7 +17,7 @@ from django.http import HttpRequest
 from django.template.defaultfilters import pluralize
 
 from .. import registry
-from ..holders import process_of, request_of
+from ..holder_names import process_of, request_of
 from ..kinds.leased import LeaseKind, long_hold_note
 from ..primitives.leased.lease import Lease
 from ..primitives.leased.primitive import Snapshot

@@ -12,6 +12,6 @@ given. What the admin shows and does for a kind is the dashboard's
 
 from __future__ import annotations
 
-from .contract import Ask, Configured, Held, Kind, Option, Report
+from .contract import Ask, Configured, Grant, Kind, Option, Report
 
-__all__ = ["Ask", "Configured", "Held", "Kind", "Option", "Report"]
+__all__ = ["Ask", "Configured", "Grant", "Kind", "Option", "Report"]

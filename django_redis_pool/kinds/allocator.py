@@ -12,7 +12,7 @@ from typing import Any
 from .. import conf
 from ..primitives.leased.allocator import MAX_KEY_PRIORITY, AllocatedKey, Allocator
 from ..primitives.validators import check_duration, check_name
-from .contract import Ask, Held, Option, Report, validate_bool
+from .contract import Ask, Grant, Option, Report, validate_bool
 from .leased import LeaseKind, Members, lease_timeout_option
 
 __all__ = ["KIND", "AllocatorKind"]
@@ -105,7 +105,7 @@ class AllocatorKind(LeaseKind[Allocator]):
             key_prefix=key_prefix,
         )
 
-    def hold(self, primitive: Allocator, ask: Ask) -> Held | None:
+    def grant(self, primitive: Allocator, ask: Ask) -> Grant | None:
         """A key at once (an allocator never waits), bound to the request's
         identity if the view names one: the same user keeps the same key while
         it is free."""
@@ -114,8 +114,8 @@ class AllocatorKind(LeaseKind[Allocator]):
         )
         return _held(primitive, key)
 
-    async def ahold(self, primitive: Allocator, ask: Ask) -> Held | None:
-        """:meth:`hold` on the event loop."""
+    async def agrant(self, primitive: Allocator, ask: Ask) -> Grant | None:
+        """:meth:`grant` on the event loop."""
         key = await primitive.amalloc_key(
             lease_timeout=ask.lease_timeout, name=ask.identity, holder=ask.holder
         )
@@ -205,7 +205,7 @@ class AllocatorKind(LeaseKind[Allocator]):
 KIND = AllocatorKind()
 
 
-def _held(allocator: Allocator, key: AllocatedKey | None) -> Held | None:
+def _held(allocator: Allocator, key: AllocatedKey | None) -> Grant | None:
     """A request's hold of ``key`` (None: none was free)."""
     if key is None:
         return None
@@ -214,9 +214,9 @@ def _held(allocator: Allocator, key: AllocatedKey | None) -> Held | None:
         async def nothing() -> bool:
             return True
 
-        return Held(key, None, lambda: True, nothing)
+        return Grant(key, None, lambda: True, nothing)
 
     async def arelease() -> bool:
         return await allocator.afree_keys(key) == 1
 
-    return Held(key, key.lease, lambda: allocator.free_keys(key) == 1, arelease)
+    return Grant(key, key.lease, lambda: allocator.free_keys(key) == 1, arelease)

@@ -1,6 +1,6 @@
 """What the Django layer needs of a kind of primitive: :class:`Kind`, the
 contract every kind fulfils, and the records that cross it (:class:`Ask`,
-:class:`Held`, :class:`Option`, :class:`Report`...).
+:class:`Grant`, :class:`Option`, :class:`Report`...).
 
 A kind is one module of :mod:`django_redis_pool.kinds` holding one subclass of
 :class:`Kind` (and an instance of it, ``KIND``): what the kind *is* (its
@@ -8,7 +8,7 @@ options, how it is built and held, and what the management commands read and
 change, as data). ``Kind[P]`` is generic in the primitive ``P`` the kind
 builds (``PoolKind`` is a ``Kind[ResourcePool]``): :meth:`Kind.build` returns
 one, and every other method takes one, so that a type checker follows a
-request from ``@with_resource`` through :meth:`Kind.hold` to the primitive.
+request from ``@with_resource`` through :meth:`Kind.grant` to the primitive.
 The core of the Django layer (settings, checks, registry, request guard,
 commands, admin views, templates) only ever calls the methods below, so it
 names no kind: a new kind is a new module, listed in the registry's
@@ -38,7 +38,7 @@ __all__ = [
     "Ask",
     "Configured",
     "EntryWarning",
-    "Held",
+    "Grant",
     "Kind",
     "Option",
     "OptionError",
@@ -117,8 +117,8 @@ MAX_WAITING = Option(
 
 
 @dataclass
-class Held:
-    """A hold taken for one request (see :meth:`Kind.hold`)."""
+class Grant:
+    """A hold taken for one request (see :meth:`Kind.grant`)."""
 
     hold: Any  #: what the view sees as ``request.resources[name]``
     lease: Lease | None  #: the lease behind it (fence, expiry), for signals and logs
@@ -134,7 +134,7 @@ class Held:
 
 @dataclass(frozen=True)
 class Ask:
-    """What one request asks of a kind's :meth:`Kind.hold`."""
+    """What one request asks of a kind's :meth:`Kind.grant`."""
 
     holder: str  #: who holds: ``identity(request)``, else a unique id of the request
     identity: str | None  #: ``identity(request)`` if the view names one, else None
@@ -206,7 +206,7 @@ class Kind(Generic[P]):
     #: the view or rule gives one: 503, "try again later"; a rate limit's is 429.
     refusal_status: ClassVar[int] = 503
     #: Whether a request's hold may take several permits (``PERMITS`` on a
-    #: rule, ``@with_resource(permits=)``): its :meth:`hold` reads ``ask.permits``.
+    #: rule, ``@with_resource(permits=)``): its :meth:`grant` reads ``ask.permits``.
     takes_permits: ClassVar[bool] = False
 
     @property
@@ -266,7 +266,7 @@ class Kind(Generic[P]):
 
     # -- requests --------------------------------------------------------------
 
-    def hold(self, primitive: P, ask: Ask) -> Held | None:
+    def grant(self, primitive: P, ask: Ask) -> Grant | None:
         """Take ``primitive`` for one request, as ``ask`` says; None if nothing
         was granted in time. A caller refused at once (``max_waiting`` callers
         already wait) raises :class:`ResourceUnavailable` with ``reason``
@@ -276,8 +276,8 @@ class Kind(Generic[P]):
             "have no request hold"
         )
 
-    async def ahold(self, primitive: P, ask: Ask) -> Held | None:
-        """:meth:`hold` on the event loop, for async views: waits without a
+    async def agrant(self, primitive: P, ask: Ask) -> Grant | None:
+        """:meth:`grant` on the event loop, for async views: waits without a
         thread, and when cancelled leaves nothing held. A kind that does not
         override it (:attr:`holds_on_loop` is False) is held from a thread."""
         raise NotImplementedError
@@ -304,13 +304,13 @@ class Kind(Generic[P]):
     @property
     def holds_requests(self) -> bool:
         """Whether a request can hold a primitive of this kind (``@with_resource``,
-        a ``MIDDLEWARE`` rule): it has its own :meth:`hold`."""
-        return type(self).hold is not Kind.hold
+        a ``MIDDLEWARE`` rule): it has its own :meth:`grant`."""
+        return type(self).grant is not Kind.grant
 
     @property
     def holds_on_loop(self) -> bool:
-        """Whether this kind has its own :meth:`ahold`."""
-        return type(self).ahold is not Kind.ahold
+        """Whether this kind has its own :meth:`agrant`."""
+        return type(self).agrant is not Kind.agrant
 
     # -- management commands ---------------------------------------------------
 

@@ -17,11 +17,11 @@ from typing import Any, ClassVar, NamedTuple, TypeVar
 
 from .. import conf, signals
 from ..exceptions import ResourceUnavailable
-from ..holders import holder_words, request_of
+from ..holder_names import holder_words, request_of
 from ..primitives.leased.lease import Lease
 from ..primitives.leased.primitive import AsyncHold, Hold, LeasedPrimitive, Snapshot
 from ..primitives.validators import check_lease_timeout
-from .contract import Ask, Held, Kind, Option, Report
+from .contract import Ask, Grant, Kind, Option, Report
 
 __all__ = [
     "FILL_LABELS",
@@ -202,14 +202,14 @@ class LeaseKind(Kind[L]):
     # -- requests --------------------------------------------------------------
 
     @staticmethod
-    def held(lease: Lease | None) -> Held | None:
+    def held(lease: Lease | None) -> Grant | None:
         """A request's hold of ``lease`` (None: nothing granted)."""
-        return None if lease is None else Held(lease, lease, lease.release, lease.arelease)
+        return None if lease is None else Grant(lease, lease, lease.release, lease.arelease)
 
     @staticmethod
     def entered(hold: Hold) -> Any:
         """What the primitive's ``hold()`` (``hold``) takes on entering it, for
-        a request, which keeps it past one ``with`` block (its :class:`Held`
+        a request, which keeps it past one ``with`` block (its :class:`Grant`
         releases it): None when nothing was granted in time; refused at once
         (``max_waiting`` callers already wait), the hold's
         :class:`ResourceUnavailable` (``reason`` ``FULL``) propagates."""
@@ -397,7 +397,7 @@ def _held(lease: Lease) -> str:
     """A hold's ``<resource>  held by <holder>`` for people, each fact once: the
     resource left out where it is the holder (a semaphore's identity, a lock's holder),
     a request's holder name as its process and its request
-    (:func:`~django_redis_pool.holders.holder_words`)."""
+    (:func:`~django_redis_pool.holder_names.holder_words`)."""
     what = "" if lease.resource == lease.holder else f"{lease.resource}  "
     return f"{what}held by {holder_words(lease.holder)}"
 
@@ -405,7 +405,7 @@ def _held(lease: Lease) -> str:
 def status_data(snap: Snapshot) -> dict[str, Any]:
     """``pool_status --json``'s document of one primitive: the snapshot, each
     holder with the ``request`` its name tells (method, path, user; None for a
-    holder that is not a request's name: see :mod:`django_redis_pool.holders`)."""
+    holder that is not a request's name: see :mod:`django_redis_pool.holder_names`)."""
     data = snap.as_dict()
     for holder in data["holders"]:
         holder["request"] = request_of(holder["holder"])

@@ -11,7 +11,7 @@ from ..exceptions import NotOwned
 from ..primitives.leased.lease import Lease
 from ..primitives.leased.lock import Lock
 from ..primitives.validators import check_timeout
-from .contract import MAX_WAITING, Ask, Held, Option, validate_bool
+from .contract import MAX_WAITING, Ask, Grant, Option, validate_bool
 from .leased import LeaseKind, lease_timeout_option
 
 __all__ = ["KIND", "LockKind"]
@@ -47,15 +47,15 @@ class LockKind(LeaseKind[Lock]):
             max_waiting=options["MAX_WAITING"],
         )
 
-    def hold(self, primitive: Lock, ask: Ask) -> Held | None:
+    def grant(self, primitive: Lock, ask: Ask) -> Grant | None:
         """A :class:`Lock` of the request's own, usable from any thread (refused
         at once past ``MAX_WAITING``)."""
         lock = self._lock_for(primitive, ask)
         lease = self.entered(lock.hold(timeout=ask.timeout))
         return None if lease is None else _held(lock, lease)
 
-    async def ahold(self, primitive: Lock, ask: Ask) -> Held | None:
-        """:meth:`hold` on the event loop."""
+    async def agrant(self, primitive: Lock, ask: Ask) -> Grant | None:
+        """:meth:`grant` on the event loop."""
         lock = self._lock_for(primitive, ask)
         lease = await self.aentered(lock.ahold(timeout=ask.timeout))
         return None if lease is None else _held(lock, lease)
@@ -71,7 +71,7 @@ class LockKind(LeaseKind[Lock]):
         return primitive.for_holder(holder, lease_timeout=ask.lease_timeout)
 
 
-def _held(lock: Lock, lease: Lease) -> Held:
+def _held(lock: Lock, lease: Lease) -> Grant:
     """The request's hold of ``lock`` (acquired: its ``lease``)."""
 
     def stop_renewing() -> None:
@@ -98,7 +98,7 @@ def _held(lock: Lock, lease: Lease) -> Held:
             stop_renewing()
         return True
 
-    return Held(lock, lease, release, arelease)
+    return Grant(lock, lease, release, arelease)
 
 
 KIND = LockKind()

@@ -19,7 +19,7 @@ from .. import conf
 from ..exceptions import NotOwned, ResourceUnavailable
 from ..primitives.object_pool.pool import ObjectPool
 from ..primitives.validators import check_count, check_lease_timeout, check_name, check_timeout
-from .contract import MAX_WAITING, Ask, Held, Kind, Option, Report, validate_bool
+from .contract import MAX_WAITING, Ask, Grant, Kind, Option, Report, validate_bool
 
 __all__ = ["KIND", "ObjectPoolKind", "published"]
 
@@ -124,7 +124,7 @@ class ObjectPoolKind(Kind[ObjectPool[Any]]):
         the pool's ``ACQUIRE_TIMEOUT`` (None: forever)."""
         return primitive.acquire_timeout
 
-    def hold(self, primitive: ObjectPool[Any], ask: Ask) -> Held | None:
+    def grant(self, primitive: ObjectPool[Any], ask: Ask) -> Grant | None:
         """The borrowed object itself; given back after the response."""
         try:
             obj = started(primitive).acquire(timeout=ask.timeout.seconds)
@@ -134,8 +134,8 @@ class ObjectPoolKind(Kind[ObjectPool[Any]]):
             return None
         return _held(primitive, obj)
 
-    async def ahold(self, primitive: ObjectPool[Any], ask: Ask) -> Held | None:
-        """:meth:`hold` on the event loop (giving back runs in a thread: it may
+    async def agrant(self, primitive: ObjectPool[Any], ask: Ask) -> Grant | None:
+        """:meth:`grant` on the event loop (giving back runs in a thread: it may
         destroy the object, or free its global slot in Redis)."""
         try:
             obj = await started(primitive).aacquire(timeout=ask.timeout.seconds)
@@ -249,7 +249,7 @@ def published(pool: ObjectPool[Any]) -> list[dict[str, Any]]:
 KIND = ObjectPoolKind()
 
 
-def _held(pool: ObjectPool[Any], obj: Any) -> Held:
+def _held(pool: ObjectPool[Any], obj: Any) -> Grant:
     def release() -> bool:
         try:
             pool.release(obj)
@@ -257,4 +257,4 @@ def _held(pool: ObjectPool[Any], obj: Any) -> Held:
             return False
         return True
 
-    return Held(obj, None, release)
+    return Grant(obj, None, release)

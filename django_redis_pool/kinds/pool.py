@@ -8,7 +8,7 @@ from typing import Any
 
 from ..primitives.leased.pool import ORDERS, ResourcePool
 from ..primitives.validators import check_name
-from .contract import MAX_WAITING, Ask, Held, Option, Report
+from .contract import MAX_WAITING, Ask, Grant, Option, Report
 from .leased import LEASE_TIMEOUT, LeaseKind, Members
 
 __all__ = ["KIND", "PoolKind"]
@@ -74,15 +74,15 @@ class PoolKind(LeaseKind[ResourcePool]):
             max_waiting=options["MAX_WAITING"],
         )
 
-    def hold(self, primitive: ResourcePool, ask: Ask) -> Held | None:
+    def grant(self, primitive: ResourcePool, ask: Ask) -> Grant | None:
         """A lease on one resource (refused at once past ``MAX_WAITING``)."""
         hold = primitive.hold(
             timeout=ask.timeout, lease_timeout=ask.lease_timeout, holder=ask.holder
         )
         return self.held(self.entered(hold))
 
-    async def ahold(self, primitive: ResourcePool, ask: Ask) -> Held | None:
-        """:meth:`hold` on the event loop."""
+    async def agrant(self, primitive: ResourcePool, ask: Ask) -> Grant | None:
+        """:meth:`grant` on the event loop."""
         hold = primitive.ahold(
             timeout=ask.timeout, lease_timeout=ask.lease_timeout, holder=ask.holder
         )

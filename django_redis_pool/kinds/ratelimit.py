@@ -21,7 +21,7 @@ from typing import Any
 from .. import conf
 from ..exceptions import ResourceUnavailable
 from ..primitives.ratelimit.limiter import MAX_KEY_LENGTH, Decision, RateLimiter
-from .contract import Ask, EntryWarning, Held, Kind, OptionError, Report
+from .contract import Ask, EntryWarning, Grant, Kind, OptionError, Report
 from .quota_headers import QuotaHeaders, headers_of, policy_headers
 from .ratelimit_keys import KEY_SOURCES, Policy, attach_policy, hashed, policy_of
 from .ratelimit_options import OPTIONS
@@ -170,7 +170,7 @@ class RateLimitKind(Kind[RateLimiter]):
         """The entry's ``TIMEOUT`` (0 by default: not waiting)."""
         return policy_of(primitive).timeout
 
-    def hold(self, primitive: RateLimiter, ask: Ask) -> Held | None:
+    def grant(self, primitive: RateLimiter, ask: Ask) -> Grant | None:
         """The :class:`Decision` for the request's key (``identity(request)`` if
         the view names one, else its ``KEY``); refused (429) when limited."""
         policy = policy_of(primitive)
@@ -178,25 +178,25 @@ class RateLimitKind(Kind[RateLimiter]):
         if key is None:  # outside a request (holding()), the key "" unless one is named
             key = "" if ask.request is None else policy.key_of(ask.request)
         if key is None:
-            return Held(None, None, _nothing_to_release, _anothing_to_release)
+            return Grant(None, None, _nothing_to_release, _anothing_to_release)
         cost = policy.cost if ask.permits is None else ask.permits
         decision = primitive.decide(key, cost=cost, timeout=ask.timeout)
         return self._held(primitive, policy, key, decision)
 
-    async def ahold(self, primitive: RateLimiter, ask: Ask) -> Held | None:
-        """:meth:`hold` on the event loop."""
+    async def agrant(self, primitive: RateLimiter, ask: Ask) -> Grant | None:
+        """:meth:`grant` on the event loop."""
         policy = policy_of(primitive)
         key = ask.identity
         if key is None:
             key = "" if ask.request is None else await policy.akey_of(ask.request)
         if key is None:
-            return Held(None, None, _nothing_to_release, _anothing_to_release)
+            return Grant(None, None, _nothing_to_release, _anothing_to_release)
         cost = policy.cost if ask.permits is None else ask.permits
         decision = await primitive.adecide(key, cost=cost, timeout=ask.timeout)
         return self._held(primitive, policy, key, decision)
 
     @staticmethod
-    def _held(primitive: RateLimiter, policy: Policy, key: str, decision: Decision) -> Held:
+    def _held(primitive: RateLimiter, policy: Policy, key: str, decision: Decision) -> Grant:
         headers = headers_of(decision, policy.headers)
         if not decision.allowed:
             retry_after = decision.retry_after
@@ -211,7 +211,7 @@ class RateLimitKind(Kind[RateLimiter]):
             error.headers = headers  # type: ignore[attr-defined]
             error.decision = decision  # type: ignore[attr-defined]
             raise error
-        return Held(decision, None, _nothing_to_release, _anothing_to_release, headers=headers)
+        return Grant(decision, None, _nothing_to_release, _anothing_to_release, headers=headers)
 
     # -- management commands ---------------------------------------------------
 

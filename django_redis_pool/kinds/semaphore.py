@@ -9,7 +9,7 @@ from typing import Any
 from .. import conf
 from ..primitives.leased.semaphore import Semaphore, check_max_size
 from ..primitives.validators import check_permits
-from .contract import MAX_WAITING, Ask, Held, Option, OptionError, Report
+from .contract import MAX_WAITING, Ask, Grant, Option, OptionError, Report
 from .leased import LEASE_TIMEOUT, LeaseKind
 
 __all__ = ["KIND", "PERMITS_HINT", "SemaphoreKind"]
@@ -93,7 +93,7 @@ class SemaphoreKind(LeaseKind[Semaphore]):
             max_waiting=options["MAX_WAITING"],
         )
 
-    def hold(self, primitive: Semaphore, ask: Ask) -> Held | None:
+    def grant(self, primitive: Semaphore, ask: Ask) -> Grant | None:
         """``ask.permits`` (None: the entry's ``PERMITS``) for the identity
         ``holder`` (requests sharing it share its hold; refused at once past
         ``MAX_WAITING``)."""
@@ -105,8 +105,8 @@ class SemaphoreKind(LeaseKind[Semaphore]):
         )
         return self.held(self.entered(hold))
 
-    async def ahold(self, primitive: Semaphore, ask: Ask) -> Held | None:
-        """:meth:`hold` on the event loop."""
+    async def agrant(self, primitive: Semaphore, ask: Ask) -> Grant | None:
+        """:meth:`grant` on the event loop."""
         hold = primitive.ahold(
             ask.holder,
             timeout=ask.timeout,

@@ -20,7 +20,7 @@ from playwright.sync_api import Page, Response, expect
 
 import django_redis_pool
 from django_redis_pool.dashboard import charts
-from django_redis_pool.holders import request_holder
+from django_redis_pool.holder_names import request_holder
 from django_redis_pool.primitives import counts
 from tests.support.browser import (
     NARROW,

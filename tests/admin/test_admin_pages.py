@@ -22,7 +22,7 @@ import redis
 from django.test import Client
 
 from django_redis_pool import get_lock, get_semaphore
-from django_redis_pool.holders import request_holder
+from django_redis_pool.holder_names import request_holder
 from tests.support.admin_fixtures import (
     NA,
     World,

@@ -29,7 +29,7 @@ from django_redis_pool import (
     holding,
     signals,
 )
-from django_redis_pool.holders import request_of
+from django_redis_pool.holder_names import request_of
 from django_redis_pool.primitives import counts
 from tests.support.primitive_helpers import redis_time
 from tests.support.stoppable_servers import closed_port

@@ -1,4 +1,4 @@
-"""The holder name of a request (``django_redis_pool.holders``): a view held by
+"""The holder name of a request (``django_redis_pool.holder_names``): a view held by
 ``@with_resource`` without an identity shows its request's method, path and
 user in ``manage.py pool_status --json`` and in the admin's holders table,
 while the view runs (it waits at a gate meanwhile: ``tests/urlconfs/holder_views.py``).
@@ -25,7 +25,7 @@ from django.urls import reverse
 
 from django_redis_pool import get_lock, get_pool, get_semaphore
 from django_redis_pool.guard import request_of
-from django_redis_pool.holders import holder_words, process_of, request_holder
+from django_redis_pool.holder_names import holder_words, process_of, request_holder
 from tests.support.admin_pages import table
 from tests.support.waiting import wait_for
 from tests.urlconfs.holder_views import GATE

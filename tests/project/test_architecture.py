@@ -42,7 +42,7 @@ LAYERS: dict[str, int] = {
     "kinds": 1,
     "kinds.contract": 1,
     "kinds.rates": 1,
-    "holders": 1,
+    "holder_names": 1,
     "client_address": 1,
     "tracing": 1,
     # 2: the setting's parser: the values and the kinds it is given, validated
@@ -401,7 +401,7 @@ FOREIGN_PRIVATE = {
     ("admin", "_meta"): "a model's options, which the admin's templates read",
     ("conf.masking", "_replace"): "a named tuple's copy with a field changed (its own API)",
     ("guard", "_resource_closers"): "what Django runs when the response is closed",
-    ("holders", "_wrapped"): "whether Django's lazy request.user was read yet",
+    ("holder_names", "_wrapped"): "whether Django's lazy request.user was read yet",
     ("refusals", "_has_been_logged"): "tells django.request the refusal was logged already",
     ("registry", "_cache"): "the client of Django's own Redis cache backend",
 }

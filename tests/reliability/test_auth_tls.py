@@ -28,7 +28,7 @@ from redis.retry import Retry
 
 from django_redis_pool import BackendUnavailable, get_pool
 from django_redis_pool.guard import Guard, Refusal
-from django_redis_pool.kinds import Held
+from django_redis_pool.kinds import Grant
 from django_redis_pool.testing import EmbeddedRedis
 from tests.support.waiting import answers_ping, wait_for
 
@@ -119,14 +119,14 @@ def request_round_trip() -> None:
     client: the same credentials and TLS settings)."""
     guard, request = Guard("printers", timeout=1), RequestFactory().get("/")
     held = guard.enter(request)
-    assert isinstance(held, Held) and held.lease is not None
+    assert isinstance(held, Grant) and held.lease is not None
     assert held.lease.resource == "p1"
     guard.exit(request, held)
     assert get_pool("printers").available() == ["p1"]
 
     async def on_the_loop() -> None:
         held = await guard.aenter(request)
-        assert isinstance(held, Held) and held.lease is not None
+        assert isinstance(held, Grant) and held.lease is not None
         await guard.aexit(request, held)
 
     asyncio.run(on_the_loop())

@@ -23,7 +23,7 @@ from redis.retry import Retry
 
 from django_redis_pool import BackendUnavailable, Lock, ResourcePool, ResourceUnavailable
 from django_redis_pool.guard import Guard, Refusal
-from django_redis_pool.kinds import Held
+from django_redis_pool.kinds import Grant
 from django_redis_pool.primitives import pending_releases
 from django_redis_pool.primitives.clients.connections import DeadlineBackoff, DeadlineConnection
 from django_redis_pool.primitives.clients.deadlines import DEADLINE_SLACK, deadline
@@ -140,7 +140,7 @@ def test_a_hung_redis_fails_a_request_within_its_timeout_plus_the_slack(
     watch = Stopwatch()
     held = guard.enter(first)  # connected, and the pool filled
     floor = watch.waited()  # (the floor: the same on a Redis that answers)
-    assert isinstance(held, Held)
+    assert isinstance(held, Grant)
     os.kill(hung_server.pid, signal.SIGSTOP)
     watch = Stopwatch()
     refused = guard.enter(RequestFactory().get("/"))
@@ -166,7 +166,7 @@ def test_a_hung_redis_fails_an_async_request_within_its_timeout_plus_the_slack(
         watch = Stopwatch()
         held = await guard.aenter(first)  # connected, and the pool filled
         floor = watch.waited()  # (the floor: the same on a Redis that answers)
-        assert isinstance(held, Held)
+        assert isinstance(held, Grant)
         os.kill(hung_server.pid, signal.SIGSTOP)
         watch = Stopwatch()
         refused = await guard.aenter(RequestFactory().get("/"))
@@ -359,7 +359,7 @@ def test_a_reply_left_unread_by_a_blocked_loop_is_named_a_busy_process(
 
     async def scenario() -> Any:
         warm = await guard.aenter(RequestFactory().get("/"))  # (connected, scripts known)
-        assert isinstance(warm, Held)
+        assert isinstance(warm, Grant)
         await guard.aexit(RequestFactory().get("/"), warm)
         asyncio.get_running_loop().call_soon(time.sleep, DEADLINE_SLACK + 0.5)
         return await guard.aenter(RequestFactory().get("/"))  # (sent; then the loop sleeps)
