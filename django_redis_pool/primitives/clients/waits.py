@@ -45,17 +45,6 @@ class Wait(Stopwatch):
             return FOREVER
         return cls(seconds)
 
-    @property
-    def forever(self) -> bool:
-        """Whether it waits for ever."""
-        return self.seconds is None
-
-    def remaining(self) -> float | None:
-        """Seconds left (never below 0); None for forever."""
-        if self.until is None:
-            return None
-        return max(0.0, self.until - time.monotonic())
-
     def passed(self) -> bool:
         """Whether its deadline has passed (never, for forever)."""
         return self.until is not None and self.until <= time.monotonic()
