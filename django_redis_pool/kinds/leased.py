@@ -16,7 +16,6 @@ from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, NamedTuple, TypeVar
 
 from .. import conf, signals
-from ..exceptions import ResourceUnavailable
 from ..holder_names import holder_words, request_of
 from ..primitives.leased.lease import Lease
 from ..primitives.leased.primitive import AsyncHold, Hold, LeasedPrimitive, Snapshot
@@ -208,27 +207,18 @@ class LeaseKind(Kind[L]):
 
     @staticmethod
     def entered(hold: Hold) -> Any:
-        """What the primitive's ``hold()`` (``hold``) takes on entering it, for
-        a request, which keeps it past one ``with`` block (its :class:`Grant`
-        releases it): None when nothing was granted in time; refused at once
-        (``max_waiting`` callers already wait), the hold's
-        :class:`ResourceUnavailable` (``reason`` ``FULL``) propagates."""
-        try:
-            return hold.__enter__()
-        except ResourceUnavailable as exc:
-            if exc.reason == ResourceUnavailable.FULL:
-                raise
-            return None
+        """What the primitive's ``hold()`` (``hold``) takes, for a request,
+        which keeps it past one ``with`` block (its :class:`Grant` releases
+        it): None when nothing was granted in time; refused at once
+        (``max_waiting`` callers already wait), :class:`ResourceUnavailable`
+        (``reason`` ``FULL``) propagates. The refusal's turn is the guard's to
+        estimate (:meth:`turn`), once, when it needs one."""
+        return hold.granted()
 
     @staticmethod
     async def aentered(hold: AsyncHold) -> Any:
         """:meth:`entered` for the primitive's ``ahold()``."""
-        try:
-            return await hold.__aenter__()
-        except ResourceUnavailable as exc:
-            if exc.reason == ResourceUnavailable.FULL:
-                raise
-            return None
+        return await hold.agranted()
 
     # -- management commands ---------------------------------------------------
 

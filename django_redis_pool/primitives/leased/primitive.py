@@ -71,6 +71,15 @@ class Hold:
         #: What entering took (a :class:`Lease`, an allocator's key; None before).
         self.held: Any = None
 
+    def granted(self) -> Any:
+        """What entering takes, as a caller that keeps it past one ``with``
+        block and answers a refusal itself needs it (the request guard, through
+        its kind): the hold, or None when nothing was granted in time; refused
+        at once, :class:`ResourceUnavailable` (``reason`` ``"full"``) with no
+        ``retry_after`` (no estimate is read: the caller reads one if it needs
+        it)."""
+        return self._take()
+
     def __enter__(self) -> Lease:
         try:
             lease = self._take()
@@ -104,6 +113,10 @@ class AsyncHold(Hold):
 
     def __enter__(self) -> Lease:
         raise TypeError("ahold() is for `async with`; use hold() in a `with` block")
+
+    async def agranted(self) -> Any:  # type: ignore[override]
+        """:meth:`Hold.granted` on the event loop."""
+        return await self._take()
 
     async def __aenter__(self) -> Lease:
         try:
