@@ -168,6 +168,28 @@ def test_the_views_own_retry_after_wins_over_the_estimate(configured: None) -> N
     assert refused("printers", timeout=0, retry_after=7)["Retry-After"] == "7"
 
 
+def test_a_refused_request_estimates_its_turn_once_and_not_when_the_view_tells_it(
+    configured: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from django_redis_pool.primitives.leased.primitive import LeasedPrimitive
+
+    estimates: list[str] = []
+    estimate = LeasedPrimitive.turn_estimate
+
+    def counted(self: Any, permits: int = 1) -> float | None:
+        estimates.append(self.name)
+        return estimate(self, permits)
+
+    monkeypatch.setattr(LeasedPrimitive, "turn_estimate", counted)
+    pool = get_pool("printers")
+    timed(pool, 10.0)
+    assert pool.acquire() is not None
+    assert 5 < int(refused("printers", timeout=0)["Retry-After"]) <= 10
+    assert estimates == ["printers"], "one estimate (one snapshot read) per refusal"
+    assert refused("printers", timeout=0, retry_after=7)["Retry-After"] == "7"
+    assert estimates == ["printers"], "no estimate read where the view tells the turn"
+
+
 def test_a_semaphore_lock_and_allocator_refusal_tell_the_estimate(configured: None) -> None:
     semaphore, lock, allocator = (
         get_semaphore("reports"),
