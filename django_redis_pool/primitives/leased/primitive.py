@@ -354,34 +354,33 @@ class LeasedPrimitive:
         within :data:`.turns.READ_DEADLINE`). Reads Redis (a snapshot page,
         and the counts every :data:`.turns.MEAN_FRESH_FOR` s) at most once per
         :data:`.turns.FRESH_FOR` s in this process; never raises."""
-        known, turn = self._turns.kept(permits)
-        if known:
-            return turn
-        if not self._turns.claim():  # another thread reads: what it read last
-            return self._turns.kept(permits, stale=True)[1]
-        mean_wanted = self._turns.mean_wanted()
-        read: tuple[turns.Queue | None, float | None] = (None, None)
         try:
             with deadline(turns.READ_DEADLINE):
-                read = self._channel.run(self._turn_read(mean_wanted))
-        except Exception as exc:
-            logger.debug("%s: reading its turn estimate failed: %s", self._channel.label, exc)
-        finally:
-            self._turns.keep(*read, read=mean_wanted and read[0] is not None)
-        return self._turns.kept(permits, stale=True)[1]
+                return self._channel.run(self._estimate(permits))  # type: ignore[no-any-return]
+        except Exception:  # (logged by :meth:`_estimate`)
+            return None
 
     async def aturn_estimate(self, permits: int = 1) -> float | None:
         """:meth:`turn_estimate` on the event loop."""
+        try:
+            with deadline(turns.READ_DEADLINE):
+                return await self._channel.arun(self._estimate(permits))  # type: ignore[no-any-return]
+        except Exception:
+            return None
+
+    def _estimate(self, permits: int) -> Steps[float | None]:
+        """The operation behind :meth:`turn_estimate` and its twin: what is
+        kept while fresh, else (one reader at a time) a read of what
+        :meth:`_turn_read` reads, kept for the others."""
         known, turn = self._turns.kept(permits)
         if known:
             return turn
-        if not self._turns.claim():
+        if not self._turns.claim():  # another thread or task reads: what it read last
             return self._turns.kept(permits, stale=True)[1]
         mean_wanted = self._turns.mean_wanted()
         read: tuple[turns.Queue | None, float | None] = (None, None)
         try:
-            with deadline(turns.READ_DEADLINE):
-                read = await self._channel.arun(self._turn_read(mean_wanted))
+            read = yield from self._turn_read(mean_wanted)
         except Exception as exc:
             logger.debug("%s: reading its turn estimate failed: %s", self._channel.label, exc)
         finally:
